@@ -1,0 +1,59 @@
+# webtap: `make demo` and `make test` set up everything on a fresh Debian machine (as root),
+# then run the main job or the whole test suite. Nothing here assumes a hand-installed tool.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+SHARED ?= ../shared
+export WEBTAP_SHARED := $(abspath $(SHARED))
+
+# Debian packages the project uses: libpcap (headers + pkg-config for the build), the real
+# peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
+# network namespaces of the live tests.
+APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
+
+# Python packages: the build requirements (editable installs rebuild in this venv) and the
+# runtime/test dependencies declared in pyproject.toml.
+BUILD_REQS := meson-python meson ninja Cython numpy
+
+.PHONY: all sysdeps venv build demo test bench fuzz clean
+
+all: build
+
+sysdeps:
+	@missing=""; for p in $(APT_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(BUILD_REQS)
+	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
+	touch $@
+
+venv: $(VENV)/.deps-stamp
+
+build: sysdeps venv
+	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
+	$(BIN)/python -c "import webtap; print('webtap', webtap.__version__, 'built against', webtap.libpcap_version())"
+
+demo: build
+	$(BIN)/python -m webtap.demo
+
+test: build
+	$(BIN)/python -m pytest -q -n 2 tests
+
+bench: build
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	rm -rf build builddir $(VENV)

@@ -1,0 +1,97 @@
+# The dissect stage's output contract: an HTTP message batch.
+#
+# One fixed-size HttpMsg per packet whose TCP payload starts an HTTP request or response (the
+# paper's "first packet" of a message). Text fields are Spans, (offset, length) pairs into the
+# packet (relative to the packet's first byte, which sits at `pkt_offset` in the batch buffer):
+# the dissector never copies packet bytes. Every later stage (pairing, URL matching, forging)
+# reads this struct; webtap.schema.MESSAGE_DTYPE mirrors it and a test asserts the sizes agree.
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+ctypedef struct Span:
+    uint32_t off         # offset of the first byte, from the start of the packet
+    uint32_t len         # length in bytes; 0 when the field is absent
+
+ctypedef struct HttpMsg:
+    int64_t ts_ns        # capture time of the packet, ns since the Unix epoch
+    uint64_t pkt_index   # 0-based position of the packet in the trace (tshark frame.number - 1)
+    uint64_t pkt_offset  # byte offset of the packet's first byte in the batch buffer
+    uint8_t src_ip[16]   # source address; IPv4 in bytes 0-3 and zeros after, IPv6 all 16 bytes
+    uint8_t dst_ip[16]   # destination address, same layout
+    uint32_t seq         # TCP sequence number (host order)
+    uint32_t ack         # TCP acknowledgement number (host order)
+    uint16_t src_port    # TCP source port (host order)
+    uint16_t dst_port    # TCP destination port (host order)
+    uint16_t window      # TCP window field, unscaled (host order)
+    uint16_t ip_off      # offset of the IP header from the start of the packet
+    uint16_t tcp_off     # offset of the TCP header from the start of the packet
+    uint16_t vlan        # outermost 802.1Q VLAN id, or 0xFFFF when untagged
+    uint32_t payload_off    # offset of the TCP payload from the start of the packet
+    uint32_t payload_caplen # payload bytes present in the capture
+    uint32_t payload_len    # payload bytes on the wire, from the IP length fields
+    Span method          # request method token (requests only)
+    Span uri             # request-target as sent (requests only)
+    Span version         # "HTTP/1.x" of the request line or of the status line
+    Span host            # Host header value, trimmed of surrounding whitespace
+    Span user_agent      # User-Agent header value, trimmed
+    Span reason          # reason phrase of a response, may be empty
+    uint16_t status      # response status code (100-999); 0 for requests
+    uint16_t flags       # MSGF_* bits below
+    uint16_t linktype    # LINKTYPE_* of the packet
+    uint8_t kind         # MSG_REQUEST or MSG_RESPONSE
+    uint8_t method_id    # METHOD_* value of the request method; METHOD_OTHER for responses
+    uint8_t ip_version   # 4 or 6
+    uint8_t tcp_flags    # TCP flag bits (FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20 ...)
+    uint8_t ttl          # IPv4 TTL or IPv6 hop limit
+    uint8_t _reserved    # zero
+
+cdef enum MsgKind:
+    MSG_REQUEST = 1
+    MSG_RESPONSE = 2
+
+cdef enum MsgFlags:
+    MSGF_URI_TRUNCATED = 1        # the request line had no end in the packet: URI cut at packet end
+    MSGF_HEADERS_INCOMPLETE = 2   # the header block did not end in this packet (no empty line)
+    MSGF_PAYLOAD_TRUNCATED = 4    # caplen cut the TCP payload short of its wire length
+    MSGF_HOST_REPEATED = 8        # more than one Host header (the first is kept)
+    MSGF_LINE_TOO_LONG = 16       # a header line exceeded the per-line bound and was not parsed
+    MSGF_BAD_VERSION = 32         # the request line's HTTP version token is missing or malformed
+
+# Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
+# 5323, 5842) and the few non-standard ones common in real traffic. METHOD_OTHER: responses.
+cdef enum MethodId:
+    METHOD_OTHER = 0
+    METHOD_GET = 1
+    METHOD_HEAD = 2
+    METHOD_POST = 3
+    METHOD_PUT = 4
+    METHOD_DELETE = 5
+    METHOD_CONNECT = 6
+    METHOD_OPTIONS = 7
+    METHOD_TRACE = 8
+    METHOD_PATCH = 9
+    # WebDAV and friends: ids 10 and up, named in webtap.schema.METHOD_NAMES
+
+# Why a packet produced no message, or what was odd about it. Index into DissectCounters.n.
+cdef enum DissectReason:
+    DR_PACKETS = 0            # packets offered to the dissector
+    DR_LINK_UNSUPPORTED       # link type webtap does not dissect
+    DR_LINK_TRUNCATED         # link header cut short
+    DR_NOT_IP                 # ethertype / family is not IPv4 or IPv6 (ARP, ...)
+    DR_IP_TRUNCATED           # IP header cut short
+    DR_IP_BAD_HEADER          # bad version, header length or total length
+    DR_IP_FRAGMENT            # a fragment (first or later): flagged and skipped
+    DR_NOT_TCP                # IP payload is not TCP
+    DR_TCP_TRUNCATED          # TCP header cut short
+    DR_TCP_BAD_OFFSET         # TCP data offset < 5 or past the end of the packet
+    DR_NO_PAYLOAD             # TCP segment without payload (SYN, pure ACK, ...)
+    DR_NOT_HTTP               # payload does not start an HTTP request or response
+    DR_HTTP_REQUEST           # request first packets found
+    DR_HTTP_RESPONSE          # response first packets found
+    DR_URI_TRUNCATED          # requests whose URI was cut by the end of the packet
+    DR_HEADERS_INCOMPLETE     # messages whose header block continues in a later packet
+    DR_LINE_TOO_LONG          # header lines over the per-line bound (not parsed)
+    DR_PAYLOAD_TRUNCATED      # messages whose payload was cut by the snaplen
+    DR_N                      # number of counters
+
+ctypedef struct DissectCounters:
+    uint64_t n[<int>DR_N]    # n[reason]: packets (or messages) counted under each DissectReason

@@ -1,0 +1,1 @@
+"""HTTP transaction records from packet traces without TCP reassembly."""

@@ -1,0 +1,1 @@
+"""URL blacklist filtering: compressed AVL tree, pass-by filter."""

@@ -1,0 +1,1 @@
+"""Compiled Cython modules of webtap, built from ../../ext/*.pyx (see ext/meson.build)."""

@@ -1,0 +1,102 @@
+"""NumPy mirrors of the C structs that cross stage boundaries (ext/packet.pxd, ext/message.pxd).
+
+Each dtype here is the Python face of one C struct, field for field, as scikit-learn's NODE_DTYPE
+mirrors its Node struct; tests/test_schema.py asserts that the sizes agree with sizeof() in C.
+Column names carry units where they have one.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: ext/packet.pxd PacketRef: one captured packet of a batch.
+PACKET_DTYPE = np.dtype(
+    [
+        ("ts_ns", "<i8"),
+        ("index", "<u8"),
+        ("offset", "<u8"),
+        ("caplen", "<u4"),
+        ("wirelen", "<u4"),
+        ("linktype", "<u2"),
+        ("iface", "<u2"),
+        ("flags", "<u4"),
+    ],
+    align=True,
+)
+
+SPAN_DTYPE = np.dtype([("off", "<u4"), ("len", "<u4")], align=True)
+
+#: Names of the Span fields of HttpMsg, in struct order.
+SPAN_FIELDS = ("method", "uri", "version", "host", "user_agent", "reason")
+
+#: ext/message.pxd HttpMsg: the first packet of one HTTP request or response.
+MESSAGE_DTYPE = np.dtype(
+    [
+        ("ts_ns", "<i8"),
+        ("pkt_index", "<u8"),
+        ("pkt_offset", "<u8"),
+        ("src_ip", "u1", (16,)),
+        ("dst_ip", "u1", (16,)),
+        ("seq", "<u4"),
+        ("ack", "<u4"),
+        ("src_port", "<u2"),
+        ("dst_port", "<u2"),
+        ("window", "<u2"),
+        ("ip_off", "<u2"),
+        ("tcp_off", "<u2"),
+        ("vlan", "<u2"),
+        ("payload_off", "<u4"),
+        ("payload_caplen", "<u4"),
+        ("payload_len", "<u4"),
+    ]
+    + [(name, SPAN_DTYPE) for name in SPAN_FIELDS]
+    + [
+        ("status", "<u2"),
+        ("flags", "<u2"),
+        ("linktype", "<u2"),
+        ("kind", "u1"),
+        ("method_id", "u1"),
+        ("ip_version", "u1"),
+        ("tcp_flags", "u1"),
+        ("ttl", "u1"),
+        ("_reserved", "u1"),
+    ],
+    align=True,
+)
+
+# ext/message.pxd MsgKind
+MSG_REQUEST = 1
+MSG_RESPONSE = 2
+
+# ext/message.pxd MsgFlags
+MSGF_URI_TRUNCATED = 1
+MSGF_HEADERS_INCOMPLETE = 2
+MSGF_PAYLOAD_TRUNCATED = 4
+MSGF_HOST_REPEATED = 8
+MSGF_LINE_TOO_LONG = 16
+MSGF_BAD_VERSION = 32
+
+# ext/packet.pxd PacketFlags
+PKTF_CAPLEN_GT_SNAPLEN = 1
+PKTF_CAPLEN_GT_WIRELEN = 2
+
+#: ext/message.pxd DissectReason, in enum order: the keys of the dissector's counters.
+DISSECT_REASONS = (
+    "packets",
+    "link_unsupported",
+    "link_truncated",
+    "not_ip",
+    "ip_truncated",
+    "ip_bad_header",
+    "ip_fragment",
+    "not_tcp",
+    "tcp_truncated",
+    "tcp_bad_offset",
+    "no_payload",
+    "not_http",
+    "http_request",
+    "http_response",
+    "uri_truncated",
+    "headers_incomplete",
+    "line_too_long",
+    "payload_truncated",
+)
