@@ -39,6 +39,7 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
                     lt = rd.linktype
                     ts = meta.sec * 10**9 + meta.usec * (1 if getattr(rd, "nano", False) else 1000)
                     wl = meta.wirelen
+                ts = max(min(ts, 2**63 - 1), -(2**63))   # absurd pcapng times must not abort the read
                 records.append((bytes(raw), lt, ts, wl))
         except Exception:  # a truncated or corrupt tail: keep what was read, as tshark does
             pass
