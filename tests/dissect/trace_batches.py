@@ -15,12 +15,13 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
 
         return scapy_read(path)
     parts, datas, base = [], [], 0
-    for b in open_trace(path):
-        pk = np.array(b.packets, copy=True)
-        pk["offset"] += base
-        parts.append(pk)
-        datas.append(np.array(b.data, copy=True))
-        base += len(b.data)
+    with open_trace(path, progress=False) as trace:
+        for b in trace:
+            pk = np.array(b.packets, copy=True)
+            pk["offset"] += base
+            parts.append(pk)
+            datas.append(np.array(b.data, copy=True))
+            base += len(b.data)
     from webtap.schema import PACKET_DTYPE
 
     if not parts:
