@@ -564,7 +564,7 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i, k = 0
-    cdef cnp.ndarray out = np.zeros(n, dtype=_MESSAGE_DTYPE)
+    cdef cnp.ndarray out = np.empty(n, dtype=_MESSAGE_DTYPE)   # every row used is cleared by _clear_msg
     cdef cnp.ndarray counters = np.zeros(<int>DR_N, dtype=np.uint64)
     cdef const PacketRef *refs = <const PacketRef *>cnp.PyArray_DATA(pk)
     cdef HttpMsg *msgs = <HttpMsg *>cnp.PyArray_DATA(out)
