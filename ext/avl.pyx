@@ -1,0 +1,1057 @@
+# cython: freethreading_compatible = False
+"""The compressed AVL URL tree (issue 7; paper section 2 of ../shared/docs/PAPERS.md).
+
+Keys
+----
+A key is a URL in canonical *key form* (ext/urlcanon.h: scheme, default port, fragment dropped,
+percent-encoding normalised, dot segments resolved, host labels reversed: ``com.example.www/a/b``).
+Reversing the host makes every kind of blacklist hit a prefix relation on component boundaries:
+a domain entry ``com.example`` is a prefix of ``com.example.www/x`` (boundary '.'), of
+``com.example:8080`` (':') and of ``com.example/x`` ('/'); a URL entry ``com.example/a`` is a prefix
+of ``com.example/a/b`` ('/') and of ``com.example/a?x`` ('?'). Boundaries are '.' and ':' inside the
+host, every '/' after it and the first '?'; nothing inside the query.
+
+The three arrays (as in the paper)
+----------------------------------
+* ``TreeNode[id]`` (8 bytes, ext/urltree.pxd): left and right child as 28-bit ids; the top nibble
+  of each holds half of the node's 8-bit AVL height. id 0 means "no node", so at most 2^28 - 1 URLs.
+* ``DataPtr[id]`` (4 bytes): byte offset of the node's record in CompressedURL (0xFFFFFFFF: free id).
+  The URL id *is* the node id, so lookup by id is one array read plus a decode.
+* ``CompressedURL``: records, each ``varint cPrefix | varint len | DiffURL bytes | varint RefID |
+  varint category | varint period``. The search reads only the first three fields.
+
+Encoding: every node is encoded against its tree parent
+-------------------------------------------------------
+Invariant: ``RefID(x) == parent(x)`` (0 for the root, whose record holds the whole key), and
+``key(x) = key(RefID)[:cPrefix] + DiffURL``. A search for q descends from the root carrying
+``m = lcp(q, key(parent))`` and the direction ``d`` it took at the parent; at node x:
+
+* ``cPrefix > m``: key(x) agrees with key(parent) beyond the point where q left it, so q compares
+  with key(x) exactly as with key(parent): go ``d`` again, lcp stays m. *No key byte is read.*
+* ``cPrefix <= m``: q and key(x) agree on the first cPrefix bytes; compare q[cPrefix:] with DiffURL
+  only, which gives the new lcp and direction.
+
+So a match never decodes a reference chain; it reads each visited record's header and at most the
+bytes of its DiffURL that differ from what is already known. Insertion gets the new leaf's
+encoding for free (cPrefix = lcp with the parent computed on the way down).
+
+Keeping the encoding valid
+--------------------------
+All child pointers are set through ``_link(parent, side, child)``, which re-encodes the child
+against its new parent whenever its RefID differs. Rotations (at most three parent changes each),
+the delete's successor splice and the root change all go through it, so the invariant holds after
+every operation. Re-encoding decodes both keys by following RefIDs up to the root (O(height) diffs,
+done only for the few nodes a rotation moves) and appends a new record; the old one becomes dead
+bytes. During a rotation two nodes can briefly reference each other (A encoded against B while B
+is still encoded against A); ``_reencode`` detects that the new reference leads back to the node
+and first rewrites the reference as a full key (RefID 0), so chains never loop.
+
+Compaction copies live records into a fresh buffer in one pass (O(live bytes), ~10 ms per
+million URLs; lookups are blocked only for that pass) when dead bytes exceed the live ones, or on
+``compact()``/``save()``.
+
+Prefix match (longest entry that is a prefix of q on a boundary)
+----------------------------------------------------------------
+One descent for q records (node, lcp, direction) for every visited node. If p is an entry that is a
+proper prefix of q, either p is on q's path, or the first node X on the path with
+``lcp(q, key(X)) >= len(p)`` has ``p < key(X) < q`` -- q turned right there and p lies in X's left
+subtree, where a short search for p (starting with lcp = len(p)) finds it. Candidates are the
+boundary positions b <= max lcp on the path, tried from the longest, so a miss costs one descent
+plus one short sub-search per boundary shared with some entry.
+
+Thread safety: readers may run concurrently (batch calls release the GIL), writers need exclusive
+access. A tree loaded from a snapshot maps the file read-only (shared by every process that loads
+it) and copies the arrays into private memory on its first modification.
+"""
+import mmap
+import os
+import struct
+
+import numpy as np
+
+from libc.stddef cimport ptrdiff_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+
+from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
+from urltree cimport SnapshotHeader, TreeNode
+
+cdef enum:
+    ID_MASK = 0x0FFFFFFF
+    MAX_ID = 0x0FFFFFFF       # ids are 28 bits; 0 is "none"
+    MAX_DEPTH = 96            # AVL height of 2^28 nodes is < 40
+    MAX_KEY = 65536           # longest key accepted for insertion, in bytes
+    LEFT = -1
+    RIGHT = 1
+
+cdef enum:
+    # return codes of the batch functions, next to the CANON_* codes (-1..-5)
+    TREE_DUPLICATE = 1        # insert: the key was already present (id is the existing one)
+    TREE_TOO_LONG = -6        # insert: canonical key longer than MAX_KEY
+    TREE_FULL = -7            # insert: no id left (2^28 - 1 URLs)
+
+cdef uint32_t FREE_PTR = 0xFFFFFFFFU
+cdef size_t BLOB_LIMIT = 0xFFFFFFF0U   # CompressedURL must stay addressable by 32-bit DataPtr
+SNAPSHOT_MAGIC = b"WTAVL001"
+HEADER = struct.Struct("<8sQQQQII16x")
+MAX_URLS = MAX_ID
+MAX_KEY_BYTES = MAX_KEY
+
+# NumPy mirror of TreeNode (ext/urltree.pxd); tests check itemsize == sizeof(TreeNode).
+TREE_NODE_DTYPE = np.dtype([("left", "<u4"), ("right", "<u4")])
+
+
+def sizeof_tree_node():
+    return sizeof(TreeNode)
+
+
+def sizeof_snapshot_header():
+    return sizeof(SnapshotHeader)
+
+
+ctypedef struct Rec:
+    uint32_t cp          # bytes shared with key(ref)
+    uint32_t dlen        # bytes of DiffURL
+    const uint8_t *diff  # DiffURL (points into CompressedURL: valid until the next write)
+    uint32_t ref         # RefID, 0 for a full key
+    uint32_t cat         # category id (payload)
+    uint32_t period      # filtering period id (payload), 0 = always
+    uint32_t size        # bytes of the whole record
+
+
+ctypedef struct PathStep:
+    uint32_t x           # node id
+    uint32_t m           # lcp(q, key(x))
+    int c                # comparison of q with key(x): -1, 0, 1
+    int kp               # 1 when key(x) is a prefix of q (m == len(key(x)))
+
+
+cdef inline const uint8_t *_get_varint(const uint8_t *p, uint32_t *v) noexcept nogil:
+    cdef uint32_t r = p[0]
+    cdef int shift = 7
+    if r < 0x80:
+        v[0] = r
+        return p + 1
+    r &= 0x7f
+    while True:
+        p += 1
+        r |= (<uint32_t>(p[0] & 0x7f)) << shift
+        if p[0] < 0x80:
+            v[0] = r
+            return p + 1
+        shift += 7
+
+
+cdef inline uint8_t *_put_varint(uint8_t *p, uint32_t v) noexcept nogil:
+    while v >= 0x80:
+        p[0] = <uint8_t>(v | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <uint8_t>v
+    return p + 1
+
+
+cdef inline void _read_rec(const uint8_t *p, Rec *r) noexcept nogil:
+    cdef const uint8_t *s = p
+    p = _get_varint(p, &r.cp)
+    p = _get_varint(p, &r.dlen)
+    r.diff = p
+    p += r.dlen
+    p = _get_varint(p, &r.ref)
+    p = _get_varint(p, &r.cat)
+    p = _get_varint(p, &r.period)
+    r.size = <uint32_t>(p - s)
+
+
+cdef inline bint _is_boundary(const uint8_t *q, size_t b, size_t host_end, size_t qpos) noexcept nogil:
+    """Is q[:b] a component prefix of q (b < len(q))? '.' inside the host, the end of the host,
+    '/' in the path and the first '?'; never inside the query."""
+    if b < host_end:
+        return q[b] == b'.' and q[0] != b'['
+    if b == host_end:
+        return True
+    if b > qpos:
+        return False
+    return q[b] == b'/' or b == qpos
+
+
+cdef void *_checked_realloc(void *p, size_t n) except NULL nogil:
+    """The one allocator of this module: realloc that raises MemoryError (taking the GIL) on failure."""
+    cdef void *r = realloc(p, n if n else 1)
+    if r == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate {n} bytes for the URL tree")
+    return r
+
+
+class TreeCorrupt(RuntimeError):
+    """The tree's arrays violate an invariant (a bug, or a damaged snapshot file)."""
+
+
+cdef class UrlTree:
+    """Compressed AVL tree of canonical URL keys; see the module docstring for the design.
+
+    Keys passed to the ``*_key`` methods are already in canonical key form (bytes); the other
+    methods canonicalise their input with ext/urlcanon.h first.
+    """
+    cdef TreeNode *nodes          # TreeNode array, n_slots used, cap_slots allocated
+    cdef uint32_t *dataptr        # DataPtr array, same length
+    cdef uint8_t *blob            # CompressedURL bytes
+    cdef size_t n_slots, cap_slots, blob_used, blob_cap, dead, count
+    cdef uint32_t root, free_head
+    cdef uint8_t *kbuf            # scratch: decoded keys (MAX_KEY + 8 bytes each)
+    cdef uint8_t *kbuf2
+    cdef uint8_t *qbuf            # scratch: canonicalised query
+    cdef size_t qcap
+    cdef bint mapped              # arrays point into a read-only snapshot mapping
+    cdef object _mapping          # the mmap object that owns them
+    cdef object _view             # the memoryview exported from it
+
+    def __cinit__(self):
+        self.n_slots = 1
+        self.cap_slots = 0
+        self.kbuf = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
+        self.kbuf2 = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
+        self.qcap = 4096
+        self.qbuf = <uint8_t *>_checked_realloc(NULL, self.qcap)
+        self._grow_slots(1024)
+        self.nodes[0].left = 0
+        self.nodes[0].right = 0
+        self.dataptr[0] = FREE_PTR
+        self._grow_blob(4096)
+
+    def __dealloc__(self):
+        if not self.mapped:
+            free(self.nodes)
+            free(self.dataptr)
+            free(self.blob)
+        free(self.kbuf)
+        free(self.kbuf2)
+        free(self.qbuf)
+
+    # ---- memory -------------------------------------------------------------------------
+    cdef int _grow_slots(self, size_t need) except -1 nogil:
+        cdef size_t cap = self.cap_slots if self.cap_slots else 1024
+        if need <= self.cap_slots:
+            return 0
+        while cap < need:
+            cap = cap * 3 // 2 + 16
+        self.nodes = <TreeNode *>_checked_realloc(self.nodes, cap * sizeof(TreeNode))
+        self.dataptr = <uint32_t *>_checked_realloc(self.dataptr, cap * sizeof(uint32_t))
+        self.cap_slots = cap
+        return 0
+
+    cdef int _grow_blob(self, size_t need) except -1 nogil:
+        cdef size_t cap = self.blob_cap if self.blob_cap else 4096
+        if need <= self.blob_cap:
+            return 0
+        if need > BLOB_LIMIT:
+            with gil:
+                raise OverflowError("CompressedURL would exceed 4 GiB (32-bit DataPtr); compact() first")
+        while cap < need:
+            cap = cap * 3 // 2 + 4096
+        if cap > BLOB_LIMIT:
+            cap = BLOB_LIMIT
+        self.blob = <uint8_t *>_checked_realloc(self.blob, cap)
+        self.blob_cap = cap
+        return 0
+
+    cdef int _own(self) except -1:
+        """Copy a mapped snapshot's arrays into private memory before the first modification."""
+        cdef TreeNode *n
+        cdef uint32_t *d
+        cdef uint8_t *b
+        if not self.mapped:
+            return 0
+        n = <TreeNode *>_checked_realloc(NULL, self.n_slots * sizeof(TreeNode))
+        d = <uint32_t *>_checked_realloc(NULL, self.n_slots * sizeof(uint32_t))
+        b = <uint8_t *>_checked_realloc(NULL, self.blob_used + 16)
+        memcpy(n, self.nodes, self.n_slots * sizeof(TreeNode))
+        memcpy(d, self.dataptr, self.n_slots * sizeof(uint32_t))
+        memcpy(b, self.blob, self.blob_used)
+        self.nodes, self.dataptr, self.blob = n, d, b
+        self.cap_slots = self.n_slots
+        self.blob_cap = self.blob_used + 16
+        self.mapped = False
+        self._view = None
+        self._mapping.close()
+        self._mapping = None
+        return 0
+
+    cdef int _qreserve(self, size_t n) except -1 nogil:
+        if n > self.qcap:
+            self.qbuf = <uint8_t *>_checked_realloc(self.qbuf, n)
+            self.qcap = n
+        return 0
+
+    # ---- node fields ----------------------------------------------------------------------
+    cdef inline uint32_t _left(self, uint32_t x) noexcept nogil:
+        return self.nodes[x].left & ID_MASK
+
+    cdef inline uint32_t _right(self, uint32_t x) noexcept nogil:
+        return self.nodes[x].right & ID_MASK
+
+    cdef inline uint32_t _child(self, uint32_t x, int side) noexcept nogil:
+        return (self.nodes[x].left if side < 0 else self.nodes[x].right) & ID_MASK
+
+    cdef inline int _height(self, uint32_t x) noexcept nogil:
+        if x == 0:
+            return 0
+        return <int>((self.nodes[x].left >> 28) | ((self.nodes[x].right >> 28) << 4))
+
+    cdef inline void _set_height(self, uint32_t x, int h) noexcept nogil:
+        self.nodes[x].left = (self.nodes[x].left & ID_MASK) | ((<uint32_t>h & 15) << 28)
+        self.nodes[x].right = (self.nodes[x].right & ID_MASK) | ((<uint32_t>(h >> 4) & 15) << 28)
+
+    cdef inline void _fix_height(self, uint32_t x) noexcept nogil:
+        cdef int hl = self._height(self._left(x)), hr = self._height(self._right(x))
+        self._set_height(x, (hl if hl > hr else hr) + 1)
+
+    cdef inline uint32_t _ref(self, uint32_t x) noexcept nogil:
+        cdef Rec r
+        _read_rec(self.blob + self.dataptr[x], &r)
+        return r.ref
+
+    # ---- records --------------------------------------------------------------------------
+    cdef ptrdiff_t _decode(self, uint32_t x, uint8_t *buf) except -1 nogil:
+        """Full key of x into buf (MAX_KEY bytes); returns its length. -1: reference loop (raises)."""
+        cdef uint32_t chain[MAX_DEPTH * 2]
+        cdef int depth = 0
+        cdef Rec r
+        cdef size_t n = 0
+        while x != 0:
+            if depth >= MAX_DEPTH * 2 or self.dataptr[x] == FREE_PTR:
+                with gil:
+                    raise TreeCorrupt(f"bad reference chain at node {x}")
+            chain[depth] = x
+            depth += 1
+            x = self._ref(x)
+        while depth > 0:
+            depth -= 1
+            _read_rec(self.blob + self.dataptr[chain[depth]], &r)
+            if r.cp > n or r.cp + r.dlen > MAX_KEY:
+                with gil:
+                    raise TreeCorrupt(f"bad record at node {chain[depth]}")
+            memcpy(buf + r.cp, r.diff, r.dlen)
+            n = r.cp + r.dlen
+        return <ptrdiff_t>n
+
+    cdef int _append(self, uint32_t x, uint32_t ref, uint32_t cp, const uint8_t *diff, uint32_t dlen,
+                     uint32_t cat, uint32_t period) except -1 nogil:
+        """Append x's record (diff must not point into CompressedURL) and point DataPtr at it."""
+        cdef Rec old
+        cdef uint8_t *p
+        self._grow_blob(self.blob_used + dlen + 25)
+        if self.dataptr[x] != FREE_PTR:
+            _read_rec(self.blob + self.dataptr[x], &old)
+            self.dead += old.size
+        p = self.blob + self.blob_used
+        p = _put_varint(p, cp)
+        p = _put_varint(p, dlen)
+        memcpy(p, diff, dlen)
+        p += dlen
+        p = _put_varint(p, ref)
+        p = _put_varint(p, cat)
+        p = _put_varint(p, period)
+        self.dataptr[x] = <uint32_t>self.blob_used
+        self.blob_used = <size_t>(p - self.blob)
+        return 0
+
+    cdef int _reencode(self, uint32_t x, uint32_t p) except -1 nogil:
+        """Re-encode x against p (0: as a full key), keeping its payload."""
+        cdef Rec r
+        cdef uint32_t y = p, cat, period
+        cdef ptrdiff_t kn, pn
+        cdef size_t m = 0
+        cdef int steps = 0
+        while y != 0:            # would x's new reference lead back to x?
+            if y == x:
+                self._reencode(p, 0)
+                break
+            y = self._ref(y)
+            steps += 1
+            if steps > MAX_DEPTH * 2:
+                with gil:
+                    raise TreeCorrupt("reference loop")
+        _read_rec(self.blob + self.dataptr[x], &r)
+        cat, period = r.cat, r.period
+        kn = self._decode(x, self.kbuf)
+        if p != 0:
+            pn = self._decode(p, self.kbuf2)
+            while m < <size_t>kn and m < <size_t>pn and self.kbuf[m] == self.kbuf2[m]:
+                m += 1
+        self._append(x, p, <uint32_t>m, self.kbuf + m, <uint32_t>(kn - m), cat, period)
+        return 0
+
+    cdef int _link(self, uint32_t p, int side, uint32_t c) except -1 nogil:
+        if side < 0:
+            self.nodes[p].left = (self.nodes[p].left & ~(<uint32_t>ID_MASK)) | c
+        else:
+            self.nodes[p].right = (self.nodes[p].right & ~(<uint32_t>ID_MASK)) | c
+        if c != 0 and self._ref(c) != p:
+            self._reencode(c, p)
+        return 0
+
+    cdef int _set_root(self, uint32_t c) except -1 nogil:
+        self.root = c
+        if c != 0 and self._ref(c) != 0:
+            self._reencode(c, 0)
+        return 0
+
+    # ---- search ---------------------------------------------------------------------------
+    cdef inline int _step(self, uint32_t x, const uint8_t *q, size_t qn, size_t m_par, int dir_par,
+                          size_t *m_out, int *kp) noexcept nogil:
+        """Compare q with key(x) given m_par = lcp(q, key(parent)) and the direction taken there."""
+        cdef const uint8_t *p = self.blob + self.dataptr[x]
+        cdef uint32_t cp, dlen
+        cdef size_t i = 0, n, rem
+        p = _get_varint(p, &cp)
+        if cp > m_par:
+            m_out[0] = m_par
+            kp[0] = 0
+            return dir_par
+        p = _get_varint(p, &dlen)
+        q += cp
+        rem = qn - cp
+        n = rem if rem < dlen else dlen
+        while i < n and q[i] == p[i]:
+            i += 1
+        m_out[0] = cp + i
+        kp[0] = 0
+        if i < n:
+            return -1 if q[i] < p[i] else 1
+        if rem == dlen:
+            kp[0] = 1
+            return 0
+        if rem < dlen:
+            return -1
+        kp[0] = 1
+        return 1
+
+    cdef uint32_t _search(self, uint32_t x, const uint8_t *q, size_t qn, size_t m, int d) noexcept nogil:
+        """Exact search for q in the subtree x whose parent shares m bytes with q (direction d)."""
+        cdef int c, kp
+        while x != 0:
+            c = self._step(x, q, qn, m, d, &m, &kp)
+            if c == 0:
+                return x
+            d = c
+            x = self._child(x, c)
+        return 0
+
+    cdef uint32_t _prefix(self, const uint8_t *q, size_t qn) noexcept nogil:
+        """Longest entry that equals q or is a prefix of q on a component boundary; 0 if none."""
+        cdef PathStep path[MAX_DEPTH]
+        cdef int depth = 0, j, c = 0, kp
+        cdef uint32_t x = self.root, found
+        cdef size_t m = 0, mx = 0, b, host_end, qpos
+        while x != 0 and depth < MAX_DEPTH:
+            c = self._step(x, q, qn, m, c, &m, &kp)
+            if c == 0:
+                return x
+            path[depth].x = x
+            path[depth].m = <uint32_t>m
+            path[depth].c = c
+            path[depth].kp = kp
+            depth += 1
+            if m > mx:
+                mx = m
+            x = self._child(x, c)
+        if mx == 0:
+            return 0
+        host_end = webtap_host_len(q, qn)
+        qpos = host_end
+        while qpos < qn and q[qpos] != b'?':
+            qpos += 1
+        b = mx if mx < qn else qn - 1
+        while b > 0:
+            if _is_boundary(q, b, host_end, qpos):
+                for j in range(depth):
+                    if path[j].m >= b:
+                        if path[j].kp and path[j].m == b:
+                            return path[j].x
+                        if path[j].c > 0:
+                            found = self._search(self._left(path[j].x), q, b, b, -1)
+                            if found:
+                                return found
+                            break
+            b -= 1
+        return 0
+
+    # ---- insert / delete ------------------------------------------------------------------
+    cdef uint32_t _alloc_id(self) except 0 nogil:
+        cdef uint32_t x
+        if self.free_head != 0:
+            x = self.free_head
+            self.free_head = self.nodes[x].left & ID_MASK
+        else:
+            if self.n_slots > MAX_ID:
+                with gil:
+                    raise OverflowError(f"the URL tree holds at most {MAX_ID} URLs (28-bit ids)")
+            self._grow_slots(self.n_slots + 1)
+            x = <uint32_t>self.n_slots
+            self.n_slots += 1
+        self.nodes[x].left = 0
+        self.nodes[x].right = 0
+        self.dataptr[x] = FREE_PTR
+        return x
+
+    cdef uint32_t _rotate(self, uint32_t a, int side) except? 0 nogil:
+        """Rotate a towards `side` (RIGHT: a's left child b becomes the subtree root)."""
+        cdef uint32_t b = self._child(a, -side)
+        self._link(a, -side, self._child(b, side))
+        self._fix_height(a)
+        self._link(b, side, a)
+        self._fix_height(b)
+        return b
+
+    cdef uint32_t _balance(self, uint32_t x) except? 0 nogil:
+        cdef uint32_t l = self._left(x), r = self._right(x)
+        cdef int hl = self._height(l), hr = self._height(r)
+        if hl > hr + 1:
+            if self._height(self._left(l)) < self._height(self._right(l)):
+                self._link(x, LEFT, self._rotate(l, LEFT))
+            return self._rotate(x, RIGHT)
+        if hr > hl + 1:
+            if self._height(self._right(r)) < self._height(self._left(r)):
+                self._link(x, RIGHT, self._rotate(r, RIGHT))
+            return self._rotate(x, LEFT)
+        self._set_height(x, (hl if hl > hr else hr) + 1)
+        return x
+
+    cdef int _ins(self, uint32_t x, uint32_t par, size_t m, int d, const uint8_t *k, size_t kn,
+                  uint32_t cat, uint32_t period, uint32_t *out, uint32_t *hit) except -1 nogil:
+        """Insert k below x (parent par shares m bytes with k). out: new subtree root; hit: the
+        node holding k (new or existing). Returns 1 when k was new, 0 when it existed."""
+        cdef int c, kp, rc
+        cdef uint32_t sub
+        if x == 0:
+            x = self._alloc_id()
+            self._append(x, par, <uint32_t>m, k + m, <uint32_t>(kn - m), cat, period)
+            self._set_height(x, 1)
+            out[0] = x
+            hit[0] = x
+            self.count += 1
+            return 1
+        c = self._step(x, k, kn, m, d, &m, &kp)
+        if c == 0:
+            out[0] = x
+            hit[0] = x
+            return 0
+        rc = self._ins(self._child(x, c), x, m, c, k, kn, cat, period, &sub, hit)
+        if rc == 0:
+            out[0] = x
+            return 0
+        self._link(x, c, sub)
+        out[0] = self._balance(x)
+        return 1
+
+    cdef int _del_min(self, uint32_t x, uint32_t *out, uint32_t *s) except -1 nogil:
+        cdef uint32_t sub
+        if self._left(x) == 0:
+            s[0] = x
+            out[0] = self._right(x)
+            return 0
+        self._del_min(self._left(x), &sub, s)
+        self._link(x, LEFT, sub)
+        out[0] = self._balance(x)
+        return 0
+
+    cdef int _del(self, uint32_t x, size_t m, int d, const uint8_t *k, size_t kn,
+                  uint32_t *out, uint32_t *hit) except -1 nogil:
+        """Remove k from the subtree x; out: its new root; hit: the removed node (0: absent)."""
+        cdef int c, kp
+        cdef uint32_t sub, s, l, r
+        if x == 0:
+            out[0] = 0
+            return 0
+        c = self._step(x, k, kn, m, d, &m, &kp)
+        if c != 0:
+            self._del(self._child(x, c), m, c, k, kn, &sub, hit)
+            if hit[0] == 0:
+                out[0] = x
+                return 0
+            self._link(x, c, sub)
+            out[0] = self._balance(x)
+            return 0
+        hit[0] = x
+        l, r = self._left(x), self._right(x)
+        if l == 0 or r == 0:
+            out[0] = l if l else r
+            return 0
+        self._del_min(r, &sub, &s)
+        self.nodes[s].left = 0
+        self.nodes[s].right = 0
+        self._link(s, LEFT, l)
+        self._link(s, RIGHT, sub)
+        out[0] = self._balance(s)
+        return 0
+
+    cdef int _release(self, uint32_t x) except -1 nogil:
+        cdef Rec r
+        _read_rec(self.blob + self.dataptr[x], &r)
+        self.dead += r.size
+        self.dataptr[x] = FREE_PTR
+        self.nodes[x].right = 0
+        self.nodes[x].left = self.free_head
+        self.free_head = x
+        self.count -= 1
+        return 0
+
+    cdef int _maybe_compact(self) except -1 nogil:
+        if self.dead > (1 << 20) and self.dead > self.blob_used - self.dead:
+            self._compact()
+        return 0
+
+    cdef int _compact(self) except -1 nogil:
+        cdef uint8_t *nb
+        cdef size_t live = self.blob_used - self.dead, o = 0, x
+        cdef Rec r
+        nb = <uint8_t *>_checked_realloc(NULL, live + 4096)
+        for x in range(1, self.n_slots):
+            if self.dataptr[x] == FREE_PTR:
+                continue
+            _read_rec(self.blob + self.dataptr[x], &r)
+            memcpy(nb + o, self.blob + self.dataptr[x], r.size)
+            self.dataptr[x] = <uint32_t>o
+            o += r.size
+        free(self.blob)
+        self.blob = nb
+        self.blob_cap = live + 4096
+        self.blob_used = o
+        self.dead = 0
+        return 0
+
+    cdef int _insert_key(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period,
+                         uint32_t *hit) except -2 nogil:
+        """1: inserted, 0: already present (hit = its id), TREE_TOO_LONG."""
+        cdef uint32_t out
+        cdef int rc
+        if kn > MAX_KEY:
+            return TREE_TOO_LONG
+        rc = self._ins(self.root, 0, 0, 0, k, kn, cat, period, &out, hit)
+        if rc:
+            self._set_root(out)
+        return rc
+
+    cdef uint32_t _delete_key(self, const uint8_t *k, size_t kn) except? 0 nogil:
+        cdef uint32_t out, hit = 0
+        self._del(self.root, 0, 0, k, kn, &out, &hit)
+        if hit:
+            self._set_root(out)
+            self._release(hit)
+            self._maybe_compact()
+        return hit
+
+    # ---- Python API -----------------------------------------------------------------------
+    cdef ptrdiff_t _canon_q(self, const uint8_t *s, size_t n) except -2 nogil:
+        self._qreserve(3 * n + 16)
+        return webtap_canon(s, n, self.qbuf, self.qcap, CANON_KEY)
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def height(self):
+        return self._height(self.root)
+
+    def insert_key(self, const uint8_t[::1] key, uint32_t category=0, uint32_t period=0):
+        """Insert a key (canonical key form). Returns (id, created)."""
+        cdef uint32_t hit = 0
+        cdef int rc
+        self._own()
+        rc = self._insert_key(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0],
+                              category, period, &hit)
+        if rc == TREE_TOO_LONG:
+            raise ValueError(f"key longer than {MAX_KEY} bytes")
+        return hit, bool(rc)
+
+    def insert(self, url, uint32_t category=0, uint32_t period=0):
+        """Canonicalise url (bytes or str) and insert it. Returns (id, created).
+
+        Raises ValueError (with the CANON_* code as .code) for a URL that has no canonical form.
+        """
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, url)
+        return self.insert_key((<char *>self.qbuf)[:n], category, period)
+
+    def delete_key(self, const uint8_t[::1] key):
+        """Remove a key; returns its id, or 0 when absent."""
+        self._own()
+        return self._delete_key(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+
+    def delete(self, url):
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, url)
+        return self.delete_key((<char *>self.qbuf)[:n])
+
+    def delete_id(self, uint32_t uid):
+        """Remove the URL with this id; returns True when it existed."""
+        key = self.get_key(uid)
+        if key is None:
+            return False
+        return self.delete_key(key) == uid
+
+    def get_key(self, uint32_t uid):
+        """Key of id uid (bytes), or None for a free or unknown id."""
+        cdef ptrdiff_t n
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            return None
+        n = self._decode(uid, self.kbuf)
+        return (<char *>self.kbuf)[:n]
+
+    def get(self, uint32_t uid):
+        """Canonical URL (str) of id uid, or None."""
+        key = self.get_key(uid)
+        if key is None:
+            return None
+        return key_to_url(key)
+
+    def payload(self, uint32_t uid):
+        """(category, period) of id uid, or None."""
+        cdef Rec r
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            return None
+        _read_rec(self.blob + self.dataptr[uid], &r)
+        return r.cat, r.period
+
+    def set_payload(self, uint32_t uid, uint32_t category, uint32_t period):
+        """Change the category and filtering period of id uid (no re-keying)."""
+        cdef Rec r
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            raise KeyError(uid)
+        self._own()
+        _read_rec(self.blob + self.dataptr[uid], &r)
+        memcpy(self.kbuf, r.diff, r.dlen)
+        self._append(uid, r.ref, r.cp, self.kbuf, r.dlen, category, period)
+        self._maybe_compact()
+
+    def rekey(self, uint32_t uid, new_url):
+        """Give id uid a new URL (payload kept). Raises KeyError if uid is free or the new URL
+        belongs to another id; ValueError if it has no canonical form."""
+        cdef const uint8_t[::1] u = _as_bytes(new_url)
+        cdef ptrdiff_t n
+        cdef uint32_t other, hit = 0
+        old = self.get_key(uid)
+        if old is None:
+            raise KeyError(uid)
+        n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, new_url)
+        if n > MAX_KEY:
+            raise ValueError(f"key longer than {MAX_KEY} bytes")
+        new = (<char *>self.qbuf)[:n]
+        if new == old:
+            return
+        other = self._search(self.root, <const uint8_t *><const char *>new, len(new), 0, 0)
+        if other != 0:
+            raise KeyError(f"{key_to_url(new)!r} already has id {other}")
+        cat, period = self.payload(uid)
+        self._own()
+        self._delete_key(<const uint8_t *><const char *>old, len(old))       # frees uid: it is now the head of the free list
+        self._insert_key(<const uint8_t *><const char *>new, len(new), cat, period, &hit)
+        if hit != uid:
+            raise TreeCorrupt(f"re-key gave id {hit}, expected {uid}")
+
+    def find_key(self, const uint8_t[::1] key):
+        """Exact match of a key; id or 0."""
+        return self._search(self.root, &key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], 0, 0)
+
+    def prefix_key(self, const uint8_t[::1] key):
+        """Prefix match of a key; id of the longest entry on a boundary, or 0."""
+        return self._prefix(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+
+    def find(self, url):
+        """Exact match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            return <int>n
+        return self._search(self.root, self.qbuf, n, 0, 0)
+
+    def match(self, url):
+        """Prefix match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            return <int>n
+        return self._prefix(self.qbuf, n)
+
+    def match_batch(self, const uint8_t[::1] data, offsets, bint prefix=True, bint canonical=True):
+        """Match every URL data[offsets[i]:offsets[i+1]] (Arrow layout), without the GIL.
+
+        Returns int32 ids: > 0 hit, 0 miss, < 0 the CANON_* code of an URL with no canonical form.
+        canonical=False treats the inputs as keys already.
+        """
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        res = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] out = res
+        cdef int64_t s, e, maxlen = 0
+        cdef ptrdiff_t k
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf
+        if n <= 0:
+            return res
+        if off[0] < 0 or off[n] > data.shape[0]:
+            raise ValueError("offsets outside the data buffer")
+        with nogil:
+            for i in range(n):
+                if off[i + 1] < off[i]:
+                    with gil:
+                        raise ValueError(f"offsets decrease at {i}")
+                if off[i + 1] - off[i] > maxlen:
+                    maxlen = off[i + 1] - off[i]
+            buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+            for i in range(n):
+                s, e = off[i], off[i + 1]
+                if canonical:
+                    k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
+                    if k < 0:
+                        out[i] = <int32_t>k
+                        continue
+                    out[i] = <int32_t>(self._prefix(buf, k) if prefix else self._search(self.root, buf, k, 0, 0))
+                else:
+                    out[i] = <int32_t>(self._prefix(base + s, e - s) if prefix
+                                       else self._search(self.root, base + s, e - s, 0, 0))
+            free(buf)
+        return res
+
+    def insert_batch(self, const uint8_t[::1] data, offsets, categories=0, periods=0, bint canonical=True):
+        """Insert every URL of an Arrow-layout batch without the GIL.
+
+        Returns (ids, codes), int32 each: codes 0 = inserted, 1 = already present (ids = existing
+        id), < 0 = rejected (CANON_* codes, -6 too long; ids = 0). Raises OverflowError when the
+        tree is full (everything before that URL is inserted).
+        """
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (max(n, 0),)).copy()
+        cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (max(n, 0),)).copy()
+        ids_a = np.zeros(max(n, 0), dtype=np.int32)
+        codes_a = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] ids = ids_a, codes = codes_a
+        cdef int64_t s, e, maxlen = 0
+        cdef ptrdiff_t k
+        cdef int rc
+        cdef uint32_t hit
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf = NULL
+        if n <= 0:
+            return ids_a, codes_a
+        if off[0] < 0 or off[n] > data.shape[0]:
+            raise ValueError("offsets outside the data buffer")
+        self._own()
+        try:
+            with nogil:
+                for i in range(n):
+                    if off[i + 1] - off[i] > maxlen:
+                        maxlen = off[i + 1] - off[i]
+                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                for i in range(n):
+                    s, e = off[i], off[i + 1]
+                    if canonical:
+                        k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
+                        if k < 0:
+                            codes[i] = <int32_t>k
+                            continue
+                        rc = self._insert_key(buf, k, cats[i], pers[i], &hit)
+                    else:
+                        rc = self._insert_key(base + s, e - s, cats[i], pers[i], &hit)
+                    if rc == TREE_TOO_LONG:
+                        codes[i] = TREE_TOO_LONG
+                        continue
+                    ids[i] = <int32_t>hit
+                    codes[i] = 0 if rc == 1 else TREE_DUPLICATE
+        finally:
+            free(buf)
+        return ids_a, codes_a
+
+    def payload_batch(self, ids):
+        """(category, period) uint32 arrays for an array of ids (0 / negative -> 0, 0)."""
+        cdef int32_t[::1] a = np.ascontiguousarray(ids, dtype=np.int32)
+        cat_a = np.zeros(a.shape[0], dtype=np.uint32)
+        per_a = np.zeros(a.shape[0], dtype=np.uint32)
+        cdef uint32_t[::1] cat = cat_a, per = per_a
+        cdef Py_ssize_t i
+        cdef Rec r
+        with nogil:
+            for i in range(a.shape[0]):
+                if a[i] > 0 and <size_t>a[i] < self.n_slots and self.dataptr[a[i]] != FREE_PTR:
+                    _read_rec(self.blob + self.dataptr[a[i]], &r)
+                    cat[i] = r.cat
+                    per[i] = r.period
+        return cat_a, per_a
+
+    def ids(self):
+        """Live ids in key order (an in-order walk), as a uint32 array."""
+        res = np.zeros(self.count, dtype=np.uint32)
+        cdef uint32_t[::1] out = res
+        cdef uint32_t stack[MAX_DEPTH]
+        cdef int sp = 0
+        cdef size_t k = 0
+        cdef uint32_t x = self.root
+        with nogil:
+            while x != 0 or sp > 0:
+                while x != 0:
+                    stack[sp] = x
+                    sp += 1
+                    x = self._left(x)
+                sp -= 1
+                x = stack[sp]
+                if k < self.count:
+                    out[k] = x
+                k += 1
+                x = self._right(x)
+        if k != self.count:
+            raise TreeCorrupt(f"in-order walk found {k} nodes, count is {self.count}")
+        return res
+
+    def keys(self):
+        """All keys in order (a list of bytes; for tests and export, not for hot paths)."""
+        return [self.get_key(x) for x in self.ids()]
+
+    def check(self):
+        """Verify every invariant: AVL balance and heights, key order, RefID == parent, counts,
+        the free list and DataPtr. Raises TreeCorrupt; returns the number of nodes checked."""
+        cdef size_t seen = 0
+        stack = [(self.root, 0)]
+        while stack:
+            x, par = stack.pop()
+            if x == 0:
+                continue
+            seen += 1
+            if seen > self.count:
+                raise TreeCorrupt("more nodes reachable than count")
+            if self.dataptr[x] == FREE_PTR:
+                raise TreeCorrupt(f"node {x} reachable but free")
+            if self._ref(x) != par:
+                raise TreeCorrupt(f"node {x}: RefID {self._ref(x)} != parent {par}")
+            l, r = self._left(x), self._right(x)
+            hl, hr = self._height(l), self._height(r)
+            if abs(hl - hr) > 1 or self._height(x) != max(hl, hr) + 1:
+                raise TreeCorrupt(f"node {x}: heights {hl}/{hr}/{self._height(x)}")
+            stack.append((l, x))
+            stack.append((r, x))
+        if seen != self.count:
+            raise TreeCorrupt(f"{seen} nodes reachable, count {self.count}")
+        keys = self.keys()
+        for a, b in zip(keys, keys[1:]):
+            if not a < b:
+                raise TreeCorrupt(f"keys out of order: {a!r} >= {b!r}")
+        for x, key in zip(self.ids(), keys):
+            if self.find_key(key) != x:
+                raise TreeCorrupt(f"search for {key!r} does not reach node {x}")
+        free_ids = 0
+        x = self.free_head
+        while x != 0:
+            if self.dataptr[x] != FREE_PTR:
+                raise TreeCorrupt(f"free id {x} has a record")
+            free_ids += 1
+            if free_ids > self.n_slots:
+                raise TreeCorrupt("free list loops")
+            x = self._left(x)
+        if free_ids + self.count != self.n_slots - 1:
+            raise TreeCorrupt(f"{free_ids} free + {self.count} live != {self.n_slots - 1} ids")
+        return seen
+
+    def compact(self):
+        """Rewrite CompressedURL without dead records."""
+        self._own()
+        self._compact()
+
+    def stats(self):
+        """Sizes in bytes. `paper_bytes` counts the three arrays as used (the paper's
+        definition); `allocated_bytes` everything this tree holds in memory, slack included."""
+        used_arrays = (self.n_slots) * (sizeof(TreeNode) + 4)
+        return {
+            "urls": self.count,
+            "ids": self.n_slots - 1,
+            "height": self._height(self.root),
+            "tree_node_bytes": self.n_slots * sizeof(TreeNode),
+            "data_ptr_bytes": self.n_slots * 4,
+            "compressed_url_bytes": self.blob_used - self.dead,
+            "dead_bytes": self.dead,
+            "paper_bytes": used_arrays + self.blob_used - self.dead,
+            "allocated_bytes": (self.n_slots if self.mapped else self.cap_slots) * (sizeof(TreeNode) + 4)
+                               + (self.blob_used if self.mapped else self.blob_cap) + 2 * (MAX_KEY + 8) + self.qcap,
+            "mapped": bool(self.mapped),
+        }
+
+    # ---- snapshot -------------------------------------------------------------------------
+    def save(self, path):
+        """Write the three arrays to one file (compacted), atomically (write + rename)."""
+        if not self.mapped and self.dead:
+            self._compact()
+        header = HEADER.pack(SNAPSHOT_MAGIC, self.n_slots, self.count, self.blob_used - self.dead,
+                             0, self.root, self.free_head)
+        tmp = os.fspath(path) + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(header)
+            f.write(<const uint8_t[:self.n_slots * sizeof(TreeNode)]>(<const uint8_t *>self.nodes))
+            f.write(<const uint8_t[:self.n_slots * 4]>(<const uint8_t *>self.dataptr))
+            if self.dead:   # a mapped tree with dead bytes cannot exist (mapped files are compact)
+                raise TreeCorrupt("dead bytes in a mapped tree")
+            if self.blob_used:
+                f.write(<const uint8_t[:self.blob_used]>(<const uint8_t *>self.blob))
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path):
+        """Map a snapshot read-only (shared by every process that loads it); O(1) in the size."""
+        cdef UrlTree t = UrlTree.__new__(UrlTree)
+        cdef const uint8_t[::1] v
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if len(mm) < HEADER.size:
+            mm.close()
+            raise ValueError(f"{path}: not a URL tree snapshot (too short)")
+        magic, n_slots, count, blob_used, dead, root, free_head = HEADER.unpack_from(mm, 0)
+        need = HEADER.size + n_slots * (sizeof(TreeNode) + 4) + blob_used
+        if magic != SNAPSHOT_MAGIC or len(mm) != need or n_slots < 1 or root >= n_slots or dead:
+            mm.close()
+            raise ValueError(f"{path}: not a URL tree snapshot or truncated")
+        v = mm
+        free(t.nodes)
+        free(t.dataptr)
+        free(t.blob)
+        t.nodes = <TreeNode *><uint8_t *>(&v[HEADER.size])
+        t.dataptr = <uint32_t *><uint8_t *>(&v[HEADER.size + n_slots * sizeof(TreeNode)])
+        t.blob = <uint8_t *>(&v[HEADER.size + n_slots * (sizeof(TreeNode) + 4)]) if blob_used else \
+            <uint8_t *>(&v[0])
+        t.mapped = True
+        t._mapping = mm
+        t._view = v
+        t.n_slots, t.cap_slots, t.count = n_slots, n_slots, count
+        t.blob_used, t.blob_cap, t.dead = blob_used, blob_used, 0
+        t.root, t.free_head = root, free_head
+        return t
+
+
+cdef const uint8_t[::1] _as_bytes(url):
+    if isinstance(url, str):
+        return url.encode("utf-8", "surrogateescape")
+    return url
+
+
+CANON_ERRORS = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long",
+                -6: "too_long", -7: "tree_full"}
+
+
+def _canon_error(code, url):
+    e = ValueError(f"no canonical form ({CANON_ERRORS.get(code, code)}): {str(url)[:200]!r}")
+    e.code = code
+    return e
+
+
+def key_to_url(key):
+    """Canonical URL (str) of a key (bytes): the host's labels back in DNS order."""
+    cdef bytearray b = bytearray(key)
+    cdef uint8_t *p = b
+    webtap_key_flip(p, len(b))
+    return b.decode("ascii", "surrogateescape")
