@@ -94,7 +94,7 @@ cdef enum:
 cdef uint32_t FREE_PTR = 0xFFFFFFFFU
 cdef size_t BLOB_LIMIT = 0xFFFFFFF0U   # CompressedURL must stay addressable by 32-bit DataPtr
 SNAPSHOT_MAGIC = b"WTAVL001"
-HEADER = struct.Struct("<8sQQQQII16x")
+HEADER = struct.Struct("<8sQQQQIIQ8x")   # SnapshotHeader; the Q after the ids is reserved[0] = tag
 MAX_URLS = MAX_ID
 MAX_KEY_BYTES = MAX_KEY
 
@@ -207,6 +207,7 @@ cdef class UrlTree:
     cdef bint mapped              # arrays point into a read-only snapshot mapping
     cdef object _mapping          # the mmap object that owns them
     cdef object _view             # the memoryview exported from it
+    cdef public uint64_t tag      # number stored with the last snapshot saved or loaded
 
     def __cinit__(self):
         self.n_slots = 1
@@ -605,22 +606,40 @@ cdef class UrlTree:
         return 0
 
     cdef int _compact(self) except -1 nogil:
+        """Copy live records into a fresh CompressedURL in breadth-first tree order, so the top
+        levels every search visits share a few cache lines and pages."""
         cdef uint8_t *nb
-        cdef size_t live = self.blob_used - self.dead, o = 0, x
+        cdef uint32_t *queue
+        cdef size_t live = self.blob_used - self.dead, o = 0, head = 0, tail = 0
+        cdef uint32_t x
         cdef Rec r
         nb = <uint8_t *>_checked_realloc(NULL, live + 4096)
-        for x in range(1, self.n_slots):
-            if self.dataptr[x] == FREE_PTR:
-                continue
+        queue = <uint32_t *>_checked_realloc(NULL, (self.count + 1) * sizeof(uint32_t))
+        if self.root != 0:
+            queue[tail] = self.root
+            tail += 1
+        while head < tail:
+            x = queue[head]
+            head += 1
             _read_rec(self.blob + self.dataptr[x], &r)
             memcpy(nb + o, self.blob + self.dataptr[x], r.size)
             self.dataptr[x] = <uint32_t>o
             o += r.size
+            if self._left(x) != 0 and tail < self.count:
+                queue[tail] = self._left(x)
+                tail += 1
+            if self._right(x) != 0 and tail < self.count:
+                queue[tail] = self._right(x)
+                tail += 1
+        free(queue)
         free(self.blob)
         self.blob = nb
         self.blob_cap = live + 4096
         self.blob_used = o
         self.dead = 0
+        if head != self.count:
+            with gil:
+                raise TreeCorrupt(f"compaction reached {head} nodes, count is {self.count}")
         return 0
 
     cdef int _insert_key(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period,
@@ -633,6 +652,7 @@ cdef class UrlTree:
         rc = self._ins(self.root, 0, 0, 0, k, kn, cat, period, &out, hit)
         if rc:
             self._set_root(out)
+            self._maybe_compact()
         return rc
 
     cdef uint32_t _delete_key(self, const uint8_t *k, size_t kn) except? 0 nogil:
@@ -984,12 +1004,15 @@ cdef class UrlTree:
         }
 
     # ---- snapshot -------------------------------------------------------------------------
-    def save(self, path):
-        """Write the three arrays to one file (compacted), atomically (write + rename)."""
+    def save(self, path, uint64_t tag=0):
+        """Write the three arrays to one file (compacted), atomically (write + rename).
+
+        tag is a number stored in the header for the caller (urlfilter stores the store's change
+        sequence number there); UrlTree.load() returns it as .tag."""
         if not self.mapped and self.dead:
             self._compact()
         header = HEADER.pack(SNAPSHOT_MAGIC, self.n_slots, self.count, self.blob_used - self.dead,
-                             0, self.root, self.free_head)
+                             0, self.root, self.free_head, tag)
         tmp = os.fspath(path) + ".tmp"
         with open(tmp, "wb") as f:
             f.write(header)
@@ -1001,17 +1024,17 @@ cdef class UrlTree:
                 f.write(<const uint8_t[:self.blob_used]>(<const uint8_t *>self.blob))
         os.replace(tmp, path)
 
-    @staticmethod
-    def load(path):
+    @classmethod
+    def load(cls, path):
         """Map a snapshot read-only (shared by every process that loads it); O(1) in the size."""
-        cdef UrlTree t = UrlTree.__new__(UrlTree)
+        cdef UrlTree t = cls.__new__(cls)
         cdef const uint8_t[::1] v
         with open(path, "rb") as f:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         if len(mm) < HEADER.size:
             mm.close()
             raise ValueError(f"{path}: not a URL tree snapshot (too short)")
-        magic, n_slots, count, blob_used, dead, root, free_head = HEADER.unpack_from(mm, 0)
+        magic, n_slots, count, blob_used, dead, root, free_head, tag = HEADER.unpack_from(mm, 0)
         need = HEADER.size + n_slots * (sizeof(TreeNode) + 4) + blob_used
         if magic != SNAPSHOT_MAGIC or len(mm) != need or n_slots < 1 or root >= n_slots or dead:
             mm.close()
@@ -1030,6 +1053,7 @@ cdef class UrlTree:
         t.n_slots, t.cap_slots, t.count = n_slots, n_slots, count
         t.blob_used, t.blob_cap, t.dead = blob_used, blob_used, 0
         t.root, t.free_head = root, free_head
+        t.tag = tag
         return t
 
 

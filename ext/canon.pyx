@@ -34,11 +34,13 @@ def canonicalize_bytes(const uint8_t[::1] url, bint key=False):
         free(out)
 
 
-def canonicalize_batch(const uint8_t[::1] data, offsets, bint key=False):
+def canonicalize_batch(const uint8_t[::1] data, offsets, bint key=False, int sep=-1):
     """Canonicalise data[offsets[i]:offsets[i+1]] for every i without the GIL.
 
     Returns (out, out_offsets, codes): out is bytes holding the results back to back (rejected
     URLs are empty), out_offsets int64 (n + 1), codes int8 (0 ok, else a CANON_* code).
+    sep >= 0 writes that byte after every result (item i is then out[oo[i]:oo[i+1] - 1]), so that
+    out.split(bytes([sep])) yields one item per input.
     """
     cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
     cdef Py_ssize_t n = off.shape[0] - 1, i
@@ -53,7 +55,7 @@ def canonicalize_batch(const uint8_t[::1] data, offsets, bint key=False):
     for i in range(n):
         if off[i + 1] < off[i]:
             raise ValueError(f"offsets decrease at {i}")
-    total = 3 * (off[n] - off[0]) + 16 if n else 16
+    total = 3 * (off[n] - off[0]) + 16 + (n if sep >= 0 else 0)
     out_a = np.empty(total, dtype=np.uint8)
     oo_a = np.zeros(n + 1, dtype=np.int64)
     codes_a = np.zeros(n, dtype=np.int8)
@@ -62,11 +64,14 @@ def canonicalize_batch(const uint8_t[::1] data, offsets, bint key=False):
     cdef int8_t[::1] codes = codes_a
     with nogil:
         for i in range(n):
-            k = webtap_canon(base + off[i], off[i + 1] - off[i], &out[o], total - o, flags)
+            k = webtap_canon(base + off[i], off[i + 1] - off[i], &out[o], total - o - 1, flags)
             if k < 0:
                 codes[i] = <int8_t>k
-            else:
-                o += k
+                k = 0
+            o += k
+            if sep >= 0:
+                out[o] = <uint8_t>sep
+                o += 1
             oo[i + 1] = o
     return out_a[:o].tobytes(), oo_a, codes_a
 
