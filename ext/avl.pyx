@@ -73,6 +73,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
 from urltree cimport SnapshotHeader, TreeNode
@@ -183,6 +184,21 @@ cdef void *_checked_realloc(void *p, size_t n) except NULL nogil:
         with gil:
             raise MemoryError(f"cannot allocate {n} bytes for the URL tree")
     return r
+
+
+cdef inline int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef int64_t[::1] _timing_view(timings, Py_ssize_t n):
+    if timings is None:
+        return None
+    cdef int64_t[::1] tv = timings
+    if tv.shape[0] < n:
+        raise ValueError("timings array shorter than the batch")
+    return tv
 
 
 class TreeCorrupt(RuntimeError):
@@ -802,11 +818,13 @@ cdef class UrlTree:
             return <int>n
         return self._prefix(self.qbuf, n)
 
-    def match_batch(self, const uint8_t[::1] data, offsets, bint prefix=True, bint canonical=True):
+    def match_batch(self, const uint8_t[::1] data, offsets, bint prefix=True, bint canonical=True,
+                    timings=None):
         """Match every URL data[offsets[i]:offsets[i+1]] (Arrow layout), without the GIL.
 
         Returns int32 ids: > 0 hit, 0 miss, < 0 the CANON_* code of an URL with no canonical form.
-        canonical=False treats the inputs as keys already.
+        canonical=False treats the inputs as keys already. timings: an int64 array that receives
+        each URL's time in ns (canonicalisation included), for latency distributions.
         """
         cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
         cdef Py_ssize_t n = off.shape[0] - 1, i
@@ -816,6 +834,9 @@ cdef class UrlTree:
         cdef ptrdiff_t k
         cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
         cdef uint8_t *buf
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        cdef int64_t t0 = 0
         if n <= 0:
             return res
         if off[0] < 0 or off[n] > data.shape[0]:
@@ -829,25 +850,30 @@ cdef class UrlTree:
                     maxlen = off[i + 1] - off[i]
             buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
             for i in range(n):
+                if timed:
+                    t0 = _now_ns()
                 s, e = off[i], off[i + 1]
                 if canonical:
                     k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
                     if k < 0:
                         out[i] = <int32_t>k
-                        continue
-                    out[i] = <int32_t>(self._prefix(buf, k) if prefix else self._search(self.root, buf, k, 0, 0))
+                    else:
+                        out[i] = <int32_t>(self._prefix(buf, k) if prefix else self._search(self.root, buf, k, 0, 0))
                 else:
                     out[i] = <int32_t>(self._prefix(base + s, e - s) if prefix
                                        else self._search(self.root, base + s, e - s, 0, 0))
+                if timed:
+                    tv[i] = _now_ns() - t0
             free(buf)
         return res
 
-    def insert_batch(self, const uint8_t[::1] data, offsets, categories=0, periods=0, bint canonical=True):
+    def insert_batch(self, const uint8_t[::1] data, offsets, categories=0, periods=0, bint canonical=True,
+                     timings=None):
         """Insert every URL of an Arrow-layout batch without the GIL.
 
         Returns (ids, codes), int32 each: codes 0 = inserted, 1 = already present (ids = existing
         id), < 0 = rejected (CANON_* codes, -6 too long; ids = 0). Raises OverflowError when the
-        tree is full (everything before that URL is inserted).
+        tree is full (everything before that URL is inserted). timings as in match_batch.
         """
         cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
         cdef Py_ssize_t n = off.shape[0] - 1, i
@@ -862,6 +888,9 @@ cdef class UrlTree:
         cdef uint32_t hit
         cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
         cdef uint8_t *buf = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        cdef int64_t t0 = 0
         if n <= 0:
             return ids_a, codes_a
         if off[0] < 0 or off[n] > data.shape[0]:
@@ -874,6 +903,8 @@ cdef class UrlTree:
                         maxlen = off[i + 1] - off[i]
                 buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
                 for i in range(n):
+                    if timed:
+                        t0 = _now_ns()
                     s, e = off[i], off[i + 1]
                     if canonical:
                         k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
@@ -888,9 +919,46 @@ cdef class UrlTree:
                         continue
                     ids[i] = <int32_t>hit
                     codes[i] = 0 if rc == 1 else TREE_DUPLICATE
+                    if timed:
+                        tv[i] = _now_ns() - t0
         finally:
             free(buf)
         return ids_a, codes_a
+
+    def delete_batch(self, const uint8_t[::1] data, offsets, timings=None):
+        """Delete every URL of an Arrow-layout batch without the GIL; int32 ids of the removed
+        entries (0: absent, < 0: CANON_* code). timings as in match_batch."""
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        res = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] out = res
+        cdef int64_t maxlen = 0, t0 = 0
+        cdef ptrdiff_t k
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        if n <= 0:
+            return res
+        if off[0] < 0 or off[n] > data.shape[0]:
+            raise ValueError("offsets outside the data buffer")
+        self._own()
+        try:
+            with nogil:
+                for i in range(n):
+                    if off[i + 1] - off[i] > maxlen:
+                        maxlen = off[i + 1] - off[i]
+                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                for i in range(n):
+                    if timed:
+                        t0 = _now_ns()
+                    k = webtap_canon(base + off[i], off[i + 1] - off[i], buf, 3 * maxlen + 16, CANON_KEY)
+                    out[i] = <int32_t>k if k < 0 else <int32_t>self._delete_key(buf, k)
+                    if timed:
+                        tv[i] = _now_ns() - t0
+        finally:
+            free(buf)
+        return res
 
     def payload_batch(self, ids):
         """(category, period) uint32 arrays for an array of ids (0 / negative -> 0, 0)."""
