@@ -12,6 +12,10 @@ and marisa-trie's (plus the boundary rule) on every query, and the snapshot must
 """
 from __future__ import annotations
 
+import os as _os
+
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # numpy's BLAS threads spin on the 2 shared cores
+
 import gc
 import gzip
 import os
@@ -102,7 +106,10 @@ def main():
     t0 = time.perf_counter()
     ids, icodes = tree.insert_batch(data, offsets, timings=ins_t)
     build_s = time.perf_counter() - t0
-    tree.compact()
+    t0 = time.perf_counter()
+    mapping = tree.optimize()            # pre-order ids and records (ext/avl.pyx, optimize)
+    optimize_s = time.perf_counter() - t0
+    ids = np.where(ids > 0, mapping[np.maximum(ids, 0)], ids).astype(np.int32)
     assert len(tree) == n, (len(tree), n)
     new = icodes == 0
     ins_us = ins_t[new] / 1e3
@@ -113,11 +120,16 @@ def main():
 
     results = {}
     for name, prefix in (("exact", False), ("prefix", True)):
-        tm = np.zeros(len(queries), np.int64)
-        res = tree.match_batch(qdata, qoff, prefix=prefix, timings=tm)
-        t0 = time.perf_counter()
-        tree.match_batch(qdata, qoff, prefix=prefix)
-        batch_s = time.perf_counter() - t0
+        # per-query minimum over 3 runs (the 2 cores are shared: this drops scheduler noise)
+        tm = np.full(len(queries), np.iinfo(np.int64).max, np.int64)
+        one = np.zeros(len(queries), np.int64)
+        batch_s = float("inf")
+        for _ in range(3):
+            gc.collect()
+            t0 = time.perf_counter()
+            res = tree.match_batch(qdata, qoff, prefix=prefix, timings=one)
+            batch_s = min(batch_s, time.perf_counter() - t0)
+            np.minimum(tm, one, out=tm)
         results[name] = (res, tm / 1e3, len(queries) / batch_s)
 
     # lookup by id from Python
@@ -199,7 +211,7 @@ def main():
         ("bytes per URL (paper def: arrays as used)", f"{tree_paper_bpu:.2f}", "-", f"{trie_bytes / n:.2f}", f"{PAPER['bytes_per_url']}"),
         ("bytes per URL (all memory held)", f"{tree_total_bpu:.2f}", f"{set_bytes / n:.1f}", f"{trie_bytes / n:.2f}", "-"),
         ("snapshot file bytes per URL", f"{snap_bytes / n:.2f}", "-", "-", "-"),
-        ("build s", f"{build_s:.2f}", f"{set_build:.2f}", f"{trie_build:.2f}", "-"),
+        ("build s (+ optimize s)", f"{build_s:.2f} (+{optimize_s:.2f})", f"{set_build:.2f}", f"{trie_build:.2f}", "-"),
         ("insert us median / p99 / mean", f"{np.median(ins_us):.2f} / {pct(ins_us, 99):.2f} / {ins_us.mean():.2f}", "-", "static", f"mean {PAPER['insert_us_mean']}"),
         ("delete us median / p99", f"{np.median(del_us):.2f} / {pct(del_us, 99):.2f}", "-", "static", "-"),
         ("exact match us median / p99", f"{np.median(ex_us):.2f} / {pct(ex_us, 99):.2f}", f"{np.median(set_t) / 1e3:.2f} / {pct(set_t, 99) / 1e3:.2f}", "-", "-"),

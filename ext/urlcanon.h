@@ -49,6 +49,23 @@ enum {
 };
 #define CANON_KEY 1       /* flag: emit the key form (host labels reversed) */
 
+/* byte classes, one table lookup per byte (GNU range initialisers; the build uses gnu11) */
+#define CC_UNRES 1   /* unreserved: A-Z a-z 0-9 - . _ ~ */
+#define CC_KEEP 2    /* kept literally in path and query: sub-delims and : @ / ? */
+#define CC_HOST 4    /* allowed in a host name after lower-casing: a-z A-Z 0-9 - _ . */
+#define CC_BAD 8     /* rejected anywhere: <= 0x20 and 0x7f */
+#define CC_WS 16     /* trimmed at both ends: space \t \r \n \v \f */
+static const uint8_t _canon_cls[256] = {
+    [0 ... 0x20] = CC_BAD, [0x7f] = CC_BAD,
+    ['\t'] = CC_BAD | CC_WS, ['\n'] = CC_BAD | CC_WS, ['\v'] = CC_BAD | CC_WS, ['\f'] = CC_BAD | CC_WS,
+    ['\r'] = CC_BAD | CC_WS, [' '] = CC_BAD | CC_WS,
+    ['a' ... 'z'] = CC_UNRES | CC_HOST, ['A' ... 'Z'] = CC_UNRES | CC_HOST, ['0' ... '9'] = CC_UNRES | CC_HOST,
+    ['-'] = CC_UNRES | CC_HOST, ['.'] = CC_UNRES | CC_HOST, ['_'] = CC_UNRES | CC_HOST, ['~'] = CC_UNRES,
+    ['!'] = CC_KEEP, ['$'] = CC_KEEP, ['&'] = CC_KEEP, ['\''] = CC_KEEP, ['('] = CC_KEEP, [')'] = CC_KEEP,
+    ['*'] = CC_KEEP, ['+'] = CC_KEEP, [','] = CC_KEEP, [';'] = CC_KEEP, ['='] = CC_KEEP, [':'] = CC_KEEP,
+    ['@'] = CC_KEEP, ['/'] = CC_KEEP, ['?'] = CC_KEEP,
+};
+
 static inline int _canon_hexval(uint8_t c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -56,24 +73,9 @@ static inline int _canon_hexval(uint8_t c) {
     return -1;
 }
 
-static inline int _canon_unreserved(uint8_t c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~';
-}
+static inline int _canon_unreserved(uint8_t c) { return _canon_cls[c] & CC_UNRES; }
 
-/* bytes kept literally in a path or query besides the unreserved ones */
-static inline int _canon_keep(uint8_t c) {
-    switch (c) {
-    case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',':
-    case ';': case '=': case ':': case '@': case '/': case '?':
-        return 1;
-    }
-    return 0;
-}
-
-static inline int _canon_ws(uint8_t c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
+static inline int _canon_ws(uint8_t c) { return _canon_cls[c] & CC_WS; }
 
 static const char _canon_hex[] = "0123456789ABCDEF";
 
@@ -115,7 +117,9 @@ static inline int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t c
     for (i = 0; i < n; i++) {
         uint8_t c = in[i];
         if (*o + 3 > cap) return CANON_TOO_LONG;
-        if (c == '%') {
+        if (_canon_cls[c] & (CC_UNRES | CC_KEEP)) {
+            out[(*o)++] = c;
+        } else if (c == '%') {
             int h, l;
             if (i + 2 < n && (h = _canon_hexval(in[i + 1])) >= 0 &&
                 (l = _canon_hexval(in[i + 2])) >= 0) {
@@ -126,8 +130,6 @@ static inline int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t c
                 continue;
             }
             out[(*o)++] = '%'; out[(*o)++] = '2'; out[(*o)++] = '5';
-        } else if (_canon_unreserved(c) || _canon_keep(c)) {
-            out[(*o)++] = c;
         } else {
             out[(*o)++] = '%'; out[(*o)++] = _canon_hex[c >> 4]; out[(*o)++] = _canon_hex[c & 15];
         }
@@ -144,7 +146,7 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
     while (b > a && _canon_ws(in[b - 1])) b--;
     if (a == b) return CANON_EMPTY;
     for (i = a; i < b; i++)
-        if (in[i] <= 0x20 || in[i] == 0x7f) return CANON_BAD_CHAR;
+        if (_canon_cls[in[i]] & CC_BAD) return CANON_BAD_CHAR;
     /* R2 */
     i = a;
     if ((in[i] | 0x20) >= 'a' && (in[i] | 0x20) <= 'z') {
@@ -190,8 +192,7 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
         if (c >= 'A' && c <= 'Z') c |= 0x20;
         if (c == '.') {
             if (o == 0 || out[o - 1] == '.') continue;  /* leading dots, runs of dots */
-        } else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-                     ((c == ':' || c == '[' || c == ']') && in[host_s] == '['))) {
+        } else if (!(_canon_cls[c] & CC_HOST) && !((c == ':' || c == '[' || c == ']') && in[host_s] == '[')) {
             return CANON_BAD_HOST;
         }
         if (o >= cap) return CANON_TOO_LONG;

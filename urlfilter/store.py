@@ -305,7 +305,10 @@ class UrlManager:
         return self.tree
 
     def save_snapshot(self):
+        """Save the tree (pre-order ids, see UrlTree.optimize) tagged with the replayed sequence."""
         if self.snapshot is not None and self.tree is not None:
+            if not self.tree.stats()["mapped"]:
+                self.tree.optimize()        # tree ids are not kept anywhere else, so renumbering is free
             self.tree.save(self.snapshot, self.seq)
 
     def _bulk(self, import_id):

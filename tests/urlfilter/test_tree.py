@@ -259,3 +259,26 @@ def test_batch_prefix_match_equals_naive(entries, queries):
     for q, g in zip(queries + entries, got.tolist()):
         best = naive_prefix(model, to_key(q))
         assert g == (model[best] if best is not None else 0), q
+
+
+def test_optimize_renumbers_in_preorder_and_keeps_answers():
+    t = UrlTree()
+    urls_ = [f"o{i % 50}.example/{i}/x{i % 7}" for i in range(5000)] + ["dom.example"]
+    ids, _ = t.insert_many(urls_, categories=np.arange(len(urls_)) % 9)
+    for u in urls_[::3]:
+        t.delete(u)
+    before = {t.get_key(int(i)): t.payload(int(i)) for i in t.ids()}
+    size_before = t.stats()["compressed_url_bytes"]
+    q = urls_ + [u + "/z" for u in urls_] + ["a.dom.example"]
+    keys_before = [t.get_key(int(i)) if i > 0 else None for i in t.match_many(q)]
+    mapping = t.optimize()
+    t.check()
+    assert t.stats()["ids"] == len(t) and t.stats()["dead_bytes"] == 0
+    assert t.stats()["compressed_url_bytes"] < size_before            # one-byte RefIDs
+    assert t.ids().tolist()[:1] != [] and sorted(t.ids().tolist()) == list(range(1, len(t) + 1))
+    assert {t.get_key(int(i)): t.payload(int(i)) for i in t.ids()} == before
+    assert [t.get_key(int(i)) if i > 0 else None for i in t.match_many(q)] == keys_before
+    live = ids[[i for i in range(len(urls_)) if i % 3 != 0]]
+    assert (t.match_many([u for i, u in enumerate(urls_) if i % 3 != 0], prefix=False) == mapping[live]).all()
+    t.insert("new.example")
+    t.check()
