@@ -55,6 +55,7 @@ enum {
 #define CC_HOST 4    /* allowed in a host name after lower-casing: a-z A-Z 0-9 - _ . */
 #define CC_BAD 8     /* rejected anywhere: <= 0x20 and 0x7f */
 #define CC_WS 16     /* trimmed at both ends: space \t \r \n \v \f */
+#define CC_AEND 32   /* ends the authority: / ? # */
 static const uint8_t _canon_cls[256] = {
     [0 ... 0x20] = CC_BAD, [0x7f] = CC_BAD,
     ['\t'] = CC_BAD | CC_WS, ['\n'] = CC_BAD | CC_WS, ['\v'] = CC_BAD | CC_WS, ['\f'] = CC_BAD | CC_WS,
@@ -63,7 +64,7 @@ static const uint8_t _canon_cls[256] = {
     ['-'] = CC_UNRES | CC_HOST, ['.'] = CC_UNRES | CC_HOST, ['_'] = CC_UNRES | CC_HOST, ['~'] = CC_UNRES,
     ['!'] = CC_KEEP, ['$'] = CC_KEEP, ['&'] = CC_KEEP, ['\''] = CC_KEEP, ['('] = CC_KEEP, [')'] = CC_KEEP,
     ['*'] = CC_KEEP, ['+'] = CC_KEEP, [','] = CC_KEEP, [';'] = CC_KEEP, ['='] = CC_KEEP, [':'] = CC_KEEP,
-    ['@'] = CC_KEEP, ['/'] = CC_KEEP, ['?'] = CC_KEEP,
+    ['@'] = CC_KEEP, ['/'] = CC_KEEP | CC_AEND, ['?'] = CC_KEEP | CC_AEND, ['#'] = CC_AEND,
 };
 
 static inline int _canon_hexval(uint8_t c) {
@@ -78,6 +79,22 @@ static inline int _canon_unreserved(uint8_t c) { return _canon_cls[c] & CC_UNRES
 static inline int _canon_ws(uint8_t c) { return _canon_cls[c] & CC_WS; }
 
 static const char _canon_hex[] = "0123456789ABCDEF";
+
+/* Any byte <= 0x20 or == 0x7f in s[0:n]? Eight bytes per step (exact as a yes/no answer:
+ * "has a byte below 0x21" and "has a zero byte after xor 0x7f" are the classic bit tricks). */
+static inline int _canon_has_bad(const uint8_t *s, size_t n) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, s + i, 8);
+        y = x ^ (0x7f * ones);
+        if (((x - 0x21 * ones) & ~x & highs) | ((y - ones) & ~y & highs)) return 1;
+    }
+    for (; i < n; i++)
+        if (_canon_cls[s[i]] & CC_BAD) return 1;
+    return 0;
+}
 
 /* Reverse the order of the dot-separated labels in buf[0:n] in place (no-op for "[..]"). */
 static inline void _canon_reverse_labels(uint8_t *buf, size_t n) {
@@ -113,7 +130,14 @@ static inline void webtap_key_flip(uint8_t *s, size_t n) {
 
 /* Normalise one path segment or the query from in[0:n] into out at *o (R6). */
 static inline int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *o) {
-    size_t i;
+    size_t i, oo = *o;
+    if (oo + 3 * n <= cap) {          /* fast path: cannot overflow, copy plain runs directly */
+        for (i = 0; i < n && (_canon_cls[in[i]] & (CC_UNRES | CC_KEEP)); i++) out[oo + i] = in[i];
+        *o = oo + i;
+        in += i;
+        n -= i;
+        if (n == 0) return 0;
+    }
     for (i = 0; i < n; i++) {
         uint8_t c = in[i];
         if (*o + 3 > cap) return CANON_TOO_LONG;
@@ -145,24 +169,28 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
     while (a < b && _canon_ws(in[a])) a++;
     while (b > a && _canon_ws(in[b - 1])) b--;
     if (a == b) return CANON_EMPTY;
-    for (i = a; i < b; i++)
-        if (_canon_cls[in[i]] & CC_BAD) return CANON_BAD_CHAR;
+    if (_canon_has_bad(in + a, b - a)) return CANON_BAD_CHAR;
     /* R2 */
     i = a;
-    if ((in[i] | 0x20) >= 'a' && (in[i] | 0x20) <= 'z') {
-        size_t j = i + 1;
-        while (j < b && (((in[j] | 0x20) >= 'a' && (in[j] | 0x20) <= 'z') || (in[j] >= '0' && in[j] <= '9') ||
-                         in[j] == '+' || in[j] == '-' || in[j] == '.'))
-            j++;
-        if (j + 2 < b && in[j] == ':' && in[j + 1] == '/' && in[j + 2] == '/') a = j + 3;
+    {   /* a scheme is at most 32 bytes: look for "://" there instead of scanning the host */
+        const uint8_t *colon = (const uint8_t *)memchr(in + a, ':', (b - a) < 33 ? (b - a) : 33);
+        if (colon && (size_t)(colon - in) + 2 < b && colon[1] == '/' && colon[2] == '/' &&
+            ((in[a] | 0x20) >= 'a' && (in[a] | 0x20) <= 'z')) {
+            size_t j = a + 1, c_at = (size_t)(colon - in);
+            while (j < c_at && (((in[j] | 0x20) >= 'a' && (in[j] | 0x20) <= 'z') || (in[j] >= '0' && in[j] <= '9') ||
+                                in[j] == '+' || in[j] == '-' || in[j] == '.'))
+                j++;
+            if (j == c_at) a = c_at + 3;
+        }
     }
     if (a == i && a + 1 < b && in[a] == '/' && in[a + 1] == '/') a += 2;
     /* R3 */
     auth_end = a;
-    while (auth_end < b && in[auth_end] != '/' && in[auth_end] != '?' && in[auth_end] != '#') auth_end++;
+    while (auth_end < b && !(_canon_cls[in[auth_end]] & CC_AEND)) auth_end++;
     host_s = a;
-    for (i = a; i < auth_end; i++)
-        if (in[i] == '@') host_s = i + 1;
+    if (auth_end > a && memchr(in + a, '@', auth_end - a))
+        for (i = a; i < auth_end; i++)
+            if (in[i] == '@') host_s = i + 1;
     host_e = auth_end;
     /* R5: find the port */
     if (host_s < auth_end && in[host_s] == '[') {
@@ -223,15 +251,20 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
     path_start = o;
     i = auth_end;
     {
-        size_t end = i, q = b;
-        while (end < b && in[end] != '#') end++;           /* R8: fragment */
-        for (q = i; q < end && in[q] != '?'; q++) {}     /* query start */
+        size_t end, q;
+        const uint8_t *hit = i < b ? (const uint8_t *)memchr(in + i, '#', b - i) : NULL;
+        end = hit ? (size_t)(hit - in) : b;                /* R8: fragment */
+        hit = i < end ? (const uint8_t *)memchr(in + i, '?', end - i) : NULL;
+        q = hit ? (size_t)(hit - in) : end;                /* query start */
         while (i < q) {
             size_t s, e, seg_o;
             while (i < q && in[i] == '/') i++;             /* R7: empty segments */
             if (i >= q) break;
             s = i;
-            while (i < q && in[i] != '/') i++;
+            {
+                const uint8_t *slash = (const uint8_t *)memchr(in + i, '/', q - i);
+                i = slash ? (size_t)(slash - in) : q;
+            }
             e = i;
             if (o >= cap) return CANON_TOO_LONG;
             seg_o = o;
