@@ -73,7 +73,7 @@ import numpy as np
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
@@ -1169,6 +1169,101 @@ cdef class UrlTree:
         self.free_head = 0
         self.root = 1 if n else 0
         return 0
+
+    cdef uint32_t _build(self, const uint8_t *data, const int64_t *starts, const int64_t *ends,
+                         const int64_t *uniq, const uint32_t *cats, const uint32_t *pers,
+                         int64_t lo, int64_t hi, int64_t par, uint32_t par_id, uint32_t *next_id,
+                         int *height) except? 0 nogil:
+        """Balanced subtree of the sorted unique keys uniq[lo:hi], ids in pre-order."""
+        cdef int64_t mid, k
+        cdef uint32_t x, l, r
+        cdef int hl, hr
+        cdef size_t m = 0, kn, pn
+        cdef const uint8_t *key
+        cdef const uint8_t *pkey
+        if lo >= hi:
+            height[0] = 0
+            return 0
+        mid = lo + (hi - lo) // 2
+        k = uniq[mid]
+        x = next_id[0]
+        next_id[0] += 1
+        key = data + starts[k]
+        kn = <size_t>(ends[k] - starts[k])
+        if par >= 0:
+            pkey = data + starts[uniq[par]]
+            pn = <size_t>(ends[uniq[par]] - starts[uniq[par]])
+            while m < kn and m < pn and key[m] == pkey[m]:
+                m += 1
+        memcpy(self.kbuf, key + m, kn - m)
+        self.dataptr[x] = FREE_PTR
+        self._append(x, par_id, <uint32_t>m, self.kbuf, <uint32_t>(kn - m), cats[k], pers[k])
+        l = self._build(data, starts, ends, uniq, cats, pers, lo, mid, mid, x, next_id, &hl)
+        r = self._build(data, starts, ends, uniq, cats, pers, mid + 1, hi, mid, x, next_id, &hr)
+        self.nodes[x].left = l
+        self.nodes[x].right = r
+        height[0] = (hl if hl > hr else hr) + 1
+        self._set_height(x, height[0])
+        return x
+
+    def build_sorted(self, const uint8_t[::1] data, starts, ends, order, categories=0, periods=0):
+        """Bulk load an empty tree from keys data[starts[i]:ends[i]] (canonical key form), given
+        `order`, their indices in ascending key order (a stable sort: among equal keys the first
+        listed wins, as with inserts). Builds a perfectly balanced tree with pre-order ids in
+        O(n); raises ValueError if order is not sorted or a key is too long. Returns the number
+        of unique keys loaded."""
+        cdef int64_t[::1] st = np.ascontiguousarray(starts, dtype=np.int64)
+        cdef int64_t[::1] en = np.ascontiguousarray(ends, dtype=np.int64)
+        cdef int64_t[::1] od = np.ascontiguousarray(order, dtype=np.int64)
+        cdef Py_ssize_t n = od.shape[0], j, m = 0
+        cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (st.shape[0],)).copy()
+        cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (st.shape[0],)).copy()
+        uniq_a = np.zeros(max(n, 1), dtype=np.int64)
+        cdef int64_t[::1] uniq = uniq_a
+        cdef int64_t a, b, la, lb, total = 0
+        cdef int c = 0, h
+        cdef uint32_t next_id = 1
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        if self.count != 0:
+            raise ValueError("build_sorted needs an empty tree")
+        if en.shape[0] != st.shape[0]:
+            raise ValueError("starts and ends differ in length")
+        for j in range(n):
+            if od[j] < 0 or od[j] >= st.shape[0]:
+                raise ValueError("order holds an index out of range")
+            a = od[j]
+            if st[a] < 0 or en[a] < st[a] or en[a] > data.shape[0]:
+                raise ValueError("key bounds outside the data buffer")
+            if en[a] - st[a] > MAX_KEY:
+                raise ValueError(f"key longer than {MAX_KEY} bytes")
+        if n > MAX_ID:
+            raise OverflowError(f"the URL tree holds at most {MAX_ID} URLs (28-bit ids)")
+        self._own()
+        with nogil:
+            for j in range(n):
+                a = od[j]
+                if j > 0:
+                    b = od[j - 1]
+                    la, lb = en[a] - st[a], en[b] - st[b]
+                    c = memcmp(base + st[b], base + st[a], <size_t>(la if la < lb else lb))
+                    if c == 0:
+                        c = -1 if lb < la else (1 if lb > la else 0)
+                    if c > 0:
+                        with gil:
+                            raise ValueError(f"order is not ascending at position {j}")
+                    if c == 0:
+                        continue
+                uniq[m] = a
+                m += 1
+                total += en[a] - st[a]
+            self._grow_slots(<size_t>m + 1)
+            self._grow_blob(<size_t>total + 12 * <size_t>m + 64)
+            self.n_slots = <size_t>m + 1
+            self.root = self._build(base, &st[0] if st.shape[0] else NULL, &en[0] if en.shape[0] else NULL,
+                                    &uniq[0], &cats[0] if cats.shape[0] else NULL,
+                                    &pers[0] if pers.shape[0] else NULL, 0, m, -1, 0, &next_id, &h)
+            self.count = <size_t>m
+        return m
 
     def optimize(self):
         """Renumber ids in pre-order and rewrite CompressedURL in that order, without dead bytes.

@@ -114,14 +114,21 @@ def _import_entries(store: Store, packed, offsets, is_comment, categories, sourc
                                (source, default_category, now)).lastrowid
         if isinstance(categories, str):
             cid = store.category_id(categories)
-            rows = ((urls[i], cid, source, import_id, now, now) for i in ok.tolist())
+            rows = ((urls[i], cid) for i in ok.tolist())
         else:
             cids = {c: store.category_id(c) for c in set(categories[i] for i in ok.tolist())}
-            rows = ((urls[i], cids[categories[i]], source, import_id, now, now) for i in ok.tolist())
+            rows = ((urls[i], cids[categories[i]]) for i in ok.tolist())
+        # Stage the rows in an unindexed temp table, then insert them in URL order: the UNIQUE(url)
+        # index is then filled sequentially instead of at random places (about 2x faster for
+        # millions of rows). Within one file the first spelling of a URL wins, as before.
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS staging(url TEXT, category_id INTEGER)")
+        db.execute("DELETE FROM staging")
+        db.executemany("INSERT INTO staging VALUES (?,?)", rows)
         before = db.total_changes
-        db.executemany("INSERT OR IGNORE INTO urls(url, category_id, source, import_id, added_at, updated_at) "
-                       "VALUES (?,?,?,?,?,?)", rows)
+        db.execute("INSERT OR IGNORE INTO urls(url, category_id, import_id, added_at, updated_at) "
+                   "SELECT url, category_id, ?, ?, ? FROM staging ORDER BY url, rowid", (import_id, now, now))
         res.added = db.total_changes - before
+        db.execute("DELETE FROM staging")
         res.duplicates = len(ok) - res.added
         res.seconds = time.perf_counter() - t0
         db.execute("UPDATE imports SET seconds=?, lines=?, added=?, duplicates=?, rejected=?, reasons=? WHERE id=?",
@@ -178,9 +185,14 @@ def _ut1_files(path: Path):
         for f in own:
             yield path.name, f
         return
+    found = False
     for d in sorted(p for p in path.iterdir() if p.is_dir()):
         for f in files_in(d):
+            found = True
             yield d.name, f
+    if not found:       # a folder of plain lists: one category per file, named after it
+        for f in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
+            yield f.name.split(".")[0], f
 
 
 def import_path(store: Store, path: str | os.PathLike, fmt: str = "auto", category: str | None = None,
@@ -198,8 +210,11 @@ def import_path(store: Store, path: str | os.PathLike, fmt: str = "auto", catego
         else:
             fmt = "list"
     if fmt == "ut1":
-        return [import_list(store, f, category or cat, source=str(f) if source is None else source)
-                for cat, f in _ut1_files(path)]
+        res = [import_list(store, f, category or cat, source=str(f) if source is None else source)
+               for cat, f in _ut1_files(path)]
+        if not res:
+            raise FileNotFoundError(f"no blacklist files in {path}")
+        return res
     if fmt == "csv":
         return [import_csv(store, path, category, source)]
     if fmt == "list":

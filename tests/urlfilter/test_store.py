@@ -181,3 +181,16 @@ def test_cli_entry_point(tmp_path):
     r = subprocess.run([sys.executable, "-m", "urlfilter.cli", "--db", str(tmp_path / "e.db"), "stats", "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["urls"] == 0
+
+
+def test_import_folder_of_plain_lists_and_empty_folder(tmp_path):
+    d = tmp_path / "lists"
+    d.mkdir()
+    (d / "gambling.txt").write_text("casino.example\n")
+    (d / "ads.gz").write_bytes(gzip.compress(b"ads.example/banner\nads.example\n"))
+    s = Store(tmp_path / "p.db")
+    res = import_path(s, d)
+    assert sorted((r.category, r.added) for r in res) == [("ads", 2), ("gambling", 1)]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError):
+        import_path(s, tmp_path / "empty")

@@ -282,3 +282,31 @@ def test_optimize_renumbers_in_preorder_and_keeps_answers():
     assert (t.match_many([u for i, u in enumerate(urls_) if i % 3 != 0], prefix=False) == mapping[live]).all()
     t.insert("new.example")
     t.check()
+
+
+def test_build_sorted_equals_inserts():
+    from urlfilter.tree import build_tree
+
+    rng = np.random.default_rng(3)
+    base = [f"b{i % 40}.example/{i % 11}/p{i}" for i in range(3000)] + ["dom.example", "DOM.example/", "bad host"]
+    urls_ = [base[i] for i in rng.permutation(len(base))]
+    cats = np.arange(len(urls_)) % 5
+    built, codes = build_tree(urls_, cats)
+    built.check()
+    ref = UrlTree()
+    rids, rcodes = ref.insert_many(urls_, cats)
+    assert (codes < 0).tolist() == (rcodes < 0).tolist()
+    assert built.keys() == ref.keys()
+    assert [built.payload(int(i)) for i in built.ids()] == [ref.payload(int(i)) for i in ref.ids()]
+    assert built.height <= int(np.ceil(np.log2(len(built) + 1)))
+    assert sorted(built.ids().tolist()) == list(range(1, len(built) + 1))
+    q = urls_ + [u + "/x" for u in urls_] + ["a.dom.example/q"]
+    assert [built.get_key(int(i)) if i > 0 else None for i in built.match_many(q)] == \
+           [ref.get_key(int(i)) if i > 0 else None for i in ref.match_many(q)]
+    built.insert("after.example")
+    built.delete(urls_[0])
+    built.check()
+    with pytest.raises(ValueError):
+        UrlTree().build_sorted(b"ba", [0, 1], [1, 2], [0, 1])        # "b" before "a": not sorted
+    with pytest.raises(ValueError):
+        built.build_sorted(b"a", [0], [1], [0])                      # not empty
