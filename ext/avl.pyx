@@ -18,7 +18,8 @@ The three arrays (as in the paper)
 * ``DataPtr[id]`` (4 bytes): byte offset of the node's record in CompressedURL (0xFFFFFFFF: free id).
   The URL id *is* the node id, so lookup by id is one array read plus a decode.
 * ``CompressedURL``: records, each ``varint cPrefix | varint len | DiffURL bytes | varint RefID |
-  varint category | varint period``. The search reads only the first three fields. RefID is
+  varint (category << 1 | has_period) [| varint period]``. The search reads only the first three
+  fields. RefID is
   stored as the zig-zag coded difference id - RefID (one byte for most nodes after optimize()).
 
 Encoding: every node is encoded against its tree parent
@@ -161,6 +162,14 @@ cdef inline uint32_t _zigzag(uint32_t x, uint32_t ref) noexcept nogil:
     return <uint32_t>((d << 1) ^ (d >> 63))
 
 
+cdef inline uint8_t *_put_payload(uint8_t *p, uint32_t cat, uint32_t period) noexcept nogil:
+    """Payload: varint (category << 1 | has_period), then varint period when it is not 0."""
+    p = _put_varint(p, (cat << 1) | (1 if period else 0))
+    if period:
+        p = _put_varint(p, period)
+    return p
+
+
 cdef inline void _read_rec(const uint8_t *p, uint32_t x, Rec *r) noexcept nogil:
     cdef const uint8_t *s = p
     cdef uint32_t v
@@ -170,8 +179,11 @@ cdef inline void _read_rec(const uint8_t *p, uint32_t x, Rec *r) noexcept nogil:
     p += r.dlen
     p = _get_varint(p, &v)
     r.ref = <uint32_t>(<int64_t>x - ((<int64_t>(v >> 1)) ^ (-<int64_t>(v & 1))))
-    p = _get_varint(p, &r.cat)
-    p = _get_varint(p, &r.period)
+    p = _get_varint(p, &v)
+    r.cat = v >> 1
+    r.period = 0
+    if v & 1:
+        p = _get_varint(p, &r.period)
     r.size = <uint32_t>(p - s)
 
 
@@ -418,8 +430,7 @@ cdef class UrlTree:
         memcpy(p, diff, dlen)
         p += dlen
         p = _put_varint(p, _zigzag(x, ref))
-        p = _put_varint(p, cat)
-        p = _put_varint(p, period)
+        p = _put_payload(p, cat, period)
         self.dataptr[x] = <uint32_t>self.blob_used
         self.blob_used = <size_t>(p - self.blob)
         return 0
@@ -750,6 +761,8 @@ cdef class UrlTree:
         """Insert a key (canonical key form). Returns (id, created)."""
         cdef uint32_t hit = 0
         cdef int rc
+        if category >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
         self._own()
         rc = self._insert_key(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0],
                               category, period, &hit)
@@ -811,8 +824,10 @@ cdef class UrlTree:
         return r.cat, r.period
 
     def set_payload(self, uint32_t uid, uint32_t category, uint32_t period):
-        """Change the category and filtering period of id uid (no re-keying)."""
+        """Change the category (< 2^31) and filtering period of id uid (no re-keying)."""
         cdef Rec r
+        if category >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
         if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
             raise KeyError(uid)
         self._own()
@@ -933,6 +948,8 @@ cdef class UrlTree:
         cdef Py_ssize_t n = off.shape[0] - 1, i
         cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (max(n, 0),)).copy()
         cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (max(n, 0),)).copy()
+        if n > 0 and np.asarray(cats).max() >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
         ids_a = np.zeros(max(n, 0), dtype=np.int32)
         codes_a = np.zeros(max(n, 0), dtype=np.int32)
         cdef int32_t[::1] ids = ids_a, codes = codes_a
@@ -1154,8 +1171,7 @@ cdef class UrlTree:
             memcpy(p, rec.diff, rec.dlen)
             p += rec.dlen
             p = _put_varint(p, _zigzag(nx, nref))
-            p = _put_varint(p, rec.cat)
-            p = _put_varint(p, rec.period)
+            p = _put_payload(p, rec.cat, rec.period)
             o = <size_t>(p - nb)
         free(order)
         free(self.nodes)
@@ -1226,6 +1242,8 @@ cdef class UrlTree:
         cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
         if self.count != 0:
             raise ValueError("build_sorted needs an empty tree")
+        if cats.shape[0] and np.asarray(cats).max() >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
         if en.shape[0] != st.shape[0]:
             raise ValueError("starts and ends differ in length")
         for j in range(n):

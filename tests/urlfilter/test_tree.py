@@ -310,3 +310,16 @@ def test_build_sorted_equals_inserts():
         UrlTree().build_sorted(b"ba", [0, 1], [1, 2], [0, 1])        # "b" before "a": not sorted
     with pytest.raises(ValueError):
         built.build_sorted(b"a", [0], [1], [0])                      # not empty
+
+
+def test_payload_limits():
+    t = UrlTree()
+    uid, _ = t.insert("a.example", category=2**31 - 1, period=2**32 - 1)
+    assert t.payload(uid) == (2**31 - 1, 2**32 - 1)
+    with pytest.raises(OverflowError):
+        t.insert("b.example", category=2**31)
+    with pytest.raises(OverflowError):
+        t.insert_many(["b.example"], categories=2**31)
+    with pytest.raises(OverflowError):
+        t.update(uid, category=2**31)
+    assert t.payload(uid) == (2**31 - 1, 2**32 - 1)
