@@ -285,8 +285,12 @@ cdef class UrlTree:
     cdef object _mapping          # the mmap object that owns them
     cdef object _view             # the memoryview exported from it
     cdef public uint64_t tag      # number stored with the last snapshot saved or loaded
+    cdef readonly uint32_t max_ids   # id limit: 2^28 - 1, lower only in tests of the refusal path
 
-    def __cinit__(self):
+    def __cinit__(self, uint32_t max_ids=MAX_ID):
+        if max_ids > MAX_ID or max_ids == 0:
+            raise ValueError(f"max_ids must be in 1..{MAX_ID}")
+        self.max_ids = max_ids
         self.n_slots = 1
         self.cap_slots = 0
         self.kbuf = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
@@ -568,9 +572,9 @@ cdef class UrlTree:
             x = self.free_head
             self.free_head = self.nodes[x].left & ID_MASK
         else:
-            if self.n_slots > MAX_ID:
+            if self.n_slots > self.max_ids:
                 with gil:
-                    raise OverflowError(f"the URL tree holds at most {MAX_ID} URLs (28-bit ids)")
+                    raise OverflowError(f"the URL tree holds at most {self.max_ids} URLs (28-bit ids)")
             self._grow_slots(self.n_slots + 1)
             x = <uint32_t>self.n_slots
             self.n_slots += 1
@@ -1254,8 +1258,8 @@ cdef class UrlTree:
                 raise ValueError("key bounds outside the data buffer")
             if en[a] - st[a] > MAX_KEY:
                 raise ValueError(f"key longer than {MAX_KEY} bytes")
-        if n > MAX_ID:
-            raise OverflowError(f"the URL tree holds at most {MAX_ID} URLs (28-bit ids)")
+        if n > self.max_ids:
+            raise OverflowError(f"the URL tree holds at most {self.max_ids} URLs (28-bit ids)")
         self._own()
         with nogil:
             for j in range(n):

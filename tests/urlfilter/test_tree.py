@@ -323,3 +323,24 @@ def test_payload_limits():
     with pytest.raises(OverflowError):
         t.update(uid, category=2**31)
     assert t.payload(uid) == (2**31 - 1, 2**32 - 1)
+
+
+def test_too_many_urls_is_refused_cleanly():
+    from urlfilter.errors import TreeFull
+
+    t = UrlTree(max_ids=50)      # the real limit is 2^28 - 1; the refusal path is the same
+    ids, codes = t.insert_many([f"u{i}.example" for i in range(50)])
+    assert (codes == 0).all()
+    with pytest.raises(TreeFull):
+        t.insert("one-more.example")
+    with pytest.raises(TreeFull):
+        t.insert_many(["again.example", "u1.example"])
+    assert len(t) == 50 and t.find("one-more.example") == 0
+    t.check()
+    t.delete("u3.example")
+    assert t.insert("one-more.example")[1]        # a freed id is usable again
+    t.check()
+    with pytest.raises(OverflowError):
+        UrlTree(max_ids=3).build_sorted(b"abcd", [0, 1, 2, 3], [1, 2, 3, 4], [0, 1, 2, 3])
+    with pytest.raises(ValueError):
+        UrlTree(max_ids=2**28)
