@@ -214,6 +214,8 @@ cdef extern from "stdlib.h" nogil:
 
 cdef enum:
     HUGE_PAGE = 2 * 1024 * 1024
+    KCACHE_SLOTS = 128            # KeyCache: direct-mapped by id, per insert/delete
+    KCACHE_ARENA = 256 * 1024
 
 
 cdef void *_checked_grow(void *p, size_t used, size_t n) except NULL nogil:
@@ -286,6 +288,15 @@ cdef class UrlTree:
     cdef object _view             # the memoryview exported from it
     cdef public uint64_t tag      # number stored with the last snapshot saved or loaded
     cdef readonly uint32_t max_ids   # id limit: 2^28 - 1, lower only in tests of the refusal path
+    # KeyCache (see _decode): keys decoded during the current insert or delete
+    cdef uint32_t kc_id[KCACHE_SLOTS]
+    cdef uint32_t kc_gen[KCACHE_SLOTS]
+    cdef uint32_t kc_off[KCACHE_SLOTS]
+    cdef uint32_t kc_len[KCACHE_SLOTS]
+    cdef uint32_t kc_cur          # generation of the current operation
+    cdef bint kc_on               # only inside _insert_key / _delete_key
+    cdef size_t kc_used
+    cdef uint8_t *kc_arena
 
     def __cinit__(self, uint32_t max_ids=MAX_ID):
         if max_ids > MAX_ID or max_ids == 0:
@@ -297,6 +308,7 @@ cdef class UrlTree:
         self.kbuf2 = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
         self.qcap = 4096
         self.qbuf = <uint8_t *>_checked_realloc(NULL, self.qcap)
+        self.kc_arena = <uint8_t *>_checked_realloc(NULL, KCACHE_ARENA)
         self._grow_slots(1024)
         self.nodes[0].left = 0
         self.nodes[0].right = 0
@@ -311,6 +323,7 @@ cdef class UrlTree:
         free(self.kbuf)
         free(self.kbuf2)
         free(self.qbuf)
+        free(self.kc_arena)
 
     # ---- memory -------------------------------------------------------------------------
     cdef int _grow_slots(self, size_t need) except -1 nogil:
@@ -397,18 +410,26 @@ cdef class UrlTree:
 
     # ---- records --------------------------------------------------------------------------
     cdef ptrdiff_t _decode(self, uint32_t x, uint8_t *buf) except -1 nogil:
-        """Full key of x into buf (MAX_KEY bytes); returns its length. -1: reference loop (raises)."""
+        """Full key of x into buf (MAX_KEY bytes); returns its length. Raises TreeCorrupt on a
+        reference loop. Keys decoded during one insert or delete are remembered (KeyCache) so
+        the re-encodes of a rotation, whose nodes share their reference chains, stop early."""
         cdef uint32_t chain[MAX_DEPTH * 2]
         cdef int depth = 0
         cdef Rec r
-        cdef size_t n = 0
-        while x != 0:
-            if depth >= MAX_DEPTH * 2 or self.dataptr[x] == FREE_PTR:
+        cdef size_t n = 0, slot
+        cdef uint32_t y = x
+        while y != 0:
+            slot = y & (KCACHE_SLOTS - 1)
+            if self.kc_on and self.kc_id[slot] == y and self.kc_gen[slot] == self.kc_cur:
+                n = self.kc_len[slot]
+                memcpy(buf, self.kc_arena + self.kc_off[slot], n)
+                break
+            if depth >= MAX_DEPTH * 2 or self.dataptr[y] == FREE_PTR:
                 with gil:
-                    raise TreeCorrupt(f"bad reference chain at node {x}")
-            chain[depth] = x
+                    raise TreeCorrupt(f"bad reference chain at node {y}")
+            chain[depth] = y
             depth += 1
-            x = self._ref(x)
+            y = self._ref(y)
         while depth > 0:
             depth -= 1
             _read_rec(self.blob + self.dataptr[chain[depth]], chain[depth], &r)
@@ -417,26 +438,61 @@ cdef class UrlTree:
                     raise TreeCorrupt(f"bad record at node {chain[depth]}")
             memcpy(buf + r.cp, r.diff, r.dlen)
             n = r.cp + r.dlen
+        if self.kc_on and self.kc_used + n <= KCACHE_ARENA:
+            slot = x & (KCACHE_SLOTS - 1)
+            memcpy(self.kc_arena + self.kc_used, buf, n)
+            self.kc_id[slot] = x
+            self.kc_gen[slot] = self.kc_cur
+            self.kc_off[slot] = <uint32_t>self.kc_used
+            self.kc_len[slot] = <uint32_t>n
+            self.kc_used += n
         return <ptrdiff_t>n
+
+    cdef inline void _kc_reset(self) noexcept nogil:
+        """Start a new operation: forget the remembered keys (they stay valid only while no key
+        changes, i.e. within one insert or delete)."""
+        self.kc_cur += 1
+        if self.kc_cur == 0:       # generation wrapped: clear for real
+            memset(self.kc_gen, 0, sizeof(self.kc_gen))
+            self.kc_cur = 1
+        self.kc_used = 0
 
     cdef int _append(self, uint32_t x, uint32_t ref, uint32_t cp, const uint8_t *diff, uint32_t dlen,
                      uint32_t cat, uint32_t period) except -1 nogil:
-        """Append x's record (diff must not point into CompressedURL) and point DataPtr at it."""
+        """Write x's record (diff must not point into CompressedURL) and point DataPtr at it: in
+        place when it fits in x's current record (the rest of that becomes dead bytes), else
+        appended (the whole old record becomes dead). Rotations re-encode a few nodes per insert,
+        and rewriting in place keeps most of that churn out of CompressedURL."""
         cdef Rec old
+        cdef uint8_t tmp[32]
         cdef uint8_t *p
-        self._grow_blob(self.blob_used + dlen + 25)
+        cdef uint8_t *h
+        cdef size_t hlen, tail, at
+        h = _put_varint(tmp, cp)
+        h = _put_varint(h, dlen)
+        hlen = <size_t>(h - tmp)
+        h = _put_varint(h, _zigzag(x, ref))
+        h = _put_payload(h, cat, period)
+        tail = <size_t>(h - tmp) - hlen
         if self.dataptr[x] != FREE_PTR:
             _read_rec(self.blob + self.dataptr[x], x, &old)
-            self.dead += old.size
-        p = self.blob + self.blob_used
-        p = _put_varint(p, cp)
-        p = _put_varint(p, dlen)
-        memcpy(p, diff, dlen)
-        p += dlen
-        p = _put_varint(p, _zigzag(x, ref))
-        p = _put_payload(p, cat, period)
-        self.dataptr[x] = <uint32_t>self.blob_used
-        self.blob_used = <size_t>(p - self.blob)
+            if hlen + dlen + tail <= old.size:
+                at = self.dataptr[x]
+                self.dead += old.size - (hlen + dlen + tail)
+            else:
+                self._grow_blob(self.blob_used + dlen + 32)
+                self.dead += old.size
+                at = self.blob_used
+                self.blob_used += hlen + dlen + tail
+        else:
+            self._grow_blob(self.blob_used + dlen + 32)
+            at = self.blob_used
+            self.blob_used += hlen + dlen + tail
+        p = self.blob + at
+        memcpy(p, tmp, hlen)
+        memcpy(p + hlen, diff, dlen)
+        memcpy(p + hlen + dlen, tmp + hlen, tail)
+        self.dataptr[x] = <uint32_t>at
         return 0
 
     cdef int _reencode(self, uint32_t x, uint32_t p) except -1 nogil:
@@ -734,19 +790,29 @@ cdef class UrlTree:
         cdef int rc
         if kn > MAX_KEY:
             return TREE_TOO_LONG
-        rc = self._ins(self.root, 0, 0, 0, k, kn, cat, period, &out, hit)
-        if rc:
-            self._set_root(out)
-            self._maybe_compact()
+        self._kc_reset()
+        self.kc_on = True
+        try:
+            rc = self._ins(self.root, 0, 0, 0, k, kn, cat, period, &out, hit)
+            if rc:
+                self._set_root(out)
+                self._maybe_compact()
+        finally:
+            self.kc_on = False
         return rc
 
     cdef uint32_t _delete_key(self, const uint8_t *k, size_t kn) except? 0 nogil:
         cdef uint32_t out, hit = 0
-        self._del(self.root, 0, 0, k, kn, &out, &hit)
-        if hit:
-            self._set_root(out)
-            self._release(hit)
-            self._maybe_compact()
+        self._kc_reset()
+        self.kc_on = True
+        try:
+            self._del(self.root, 0, 0, k, kn, &out, &hit)
+            if hit:
+                self._set_root(out)
+                self._release(hit)
+                self._maybe_compact()
+        finally:
+            self.kc_on = False
         return hit
 
     # ---- Python API -----------------------------------------------------------------------
