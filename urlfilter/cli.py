@@ -164,7 +164,7 @@ def _run(mgr: UrlManager, args) -> int:
         if mgr.snapshot is not None and mgr.snapshot.exists():
             mgr.snapshot.unlink()
         mgr.load_tree()
-        mgr.save_snapshot()
+        mgr.save_snapshot(force=True)
         print(f"saved {mgr.snapshot}", file=out)
         return 0
     raise InvalidUrl(args.cmd, "unknown command")

@@ -289,6 +289,7 @@ class UrlManager:
             None if str(db_path) == ":memory:" else Path(str(db_path) + ".tree"))
         self.tree: UrlTree | None = None
         self.seq = 0
+        self.dirty = False      # the tree differs from the snapshot file
 
     def close(self):
         self.store.close()
@@ -307,15 +308,18 @@ class UrlManager:
                 self.tree, self.seq = UrlTree(), 0
                 self._bulk(None)
                 self.seq = self.store.last_seq()
+                self.dirty = True
         self.refresh()
         return self.tree
 
-    def save_snapshot(self):
-        """Save the tree (pre-order ids, see UrlTree.optimize) tagged with the replayed sequence."""
-        if self.snapshot is not None and self.tree is not None:
+    def save_snapshot(self, force: bool = False):
+        """Save the tree (pre-order ids, see UrlTree.optimize) tagged with the replayed sequence,
+        when it changed since it was loaded (or `force`)."""
+        if self.snapshot is not None and self.tree is not None and (self.dirty or force):
             if not self.tree.stats()["mapped"]:
                 self.tree.optimize()        # tree ids are not kept anywhere else, so renumbering is free
             self.tree.save(self.snapshot, self.seq)
+            self.dirty = False
 
     def _bulk(self, import_id):
         rows = self.store.rows_of_import(import_id).fetchall()
@@ -347,6 +351,8 @@ class UrlManager:
                 self._bulk(import_id)
             self.seq = seq
             n += 1
+        if n:
+            self.dirty = True
         return n
 
     # CRUD that keeps both in step (the tree replays the history rows written by the store)

@@ -81,6 +81,12 @@ def test_manager_tree_follows_store_and_other_writers(tmp_path):
     t2 = m2.load_tree()
     assert t2.tag == 1 and m2.seq == m.seq
     assert t2.keys() == t.keys()
+    m.save_snapshot()
+    stamp = m.snapshot.stat().st_mtime_ns
+    m3 = UrlManager(db)
+    m3.load_tree()
+    m3.save_snapshot()                       # nothing changed: the file is not rewritten
+    assert m3.snapshot.stat().st_mtime_ns == stamp and m3.tree.stats()["mapped"]
     # filtering periods
     m.add("night.net", "x", Period(daily_start=0, daily_end=60))
     ids = m.match_many(["night.net/a"], at=30 * 60)
