@@ -120,16 +120,23 @@ def main():
 
     results = {}
     for name, prefix in (("exact", False), ("prefix", True)):
-        # per-query minimum over 3 runs (the 2 cores are shared: this drops scheduler noise)
-        tm = np.full(len(queries), np.iinfo(np.int64).max, np.int64)
-        one = np.zeros(len(queries), np.int64)
+        # latency: the per-URL times of the fastest of 3 timed runs (the 2 cores are shared, so
+        # the best run is the one least disturbed); throughput: the fastest of 3 untimed runs,
+        # which match 16 URLs in lockstep (ext/avl.pyx, _match_group)
+        best_total, tm = float("inf"), None
+        for _ in range(3):
+            gc.collect()
+            one = np.zeros(len(queries), np.int64)
+            res = tree.match_batch(qdata, qoff, prefix=prefix, timings=one)
+            if one.sum() < best_total:
+                best_total, tm = one.sum(), one
         batch_s = float("inf")
         for _ in range(3):
             gc.collect()
             t0 = time.perf_counter()
-            res = tree.match_batch(qdata, qoff, prefix=prefix, timings=one)
+            res2 = tree.match_batch(qdata, qoff, prefix=prefix)
             batch_s = min(batch_s, time.perf_counter() - t0)
-            np.minimum(tm, one, out=tm)
+        assert (res2 == res).all(), "lockstep batch disagrees with one-at-a-time matching"
         results[name] = (res, tm / 1e3, len(queries) / batch_s)
 
     # bulk build (sort once, balanced, pre-order ids): what urlfilter's manager does
@@ -139,10 +146,12 @@ def main():
     bulk_s = time.perf_counter() - t0
     assert len(bulk) == n
     bulk_height = bulk.height
-    btm = np.full(len(queries), np.iinfo(np.int64).max, np.int64)
+    best_total, btm = float("inf"), None
     for _ in range(3):
+        one = np.zeros(len(queries), np.int64)
         bres = bulk.match_batch(qdata, qoff, timings=one)
-        np.minimum(btm, one, out=btm)
+        if one.sum() < best_total:
+            best_total, btm = one.sum(), one
     assert [bulk.get_key(int(i)) if i > 0 else None for i in bres[:20000]] == \
         [tree.get_key(int(i)) if i > 0 else None for i in results["prefix"][0][:20000]]
     bulk_us = btm / 1e3
@@ -235,7 +244,7 @@ def main():
         ("prefix match us median / p99 / mean", f"{np.median(px_us):.2f} / {pct(px_us, 99):.2f} / {px_us.mean():.2f}", "-", f"{np.median(trie_t) / 1e3:.2f} / {pct(trie_t, 99) / 1e3:.2f} / {trie_t.mean() / 1e3:.2f}", f"mean {PAPER['match_us_mean']}"),
         ("bulk build s / height / bytes per URL", f"{bulk_s:.2f} / {bulk_height} / {bulk_bpu:.2f}", "-", "-", "-"),
         ("prefix match us median / p99 (bulk-built)", f"{np.median(bulk_us):.2f} / {pct(bulk_us, 99):.2f}", "-", "-", "-"),
-        ("prefix batch throughput M URL/s (1 core)", f"{results['prefix'][2] / 1e6:.2f}", "-", f"{1 / trie_t.mean() * 1e3:.2f}", f"{1 / PAPER['match_us_mean']:.2f}"),
+        ("prefix batch M URL/s (1 core, lockstep)", f"{results['prefix'][2] / 1e6:.2f}", "-", f"{1 / trie_t.mean() * 1e3:.2f}", f"{1 / PAPER['match_us_mean']:.2f}"),
         ("lookup by id us (from Python)", f"{byid_us:.2f}", "-", "-", f"{PAPER['lookup_id_us']}"),
         ("snapshot save / load ms", f"{save_s * 1e3:.0f} / {load_s * 1e3:.2f}", "-", "-", "-"),
     ]
