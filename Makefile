@@ -16,7 +16,7 @@ APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute
 # runtime/test dependencies declared in pyproject.toml.
 BUILD_REQS := meson-python meson ninja Cython numpy
 
-.PHONY: all sysdeps venv build demo test bench fuzz clean
+.PHONY: all sysdeps venv build demo test bench bench-urltree fuzz clean
 
 all: build
 
@@ -38,6 +38,8 @@ $(BIN)/python:
 $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(BUILD_REQS)
 	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
+	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
+	$(BIN)/pip install -q marisa-trie
 	touch $@
 
 venv: $(VENV)/.deps-stamp
@@ -54,6 +56,10 @@ test: build
 
 bench: build
 	$(BIN)/python -m benchmarks.run
+
+# URL tree vs set vs marisa-trie vs the paper (issue 7); BENCH_SET=all adds the domain lists
+bench-urltree: build
+	$(BIN)/python -m benchmarks.bench_urltree
 
 clean:
 	rm -rf build builddir $(VENV)

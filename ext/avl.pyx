@@ -1,0 +1,1566 @@
+# cython: freethreading_compatible = False
+"""The compressed AVL URL tree (issue 7; paper section 2 of ../shared/docs/PAPERS.md).
+
+Keys
+----
+A key is a URL in canonical *key form* (ext/urlcanon.h: scheme, default port, fragment dropped,
+percent-encoding normalised, dot segments resolved, host labels reversed: ``com.example.www/a/b``).
+Reversing the host makes every kind of blacklist hit a prefix relation on component boundaries:
+a domain entry ``com.example`` is a prefix of ``com.example.www/x`` (boundary '.'), of
+``com.example:8080`` (':') and of ``com.example/x`` ('/'); a URL entry ``com.example/a`` is a prefix
+of ``com.example/a/b`` ('/') and of ``com.example/a?x`` ('?'). Boundaries are '.' and ':' inside the
+host, every '/' after it and the first '?'; nothing inside the query.
+
+The three arrays (as in the paper)
+----------------------------------
+* ``TreeNode[id]`` (8 bytes, ext/urltree.pxd): left and right child as 28-bit ids; the top nibble
+  of each holds half of the node's 8-bit AVL height. id 0 means "no node", so at most 2^28 - 1 URLs.
+* ``DataPtr[id]`` (4 bytes): byte offset of the node's record in CompressedURL (0xFFFFFFFF: free id).
+  The URL id *is* the node id, so lookup by id is one array read plus a decode.
+* ``CompressedURL``: records, each ``varint cPrefix | varint len | DiffURL bytes | varint RefID |
+  varint (category << 1 | has_period) [| varint period]``. The search reads only the first three
+  fields. RefID is
+  stored as the zig-zag coded difference id - RefID (one byte for most nodes after optimize()).
+
+Encoding: every node is encoded against its tree parent
+-------------------------------------------------------
+Invariant: ``RefID(x) == parent(x)`` (0 for the root, whose record holds the whole key), and
+``key(x) = key(RefID)[:cPrefix] + DiffURL``. A search for q descends from the root carrying
+``m = lcp(q, key(parent))`` and the direction ``d`` it took at the parent; at node x:
+
+* ``cPrefix > m``: key(x) agrees with key(parent) beyond the point where q left it, so q compares
+  with key(x) exactly as with key(parent): go ``d`` again, lcp stays m. *No key byte is read.*
+* ``cPrefix <= m``: q and key(x) agree on the first cPrefix bytes; compare q[cPrefix:] with DiffURL
+  only, which gives the new lcp and direction.
+
+So a match never decodes a reference chain; it reads each visited record's header and at most the
+bytes of its DiffURL that differ from what is already known. Insertion gets the new leaf's
+encoding for free (cPrefix = lcp with the parent computed on the way down).
+
+Keeping the encoding valid
+--------------------------
+All child pointers are set through ``_link(parent, side, child)``, which re-encodes the child
+against its new parent whenever its RefID differs. Rotations (at most three parent changes each),
+the delete's successor splice and the root change all go through it, so the invariant holds after
+every operation. Re-encoding decodes both keys by following RefIDs up to the root (O(height) diffs,
+done only for the few nodes a rotation moves) and appends a new record; the old one becomes dead
+bytes. During a rotation two nodes can briefly reference each other (A encoded against B while B
+is still encoded against A); ``_reencode`` detects that the new reference leads back to the node
+and first rewrites the reference as a full key (RefID 0), so chains never loop.
+
+Compaction copies live records into a fresh buffer in one pass (O(live bytes), ~10 ms per
+million URLs; lookups are blocked only for that pass) when dead bytes exceed the live ones, or on
+``compact()``/``save()``.
+
+Prefix match (longest entry that is a prefix of q on a boundary)
+----------------------------------------------------------------
+One descent for q records (node, lcp, direction) for every visited node. If p is an entry that is a
+proper prefix of q, either p is on q's path, or the first node X on the path with
+``lcp(q, key(X)) >= len(p)`` has ``p < key(X) < q`` -- q turned right there and p lies in X's left
+subtree, where a short search for p (starting with lcp = len(p)) finds it. Candidates are the
+boundary positions b <= max lcp on the path, tried from the longest, so a miss costs one descent
+plus one short sub-search per boundary shared with some entry.
+
+Thread safety: readers may run concurrently (batch calls release the GIL), writers need exclusive
+access. A tree loaded from a snapshot maps the file read-only (shared by every process that loads
+it) and copies the arrays into private memory on its first modification.
+"""
+import mmap
+import os
+import struct
+
+import numpy as np
+
+from libc.stddef cimport ptrdiff_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
+from urltree cimport SnapshotHeader, TreeNode
+
+cdef enum:
+    ID_MASK = 0x0FFFFFFF
+    MAX_ID = 0x0FFFFFFF       # ids are 28 bits; 0 is "none"
+    MAX_DEPTH = 96            # AVL height of 2^28 nodes is < 40
+    MAX_KEY = 65536           # longest key accepted for insertion, in bytes
+    LEFT = -1
+    RIGHT = 1
+
+cdef enum:
+    # return codes of the batch functions, next to the CANON_* codes (-1..-5)
+    TREE_DUPLICATE = 1        # insert: the key was already present (id is the existing one)
+    TREE_TOO_LONG = -6        # insert: canonical key longer than MAX_KEY
+    TREE_FULL = -7            # insert: no id left (2^28 - 1 URLs)
+
+cdef uint32_t FREE_PTR = 0xFFFFFFFFU
+cdef size_t BLOB_LIMIT = 0xFFFFFFF0U   # CompressedURL must stay addressable by 32-bit DataPtr
+SNAPSHOT_MAGIC = b"WTAVL001"
+HEADER = struct.Struct("<8sQQQQIIQ8x")   # SnapshotHeader; the Q after the ids is reserved[0] = tag
+MAX_URLS = MAX_ID
+MAX_KEY_BYTES = MAX_KEY
+
+# NumPy mirror of TreeNode (ext/urltree.pxd); tests check itemsize == sizeof(TreeNode).
+TREE_NODE_DTYPE = np.dtype([("left", "<u4"), ("right", "<u4")])
+
+
+def sizeof_tree_node():
+    return sizeof(TreeNode)
+
+
+def sizeof_snapshot_header():
+    return sizeof(SnapshotHeader)
+
+
+ctypedef struct Rec:
+    uint32_t cp          # bytes shared with key(ref)
+    uint32_t dlen        # bytes of DiffURL
+    const uint8_t *diff  # DiffURL (points into CompressedURL: valid until the next write)
+    uint32_t ref         # RefID, 0 for a full key
+    uint32_t cat         # category id (payload)
+    uint32_t period      # filtering period id (payload), 0 = always
+    uint32_t size        # bytes of the whole record
+
+
+ctypedef struct PathStep:
+    uint32_t x           # node id
+    uint32_t m           # lcp(q, key(x))
+    int c                # comparison of q with key(x): -1, 0, 1
+    int kp               # 1 when key(x) is a prefix of q (m == len(key(x)))
+
+
+cdef inline const uint8_t *_get_varint(const uint8_t *p, uint32_t *v) noexcept nogil:
+    cdef uint32_t r = p[0]
+    cdef int shift = 7
+    if r < 0x80:
+        v[0] = r
+        return p + 1
+    r &= 0x7f
+    while True:
+        p += 1
+        r |= (<uint32_t>(p[0] & 0x7f)) << shift
+        if p[0] < 0x80:
+            v[0] = r
+            return p + 1
+        shift += 7
+
+
+cdef inline uint8_t *_put_varint(uint8_t *p, uint32_t v) noexcept nogil:
+    while v >= 0x80:
+        p[0] = <uint8_t>(v | 0x80)
+        v >>= 7
+        p += 1
+    p[0] = <uint8_t>v
+    return p + 1
+
+
+cdef inline uint32_t _zigzag(uint32_t x, uint32_t ref) noexcept nogil:
+    """RefID is stored as the zig-zag coded difference x - ref: after optimize() (pre-order ids)
+    a left child is x - 1 and most right children are close too, so it is usually one byte."""
+    cdef int64_t d = <int64_t>x - <int64_t>ref
+    return <uint32_t>((d << 1) ^ (d >> 63))
+
+
+cdef inline uint8_t *_put_payload(uint8_t *p, uint32_t cat, uint32_t period) noexcept nogil:
+    """Payload: varint (category << 1 | has_period), then varint period when it is not 0."""
+    p = _put_varint(p, (cat << 1) | (1 if period else 0))
+    if period:
+        p = _put_varint(p, period)
+    return p
+
+
+cdef inline void _read_rec(const uint8_t *p, uint32_t x, Rec *r) noexcept nogil:
+    cdef const uint8_t *s = p
+    cdef uint32_t v
+    p = _get_varint(p, &r.cp)
+    p = _get_varint(p, &r.dlen)
+    r.diff = p
+    p += r.dlen
+    p = _get_varint(p, &v)
+    r.ref = <uint32_t>(<int64_t>x - ((<int64_t>(v >> 1)) ^ (-<int64_t>(v & 1))))
+    p = _get_varint(p, &v)
+    r.cat = v >> 1
+    r.period = 0
+    if v & 1:
+        p = _get_varint(p, &r.period)
+    r.size = <uint32_t>(p - s)
+
+
+cdef inline bint _is_boundary(const uint8_t *q, size_t b, size_t host_end, size_t qpos) noexcept nogil:
+    """Is q[:b] a component prefix of q (b < len(q))? '.' inside the host, the end of the host,
+    '/' in the path and the first '?'; never inside the query."""
+    if b < host_end:
+        return q[b] == b'.' and q[0] != b'['
+    if b == host_end:
+        return True
+    if b > qpos:
+        return False
+    return q[b] == b'/' or b == qpos
+
+
+cdef extern from *:
+    """
+    #define WEBTAP_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
+    """
+    void WEBTAP_PREFETCH(const void *p) noexcept nogil
+
+cdef extern from "sys/mman.h" nogil:
+    int madvise(void *addr, size_t length, int advice)
+    int MADV_HUGEPAGE
+
+cdef extern from "stdlib.h" nogil:
+    int posix_memalign(void **memptr, size_t alignment, size_t size)
+
+cdef enum:
+    HUGE_PAGE = 2 * 1024 * 1024
+    KCACHE_SLOTS = 128            # KeyCache: direct-mapped by id, per insert/delete
+    GROUP = 16                    # queries matched in lockstep by match_batch (_match_group)
+    KCACHE_ARENA = 256 * 1024
+
+
+cdef void *_checked_grow(void *p, size_t used, size_t n) except NULL nogil:
+    """Allocator of the big arrays: a fresh block of n bytes holding p's first `used` bytes.
+    Blocks of 4 MiB or more are 2 MiB aligned and advised as transparent huge pages (the kernel
+    here uses THP in madvise mode): a descent touches ~24 random nodes, and with 4 KiB pages each
+    of them is also a TLB miss."""
+    cdef void *r = NULL
+    if n >= 2 * HUGE_PAGE:
+        if posix_memalign(&r, HUGE_PAGE, n) != 0:
+            r = NULL
+        else:
+            madvise(r, n, MADV_HUGEPAGE)
+    else:
+        r = malloc(n if n else 1)
+    if r == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate {n} bytes for the URL tree")
+    if p != NULL:
+        memcpy(r, p, used)
+        free(p)
+    return r
+
+
+cdef void *_checked_realloc(void *p, size_t n) except NULL nogil:
+    """The one allocator of this module: realloc that raises MemoryError (taking the GIL) on failure."""
+    cdef void *r = realloc(p, n if n else 1)
+    if r == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate {n} bytes for the URL tree")
+    return r
+
+
+cdef inline int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef int64_t[::1] _timing_view(timings, Py_ssize_t n):
+    if timings is None:
+        return None
+    cdef int64_t[::1] tv = timings
+    if tv.shape[0] < n:
+        raise ValueError("timings array shorter than the batch")
+    return tv
+
+
+class TreeCorrupt(RuntimeError):
+    """The tree's arrays violate an invariant (a bug, or a damaged snapshot file)."""
+
+
+cdef class UrlTree:
+    """Compressed AVL tree of canonical URL keys; see the module docstring for the design.
+
+    Keys passed to the ``*_key`` methods are already in canonical key form (bytes); the other
+    methods canonicalise their input with ext/urlcanon.h first.
+    """
+    cdef TreeNode *nodes          # TreeNode array, n_slots used, cap_slots allocated
+    cdef uint32_t *dataptr        # DataPtr array, same length
+    cdef uint8_t *blob            # CompressedURL bytes
+    cdef size_t n_slots, cap_slots, blob_used, blob_cap, dead, count
+    cdef uint32_t root, free_head
+    cdef uint8_t *kbuf            # scratch: decoded keys (MAX_KEY + 8 bytes each)
+    cdef uint8_t *kbuf2
+    cdef uint8_t *qbuf            # scratch: canonicalised query
+    cdef size_t qcap
+    cdef bint mapped              # arrays point into a read-only snapshot mapping
+    cdef object _mapping          # the mmap object that owns them
+    cdef object _view             # the memoryview exported from it
+    cdef public uint64_t tag      # number stored with the last snapshot saved or loaded
+    cdef readonly uint32_t max_ids   # id limit: 2^28 - 1, lower only in tests of the refusal path
+    # KeyCache (see _decode): keys decoded during the current insert or delete
+    cdef uint32_t kc_id[KCACHE_SLOTS]
+    cdef uint32_t kc_gen[KCACHE_SLOTS]
+    cdef uint32_t kc_off[KCACHE_SLOTS]
+    cdef uint32_t kc_len[KCACHE_SLOTS]
+    cdef uint32_t kc_cur          # generation of the current operation
+    cdef bint kc_on               # only inside _insert_key / _delete_key
+    cdef size_t kc_used
+    cdef uint8_t *kc_arena
+
+    def __cinit__(self, uint32_t max_ids=MAX_ID):
+        if max_ids > MAX_ID or max_ids == 0:
+            raise ValueError(f"max_ids must be in 1..{MAX_ID}")
+        self.max_ids = max_ids
+        self.n_slots = 1
+        self.cap_slots = 0
+        self.kbuf = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
+        self.kbuf2 = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
+        self.qcap = 4096
+        self.qbuf = <uint8_t *>_checked_realloc(NULL, self.qcap)
+        self.kc_arena = <uint8_t *>_checked_realloc(NULL, KCACHE_ARENA)
+        self._grow_slots(1024)
+        self.nodes[0].left = 0
+        self.nodes[0].right = 0
+        self.dataptr[0] = FREE_PTR
+        self._grow_blob(4096)
+
+    def __dealloc__(self):
+        if not self.mapped:
+            free(self.nodes)
+            free(self.dataptr)
+            free(self.blob)
+        free(self.kbuf)
+        free(self.kbuf2)
+        free(self.qbuf)
+        free(self.kc_arena)
+
+    # ---- memory -------------------------------------------------------------------------
+    cdef int _grow_slots(self, size_t need) except -1 nogil:
+        cdef size_t cap = self.cap_slots if self.cap_slots else 1024
+        if need <= self.cap_slots:
+            return 0
+        while cap < need:
+            cap = cap * 3 // 2 + 16
+        self.nodes = <TreeNode *>_checked_grow(self.nodes, self.n_slots * sizeof(TreeNode), cap * sizeof(TreeNode))
+        self.dataptr = <uint32_t *>_checked_grow(self.dataptr, self.n_slots * sizeof(uint32_t), cap * sizeof(uint32_t))
+        self.cap_slots = cap
+        return 0
+
+    cdef int _grow_blob(self, size_t need) except -1 nogil:
+        cdef size_t cap = self.blob_cap if self.blob_cap else 4096
+        if need <= self.blob_cap:
+            return 0
+        if need > BLOB_LIMIT:
+            with gil:
+                raise OverflowError("CompressedURL would exceed 4 GiB (32-bit DataPtr); compact() first")
+        while cap < need:
+            cap = cap * 3 // 2 + 4096
+        if cap > BLOB_LIMIT:
+            cap = BLOB_LIMIT
+        self.blob = <uint8_t *>_checked_grow(self.blob, self.blob_used, cap)
+        self.blob_cap = cap
+        return 0
+
+    cdef int _own(self) except -1:
+        """Copy a mapped snapshot's arrays into private memory before the first modification."""
+        cdef TreeNode *n
+        cdef uint32_t *d
+        cdef uint8_t *b
+        if not self.mapped:
+            return 0
+        n = <TreeNode *>_checked_grow(NULL, 0, self.n_slots * sizeof(TreeNode))
+        d = <uint32_t *>_checked_grow(NULL, 0, self.n_slots * sizeof(uint32_t))
+        b = <uint8_t *>_checked_grow(NULL, 0, self.blob_used + 16)
+        memcpy(n, self.nodes, self.n_slots * sizeof(TreeNode))
+        memcpy(d, self.dataptr, self.n_slots * sizeof(uint32_t))
+        memcpy(b, self.blob, self.blob_used)
+        self.nodes, self.dataptr, self.blob = n, d, b
+        self.cap_slots = self.n_slots
+        self.blob_cap = self.blob_used + 16
+        self.mapped = False
+        self._view = None
+        self._mapping.close()
+        self._mapping = None
+        return 0
+
+    cdef int _qreserve(self, size_t n) except -1 nogil:
+        if n > self.qcap:
+            self.qbuf = <uint8_t *>_checked_realloc(self.qbuf, n)
+            self.qcap = n
+        return 0
+
+    # ---- node fields ----------------------------------------------------------------------
+    cdef inline uint32_t _left(self, uint32_t x) noexcept nogil:
+        return self.nodes[x].left & ID_MASK
+
+    cdef inline uint32_t _right(self, uint32_t x) noexcept nogil:
+        return self.nodes[x].right & ID_MASK
+
+    cdef inline uint32_t _child(self, uint32_t x, int side) noexcept nogil:
+        return (self.nodes[x].left if side < 0 else self.nodes[x].right) & ID_MASK
+
+    cdef inline int _height(self, uint32_t x) noexcept nogil:
+        if x == 0:
+            return 0
+        return <int>((self.nodes[x].left >> 28) | ((self.nodes[x].right >> 28) << 4))
+
+    cdef inline void _set_height(self, uint32_t x, int h) noexcept nogil:
+        self.nodes[x].left = (self.nodes[x].left & ID_MASK) | ((<uint32_t>h & 15) << 28)
+        self.nodes[x].right = (self.nodes[x].right & ID_MASK) | ((<uint32_t>(h >> 4) & 15) << 28)
+
+    cdef inline void _fix_height(self, uint32_t x) noexcept nogil:
+        cdef int hl = self._height(self._left(x)), hr = self._height(self._right(x))
+        self._set_height(x, (hl if hl > hr else hr) + 1)
+
+    cdef inline uint32_t _ref(self, uint32_t x) noexcept nogil:
+        cdef Rec r
+        _read_rec(self.blob + self.dataptr[x], x, &r)
+        return r.ref
+
+    # ---- records --------------------------------------------------------------------------
+    cdef ptrdiff_t _decode(self, uint32_t x, uint8_t *buf) except -1 nogil:
+        """Full key of x into buf (MAX_KEY bytes); returns its length. Raises TreeCorrupt on a
+        reference loop. Keys decoded during one insert or delete are remembered (KeyCache) so
+        the re-encodes of a rotation, whose nodes share their reference chains, stop early."""
+        cdef uint32_t chain[MAX_DEPTH * 2]
+        cdef int depth = 0
+        cdef Rec r
+        cdef size_t n = 0, slot
+        cdef uint32_t y = x
+        while y != 0:
+            slot = y & (KCACHE_SLOTS - 1)
+            if self.kc_on and self.kc_id[slot] == y and self.kc_gen[slot] == self.kc_cur:
+                n = self.kc_len[slot]
+                memcpy(buf, self.kc_arena + self.kc_off[slot], n)
+                break
+            if depth >= MAX_DEPTH * 2 or self.dataptr[y] == FREE_PTR:
+                with gil:
+                    raise TreeCorrupt(f"bad reference chain at node {y}")
+            chain[depth] = y
+            depth += 1
+            y = self._ref(y)
+        while depth > 0:
+            depth -= 1
+            _read_rec(self.blob + self.dataptr[chain[depth]], chain[depth], &r)
+            if r.cp > n or r.cp + r.dlen > MAX_KEY:
+                with gil:
+                    raise TreeCorrupt(f"bad record at node {chain[depth]}")
+            memcpy(buf + r.cp, r.diff, r.dlen)
+            n = r.cp + r.dlen
+        if self.kc_on and self.kc_used + n <= KCACHE_ARENA:
+            slot = x & (KCACHE_SLOTS - 1)
+            memcpy(self.kc_arena + self.kc_used, buf, n)
+            self.kc_id[slot] = x
+            self.kc_gen[slot] = self.kc_cur
+            self.kc_off[slot] = <uint32_t>self.kc_used
+            self.kc_len[slot] = <uint32_t>n
+            self.kc_used += n
+        return <ptrdiff_t>n
+
+    cdef inline void _kc_reset(self) noexcept nogil:
+        """Start a new operation: forget the remembered keys (they stay valid only while no key
+        changes, i.e. within one insert or delete)."""
+        self.kc_cur += 1
+        if self.kc_cur == 0:       # generation wrapped: clear for real
+            memset(self.kc_gen, 0, sizeof(self.kc_gen))
+            self.kc_cur = 1
+        self.kc_used = 0
+
+    cdef int _append(self, uint32_t x, uint32_t ref, uint32_t cp, const uint8_t *diff, uint32_t dlen,
+                     uint32_t cat, uint32_t period) except -1 nogil:
+        """Write x's record (diff must not point into CompressedURL) and point DataPtr at it: in
+        place when it fits in x's current record (the rest of that becomes dead bytes), else
+        appended (the whole old record becomes dead). Rotations re-encode a few nodes per insert,
+        and rewriting in place keeps most of that churn out of CompressedURL."""
+        cdef Rec old
+        cdef uint8_t tmp[32]
+        cdef uint8_t *p
+        cdef uint8_t *h
+        cdef size_t hlen, tail, at
+        h = _put_varint(tmp, cp)
+        h = _put_varint(h, dlen)
+        hlen = <size_t>(h - tmp)
+        h = _put_varint(h, _zigzag(x, ref))
+        h = _put_payload(h, cat, period)
+        tail = <size_t>(h - tmp) - hlen
+        if self.dataptr[x] != FREE_PTR:
+            _read_rec(self.blob + self.dataptr[x], x, &old)
+            if hlen + dlen + tail <= old.size:
+                at = self.dataptr[x]
+                self.dead += old.size - (hlen + dlen + tail)
+            else:
+                self._grow_blob(self.blob_used + dlen + 32)
+                self.dead += old.size
+                at = self.blob_used
+                self.blob_used += hlen + dlen + tail
+        else:
+            self._grow_blob(self.blob_used + dlen + 32)
+            at = self.blob_used
+            self.blob_used += hlen + dlen + tail
+        p = self.blob + at
+        memcpy(p, tmp, hlen)
+        memcpy(p + hlen, diff, dlen)
+        memcpy(p + hlen + dlen, tmp + hlen, tail)
+        self.dataptr[x] = <uint32_t>at
+        return 0
+
+    cdef int _reencode(self, uint32_t x, uint32_t p) except -1 nogil:
+        """Re-encode x against p (0: as a full key), keeping its payload."""
+        cdef Rec r
+        cdef uint32_t y = p, cat, period
+        cdef ptrdiff_t kn, pn
+        cdef size_t m = 0
+        cdef int steps = 0
+        while y != 0:            # would x's new reference lead back to x?
+            if y == x:
+                self._reencode(p, 0)
+                break
+            y = self._ref(y)
+            steps += 1
+            if steps > MAX_DEPTH * 2:
+                with gil:
+                    raise TreeCorrupt("reference loop")
+        _read_rec(self.blob + self.dataptr[x], x, &r)
+        cat, period = r.cat, r.period
+        kn = self._decode(x, self.kbuf)
+        if p != 0:
+            pn = self._decode(p, self.kbuf2)
+            while m < <size_t>kn and m < <size_t>pn and self.kbuf[m] == self.kbuf2[m]:
+                m += 1
+        self._append(x, p, <uint32_t>m, self.kbuf + m, <uint32_t>(kn - m), cat, period)
+        return 0
+
+    cdef int _link(self, uint32_t p, int side, uint32_t c) except -1 nogil:
+        if side < 0:
+            self.nodes[p].left = (self.nodes[p].left & ~(<uint32_t>ID_MASK)) | c
+        else:
+            self.nodes[p].right = (self.nodes[p].right & ~(<uint32_t>ID_MASK)) | c
+        if c != 0 and self._ref(c) != p:
+            self._reencode(c, p)
+        return 0
+
+    cdef int _set_root(self, uint32_t c) except -1 nogil:
+        self.root = c
+        if c != 0 and self._ref(c) != 0:
+            self._reencode(c, 0)
+        return 0
+
+    # ---- search ---------------------------------------------------------------------------
+    cdef inline int _step(self, uint32_t x, const uint8_t *q, size_t qn, size_t m_par, int dir_par,
+                          size_t *m_out, int *kp) noexcept nogil:
+        """Compare q with key(x) given m_par = lcp(q, key(parent)) and the direction taken there."""
+        cdef const uint8_t *p = self.blob + self.dataptr[x]
+        cdef uint32_t cp, dlen
+        cdef size_t i = 0, n, rem
+        cdef uint32_t r = self.nodes[x].right & ID_MASK
+        # start loading the right child's slots while this record is fetched (the left child,
+        # x + 1 after optimize(), usually shares their cache lines already)
+        WEBTAP_PREFETCH(&self.nodes[r])
+        WEBTAP_PREFETCH(&self.dataptr[r])
+        p = _get_varint(p, &cp)
+        if cp > m_par:
+            m_out[0] = m_par
+            kp[0] = 0
+            return dir_par
+        p = _get_varint(p, &dlen)
+        q += cp
+        rem = qn - cp
+        n = rem if rem < dlen else dlen
+        while i < n and q[i] == p[i]:
+            i += 1
+        m_out[0] = cp + i
+        kp[0] = 0
+        if i < n:
+            return -1 if q[i] < p[i] else 1
+        if rem == dlen:
+            kp[0] = 1
+            return 0
+        if rem < dlen:
+            return -1
+        kp[0] = 1
+        return 1
+
+    cdef uint32_t _search(self, uint32_t x, const uint8_t *q, size_t qn, size_t m, int d) noexcept nogil:
+        """Exact search for q in the subtree x whose parent shares m bytes with q (direction d)."""
+        cdef int c, kp
+        while x != 0:
+            c = self._step(x, q, qn, m, d, &m, &kp)
+            if c == 0:
+                return x
+            d = c
+            x = self._child(x, c)
+        return 0
+
+    cdef uint32_t _prefix(self, const uint8_t *q, size_t qn) noexcept nogil:
+        """Longest entry that equals q or is a prefix of q on a component boundary; 0 if none."""
+        cdef PathStep path[MAX_DEPTH]
+        cdef int depth = 0, c = 0, kp
+        cdef uint32_t x = self.root
+        cdef size_t m = 0, mx = 0
+        while x != 0 and depth < MAX_DEPTH:
+            c = self._step(x, q, qn, m, c, &m, &kp)
+            if c == 0:
+                return x
+            path[depth].x = x
+            path[depth].m = <uint32_t>m
+            path[depth].c = c
+            path[depth].kp = kp
+            depth += 1
+            if m > mx:
+                mx = m
+            x = self._child(x, c)
+        return self._prefix_tail(path, depth, mx, q, qn)
+
+    cdef uint32_t _prefix_tail(self, const PathStep *path, int depth, size_t mx, const uint8_t *q,
+                               size_t qn) noexcept nogil:
+        """Second half of _prefix: the descent for q missed; try its boundary prefixes."""
+        cdef int j
+        cdef uint32_t found
+        cdef size_t b, host_end, qpos
+        if mx == 0:
+            return 0
+        host_end = webtap_host_len(q, qn)
+        qpos = host_end
+        while qpos < qn and q[qpos] != b'?':
+            qpos += 1
+        b = mx if mx < qn else qn - 1
+        while b > 0:
+            if _is_boundary(q, b, host_end, qpos):
+                for j in range(depth):
+                    if path[j].m >= b:
+                        if path[j].kp and path[j].m == b:
+                            return path[j].x
+                        if path[j].c > 0:
+                            found = self._search(self._left(path[j].x), q, b, b, -1)
+                            if found:
+                                return found
+                            break
+            b -= 1
+        return 0
+
+    cdef void _match_group(self, const uint8_t **qs, const size_t *qn, int32_t *out, int g, bint prefix,
+                           PathStep *paths) noexcept nogil:
+        """Match g queries (g <= GROUP) in lockstep: each round first prefetches every live
+        query's next record, then takes one step for each, so one query's cache misses overlap
+        with the others' work (the descents are independent). paths: g * MAX_DEPTH steps."""
+        cdef uint32_t x[GROUP]
+        cdef size_t m[GROUP]
+        cdef size_t mx[GROUP]
+        cdef int c[GROUP]
+        cdef int depth[GROUP]
+        cdef int i, live = g, kp, cc
+        cdef PathStep *ps
+        for i in range(g):
+            x[i] = self.root
+            m[i] = 0
+            mx[i] = 0
+            c[i] = 0
+            depth[i] = 0
+            out[i] = 0
+            if x[i] == 0:
+                live -= 1
+        while live > 0:
+            for i in range(g):
+                if x[i] != 0:
+                    WEBTAP_PREFETCH(self.blob + self.dataptr[x[i]])
+            for i in range(g):
+                if x[i] == 0:
+                    continue
+                cc = self._step(x[i], qs[i], qn[i], m[i], c[i], &m[i], &kp)
+                if cc == 0:
+                    out[i] = <int32_t>x[i]
+                    x[i] = 0
+                    depth[i] = -1
+                    live -= 1
+                    continue
+                if depth[i] < MAX_DEPTH:
+                    ps = paths + i * MAX_DEPTH + depth[i]
+                    ps.x = x[i]
+                    ps.m = <uint32_t>m[i]
+                    ps.c = cc
+                    ps.kp = kp
+                    depth[i] += 1
+                if m[i] > mx[i]:
+                    mx[i] = m[i]
+                c[i] = cc
+                x[i] = self._child(x[i], cc)
+                if x[i] != 0:
+                    WEBTAP_PREFETCH(&self.dataptr[x[i]])
+                    WEBTAP_PREFETCH(&self.nodes[x[i]])
+                else:
+                    live -= 1
+        if prefix:
+            for i in range(g):
+                if depth[i] >= 0 and out[i] == 0:
+                    out[i] = <int32_t>self._prefix_tail(paths + i * MAX_DEPTH, depth[i], mx[i], qs[i], qn[i])
+
+    # ---- insert / delete ------------------------------------------------------------------
+    cdef uint32_t _alloc_id(self) except 0 nogil:
+        cdef uint32_t x
+        if self.free_head != 0:
+            x = self.free_head
+            self.free_head = self.nodes[x].left & ID_MASK
+        else:
+            if self.n_slots > self.max_ids:
+                with gil:
+                    raise OverflowError(f"the URL tree holds at most {self.max_ids} URLs (28-bit ids)")
+            self._grow_slots(self.n_slots + 1)
+            x = <uint32_t>self.n_slots
+            self.n_slots += 1
+        self.nodes[x].left = 0
+        self.nodes[x].right = 0
+        self.dataptr[x] = FREE_PTR
+        return x
+
+    cdef uint32_t _rotate(self, uint32_t a, int side) except? 0 nogil:
+        """Rotate a towards `side` (RIGHT: a's left child b becomes the subtree root)."""
+        cdef uint32_t b = self._child(a, -side)
+        self._link(a, -side, self._child(b, side))
+        self._fix_height(a)
+        self._link(b, side, a)
+        self._fix_height(b)
+        return b
+
+    cdef uint32_t _balance(self, uint32_t x) except? 0 nogil:
+        cdef uint32_t l = self._left(x), r = self._right(x)
+        cdef int hl = self._height(l), hr = self._height(r)
+        if hl > hr + 1:
+            if self._height(self._left(l)) < self._height(self._right(l)):
+                self._link(x, LEFT, self._rotate(l, LEFT))
+            return self._rotate(x, RIGHT)
+        if hr > hl + 1:
+            if self._height(self._right(r)) < self._height(self._left(r)):
+                self._link(x, RIGHT, self._rotate(r, RIGHT))
+            return self._rotate(x, LEFT)
+        self._set_height(x, (hl if hl > hr else hr) + 1)
+        return x
+
+    cdef int _ins(self, uint32_t x, uint32_t par, size_t m, int d, const uint8_t *k, size_t kn,
+                  uint32_t cat, uint32_t period, uint32_t *out, uint32_t *hit) except -1 nogil:
+        """Insert k below x (parent par shares m bytes with k). out: new subtree root; hit: the
+        node holding k (new or existing). Returns 1 when k was new, 0 when it existed."""
+        cdef int c, kp, rc
+        cdef uint32_t sub
+        if x == 0:
+            x = self._alloc_id()
+            self._append(x, par, <uint32_t>m, k + m, <uint32_t>(kn - m), cat, period)
+            self._set_height(x, 1)
+            out[0] = x
+            hit[0] = x
+            self.count += 1
+            return 1
+        c = self._step(x, k, kn, m, d, &m, &kp)
+        if c == 0:
+            out[0] = x
+            hit[0] = x
+            return 0
+        rc = self._ins(self._child(x, c), x, m, c, k, kn, cat, period, &sub, hit)
+        if rc == 0:
+            out[0] = x
+            return 0
+        self._link(x, c, sub)
+        out[0] = self._balance(x)
+        return 1
+
+    cdef int _del_min(self, uint32_t x, uint32_t *out, uint32_t *s) except -1 nogil:
+        cdef uint32_t sub
+        if self._left(x) == 0:
+            s[0] = x
+            out[0] = self._right(x)
+            return 0
+        self._del_min(self._left(x), &sub, s)
+        self._link(x, LEFT, sub)
+        out[0] = self._balance(x)
+        return 0
+
+    cdef int _del(self, uint32_t x, size_t m, int d, const uint8_t *k, size_t kn,
+                  uint32_t *out, uint32_t *hit) except -1 nogil:
+        """Remove k from the subtree x; out: its new root; hit: the removed node (0: absent)."""
+        cdef int c, kp
+        cdef uint32_t sub, s, l, r
+        if x == 0:
+            out[0] = 0
+            return 0
+        c = self._step(x, k, kn, m, d, &m, &kp)
+        if c != 0:
+            self._del(self._child(x, c), m, c, k, kn, &sub, hit)
+            if hit[0] == 0:
+                out[0] = x
+                return 0
+            self._link(x, c, sub)
+            out[0] = self._balance(x)
+            return 0
+        hit[0] = x
+        l, r = self._left(x), self._right(x)
+        if l == 0 or r == 0:
+            out[0] = l if l else r
+            return 0
+        self._del_min(r, &sub, &s)
+        self.nodes[s].left = 0
+        self.nodes[s].right = 0
+        self._link(s, LEFT, l)
+        self._link(s, RIGHT, sub)
+        out[0] = self._balance(s)
+        return 0
+
+    cdef int _release(self, uint32_t x) except -1 nogil:
+        cdef Rec r
+        _read_rec(self.blob + self.dataptr[x], x, &r)
+        self.dead += r.size
+        self.dataptr[x] = FREE_PTR
+        self.nodes[x].right = 0
+        self.nodes[x].left = self.free_head
+        self.free_head = x
+        self.count -= 1
+        return 0
+
+    cdef int _maybe_compact(self) except -1 nogil:
+        if self.dead > (1 << 20) and self.dead > self.blob_used - self.dead:
+            self._compact()
+        return 0
+
+    cdef int _compact(self) except -1 nogil:
+        """Copy live records into a fresh CompressedURL in breadth-first tree order, so the top
+        levels every search visits share a few cache lines and pages."""
+        cdef uint8_t *nb
+        cdef uint32_t *queue
+        cdef size_t live = self.blob_used - self.dead, o = 0, head = 0, tail = 0
+        cdef uint32_t x
+        cdef Rec r
+        nb = <uint8_t *>_checked_grow(NULL, 0, live + 4096)
+        queue = <uint32_t *>_checked_realloc(NULL, (self.count + 1) * sizeof(uint32_t))
+        if self.root != 0:
+            queue[tail] = self.root
+            tail += 1
+        while head < tail:
+            x = queue[head]
+            head += 1
+            _read_rec(self.blob + self.dataptr[x], x, &r)
+            memcpy(nb + o, self.blob + self.dataptr[x], r.size)
+            self.dataptr[x] = <uint32_t>o
+            o += r.size
+            if self._left(x) != 0 and tail < self.count:
+                queue[tail] = self._left(x)
+                tail += 1
+            if self._right(x) != 0 and tail < self.count:
+                queue[tail] = self._right(x)
+                tail += 1
+        free(queue)
+        free(self.blob)
+        self.blob = nb
+        self.blob_cap = live + 4096
+        self.blob_used = o
+        self.dead = 0
+        if head != self.count:
+            with gil:
+                raise TreeCorrupt(f"compaction reached {head} nodes, count is {self.count}")
+        return 0
+
+    cdef int _insert_key(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period,
+                         uint32_t *hit) except -2 nogil:
+        """1: inserted, 0: already present (hit = its id), TREE_TOO_LONG."""
+        cdef uint32_t out
+        cdef int rc
+        if kn > MAX_KEY:
+            return TREE_TOO_LONG
+        self._kc_reset()
+        self.kc_on = True
+        try:
+            rc = self._ins(self.root, 0, 0, 0, k, kn, cat, period, &out, hit)
+            if rc:
+                self._set_root(out)
+                self._maybe_compact()
+        finally:
+            self.kc_on = False
+        return rc
+
+    cdef uint32_t _delete_key(self, const uint8_t *k, size_t kn) except? 0 nogil:
+        cdef uint32_t out, hit = 0
+        self._kc_reset()
+        self.kc_on = True
+        try:
+            self._del(self.root, 0, 0, k, kn, &out, &hit)
+            if hit:
+                self._set_root(out)
+                self._release(hit)
+                self._maybe_compact()
+        finally:
+            self.kc_on = False
+        return hit
+
+    # ---- Python API -----------------------------------------------------------------------
+    cdef ptrdiff_t _canon_q(self, const uint8_t *s, size_t n) except -2 nogil:
+        self._qreserve(3 * n + 16)
+        return webtap_canon(s, n, self.qbuf, self.qcap, CANON_KEY)
+
+    def __len__(self):
+        return self.count
+
+    @property
+    def height(self):
+        return self._height(self.root)
+
+    def insert_key(self, const uint8_t[::1] key, uint32_t category=0, uint32_t period=0):
+        """Insert a key (canonical key form). Returns (id, created)."""
+        cdef uint32_t hit = 0
+        cdef int rc
+        if category >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        self._own()
+        rc = self._insert_key(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0],
+                              category, period, &hit)
+        if rc == TREE_TOO_LONG:
+            raise ValueError(f"key longer than {MAX_KEY} bytes")
+        return hit, bool(rc)
+
+    def insert(self, url, uint32_t category=0, uint32_t period=0):
+        """Canonicalise url (bytes or str) and insert it. Returns (id, created).
+
+        Raises ValueError (with the CANON_* code as .code) for a URL that has no canonical form.
+        """
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, url)
+        return self.insert_key((<char *>self.qbuf)[:n], category, period)
+
+    def delete_key(self, const uint8_t[::1] key):
+        """Remove a key; returns its id, or 0 when absent."""
+        self._own()
+        return self._delete_key(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+
+    def delete(self, url):
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, url)
+        return self.delete_key((<char *>self.qbuf)[:n])
+
+    def delete_id(self, uint32_t uid):
+        """Remove the URL with this id; returns True when it existed."""
+        key = self.get_key(uid)
+        if key is None:
+            return False
+        return self.delete_key(key) == uid
+
+    def get_key(self, uint32_t uid):
+        """Key of id uid (bytes), or None for a free or unknown id."""
+        cdef ptrdiff_t n
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            return None
+        n = self._decode(uid, self.kbuf)
+        return (<char *>self.kbuf)[:n]
+
+    def get(self, uint32_t uid):
+        """Canonical URL (str) of id uid, or None."""
+        key = self.get_key(uid)
+        if key is None:
+            return None
+        return key_to_url(key)
+
+    def payload(self, uint32_t uid):
+        """(category, period) of id uid, or None."""
+        cdef Rec r
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            return None
+        _read_rec(self.blob + self.dataptr[uid], uid, &r)
+        return r.cat, r.period
+
+    def set_payload(self, uint32_t uid, uint32_t category, uint32_t period):
+        """Change the category (< 2^31) and filtering period of id uid (no re-keying)."""
+        cdef Rec r
+        if category >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            raise KeyError(uid)
+        self._own()
+        _read_rec(self.blob + self.dataptr[uid], uid, &r)
+        memcpy(self.kbuf, r.diff, r.dlen)
+        self._append(uid, r.ref, r.cp, self.kbuf, r.dlen, category, period)
+        self._maybe_compact()
+
+    def rekey(self, uint32_t uid, new_url):
+        """Give id uid a new URL (payload kept). Raises KeyError if uid is free or the new URL
+        belongs to another id; ValueError if it has no canonical form."""
+        cdef const uint8_t[::1] u = _as_bytes(new_url)
+        cdef ptrdiff_t n
+        cdef uint32_t other, hit = 0
+        old = self.get_key(uid)
+        if old is None:
+            raise KeyError(uid)
+        n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, new_url)
+        if n > MAX_KEY:
+            raise ValueError(f"key longer than {MAX_KEY} bytes")
+        new = (<char *>self.qbuf)[:n]
+        if new == old:
+            return
+        other = self._search(self.root, <const uint8_t *><const char *>new, len(new), 0, 0)
+        if other != 0:
+            raise KeyError(f"{key_to_url(new)!r} already has id {other}")
+        cat, period = self.payload(uid)
+        self._own()
+        self._delete_key(<const uint8_t *><const char *>old, len(old))       # frees uid: it is now the head of the free list
+        self._insert_key(<const uint8_t *><const char *>new, len(new), cat, period, &hit)
+        if hit != uid:
+            raise TreeCorrupt(f"re-key gave id {hit}, expected {uid}")
+
+    def find_key(self, const uint8_t[::1] key):
+        """Exact match of a key; id or 0."""
+        return self._search(self.root, &key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], 0, 0)
+
+    def prefix_key(self, const uint8_t[::1] key):
+        """Prefix match of a key; id of the longest entry on a boundary, or 0."""
+        return self._prefix(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+
+    def find(self, url):
+        """Exact match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            return <int>n
+        return self._search(self.root, self.qbuf, n, 0, 0)
+
+    def match(self, url):
+        """Prefix match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            return <int>n
+        return self._prefix(self.qbuf, n)
+
+    def match_batch(self, const uint8_t[::1] data, offsets, bint prefix=True, bint canonical=True,
+                    timings=None):
+        """Match every URL data[offsets[i]:offsets[i+1]] (Arrow layout), without the GIL.
+
+        Returns int32 ids: > 0 hit, 0 miss, < 0 the CANON_* code of an URL with no canonical form.
+        canonical=False treats the inputs as keys already. timings: an int64 array that receives
+        each URL's time in ns (canonicalisation included), for latency distributions; without it
+        URLs are matched GROUP at a time in lockstep, which hides memory latency (_match_group).
+        """
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        res = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] out = res
+        cdef int64_t s, e, maxlen = 0
+        cdef ptrdiff_t k
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        cdef int64_t t0 = 0
+        cdef const uint8_t *qs[GROUP]
+        cdef size_t qn[GROUP]
+        cdef int32_t gout[GROUP]
+        cdef Py_ssize_t slot[GROUP]
+        cdef int g, j
+        cdef PathStep *paths
+        if n <= 0:
+            return res
+        if off[0] < 0 or off[n] > data.shape[0]:
+            raise ValueError("offsets outside the data buffer")
+        with nogil:
+            for i in range(n):
+                if off[i + 1] < off[i]:
+                    with gil:
+                        raise ValueError(f"offsets decrease at {i}")
+                if off[i + 1] - off[i] > maxlen:
+                    maxlen = off[i + 1] - off[i]
+            if timed:       # one query at a time, each timed
+                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                for i in range(n):
+                    t0 = _now_ns()
+                    s, e = off[i], off[i + 1]
+                    if canonical:
+                        k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
+                        if k < 0:
+                            out[i] = <int32_t>k
+                        else:
+                            out[i] = <int32_t>(self._prefix(buf, k) if prefix else self._search(self.root, buf, k, 0, 0))
+                    else:
+                        out[i] = <int32_t>(self._prefix(base + s, e - s) if prefix
+                                           else self._search(self.root, base + s, e - s, 0, 0))
+                    tv[i] = _now_ns() - t0
+            else:           # groups of GROUP queries in lockstep (_match_group)
+                buf = <uint8_t *>_checked_realloc(NULL, GROUP * (3 * maxlen + 16))
+                paths = <PathStep *>_checked_realloc(NULL, GROUP * MAX_DEPTH * sizeof(PathStep))
+                i = 0
+                while i < n:
+                    g = 0
+                    while g < GROUP and i < n:
+                        s, e = off[i], off[i + 1]
+                        if canonical:
+                            k = webtap_canon(base + s, e - s, buf + g * (3 * maxlen + 16), 3 * maxlen + 16, CANON_KEY)
+                            if k < 0:
+                                out[i] = <int32_t>k
+                                i += 1
+                                continue
+                            qs[g] = buf + g * (3 * maxlen + 16)
+                            qn[g] = <size_t>k
+                        else:
+                            qs[g] = base + s
+                            qn[g] = <size_t>(e - s)
+                        slot[g] = i
+                        g += 1
+                        i += 1
+                    self._match_group(qs, qn, gout, g, prefix, paths)
+                    for j in range(g):
+                        out[slot[j]] = gout[j]
+                free(paths)
+            free(buf)
+        return res
+
+    def insert_batch(self, const uint8_t[::1] data, offsets, categories=0, periods=0, bint canonical=True,
+                     timings=None):
+        """Insert every URL of an Arrow-layout batch without the GIL.
+
+        Returns (ids, codes), int32 each: codes 0 = inserted, 1 = already present (ids = existing
+        id), < 0 = rejected (CANON_* codes, -6 too long; ids = 0). Raises OverflowError when the
+        tree is full (everything before that URL is inserted). timings as in match_batch.
+        """
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (max(n, 0),)).copy()
+        cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (max(n, 0),)).copy()
+        if n > 0 and np.asarray(cats).max() >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        ids_a = np.zeros(max(n, 0), dtype=np.int32)
+        codes_a = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] ids = ids_a, codes = codes_a
+        cdef int64_t s, e, maxlen = 0
+        cdef ptrdiff_t k
+        cdef int rc
+        cdef uint32_t hit
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        cdef int64_t t0 = 0
+        if n <= 0:
+            return ids_a, codes_a
+        if off[0] < 0 or off[n] > data.shape[0]:
+            raise ValueError("offsets outside the data buffer")
+        self._own()
+        try:
+            with nogil:
+                for i in range(n):
+                    if off[i + 1] - off[i] > maxlen:
+                        maxlen = off[i + 1] - off[i]
+                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                for i in range(n):
+                    if timed:
+                        t0 = _now_ns()
+                    s, e = off[i], off[i + 1]
+                    if canonical:
+                        k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
+                        if k < 0:
+                            codes[i] = <int32_t>k
+                            continue
+                        rc = self._insert_key(buf, k, cats[i], pers[i], &hit)
+                    else:
+                        rc = self._insert_key(base + s, e - s, cats[i], pers[i], &hit)
+                    if rc == TREE_TOO_LONG:
+                        codes[i] = TREE_TOO_LONG
+                        continue
+                    ids[i] = <int32_t>hit
+                    codes[i] = 0 if rc == 1 else TREE_DUPLICATE
+                    if timed:
+                        tv[i] = _now_ns() - t0
+        finally:
+            free(buf)
+        return ids_a, codes_a
+
+    def delete_batch(self, const uint8_t[::1] data, offsets, timings=None):
+        """Delete every URL of an Arrow-layout batch without the GIL; int32 ids of the removed
+        entries (0: absent, < 0: CANON_* code). timings as in match_batch."""
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        res = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] out = res
+        cdef int64_t maxlen = 0, t0 = 0
+        cdef ptrdiff_t k
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        if n <= 0:
+            return res
+        if off[0] < 0 or off[n] > data.shape[0]:
+            raise ValueError("offsets outside the data buffer")
+        self._own()
+        try:
+            with nogil:
+                for i in range(n):
+                    if off[i + 1] - off[i] > maxlen:
+                        maxlen = off[i + 1] - off[i]
+                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                for i in range(n):
+                    if timed:
+                        t0 = _now_ns()
+                    k = webtap_canon(base + off[i], off[i + 1] - off[i], buf, 3 * maxlen + 16, CANON_KEY)
+                    out[i] = <int32_t>k if k < 0 else <int32_t>self._delete_key(buf, k)
+                    if timed:
+                        tv[i] = _now_ns() - t0
+        finally:
+            free(buf)
+        return res
+
+    def payload_batch(self, ids):
+        """(category, period) uint32 arrays for an array of ids (0 / negative -> 0, 0)."""
+        cdef int32_t[::1] a = np.ascontiguousarray(ids, dtype=np.int32)
+        cat_a = np.zeros(a.shape[0], dtype=np.uint32)
+        per_a = np.zeros(a.shape[0], dtype=np.uint32)
+        cdef uint32_t[::1] cat = cat_a, per = per_a
+        cdef Py_ssize_t i
+        cdef Rec r
+        with nogil:
+            for i in range(a.shape[0]):
+                if a[i] > 0 and <size_t>a[i] < self.n_slots and self.dataptr[a[i]] != FREE_PTR:
+                    _read_rec(self.blob + self.dataptr[a[i]], a[i], &r)
+                    cat[i] = r.cat
+                    per[i] = r.period
+        return cat_a, per_a
+
+    def ids(self):
+        """Live ids in key order (an in-order walk), as a uint32 array."""
+        res = np.zeros(self.count, dtype=np.uint32)
+        cdef uint32_t[::1] out = res
+        cdef uint32_t stack[MAX_DEPTH]
+        cdef int sp = 0
+        cdef size_t k = 0
+        cdef uint32_t x = self.root
+        with nogil:
+            while x != 0 or sp > 0:
+                while x != 0:
+                    stack[sp] = x
+                    sp += 1
+                    x = self._left(x)
+                sp -= 1
+                x = stack[sp]
+                if k < self.count:
+                    out[k] = x
+                k += 1
+                x = self._right(x)
+        if k != self.count:
+            raise TreeCorrupt(f"in-order walk found {k} nodes, count is {self.count}")
+        return res
+
+    def keys(self):
+        """All keys in order (a list of bytes; for tests and export, not for hot paths)."""
+        return [self.get_key(x) for x in self.ids()]
+
+    def check(self):
+        """Verify every invariant: AVL balance and heights, key order, RefID == parent, counts,
+        the free list and DataPtr. Raises TreeCorrupt; returns the number of nodes checked."""
+        cdef size_t seen = 0
+        stack = [(self.root, 0)]
+        while stack:
+            x, par = stack.pop()
+            if x == 0:
+                continue
+            seen += 1
+            if seen > self.count:
+                raise TreeCorrupt("more nodes reachable than count")
+            if self.dataptr[x] == FREE_PTR:
+                raise TreeCorrupt(f"node {x} reachable but free")
+            if self._ref(x) != par:
+                raise TreeCorrupt(f"node {x}: RefID {self._ref(x)} != parent {par}")
+            l, r = self._left(x), self._right(x)
+            hl, hr = self._height(l), self._height(r)
+            if abs(hl - hr) > 1 or self._height(x) != max(hl, hr) + 1:
+                raise TreeCorrupt(f"node {x}: heights {hl}/{hr}/{self._height(x)}")
+            stack.append((l, x))
+            stack.append((r, x))
+        if seen != self.count:
+            raise TreeCorrupt(f"{seen} nodes reachable, count {self.count}")
+        keys = self.keys()
+        for a, b in zip(keys, keys[1:]):
+            if not a < b:
+                raise TreeCorrupt(f"keys out of order: {a!r} >= {b!r}")
+        for x, key in zip(self.ids(), keys):
+            if self.find_key(key) != x:
+                raise TreeCorrupt(f"search for {key!r} does not reach node {x}")
+        free_ids = 0
+        x = self.free_head
+        while x != 0:
+            if self.dataptr[x] != FREE_PTR:
+                raise TreeCorrupt(f"free id {x} has a record")
+            free_ids += 1
+            if free_ids > self.n_slots:
+                raise TreeCorrupt("free list loops")
+            x = self._left(x)
+        if free_ids + self.count != self.n_slots - 1:
+            raise TreeCorrupt(f"{free_ids} free + {self.count} live != {self.n_slots - 1} ids")
+        return seen
+
+    cdef int _optimize(self, uint32_t *new_of) except -1 nogil:
+        cdef size_t n = self.count, k, o = 0, sp = 0, bcap
+        cdef uint32_t *order
+        cdef uint32_t stack[MAX_DEPTH * 2]
+        cdef uint32_t x, nx, l, r, nref
+        cdef TreeNode *nn
+        cdef uint32_t *nd
+        cdef uint8_t *nb
+        cdef uint8_t *p
+        cdef Rec rec
+        order = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
+        k = 0
+        if self.root != 0:
+            stack[sp] = self.root
+            sp += 1
+        while sp > 0:
+            sp -= 1
+            x = stack[sp]
+            if k >= n:
+                free(order)
+                with gil:
+                    raise TreeCorrupt("pre-order walk found more nodes than count")
+            order[k] = x
+            new_of[x] = <uint32_t>(k + 1)
+            k += 1
+            if self._right(x) != 0:
+                stack[sp] = self._right(x)
+                sp += 1
+            if self._left(x) != 0:
+                stack[sp] = self._left(x)
+                sp += 1
+        nn = <TreeNode *>_checked_grow(NULL, 0, (n + 1) * sizeof(TreeNode))
+        nd = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
+        bcap = self.blob_used - self.dead + 5 * n + 4096
+        nb = <uint8_t *>_checked_grow(NULL, 0, bcap)
+        nn[0].left = 0
+        nn[0].right = 0
+        nd[0] = FREE_PTR
+        for k in range(n):
+            x = order[k]
+            nx = <uint32_t>(k + 1)
+            l, r = self._left(x), self._right(x)
+            nn[nx].left = (self.nodes[x].left & ~(<uint32_t>ID_MASK)) | (new_of[l] if l else 0)
+            nn[nx].right = (self.nodes[x].right & ~(<uint32_t>ID_MASK)) | (new_of[r] if r else 0)
+            _read_rec(self.blob + self.dataptr[x], x, &rec)
+            nref = new_of[rec.ref] if rec.ref else 0
+            nd[nx] = <uint32_t>o
+            p = _put_varint(nb + o, rec.cp)
+            p = _put_varint(p, rec.dlen)
+            memcpy(p, rec.diff, rec.dlen)
+            p += rec.dlen
+            p = _put_varint(p, _zigzag(nx, nref))
+            p = _put_payload(p, rec.cat, rec.period)
+            o = <size_t>(p - nb)
+        free(order)
+        free(self.nodes)
+        free(self.dataptr)
+        free(self.blob)
+        self.nodes, self.dataptr, self.blob = nn, nd, nb
+        self.n_slots = self.cap_slots = n + 1
+        self.blob_used = o
+        self.blob_cap = bcap
+        self.dead = 0
+        self.free_head = 0
+        self.root = 1 if n else 0
+        return 0
+
+    cdef uint32_t _build(self, const uint8_t *data, const int64_t *starts, const int64_t *ends,
+                         const int64_t *uniq, const uint32_t *cats, const uint32_t *pers,
+                         int64_t lo, int64_t hi, int64_t par, uint32_t par_id, uint32_t *next_id,
+                         int *height) except? 0 nogil:
+        """Balanced subtree of the sorted unique keys uniq[lo:hi], ids in pre-order."""
+        cdef int64_t mid, k
+        cdef uint32_t x, l, r
+        cdef int hl, hr
+        cdef size_t m = 0, kn, pn
+        cdef const uint8_t *key
+        cdef const uint8_t *pkey
+        if lo >= hi:
+            height[0] = 0
+            return 0
+        mid = lo + (hi - lo) // 2
+        k = uniq[mid]
+        x = next_id[0]
+        next_id[0] += 1
+        key = data + starts[k]
+        kn = <size_t>(ends[k] - starts[k])
+        if par >= 0:
+            pkey = data + starts[uniq[par]]
+            pn = <size_t>(ends[uniq[par]] - starts[uniq[par]])
+            while m < kn and m < pn and key[m] == pkey[m]:
+                m += 1
+        memcpy(self.kbuf, key + m, kn - m)
+        self.dataptr[x] = FREE_PTR
+        self._append(x, par_id, <uint32_t>m, self.kbuf, <uint32_t>(kn - m), cats[k], pers[k])
+        l = self._build(data, starts, ends, uniq, cats, pers, lo, mid, mid, x, next_id, &hl)
+        r = self._build(data, starts, ends, uniq, cats, pers, mid + 1, hi, mid, x, next_id, &hr)
+        self.nodes[x].left = l
+        self.nodes[x].right = r
+        height[0] = (hl if hl > hr else hr) + 1
+        self._set_height(x, height[0])
+        return x
+
+    def build_sorted(self, const uint8_t[::1] data, starts, ends, order, categories=0, periods=0):
+        """Bulk load an empty tree from keys data[starts[i]:ends[i]] (canonical key form), given
+        `order`, their indices in ascending key order (a stable sort: among equal keys the first
+        listed wins, as with inserts). Builds a perfectly balanced tree with pre-order ids in
+        O(n); raises ValueError if order is not sorted or a key is too long. Returns the number
+        of unique keys loaded."""
+        cdef int64_t[::1] st = np.ascontiguousarray(starts, dtype=np.int64)
+        cdef int64_t[::1] en = np.ascontiguousarray(ends, dtype=np.int64)
+        cdef int64_t[::1] od = np.ascontiguousarray(order, dtype=np.int64)
+        cdef Py_ssize_t n = od.shape[0], j, m = 0
+        cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (st.shape[0],)).copy()
+        cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (st.shape[0],)).copy()
+        uniq_a = np.zeros(max(n, 1), dtype=np.int64)
+        cdef int64_t[::1] uniq = uniq_a
+        cdef int64_t a, b, la, lb, total = 0
+        cdef int c = 0, h
+        cdef uint32_t next_id = 1
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        if self.count != 0:
+            raise ValueError("build_sorted needs an empty tree")
+        if cats.shape[0] and np.asarray(cats).max() >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        if en.shape[0] != st.shape[0]:
+            raise ValueError("starts and ends differ in length")
+        for j in range(n):
+            if od[j] < 0 or od[j] >= st.shape[0]:
+                raise ValueError("order holds an index out of range")
+            a = od[j]
+            if st[a] < 0 or en[a] < st[a] or en[a] > data.shape[0]:
+                raise ValueError("key bounds outside the data buffer")
+            if en[a] - st[a] > MAX_KEY:
+                raise ValueError(f"key longer than {MAX_KEY} bytes")
+        if n > self.max_ids:
+            raise OverflowError(f"the URL tree holds at most {self.max_ids} URLs (28-bit ids)")
+        self._own()
+        with nogil:
+            for j in range(n):
+                a = od[j]
+                if j > 0:
+                    b = od[j - 1]
+                    la, lb = en[a] - st[a], en[b] - st[b]
+                    c = memcmp(base + st[b], base + st[a], <size_t>(la if la < lb else lb))
+                    if c == 0:
+                        c = -1 if lb < la else (1 if lb > la else 0)
+                    if c > 0:
+                        with gil:
+                            raise ValueError(f"order is not ascending at position {j}")
+                    if c == 0:
+                        continue
+                uniq[m] = a
+                m += 1
+                total += en[a] - st[a]
+            self._grow_slots(<size_t>m + 1)
+            self._grow_blob(<size_t>total + 12 * <size_t>m + 64)
+            self.n_slots = <size_t>m + 1
+            self.root = self._build(base, &st[0] if st.shape[0] else NULL, &en[0] if en.shape[0] else NULL,
+                                    &uniq[0], &cats[0] if cats.shape[0] else NULL,
+                                    &pers[0] if pers.shape[0] else NULL, 0, m, -1, 0, &next_id, &h)
+            self.count = <size_t>m
+        return m
+
+    def optimize(self):
+        """Renumber ids in pre-order and rewrite CompressedURL in that order, without dead bytes.
+
+        A subtree then occupies one contiguous range of ids and records, so the lower levels of a
+        descent stay within a few pages, and most RefIDs (zig-zag differences) take one byte.
+        Ids change: returns a uint32 array mapping each old id to its new one (0: was free).
+        urlfilter's manager calls this before saving a snapshot; its store never keeps tree ids.
+        """
+        self._own()
+        mapping = np.zeros(self.n_slots, dtype=np.uint32)
+        cdef uint32_t[::1] new_of = mapping
+        with nogil:
+            self._optimize(&new_of[0])
+        return mapping
+
+    def compact(self):
+        """Rewrite CompressedURL without dead records."""
+        self._own()
+        self._compact()
+
+    def stats(self):
+        """Sizes in bytes. `paper_bytes` counts the three arrays as used (the paper's
+        definition); `allocated_bytes` everything this tree holds in memory, slack included."""
+        used_arrays = (self.n_slots) * (sizeof(TreeNode) + 4)
+        return {
+            "urls": self.count,
+            "ids": self.n_slots - 1,
+            "height": self._height(self.root),
+            "tree_node_bytes": self.n_slots * sizeof(TreeNode),
+            "data_ptr_bytes": self.n_slots * 4,
+            "compressed_url_bytes": self.blob_used - self.dead,
+            "dead_bytes": self.dead,
+            "paper_bytes": used_arrays + self.blob_used - self.dead,
+            "allocated_bytes": (self.n_slots if self.mapped else self.cap_slots) * (sizeof(TreeNode) + 4)
+                               + (self.blob_used if self.mapped else self.blob_cap) + 2 * (MAX_KEY + 8) + self.qcap,
+            "mapped": bool(self.mapped),
+        }
+
+    # ---- snapshot -------------------------------------------------------------------------
+    def save(self, path, uint64_t tag=0):
+        """Write the three arrays to one file (compacted), atomically (write + rename).
+
+        tag is a number stored in the header for the caller (urlfilter stores the store's change
+        sequence number there); UrlTree.load() returns it as .tag."""
+        if not self.mapped and self.dead:
+            self._compact()
+        header = HEADER.pack(SNAPSHOT_MAGIC, self.n_slots, self.count, self.blob_used - self.dead,
+                             0, self.root, self.free_head, tag)
+        tmp = os.fspath(path) + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(header)
+            f.write(<const uint8_t[:self.n_slots * sizeof(TreeNode)]>(<const uint8_t *>self.nodes))
+            f.write(<const uint8_t[:self.n_slots * 4]>(<const uint8_t *>self.dataptr))
+            if self.dead:   # a mapped tree with dead bytes cannot exist (mapped files are compact)
+                raise TreeCorrupt("dead bytes in a mapped tree")
+            if self.blob_used:
+                f.write(<const uint8_t[:self.blob_used]>(<const uint8_t *>self.blob))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path):
+        """Map a snapshot read-only (shared by every process that loads it); O(1) in the size."""
+        cdef UrlTree t = cls.__new__(cls)
+        cdef const uint8_t[::1] v
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if len(mm) < HEADER.size:
+            mm.close()
+            raise ValueError(f"{path}: not a URL tree snapshot (too short)")
+        magic, n_slots, count, blob_used, dead, root, free_head, tag = HEADER.unpack_from(mm, 0)
+        need = HEADER.size + n_slots * (sizeof(TreeNode) + 4) + blob_used
+        if magic != SNAPSHOT_MAGIC or len(mm) != need or n_slots < 1 or root >= n_slots or dead:
+            mm.close()
+            raise ValueError(f"{path}: not a URL tree snapshot or truncated")
+        v = mm
+        free(t.nodes)
+        free(t.dataptr)
+        free(t.blob)
+        t.nodes = <TreeNode *><uint8_t *>(&v[HEADER.size])
+        t.dataptr = <uint32_t *><uint8_t *>(&v[HEADER.size + n_slots * sizeof(TreeNode)])
+        t.blob = <uint8_t *>(&v[HEADER.size + n_slots * (sizeof(TreeNode) + 4)]) if blob_used else \
+            <uint8_t *>(&v[0])
+        t.mapped = True
+        t._mapping = mm
+        t._view = v
+        t.n_slots, t.cap_slots, t.count = n_slots, n_slots, count
+        t.blob_used, t.blob_cap, t.dead = blob_used, blob_used, 0
+        t.root, t.free_head = root, free_head
+        t.tag = tag
+        return t
+
+
+cdef const uint8_t[::1] _as_bytes(url):
+    if isinstance(url, str):
+        return url.encode("utf-8", "surrogateescape")
+    return url
+
+
+CANON_ERRORS = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long",
+                -6: "too_long", -7: "tree_full"}
+
+
+def _canon_error(code, url):
+    e = ValueError(f"no canonical form ({CANON_ERRORS.get(code, code)}): {str(url)[:200]!r}")
+    e.code = code
+    return e
+
+
+def key_to_url(key):
+    """Canonical URL (str) of a key (bytes): the host's labels back in DNS order."""
+    cdef bytearray b = bytearray(key)
+    cdef uint8_t *p = b
+    webtap_key_flip(p, len(b))
+    return b.decode("ascii", "surrogateescape")

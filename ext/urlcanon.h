@@ -1,0 +1,292 @@
+/* urlcanon.h: the canonical form of a URL, in C, for the URL tree (ext/avl.pyx), the batch
+ * canonicaliser (ext/canon.pyx) and a later packet-side matcher that runs in a nogil loop.
+ *
+ * Header-only (static inline) so that every extension module that includes it gets its own copy:
+ * no symbol has to cross module boundaries at run time. Declared for Cython in ext/urlcanon.pxd.
+ *
+ * Rules (each has a test in tests/urlfilter/test_canon.py); input is raw bytes, no decoding:
+ *   R1  Leading and trailing ASCII white space is removed. Any other byte <= 0x20 or 0x7f (NUL,
+ *       controls, interior space) rejects the URL: CANON_BAD_CHAR.
+ *   R2  A scheme ("[A-Za-z][A-Za-z0-9+.-]*://") or a leading "//" is dropped.
+ *   R3  The authority ends at the first '/', '?' or '#'. Userinfo (everything up to the last '@'
+ *       in it) is dropped: "http://bank.com@evil.net/" is evil.net.
+ *   R4  Host: %XX escapes are decoded, ASCII letters lower-cased, leading and trailing dots
+ *       removed, runs of dots collapsed. Allowed bytes afterwards: a-z 0-9 '-' '_' '.'; an IPv6
+ *       literal "[...]" may hold hex digits, ':' and '.'. Anything else (including raw UTF-8: IDN
+ *       hosts must arrive in punycode, which urlfilter.canon does for Python callers) is
+ *       CANON_BAD_HOST; an empty host too.
+ *   R5  Port: an empty port, 80 and 443 are dropped (the scheme is gone, so both defaults go);
+ *       other ports are kept without leading zeros. Non-digits or > 65535: CANON_BAD_PORT.
+ *   R6  Path and query: "%XX" of an unreserved byte (A-Z a-z 0-9 - . _ ~) is decoded; any other
+ *       valid escape is kept with upper-case hex; a '%' not followed by two hex digits becomes
+ *       "%25". Bytes outside unreserved, sub-delims and ":@/?" (e.g. raw UTF-8, '"', '<', '\')
+ *       are percent-encoded. Path case is kept (paths are case-sensitive).
+ *   R7  Path: empty segments are dropped (repeated slashes collapse, a trailing slash goes),
+ *       "." segments are removed and ".." removes the previous segment (never above the root);
+ *       this runs after R6, so "%2e%2E" is "..". "/" alone is the empty path.
+ *   R8  The fragment ('#' onwards) is dropped; an empty query ("?" at the end) is dropped.
+ *   R9  The output is host[:port][/seg]*[?query]. Entries whose output has no path and no query
+ *       are domain entries: they block the host and every subdomain.
+ *   Key form (flag CANON_KEY): the host's labels are reversed ("www.example.com" ->
+ *   "com.example.www"), so that a domain entry is a prefix of its subdomains and every match is a
+ *   prefix match on the boundaries '.', ':' (in the host) and '/', '?' (after it).
+ *   webtap_key_flip() converts between the two forms (it is its own inverse).
+ * The output is always ASCII. Return: the output length (>= 0), or a negative CANON_* code;
+ * CANON_TOO_LONG when the output would exceed `cap` (3 * n + 8 is always enough).
+ */
+#ifndef WEBTAP_URLCANON_H
+#define WEBTAP_URLCANON_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    CANON_EMPTY = -1,     /* nothing left after trimming */
+    CANON_BAD_CHAR = -2,  /* NUL, control byte or interior white space */
+    CANON_BAD_HOST = -3,  /* empty host, non-ASCII or forbidden byte in the host */
+    CANON_BAD_PORT = -4,  /* port not a number in 0..65535 */
+    CANON_TOO_LONG = -5,  /* output larger than the caller's buffer */
+};
+#define CANON_KEY 1       /* flag: emit the key form (host labels reversed) */
+
+/* byte classes, one table lookup per byte (GNU range initialisers; the build uses gnu11) */
+#define CC_UNRES 1   /* unreserved: A-Z a-z 0-9 - . _ ~ */
+#define CC_KEEP 2    /* kept literally in path and query: sub-delims and : @ / ? */
+#define CC_HOST 4    /* allowed in a host name after lower-casing: a-z A-Z 0-9 - _ . */
+#define CC_BAD 8     /* rejected anywhere: <= 0x20 and 0x7f */
+#define CC_WS 16     /* trimmed at both ends: space \t \r \n \v \f */
+#define CC_AEND 32   /* ends the authority: / ? # */
+static const uint8_t _canon_cls[256] = {
+    [0 ... 0x20] = CC_BAD, [0x7f] = CC_BAD,
+    ['\t'] = CC_BAD | CC_WS, ['\n'] = CC_BAD | CC_WS, ['\v'] = CC_BAD | CC_WS, ['\f'] = CC_BAD | CC_WS,
+    ['\r'] = CC_BAD | CC_WS, [' '] = CC_BAD | CC_WS,
+    ['a' ... 'z'] = CC_UNRES | CC_HOST, ['A' ... 'Z'] = CC_UNRES | CC_HOST, ['0' ... '9'] = CC_UNRES | CC_HOST,
+    ['-'] = CC_UNRES | CC_HOST, ['.'] = CC_UNRES | CC_HOST, ['_'] = CC_UNRES | CC_HOST, ['~'] = CC_UNRES,
+    ['!'] = CC_KEEP, ['$'] = CC_KEEP, ['&'] = CC_KEEP, ['\''] = CC_KEEP, ['('] = CC_KEEP, [')'] = CC_KEEP,
+    ['*'] = CC_KEEP, ['+'] = CC_KEEP, [','] = CC_KEEP, [';'] = CC_KEEP, ['='] = CC_KEEP, [':'] = CC_KEEP,
+    ['@'] = CC_KEEP, ['/'] = CC_KEEP | CC_AEND, ['?'] = CC_KEEP | CC_AEND, ['#'] = CC_AEND,
+};
+
+static inline int _canon_hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static inline int _canon_unreserved(uint8_t c) { return _canon_cls[c] & CC_UNRES; }
+
+static inline int _canon_ws(uint8_t c) { return _canon_cls[c] & CC_WS; }
+
+static const char _canon_hex[] = "0123456789ABCDEF";
+
+/* Any byte <= 0x20 or == 0x7f in s[0:n]? Eight bytes per step (exact as a yes/no answer:
+ * "has a byte below 0x21" and "has a zero byte after xor 0x7f" are the classic bit tricks). */
+static inline int _canon_has_bad(const uint8_t *s, size_t n) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, s + i, 8);
+        y = x ^ (0x7f * ones);
+        if (((x - 0x21 * ones) & ~x & highs) | ((y - ones) & ~y & highs)) return 1;
+    }
+    for (; i < n; i++)
+        if (_canon_cls[s[i]] & CC_BAD) return 1;
+    return 0;
+}
+
+/* Reverse the order of the dot-separated labels in buf[0:n] in place (no-op for "[..]"). */
+static inline void _canon_reverse_labels(uint8_t *buf, size_t n) {
+    size_t i, j, s;
+    uint8_t t;
+    if (n == 0 || buf[0] == '[') return;
+    for (i = 0, j = n - 1; i < j; i++, j--) { t = buf[i]; buf[i] = buf[j]; buf[j] = t; }
+    s = 0;
+    for (i = 0; i <= n; i++) {
+        if (i == n || buf[i] == '.') {
+            size_t a = s, b = i;
+            while (a + 1 < b) { t = buf[a]; buf[a] = buf[b - 1]; buf[b - 1] = t; a++; b--; }
+            s = i + 1;
+        }
+    }
+}
+
+/* Length of the host part of a canonical URL or key (up to ':', '/', '?' outside brackets). */
+static inline size_t webtap_host_len(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    if (n && s[0] == '[') {
+        while (i < n && s[i] != ']') i++;
+        return i < n ? i + 1 : n;
+    }
+    while (i < n && s[i] != ':' && s[i] != '/' && s[i] != '?') i++;
+    return i;
+}
+
+/* Convert between the canonical URL and the key form, in place. */
+static inline void webtap_key_flip(uint8_t *s, size_t n) {
+    _canon_reverse_labels(s, webtap_host_len(s, n));
+}
+
+/* Normalise one path segment or the query from in[0:n] into out at *o (R6). */
+static inline int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *o) {
+    size_t i, oo = *o;
+    if (oo + 3 * n <= cap) {          /* fast path: cannot overflow, copy plain runs directly */
+        for (i = 0; i < n && (_canon_cls[in[i]] & (CC_UNRES | CC_KEEP)); i++) out[oo + i] = in[i];
+        *o = oo + i;
+        in += i;
+        n -= i;
+        if (n == 0) return 0;
+    }
+    for (i = 0; i < n; i++) {
+        uint8_t c = in[i];
+        if (*o + 3 > cap) return CANON_TOO_LONG;
+        if (_canon_cls[c] & (CC_UNRES | CC_KEEP)) {
+            out[(*o)++] = c;
+        } else if (c == '%') {
+            int h, l;
+            if (i + 2 < n && (h = _canon_hexval(in[i + 1])) >= 0 &&
+                (l = _canon_hexval(in[i + 2])) >= 0) {
+                uint8_t v = (uint8_t)(h * 16 + l);
+                i += 2;
+                if (_canon_unreserved(v)) { out[(*o)++] = v; continue; }
+                out[(*o)++] = '%'; out[(*o)++] = _canon_hex[v >> 4]; out[(*o)++] = _canon_hex[v & 15];
+                continue;
+            }
+            out[(*o)++] = '%'; out[(*o)++] = '2'; out[(*o)++] = '5';
+        } else {
+            out[(*o)++] = '%'; out[(*o)++] = _canon_hex[c >> 4]; out[(*o)++] = _canon_hex[c & 15];
+        }
+    }
+    return 0;
+}
+
+/* Canonicalise in[0:n] into out[0:cap] (rules R1-R9 above). Returns the length or a CANON_* code. */
+static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, size_t cap, int flags) {
+    size_t a = 0, b = n, i, o = 0, auth_end, host_s, host_e, port_s = 0, port_e = 0, path_start;
+    int has_port = 0, rc;
+    /* R1 */
+    while (a < b && _canon_ws(in[a])) a++;
+    while (b > a && _canon_ws(in[b - 1])) b--;
+    if (a == b) return CANON_EMPTY;
+    if (_canon_has_bad(in + a, b - a)) return CANON_BAD_CHAR;
+    /* R2 */
+    i = a;
+    {   /* a scheme is at most 32 bytes: look for "://" there instead of scanning the host */
+        const uint8_t *colon = (const uint8_t *)memchr(in + a, ':', (b - a) < 33 ? (b - a) : 33);
+        if (colon && (size_t)(colon - in) + 2 < b && colon[1] == '/' && colon[2] == '/' &&
+            ((in[a] | 0x20) >= 'a' && (in[a] | 0x20) <= 'z')) {
+            size_t j = a + 1, c_at = (size_t)(colon - in);
+            while (j < c_at && (((in[j] | 0x20) >= 'a' && (in[j] | 0x20) <= 'z') || (in[j] >= '0' && in[j] <= '9') ||
+                                in[j] == '+' || in[j] == '-' || in[j] == '.'))
+                j++;
+            if (j == c_at) a = c_at + 3;
+        }
+    }
+    if (a == i && a + 1 < b && in[a] == '/' && in[a + 1] == '/') a += 2;
+    /* R3 */
+    auth_end = a;
+    while (auth_end < b && !(_canon_cls[in[auth_end]] & CC_AEND)) auth_end++;
+    host_s = a;
+    if (auth_end > a && memchr(in + a, '@', auth_end - a))
+        for (i = a; i < auth_end; i++)
+            if (in[i] == '@') host_s = i + 1;
+    host_e = auth_end;
+    /* R5: find the port */
+    if (host_s < auth_end && in[host_s] == '[') {
+        for (i = host_s; i < auth_end && in[i] != ']'; i++) {}
+        if (i == auth_end) return CANON_BAD_HOST;
+        host_e = i + 1;
+        if (host_e < auth_end) {
+            if (in[host_e] != ':') return CANON_BAD_HOST;
+            has_port = 1; port_s = host_e + 1; port_e = auth_end;
+        }
+    } else {
+        for (i = auth_end; i > host_s; i--)
+            if (in[i - 1] == ':') { has_port = 1; host_e = i - 1; port_s = i; port_e = auth_end; break; }
+    }
+    /* R4: the host */
+    for (i = host_s; i < host_e; i++) {
+        uint8_t c = in[i];
+        if (c == '%') {
+            int h, l;
+            if (i + 2 < host_e && (h = _canon_hexval(in[i + 1])) >= 0 && (l = _canon_hexval(in[i + 2])) >= 0) {
+                c = (uint8_t)(h * 16 + l);
+                i += 2;
+            } else {
+                return CANON_BAD_HOST;
+            }
+        }
+        if (c >= 'A' && c <= 'Z') c |= 0x20;
+        if (c == '.') {
+            if (o == 0 || out[o - 1] == '.') continue;  /* leading dots, runs of dots */
+        } else if (!(_canon_cls[c] & CC_HOST) && !((c == ':' || c == '[' || c == ']') && in[host_s] == '[')) {
+            return CANON_BAD_HOST;
+        }
+        if (o >= cap) return CANON_TOO_LONG;
+        out[o++] = c;
+    }
+    while (o > 0 && out[o - 1] == '.') o--;
+    if (o == 0 || (out[0] == '[' && o < 3)) return CANON_BAD_HOST;
+    if (flags & CANON_KEY) _canon_reverse_labels(out, o);
+    if (has_port) {
+        uint32_t port = 0;
+        size_t digits = 0;
+        for (i = port_s; i < port_e; i++) {
+            if (in[i] < '0' || in[i] > '9') return CANON_BAD_PORT;
+            port = port * 10 + (in[i] - '0');
+            if (port > 65535) return CANON_BAD_PORT;
+            digits++;
+        }
+        if (digits && port != 80 && port != 443) {
+            char tmp[8];
+            int k = 0;
+            if (o + 6 > cap) return CANON_TOO_LONG;
+            out[o++] = ':';
+            do { tmp[k++] = (char)('0' + port % 10); port /= 10; } while (port);
+            while (k) out[o++] = (uint8_t)tmp[--k];
+        }
+    }
+    /* R6, R7, R8: path, query, fragment */
+    path_start = o;
+    i = auth_end;
+    {
+        size_t end, q;
+        const uint8_t *hit = i < b ? (const uint8_t *)memchr(in + i, '#', b - i) : NULL;
+        end = hit ? (size_t)(hit - in) : b;                /* R8: fragment */
+        hit = i < end ? (const uint8_t *)memchr(in + i, '?', end - i) : NULL;
+        q = hit ? (size_t)(hit - in) : end;                /* query start */
+        while (i < q) {
+            size_t s, e, seg_o;
+            while (i < q && in[i] == '/') i++;             /* R7: empty segments */
+            if (i >= q) break;
+            s = i;
+            {
+                const uint8_t *slash = (const uint8_t *)memchr(in + i, '/', q - i);
+                i = slash ? (size_t)(slash - in) : q;
+            }
+            e = i;
+            if (o >= cap) return CANON_TOO_LONG;
+            seg_o = o;
+            out[o++] = '/';
+            if ((rc = _canon_pct(in + s, e - s, out, cap, &o)) < 0) return rc;
+            if (o - seg_o == 2 && out[seg_o + 1] == '.') {
+                o = seg_o;                                 /* "." */
+            } else if (o - seg_o == 3 && out[seg_o + 1] == '.' && out[seg_o + 2] == '.') {
+                o = seg_o;                                 /* ".." */
+                while (o > path_start && out[o - 1] != '/') o--;
+                if (o > path_start) o--;
+            } else if (o - seg_o == 1) {
+                o = seg_o;                                 /* cannot happen: empty segment */
+            }
+        }
+        if (q + 1 < end) {
+            if (o >= cap) return CANON_TOO_LONG;
+            out[o++] = '?';
+            if ((rc = _canon_pct(in + q + 1, end - q - 1, out, cap, &o)) < 0) return rc;
+        }
+    }
+    return (ptrdiff_t)o;
+}
+
+#endif

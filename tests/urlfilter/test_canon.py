@@ -1,0 +1,150 @@
+"""Canonical URL form: one test per rule of ext/urlcanon.h, plus properties."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.strategies import urls
+from urlfilter.canon import canonicalize, canonicalize_many, from_key, to_key
+from urlfilter.errors import InvalidUrl
+
+
+def reason(url):
+    with pytest.raises(InvalidUrl) as e:
+        canonicalize(url)
+    return e.value.reason
+
+
+# R1 white space and control bytes
+def test_r1_trim_and_reject_controls():
+    assert canonicalize("  example.com/a \r\n") == "example.com/a"
+    assert reason("") == "empty"
+    assert reason(" \t ") == "empty"
+    assert reason("exa mple.com") == "bad_char"
+    assert reason(b"example.com/\x00x") == "bad_char"
+    assert reason(b"example.com/\x7f") == "bad_char"
+    assert reason("example.com/a\tb") == "bad_char"
+
+
+# R2 scheme
+def test_r2_scheme_dropped():
+    for u in ("http://example.com/a", "HTTPS://example.com/a", "ftp+x.y-z://example.com/a",
+              "//example.com/a", "example.com/a"):
+        assert canonicalize(u) == "example.com/a", u
+    assert canonicalize("localhost:8080/x") == "localhost:8080/x"   # not a scheme
+
+
+# R3 userinfo
+def test_r3_userinfo_dropped():
+    assert canonicalize("http://bank.com@evil.net/login") == "evil.net/login"
+    assert canonicalize("https://www.visa.co.jp%2f@mueecnzdasd.shop/x") == "mueecnzdasd.shop/x"
+    assert canonicalize("http://u:p@a:b@host.org/") == "host.org"
+
+
+# R4 host
+def test_r4_host_lower_dots_escapes():
+    assert canonicalize("WWW.Example.COM/Path") == "www.example.com/Path"
+    assert canonicalize("example.com./") == "example.com"
+    assert canonicalize(".afshin.ir") == "afshin.ir"
+    assert canonicalize("a..b...com") == "a.b.com"
+    assert canonicalize("%65xample.com") == "example.com"
+    assert canonicalize("178.128.25.172/tag") == "178.128.25.172/tag"
+    assert canonicalize("[2001:DB8::1]:8080/x") == "[2001:db8::1]:8080/x"
+    assert reason("exa*mple.com") == "bad_host"
+    assert reason("http:///path") == "bad_host"
+    assert reason("%zzexample.com") == "bad_host"
+    assert reason("...") == "bad_host"
+
+
+def test_r4_idn_to_punycode():
+    assert canonicalize("http://Bücher.de/x") == "xn--bcher-kva.de/x"
+    assert canonicalize("xn--bcher-kva.de/x") == "xn--bcher-kva.de/x"
+
+
+# R5 port
+def test_r5_port():
+    assert canonicalize("example.com:80/a") == "example.com/a"
+    assert canonicalize("https://example.com:443") == "example.com"
+    assert canonicalize("example.com:/a") == "example.com/a"
+    assert canonicalize("example.com:08080/a") == "example.com:8080/a"
+    assert reason("example.com:http/a") == "bad_port"
+    assert reason("example.com:70000/a") == "bad_port"
+
+
+# R6 percent-encoding
+def test_r6_percent_encoding():
+    assert canonicalize("a.com/%7Euser/%41%62") == "a.com/~user/Ab"
+    assert canonicalize("a.com/Espa%c3%b1ol") == "a.com/Espa%C3%B1ol"
+    assert canonicalize("a.com/Español".encode()) == "a.com/Espa%C3%B1ol"
+    assert canonicalize("a.com/%zz/%4") == "a.com/%25zz/%254"
+    assert canonicalize("a.com/a%2Fb") == "a.com/a%2Fb"          # an encoded '/' is not a separator
+    assert canonicalize('a.com/"<x>\\') == "a.com/%22%3Cx%3E%5C"
+    assert canonicalize("a.com/p*300*.asx;x=1") == "a.com/p*300*.asx;x=1"
+    assert canonicalize("a.com/?q=%7e%20") == "a.com?q=~%20"
+
+
+# R7 path segments
+def test_r7_dot_segments_and_slashes():
+    assert canonicalize("a.com//x///y/") == "a.com/x/y"
+    assert canonicalize("a.com/x/./y") == "a.com/x/y"
+    assert canonicalize("a.com/x/../y") == "a.com/y"
+    assert canonicalize("a.com/../../y") == "a.com/y"
+    assert canonicalize("a.com/x/%2e%2E/y") == "a.com/y"
+    assert canonicalize("a.com/x/...") == "a.com/x/..."
+    assert canonicalize("a.com/") == "a.com"
+    assert canonicalize("a.com/x/..") == "a.com"
+
+
+# R8 fragment and empty query
+def test_r8_fragment_and_query():
+    assert canonicalize("a.com/login.php?#signin") == "a.com/login.php"
+    assert canonicalize("a.com/x#frag?not-a-query") == "a.com/x"
+    assert canonicalize("a.com/x?a=1&b=/c/../d") == "a.com/x?a=1&b=/c/../d"   # query is opaque
+    assert canonicalize("a.com?x") == "a.com?x"
+
+
+# R9 key form
+def test_r9_key_form():
+    assert to_key("www.example.com:8080/a") == b"com.example.www:8080/a"
+    assert from_key(b"com.example.www:8080/a") == "www.example.com:8080/a"
+    assert to_key("[::1]/x") == b"[::1]/x"
+
+
+def test_huge_url():
+    u = "http://a.com/" + "x/" * 32768
+    assert canonicalize(u) == "a.com" + "/x" * 32768
+    assert len(canonicalize("a.com/" + "%e9" * 30000)) == 5 + 1 + 90000
+
+
+@given(urls())
+def test_idempotent(u):
+    c = canonicalize(u)
+    assert canonicalize(c) == c
+    assert from_key(to_key(u)) == c
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_random_bytes_never_crash(b):
+    try:
+        c = canonicalize(b)
+    except InvalidUrl as e:
+        assert e.reason in {"empty", "bad_char", "bad_host", "bad_port"}
+        return
+    assert c.isascii()
+    assert canonicalize(c) == c
+
+
+def test_batch_agrees_with_single():
+    items = [b"HTTP://A.com/./x", b"", b"bad host", "b\u00fccher.de".encode(), b"x.org:99999", b"a.com/%7e"]
+    data = b"".join(items)
+    offsets = np.cumsum([0] + [len(x) for x in items])
+    got, codes = canonicalize_many(data, offsets)
+    want = []
+    for x in items:
+        try:
+            want.append(canonicalize(x))
+        except InvalidUrl:
+            want.append("")
+    assert got == want
+    assert (codes == 0).tolist() == [w != "" for w in want]

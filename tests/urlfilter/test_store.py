@@ -1,0 +1,202 @@
+"""SQLite store, importers, the tree following the store, and the CLI."""
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from urlfilter.cli import main
+from urlfilter.errors import InvalidUrl, StoreError
+from urlfilter.importers import import_path, split_lines
+from urlfilter.store import Period, Store, UrlManager
+
+
+def test_split_lines_keeps_every_line():
+    data = b"a.com\r\n\n# c\n  ! d\nlast"
+    buf, off, com = split_lines(data)
+    assert len(off) - 1 == 5
+    assert [bytes(buf[off[i]:off[i + 1]]) for i in range(5)] == [b"a.com\r\n", b"\n", b"# c\n", b"  ! d\n", b"last"]
+    assert com.tolist() == [False, False, True, True, False]
+
+
+def test_store_crud_and_history(tmp_path):
+    s = Store(tmp_path / "s.db")
+    assert s.add("HTTP://A.com/x/", "adult") == ("a.com/x", True)
+    assert s.add("a.com/x", "gambling") == ("a.com/x", False)
+    assert s.get("a.com/x")["category"] == "gambling"
+    assert s.update("a.com/x", new_url="b.com/y") == "b.com/y"
+    assert s.get("a.com/x") is None and s.get("b.com/y")["category"] == "gambling"
+    s.add("c.com", "adult")
+    with pytest.raises(StoreError):
+        s.update("c.com", new_url="b.com/y")
+    with pytest.raises(StoreError):
+        s.update("nothere.com", category="x")
+    with pytest.raises(InvalidUrl):
+        s.add("bad host", "x")
+    assert s.delete("c.com") and not s.delete("c.com")
+    actions = [r[1] for r in s.changes_since(0)]
+    assert actions == ["add", "update", "update", "add", "delete"]
+    assert s.count() == 1
+
+
+def test_periods_vectorised(tmp_path):
+    s = Store(tmp_path / "s.db")
+    day = 86400 * 10
+    p_window = s.period_id(Period(daily_start=8 * 60, daily_end=12 * 60))
+    p_wrap = s.period_id(Period(daily_start=22 * 60, daily_end=2 * 60))
+    p_range = s.period_id(Period(active_from=day, active_until=day + 3600))
+    assert s.period_id(Period(daily_start=8 * 60, daily_end=12 * 60)) == p_window
+    assert s.period_id(None) == 0
+    ids = [0, p_window, p_wrap, p_range]
+    assert s.active(ids, day + 9 * 3600).tolist() == [True, True, False, False]
+    assert s.active(ids, day + 23 * 3600).tolist() == [True, False, True, False]
+    assert s.active(ids, day + 60).tolist() == [True, False, True, True]
+    with pytest.raises(StoreError):
+        Period.parse_window("25:00-26:00")
+    with pytest.raises(StoreError):
+        s.period_id(Period(active_from=10, active_until=5))
+
+
+def test_manager_tree_follows_store_and_other_writers(tmp_path):
+    db = tmp_path / "m.db"
+    m = UrlManager(db)
+    m.add("evil.com", "malware")
+    t = m.load_tree()
+    assert t.match("x.evil.com/a") > 0
+    m.save_snapshot()
+    # another writer changes the store: the tree sees it through refresh(), without a rebuild
+    other = Store(db)
+    other.add("bad.org/p", "phishing")
+    other.delete("evil.com")
+    other.update("bad.org/p", category="adult")
+    assert m.refresh() == 3
+    assert m.tree is t
+    assert t.match("x.evil.com/a") == 0
+    hit = m.match(["http://bad.org/p/q"])[0]
+    assert hit["hit"] and hit["entry"] == "bad.org/p" and hit["category"] == "adult"
+    # a new manager maps the snapshot and replays only the newer changes
+    m2 = UrlManager(db)
+    t2 = m2.load_tree()
+    assert t2.tag == 1 and m2.seq == m.seq
+    assert t2.keys() == t.keys()
+    m.save_snapshot()
+    stamp = m.snapshot.stat().st_mtime_ns
+    m3 = UrlManager(db)
+    m3.load_tree()
+    m3.save_snapshot()                       # nothing changed: the file is not rewritten
+    assert m3.snapshot.stat().st_mtime_ns == stamp and m3.tree.stats()["mapped"]
+    # filtering periods
+    m.add("night.net", "x", Period(daily_start=0, daily_end=60))
+    ids = m.match_many(["night.net/a"], at=30 * 60)
+    assert ids[0] > 0 and m.match_many(["night.net/a"], at=3 * 3600)[0] == 0
+
+
+def test_import_garbage_file_every_line_counted(tmp_path):
+    lines = [b"# comment", b"! adblock comment", b"", b"   ", b"good.com/a", b"GOOD.com/a/",
+             b"with space.com", b"nul\x00.com", b"bad%zzhost.com", b"a.com:99999",
+             b"b\xc3\xbccher.de/x", b"\xff\xfe.com", b"ok.org/" + b"y" * 65536, b"ok.org/" + b"z" * 60000,
+             b"1.2.3.4/x", b"[2001:db8::1]/v6", b"x.com/%zz%4", b"  padded.net  ", b"http://evil.com@real.net/"]
+    p = tmp_path / "list.gz"
+    p.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    s = Store(tmp_path / "g.db")
+    (r,) = import_path(s, p, category="test")
+    assert r.lines == len(lines)
+    assert r.rejected == {"comment": 2, "blank": 2, "bad_char": 2, "bad_host": 2, "bad_port": 1, "too_long": 1}
+    assert r.duplicates == 1 and r.added == 8
+    stored = {u for u, *_ in s.list()}
+    assert {"good.com/a", "xn--bcher-kva.de/x", "1.2.3.4/x", "[2001:db8::1]/v6", "x.com/%25zz%254",
+            "padded.net", "real.net"} <= stored
+    imp = s.db.execute("SELECT lines, added, duplicates, rejected, reasons FROM imports").fetchone()
+    assert imp[:4] == (r.lines, r.added, r.duplicates, r.n_rejected) and json.loads(imp[4])["comment"] == 2
+
+
+def test_import_csv(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text("url,category\nhttp://a.com/1,adult\nb.com,\n# c,z\n,adult\nbad host,q\n")
+    s = Store(tmp_path / "c.db")
+    (r,) = import_path(s, p, category="fallback")
+    assert (r.lines, r.added, r.rejected) == (5, 2, {"comment": 1, "blank": 1, "bad_char": 1})
+    assert s.get("a.com/1")["category"] == "adult" and s.get("b.com")["category"] == "fallback"
+
+
+def test_import_real_ut1_category(tmp_path, shared):
+    folder = shared("blacklists/ut1/drogue")
+    s = Store(tmp_path / "u.db")
+    res = import_path(s, folder)
+    assert {r.category for r in res} == {"drogue"} and len(res) == 2
+    raw = 0
+    for r in res:
+        r.check()
+        with gzip.open(r.source, "rb") as f:
+            raw += len(f.read().splitlines())
+    assert sum(r.lines for r in res) == raw
+    assert s.count() == sum(r.added for r in res) > 0
+    m = UrlManager(tmp_path / "u.db")
+    t = m.load_tree()
+    assert len(t) == s.count()
+    t.check()
+    with gzip.open(folder / "urls.gz", "rb") as f:
+        sample = f.read().splitlines()[:200]
+    assert (t.match_many(sample) > 0).all()
+    # importing again adds nothing and counts duplicates
+    again = import_path(s, folder)
+    assert sum(r.added for r in again) == 0 and sum(r.duplicates for r in again) == sum(r.added for r in res)
+
+
+def test_import_whole_ut1_tree_with_categories(tmp_path, shared):
+    root = shared("blacklists/ut1")
+    s = Store(tmp_path / "all.db")
+    res = import_path(s, root)
+    cats = s.by_category()
+    assert len(cats) > 50 and cats["bank"] > 1000
+    assert all(r.lines == r.added + r.duplicates + r.n_rejected for r in res)
+
+
+def test_cli_end_to_end(tmp_path, capsys):
+    db = str(tmp_path / "cli.db")
+    lst = tmp_path / "list.txt"
+    lst.write_text("evil.com\nbad.org/path\n\n#x\n")
+    assert main(["--db", db, "import", str(lst), "--category", "malware"]) == 0
+    assert "2 added" in capsys.readouterr().out
+    assert main(["--db", db, "add", "http://Phish.net/login", "--category", "phishing"]) == 0
+    capsys.readouterr()
+    rc = main(["--db", db, "match", "--json", "https://www.evil.com/x", "bad.org/pathx", "phish.net/login?a", "bad host"])
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert rc == 0
+    assert [r["hit"] for r in rows] == [True, False, True, False]
+    assert rows[0]["entry"] == "evil.com" and rows[0]["category"] == "malware"
+    assert rows[0]["canonical"] == "www.evil.com/x" and rows[3]["canonical"] is None
+    assert main(["--db", db, "match", "nothing.example"]) == 1
+    capsys.readouterr()
+    assert main(["--db", db, "delete", "evil.com"]) == 0
+    assert main(["--db", db, "stats", "--json"]) == 0
+    st = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert st["urls"] == 2 and st["bytes_per_url"] > 0 and st["by_category"] == {"malware": 1, "phishing": 1}
+    assert main(["--db", db, "add", "x.com", "--category", "c", "--daily", "99:00-1"]) == 2
+    assert "error" in capsys.readouterr().err
+    assert main(["--db", db, "import", str(tmp_path / "missing.txt")]) == 2
+    assert main(["--db", db, "export", str(tmp_path / "e.csv")]) == 0
+    assert (tmp_path / "e.csv").read_text().count("\n") == 3
+    assert main(["--db", db, "backup", str(tmp_path / "b.db")]) == 0
+    assert Store(tmp_path / "b.db").count() == 2
+
+
+def test_cli_entry_point(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "urlfilter.cli", "--db", str(tmp_path / "e.db"), "stats", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["urls"] == 0
+
+
+def test_import_folder_of_plain_lists_and_empty_folder(tmp_path):
+    d = tmp_path / "lists"
+    d.mkdir()
+    (d / "gambling.txt").write_text("casino.example\n")
+    (d / "ads.gz").write_bytes(gzip.compress(b"ads.example/banner\nads.example\n"))
+    s = Store(tmp_path / "p.db")
+    res = import_path(s, d)
+    assert sorted((r.category, r.added) for r in res) == [("ads", 2), ("gambling", 1)]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError):
+        import_path(s, tmp_path / "empty")

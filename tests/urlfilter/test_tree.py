@@ -1,0 +1,346 @@
+"""The compressed AVL tree against a naive model (hypothesis, stateful) and its edge cases."""
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
+
+from tests.strategies import naive_prefix, urls
+from urlfilter.canon import canonicalize, to_key
+from urlfilter.errors import InvalidUrl
+from urlfilter.tree import MAX_URLS, TREE_NODE_DTYPE, UrlTree
+from webtap._ext import avl
+
+
+def test_node_dtype_mirrors_struct():
+    assert TREE_NODE_DTYPE.itemsize == avl.sizeof_tree_node() == 8
+    assert avl.HEADER.size == avl.sizeof_snapshot_header() == 64
+    assert MAX_URLS == 2**28 - 1
+
+
+def test_crud_basics():
+    t = UrlTree()
+    uid, created = t.insert("http://www.Example.com/a/b", category=3, period=2)
+    assert created and uid == 1
+    assert t.insert("www.example.com/a/b/") == (uid, False)
+    assert t.get(uid) == "www.example.com/a/b"
+    assert t.payload(uid) == (3, 2)
+    assert t.find("https://www.example.com/a/b#x") == uid
+    assert t.find("www.example.com/a") == 0
+    assert t.match("www.example.com/a/b/c?d") == uid
+    assert t.match("www.example.com/a/bc") == 0
+    t.update(uid, category=5)
+    assert t.payload(uid) == (5, 2)
+    t.update(uid, url="other.org/z")
+    assert t.get(uid) == "other.org/z" and t.payload(uid) == (5, 2)
+    assert t.find("www.example.com/a/b") == 0 and t.find("other.org/z") == uid
+    assert t.delete("other.org/z") == uid
+    assert len(t) == 0 and t.get(uid) is None and t.match("other.org/z") == 0
+    t.check()
+
+
+def test_domain_entry_blocks_subdomains_only():
+    t = UrlTree()
+    d, _ = t.insert("evil.net")
+    p, _ = t.insert("good.org/bad")
+    assert t.match("evil.net") == d
+    assert t.match("http://a.b.evil.net:8080/x?y") == d
+    assert t.match("evil.net.example.com") == 0
+    assert t.match("notevil.net") == 0
+    assert t.match("good.org/bad/x") == p
+    assert t.match("sub.good.org/bad") == 0      # URL entries do not cover subdomains
+    assert t.match("good.org/badx") == 0
+    assert t.match("good.org/bad?x=1") == p
+    # longest entry wins
+    q, _ = t.insert("a.evil.net/x")
+    assert t.match("a.evil.net/x/y") == q and t.match("a.evil.net/y") == d
+
+
+def test_rekey_onto_existing_url_is_refused():
+    t = UrlTree()
+    a, _ = t.insert("a.com")
+    t.insert("b.com")
+    with pytest.raises(KeyError):
+        t.update(a, url="b.com")
+    assert t.get(a) == "a.com"
+    t.check()
+
+
+def test_garbage_and_huge_urls():
+    t = UrlTree()
+    for bad in ["", " ", "a b.com", "x\x00y.com", "a.com:99999", "exa*mple.com"]:
+        with pytest.raises(InvalidUrl):
+            t.insert(bad)
+    big = "big.example/" + "a" * 65000
+    uid, _ = t.insert(big)
+    assert t.get(uid) == canonicalize(big)
+    assert t.match(big + "/more") == uid
+    with pytest.raises(InvalidUrl) as e:
+        t.insert("big.example/" + "b" * 70000)
+    assert e.value.reason == "too_long"
+    # a huge query still matches its domain (queries have no length limit)
+    t.insert("huge.example")
+    assert t.match("http://huge.example/" + "z" * 200000) != 0
+    assert len(t) == 2
+    t.check()
+
+
+def test_batch_matches_single_and_accepts_arrow_numpy_lists():
+    t = UrlTree()
+    entries = ["a.com", "b.org/x", "c.net/x/y?z", "d.io:8080"]
+    for i, e in enumerate(entries):
+        t.insert(e, category=i + 1)
+    queries = ["http://www.a.com/", "b.org/x/1", "b.org/xx", "c.net/x/y?z", "c.net/x/y?zz",
+               "d.io:8080/q", "d.io/q", "", "bad host", "A.COM."]
+    want = [t.match(q) if q.strip() and " " not in q else None for q in queries]
+    for form in (queries, np.array(queries, dtype=object), pa.array(queries),
+                 pa.array(queries, type=pa.large_string()), pa.array([q.encode() for q in queries])):
+        got = t.match_many(form)
+        assert got.dtype == np.int32
+        for g, w in zip(got.tolist(), want):
+            assert g == w if w is not None else g < 0
+    sliced = pa.array(queries).slice(1, 3)
+    assert t.match_many(sliced).tolist() == [want[1], want[2], want[3]]
+    cat, _ = t.payload_batch(t.match_many(queries))
+    assert cat.tolist()[:2] == [1, 2]
+    exact = t.match_many(queries, prefix=False)
+    assert exact.tolist()[3] == t.find("c.net/x/y?z") and exact.tolist()[1] == 0
+
+
+def test_insert_many_codes():
+    t = UrlTree()
+    ids, codes = t.insert_many(["a.com", "A.com", "", "b.com:http", "c.com/" + "x" * 70000], categories=[1, 2, 3, 4, 5])
+    assert codes.tolist() == [0, 1, -1, -4, -6]
+    assert ids.tolist()[:2] == [1, 1] and ids.tolist()[2:] == [0, 0, 0]
+    assert t.payload(1) == (1, 0)
+
+
+def test_many_inserts_deletes_compaction_and_ids_reuse():
+    rng = np.random.default_rng(7)
+    t = UrlTree()
+    words = [f"h{i % 97}.com/p{i}/{'x' * int(rng.integers(0, 40))}" for i in range(20000)]
+    ids, codes = t.insert_many(words)
+    assert (codes == 0).all()
+    t.check()
+    gone = rng.choice(len(words), 15000, replace=False)
+    for i in gone.tolist():
+        assert t.delete(words[i]) == ids[i]
+    t.check()
+    st_ = t.stats()
+    assert st_["dead_bytes"] < st_["compressed_url_bytes"] + (1 << 20) + 1
+    t.compact()
+    assert t.stats()["dead_bytes"] == 0
+    t.check()
+    keep = np.setdiff1d(np.arange(len(words)), gone)
+    assert (t.match_many([words[i] for i in keep.tolist()]) == ids[keep]).all()
+    nid, _ = t.insert("new.com")
+    assert nid in set(ids[gone].tolist())       # freed ids are reused
+    t.check()
+
+
+def test_snapshot_round_trip(tmp_path):
+    t = UrlTree()
+    urls_ = [f"s{i}.example/{i % 13}/{i}" for i in range(3000)] + ["dom.example"]
+    ids, _ = t.insert_many(urls_, categories=7)
+    for u in urls_[:500]:
+        t.delete(u)
+    t.save(tmp_path / "t.snap", tag=42)
+    u = UrlTree.load(tmp_path / "t.snap")
+    assert u.tag == 42 and len(u) == len(t) and u.stats()["mapped"]
+    u.check()
+    q = urls_ + [x + "/deeper" for x in urls_] + ["a.dom.example/x", "nothing.example"]
+    assert (u.match_many(q) == t.match_many(q)).all()
+    assert u.keys() == t.keys()
+    assert u.get(int(ids[600])) == t.get(int(ids[600]))
+    # first modification copies the mapping into private memory
+    u.insert("after.load")
+    assert not u.stats()["mapped"] and u.match("after.load/x") > 0
+    u.check()
+    with pytest.raises(ValueError):
+        (tmp_path / "bad").write_bytes(b"WTAVL001" + b"\0" * 10)
+        UrlTree.load(tmp_path / "bad")
+    raw = (tmp_path / "t.snap").read_bytes()
+    (tmp_path / "trunc").write_bytes(raw[:-5])
+    with pytest.raises(ValueError):
+        UrlTree.load(tmp_path / "trunc")
+
+
+class TreeMachine(RuleBasedStateMachine):
+    """Any sequence of insert/delete/update/match behaves like a dict keyed by canonical key, and
+    the AVL invariants and the RefID == parent encoding hold after every step."""
+
+    ids = Bundle("ids")
+
+    @initialize()
+    def setup(self):
+        self.t = UrlTree()
+        self.model = {}      # key -> (id, category, period)
+
+    def _id_of(self, key):
+        return self.model[key][0] if key in self.model else 0
+
+    @rule(target=ids, u=urls(), cat=st.integers(0, 300), per=st.integers(0, 3))
+    def insert(self, u, cat, per):
+        k = to_key(u)
+        uid, created = self.t.insert(u, cat, per)
+        assert created == (k not in self.model)
+        if created:
+            assert uid not in {v[0] for v in self.model.values()}
+            self.model[k] = (uid, cat, per)
+        else:
+            assert uid == self.model[k][0]
+        return uid
+
+    @rule(u=urls())
+    def delete(self, u):
+        k = to_key(u)
+        assert self.t.delete(u) == self._id_of(k)
+        self.model.pop(k, None)
+
+    @rule(uid=ids)
+    def delete_id(self, uid):
+        live = {v[0]: k for k, v in self.model.items()}
+        assert self.t.delete_id(uid) == (uid in live)
+        if uid in live:
+            del self.model[live[uid]]
+
+    @rule(uid=ids, u=urls())
+    def rekey(self, uid, u):
+        live = {v[0]: k for k, v in self.model.items()}
+        k = to_key(u)
+        if uid not in live:
+            with pytest.raises(KeyError):
+                self.t.update(uid, url=u)
+        elif k in self.model and self.model[k][0] != uid:
+            with pytest.raises(KeyError):
+                self.t.update(uid, url=u)
+        else:
+            self.t.update(uid, url=u)
+            old = self.model.pop(live[uid])
+            self.model[k] = old
+
+    @rule(uid=ids, cat=st.integers(0, 70000), per=st.integers(0, 5))
+    def set_payload(self, uid, cat, per):
+        live = {v[0]: k for k, v in self.model.items()}
+        if uid in live:
+            self.t.update(uid, category=cat, period=per)
+            self.model[live[uid]] = (uid, cat, per)
+
+    @rule(u=urls())
+    def match(self, u):
+        k = to_key(u)
+        best = naive_prefix(self.model, k)
+        assert self.t.match(u) == (self.model[best][0] if best is not None else 0)
+        assert self.t.find(u) == self._id_of(k)
+
+    @invariant()
+    def consistent(self):
+        if not hasattr(self, "t"):
+            return
+        assert len(self.t) == len(self.model)
+        self.t.check()
+        for k, (uid, cat, per) in self.model.items():
+            assert self.t.get_key(uid) == k
+            assert self.t.payload(uid) == (cat, per)
+
+
+TreeMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=60, deadline=None)
+test_tree_machine = TreeMachine.TestCase
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(urls(), min_size=1, max_size=120), st.lists(urls(), max_size=60))
+def test_batch_prefix_match_equals_naive(entries, queries):
+    t = UrlTree()
+    ids, _ = t.insert_many(entries)
+    model = {to_key(e): int(i) for e, i in zip(entries, ids.tolist())}
+    got = t.match_many(queries + entries)
+    for q, g in zip(queries + entries, got.tolist()):
+        best = naive_prefix(model, to_key(q))
+        assert g == (model[best] if best is not None else 0), q
+
+
+def test_optimize_renumbers_in_preorder_and_keeps_answers():
+    t = UrlTree()
+    urls_ = [f"o{i % 50}.example/{i}/x{i % 7}" for i in range(5000)] + ["dom.example"]
+    ids, _ = t.insert_many(urls_, categories=np.arange(len(urls_)) % 9)
+    for u in urls_[::3]:
+        t.delete(u)
+    before = {t.get_key(int(i)): t.payload(int(i)) for i in t.ids()}
+    size_before = t.stats()["compressed_url_bytes"]
+    q = urls_ + [u + "/z" for u in urls_] + ["a.dom.example"]
+    keys_before = [t.get_key(int(i)) if i > 0 else None for i in t.match_many(q)]
+    mapping = t.optimize()
+    t.check()
+    assert t.stats()["ids"] == len(t) and t.stats()["dead_bytes"] == 0
+    assert t.stats()["compressed_url_bytes"] < size_before            # one-byte RefIDs
+    assert t.ids().tolist()[:1] != [] and sorted(t.ids().tolist()) == list(range(1, len(t) + 1))
+    assert {t.get_key(int(i)): t.payload(int(i)) for i in t.ids()} == before
+    assert [t.get_key(int(i)) if i > 0 else None for i in t.match_many(q)] == keys_before
+    live = ids[[i for i in range(len(urls_)) if i % 3 != 0]]
+    assert (t.match_many([u for i, u in enumerate(urls_) if i % 3 != 0], prefix=False) == mapping[live]).all()
+    t.insert("new.example")
+    t.check()
+
+
+def test_build_sorted_equals_inserts():
+    from urlfilter.tree import build_tree
+
+    rng = np.random.default_rng(3)
+    base = [f"b{i % 40}.example/{i % 11}/p{i}" for i in range(3000)] + ["dom.example", "DOM.example/", "bad host"]
+    urls_ = [base[i] for i in rng.permutation(len(base))]
+    cats = np.arange(len(urls_)) % 5
+    built, codes = build_tree(urls_, cats)
+    built.check()
+    ref = UrlTree()
+    rids, rcodes = ref.insert_many(urls_, cats)
+    assert (codes < 0).tolist() == (rcodes < 0).tolist()
+    assert built.keys() == ref.keys()
+    assert [built.payload(int(i)) for i in built.ids()] == [ref.payload(int(i)) for i in ref.ids()]
+    assert built.height <= int(np.ceil(np.log2(len(built) + 1)))
+    assert sorted(built.ids().tolist()) == list(range(1, len(built) + 1))
+    q = urls_ + [u + "/x" for u in urls_] + ["a.dom.example/q"]
+    assert [built.get_key(int(i)) if i > 0 else None for i in built.match_many(q)] == \
+           [ref.get_key(int(i)) if i > 0 else None for i in ref.match_many(q)]
+    built.insert("after.example")
+    built.delete(urls_[0])
+    built.check()
+    with pytest.raises(ValueError):
+        UrlTree().build_sorted(b"ba", [0, 1], [1, 2], [0, 1])        # "b" before "a": not sorted
+    with pytest.raises(ValueError):
+        built.build_sorted(b"a", [0], [1], [0])                      # not empty
+
+
+def test_payload_limits():
+    t = UrlTree()
+    uid, _ = t.insert("a.example", category=2**31 - 1, period=2**32 - 1)
+    assert t.payload(uid) == (2**31 - 1, 2**32 - 1)
+    with pytest.raises(OverflowError):
+        t.insert("b.example", category=2**31)
+    with pytest.raises(OverflowError):
+        t.insert_many(["b.example"], categories=2**31)
+    with pytest.raises(OverflowError):
+        t.update(uid, category=2**31)
+    assert t.payload(uid) == (2**31 - 1, 2**32 - 1)
+
+
+def test_too_many_urls_is_refused_cleanly():
+    from urlfilter.errors import TreeFull
+
+    t = UrlTree(max_ids=50)      # the real limit is 2^28 - 1; the refusal path is the same
+    ids, codes = t.insert_many([f"u{i}.example" for i in range(50)])
+    assert (codes == 0).all()
+    with pytest.raises(TreeFull):
+        t.insert("one-more.example")
+    with pytest.raises(TreeFull):
+        t.insert_many(["again.example", "u1.example"])
+    assert len(t) == 50 and t.find("one-more.example") == 0
+    t.check()
+    t.delete("u3.example")
+    assert t.insert("one-more.example")[1]        # a freed id is usable again
+    t.check()
+    with pytest.raises(OverflowError):
+        UrlTree(max_ids=3).build_sorted(b"abcd", [0, 1, 2, 3], [1, 2, 3, 4], [0, 1, 2, 3])
+    with pytest.raises(ValueError):
+        UrlTree(max_ids=2**28)

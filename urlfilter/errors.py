@@ -1,0 +1,23 @@
+"""Exceptions of urlfilter; each subclasses the builtin a caller would naturally catch."""
+
+
+class UrlFilterError(Exception):
+    """Base class of urlfilter's errors."""
+
+
+class InvalidUrl(UrlFilterError, ValueError):
+    """A URL with no canonical form; .reason is one of urlfilter.canon.REASONS."""
+
+    def __init__(self, url, reason):
+        self.url = url
+        self.reason = reason
+        shown = url if len(url) <= 120 else url[:117] + "..."
+        super().__init__(f"invalid URL ({reason}): {shown!r}")
+
+
+class TreeFull(UrlFilterError, OverflowError):
+    """More URLs than the tree's 28-bit ids can address (2^28 - 1)."""
+
+
+class StoreError(UrlFilterError, RuntimeError):
+    """The SQLite store refused an operation (unknown id, duplicate URL, bad period)."""

@@ -1,0 +1,11 @@
+# Type stubs of webtap._ext.canon (ext/canon.pyx): the C canonical URL form (ext/urlcanon.h).
+import numpy as np
+import numpy.typing as npt
+
+CODES: dict[int, str]
+
+def canonicalize_bytes(url: bytes, key: bool = False) -> tuple[bytes, int]: ...
+def canonicalize_batch(
+    data: bytes | npt.NDArray[np.uint8], offsets: npt.ArrayLike, key: bool = False, sep: int = -1
+) -> tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int8]]: ...
+def key_flip(s: bytes) -> bytes: ...
