@@ -496,6 +496,8 @@ cdef class PairingTable:
                 self._link(idx, cell)
                 if self.npending > self.max_pending:
                     self._evict(self.age_head, UR_CAP)
+                if <uint64_t>self.npending > self.cnt[PC_PEAK_PENDING]:
+                    self.cnt[PC_PEAK_PENDING] = self.npending
                 if self.npending > <int64_t>self.ncells and self.ncells < self.max_cells:
                     return self._grow_cells()
                 return 0
@@ -543,8 +545,6 @@ cdef class PairingTable:
             self.pool[self.age_tail].age_next = idx
         self.age_tail = idx
         self.npending += 1
-        if <uint64_t>self.npending > self.cnt[PC_PEAK_PENDING]:
-            self.cnt[PC_PEAK_PENDING] = self.npending
 
     cdef void _unlink(self, int32_t idx) noexcept nogil:
         """Remove a linked entry from its collision list and the age list (entry stays allocated)."""
