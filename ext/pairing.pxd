@@ -29,6 +29,8 @@ ctypedef struct TxnRecord:
     uint8_t outcome             # RecOutcome
     uint8_t unmatched_reason    # UnmatchedReason; UR_NONE for paired records
     uint16_t rflags             # RF_* bits below
+    uint16_t request_trace      # position of the request's trace among the inputs (0-based)
+    uint16_t response_trace     # same for the response
 
 cdef enum RecOutcome:
     REC_PAIRED = 0              # request and response both present
@@ -118,6 +120,7 @@ ctypedef struct PendEntry:
     uint8_t method_id           # METHOD_* for requests
     uint8_t ip_version          # 4 or 6
     uint8_t interim_done        # 1 when the request already appeared in a record with a 1xx
+    uint16_t trace              # position of the message's trace among the inputs (0-based)
 
 
 cdef inline uint32_t fold_ip(const uint8_t *a, uint8_t ip_version) noexcept nogil:

@@ -186,6 +186,7 @@ cdef class PairingTable:
     cdef size_t rec_cap
     cdef StrCol cols[C_N]
     cdef uint64_t cnt[<int>PC_N]
+    cdef public uint16_t trace  # trace id stamped on the messages of the next feed()
 
     def __cinit__(self, int64_t gc_timeout_ns=60_000_000_000, int64_t max_pending=1 << 20,
                   int64_t max_per_key=64, uint32_t initial_cells=1 << 12,
@@ -228,6 +229,7 @@ cdef class PairingTable:
         self.nchunks = 0
         self.chunk_used = CHUNK
         self.recs = NULL
+        self.trace = 0
         self.nrec = 0
         self.rec_cap = 0
         memset(self.cols, 0, sizeof(self.cols))
@@ -415,6 +417,7 @@ cdef class PairingTable:
         e.method_id = m.method_id
         e.ip_version = m.ip_version
         e.interim_done = 0
+        e.trace = self.trace
         e.next = -1
         e.age_prev = -1
         e.age_next = -1
@@ -831,6 +834,7 @@ cdef class PairingTable:
             r.ip_version = req.ip_version
             r.request_ts_ns = req.ts_ns
             r.request_pkt_index = req.pkt_index
+            r.request_trace = req.trace
             r.request_ack = req.ack
             r.method_id = req.method_id
             r.vlan = req.vlan
@@ -847,6 +851,7 @@ cdef class PairingTable:
                 r.vlan = resp.vlan
             r.response_ts_ns = resp.ts_ns
             r.response_pkt_index = resp.pkt_index
+            r.response_trace = resp.trace
             r.response_seq = resp.seq
             r.status = resp.status
             r.msg_flags |= resp.msg_flags

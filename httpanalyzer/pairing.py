@@ -27,10 +27,11 @@ class Pairer:
         self.table = PairingTable(gc_timeout_ns=int(round(gc_timeout * 1e9)), max_pending=max_pending,
                                   max_per_key=max_per_key, initial_cells=initial_cells,
                                   arena_max_bytes=arena_max_bytes)
-        self.trace = 0
 
-    def feed(self, msgs: np.ndarray, data: np.ndarray) -> None:
-        """Offer one message batch; `data` is the byte buffer its spans point into."""
+    def feed(self, msgs: np.ndarray, data: np.ndarray, trace: int = 0) -> None:
+        """Offer one message batch; `data` is the byte buffer its spans point into; `trace` is
+        the position of its trace among the inputs (recorded as request/response_trace)."""
+        self.table.trace = trace
         self.table.feed(msgs, data)
 
     def advance(self, now_ns: int) -> None:
@@ -44,7 +45,7 @@ class Pairer:
     def take(self) -> pa.RecordBatch:
         """The records emitted since the last take(), as one Arrow batch (possibly empty)."""
         recs, strings = self.table.take()
-        return records.to_record_batch(recs, strings, self.trace)
+        return records.to_record_batch(recs, strings)
 
     @property
     def pending(self) -> int:

@@ -39,6 +39,8 @@ RECORD_DTYPE = np.dtype(
         ("outcome", "u1"),
         ("unmatched_reason", "u1"),
         ("rflags", "<u2"),
+        ("request_trace", "<u2"),
+        ("response_trace", "<u2"),
     ],
     align=True,
 )
@@ -89,7 +91,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "vlan": (pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
     "request_frame": (pa.uint64(), "0-based index of the request packet in its trace"),
     "response_frame": (pa.uint64(), "0-based index of the response packet in its trace"),
-    "trace": (pa.uint16(), "position of the trace in the list of inputs (0-based)"),
+    "request_trace": (pa.uint16(), "position of the request's trace among the inputs (0-based)"),
+    "response_trace": (pa.uint16(), "position of the response's trace among the inputs"),
 }
 SCHEMA = pa.schema([pa.field(n, t) for n, (t, _) in COLUMNS.items()])
 CONTRACT_COLUMNS = list(COLUMNS)[:17]
@@ -108,7 +111,7 @@ def _strings(n: int, parts) -> pa.Array:
     )
 
 
-def to_record_batch(raw_records: np.ndarray, strings: dict, trace: int = 0) -> pa.RecordBatch:
+def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
     """Arrow batch from PairingTable.take() output: one pyarrow call per column."""
     r = raw_records.view(RECORD_DTYPE)
     n = len(r)
@@ -155,7 +158,8 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, trace: int = 0) -> p
         "vlan": pa.array(r["vlan"], mask=r["vlan"] == 0xFFFF),
         "request_frame": pa.array(r["request_pkt_index"], mask=r["request_pkt_index"] == _NO_IDX),
         "response_frame": pa.array(r["response_pkt_index"], mask=r["response_pkt_index"] == _NO_IDX),
-        "trace": pa.array(np.full(n, trace, dtype=np.uint16)),
+        "request_trace": pa.array(r["request_trace"], mask=~has_req),
+        "response_trace": pa.array(r["response_trace"], mask=~has_resp),
     }
     return pa.RecordBatch.from_arrays(list(cols.values()), schema=SCHEMA)
 

@@ -1,0 +1,215 @@
+"""analyze(): traces -> capture -> dissect -> pairing -> Arrow record batches -> DataFrame.
+
+Several traces form one stream in capture-time order: their message batches are merged by
+timestamp (a k-way merge over runs of messages, so traces that do not overlap in time cost one
+feed per batch), and one pairing table sees them all; a request in one file can pair with its
+response in the next.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from httpanalyzer import records
+from httpanalyzer.pairing import Pairer
+
+__all__ = ["analyze", "iter_record_batches", "Summary"]
+
+
+def _dissect_counts(mb) -> dict[str, int]:
+    from webtap.schema import DISSECT_REASONS
+
+    c = getattr(mb, "counters", None)
+    if c is None:
+        return {}
+    if isinstance(c, dict):
+        return {k: int(v) for k, v in c.items()}
+    arr = np.asarray(c).reshape(-1)
+    return {name: int(arr[i]) for i, name in enumerate(DISSECT_REASONS) if i < len(arr)}
+
+
+def _message_batches(path: str, bpf: str | None, stats: "Summary") -> Iterator[tuple]:
+    """(msgs, data, last_packet_ts_ns) per packet batch of one trace."""
+    from webtap.capture import open_trace
+    from webtap.dissect import dissect
+
+    src = open_trace(path, bpf=bpf)
+    try:
+        for batch in src:
+            pk = batch.packets
+            if len(pk) == 0:
+                continue
+            stats.packets += len(pk)
+            stats.bytes += int(pk["wirelen"].sum())
+            mb = dissect(pk, batch.data)
+            for k, v in _dissect_counts(mb).items():
+                stats.dissect[k] += v
+            yield mb.msgs, batch.data, int(pk["ts_ns"][-1])
+            if stats.progress is not None:
+                stats.progress.update(len(pk))
+    finally:
+        close = getattr(src, "close", None)
+        if close is not None:
+            close()
+
+
+@dataclass
+class Summary:
+    """Counts and distributions of one run (filled while the batches stream)."""
+
+    packets: int = 0
+    bytes: int = 0
+    records: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    status: Counter = field(default_factory=Counter)
+    methods: Counter = field(default_factory=Counter)
+    dissect: Counter = field(default_factory=Counter)
+    pairing: dict = field(default_factory=dict)
+    _rt: list = field(default_factory=list)
+    progress: object = None
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self.records += batch.num_rows
+        for name, col in (("outcome", self.outcomes), ("status", self.status),
+                          ("method", self.methods)):
+            vc = pc.value_counts(batch.column(name).drop_null())
+            for v, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+                col[v] += n
+        final = pc.and_(batch.column("matched"), pc.invert(batch.column("interim")))
+        rt = pc.filter(batch.column("response_time"), final).cast(pa.int64())
+        self._rt.append(rt.to_numpy(zero_copy_only=False))
+
+    def response_time_percentiles(self, qs=(50, 90, 99, 99.9)) -> dict[float, float]:
+        rt = np.concatenate(self._rt) if self._rt else np.empty(0, np.int64)
+        if len(rt) == 0:
+            return {}
+        return {q: float(np.percentile(rt, q)) / 1e9 for q in qs}
+
+    def not_paired(self) -> dict[str, int]:
+        """Every HTTP message that did not end up in a paired record, by reason."""
+        return {k: v for k, v in self.pairing.items()
+                if ("unmatched" in k or k in ("final_response_missing", "bad_kind")) and v}
+
+    def table(self) -> str:
+        rows = [("packets", self.packets), ("bytes on the wire", self.bytes),
+                ("HTTP messages", self.pairing.get("messages", 0)),
+                ("records", self.records)]
+        rows += [(f"  {k}", v) for k, v in sorted(self.outcomes.items())]
+        rows += [("paired (after a 1xx)", self.pairing.get("paired_after_interim", 0)),
+                 ("out of order", self.pairing.get("out_of_order", 0))]
+        out = _fmt("Transactions", rows)
+        pct = self.response_time_percentiles()
+        if pct:
+            out += _fmt("Response time (s, final responses)", [(f"p{q:g}", f"{v:.6f}") for q, v in pct.items()])
+        out += _fmt("Top status codes", self.status.most_common(10))
+        out += _fmt("Top methods", self.methods.most_common(10))
+        out += _fmt("HTTP messages not in a paired record, by reason",
+                    sorted(self.not_paired().items()) or [("(none)", 0)])
+        other = {k: v for k, v in self.pairing.items() if v and k in (
+            "request_repeat", "response_repeat", "clock_backwards", "clock_reset", "no_host",
+            "status_odd", "bad_span", "text_clipped", "text_latin1", "arena_full", "peak_pending")}
+        if other:
+            out += _fmt("Pairing events", sorted(other.items()))
+        skipped = {k: v for k, v in self.dissect.items() if v}
+        if skipped:
+            out += _fmt("Dissector counters", sorted(skipped.items()))
+        return out
+
+
+def _fmt(title: str, rows) -> str:
+    rows = [(str(k), str(v)) for k, v in rows]
+    w = max([len(k) for k, _ in rows] + [10])
+    v = max([len(x) for _, x in rows] + [5])
+    return f"\n{title}\n{'-' * (w + v + 2)}\n" + "".join(f"{k:<{w}}  {x:>{v}}\n" for k, x in rows)
+
+
+def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None = None,
+                        gc_timeout: float = 60.0, summary: Summary | None = None,
+                        progress: bool = False, **table_options) -> Iterator[pa.RecordBatch]:
+    """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
+    capture time as one stream). Memory is bounded by the GC window, not by the trace size."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    sources = [os.fspath(s) for s in sources]
+    stats = summary if summary is not None else Summary()
+    if progress:
+        from tqdm import tqdm
+
+        stats.progress = tqdm(unit=" pkt", unit_scale=True, file=sys.stderr, leave=False)
+    pairer = Pairer(gc_timeout=gc_timeout, **table_options)
+    gens = [_message_batches(p, bpf, stats) for p in sources]
+    heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
+
+    def refill(i):
+        while True:
+            try:
+                msgs, data, last = next(gens[i])
+            except StopIteration:
+                heads[i] = None
+                return
+            if len(msgs):
+                heads[i] = [msgs, data, 0, last]
+                return
+            if len(gens) == 1:
+                pairer.advance(last)
+
+    for i in range(len(gens)):
+        refill(i)
+    try:
+        while True:
+            live = [i for i, h in enumerate(heads) if h is not None]
+            if not live:
+                break
+            i = min(live, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
+            msgs, data, pos, last = heads[i]
+            ts = msgs["ts_ns"]
+            others = [heads[j][0]["ts_ns"][heads[j][2]] for j in live if j != i]
+            if others:
+                later = np.flatnonzero(ts[pos:] > min(others))
+                end = pos + int(later[0]) if len(later) else len(msgs)
+                end = max(end, pos + 1)
+            else:
+                end = len(msgs)
+            pairer.feed(msgs[pos:end], data, trace=i)
+            if end == len(msgs):
+                if len(live) == 1:
+                    pairer.advance(last)   # GC also runs across stretches without HTTP
+                refill(i)
+            else:
+                heads[i][2] = end
+            b = pairer.take()
+            stats.add(b)
+            if b.num_rows:
+                yield b
+        pairer.flush()
+        b = pairer.take()
+        stats.add(b)
+        if b.num_rows:
+            yield b
+    finally:
+        stats.pairing = pairer.counters()
+        if stats.progress is not None:
+            stats.progress.close()
+            stats.progress = None
+        for g in gens:
+            g.close()
+
+
+def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
+            summary: Summary | None = None, **table_options) -> pd.DataFrame:
+    """All records of one or several traces as a DataFrame (see httpanalyzer.records for the
+    columns and dtypes). For traces larger than memory use iter_record_batches()."""
+    batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
+                                       summary=summary, **table_options))
+    table = pa.Table.from_batches(batches, schema=records.SCHEMA)
+    return records.to_pandas(table)

@@ -1,0 +1,85 @@
+"""analyze()/iter_record_batches() stream logic and the CLI, with the capture+dissect stages
+replaced by message batches built in numpy (the end-to-end tests on real traces are in
+test_tshark.py)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import httpanalyzer
+from httpanalyzer import stream as an
+from httpanalyzer import cli
+from tests.msgbuild import MsgBuilder
+
+S = 1_000_000_000
+T0 = 1_700_000_000 * S
+
+
+def fake_traces(monkeypatch, traces):
+    """traces: {path: [MsgBuilder, ...]} -> each builder is one batch of that trace."""
+    def gen(path, bpf, stats):
+        for b in traces[path]:
+            msgs, data = b.build()
+            stats.packets += len(msgs)
+            yield msgs, data, int(msgs["ts_ns"].max())
+    monkeypatch.setattr(an, "_message_batches", gen)
+
+
+def test_two_traces_merge_in_capture_time_order(monkeypatch):
+    a1, a2, b1 = MsgBuilder(), MsgBuilder(), MsgBuilder()
+    a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100, uri="/a")       # trace a, batch 1
+    b1.resp(T0 + 1 * S, "10.0.0.2", 80, "10.0.0.1", 1000, 100, 50)       # its response: trace b
+    b1.req(T0 + 2 * S, "10.0.0.1", 1001, "10.0.0.2", 80, 1, 200, uri="/b")
+    a2.resp(T0 + 3 * S, "10.0.0.2", 80, "10.0.0.1", 1001, 200, 50)
+    a2.req(T0 + 100 * S, "10.0.0.1", 1002, "10.0.0.2", 80, 1, 300, uri="/late")
+    fake_traces(monkeypatch, {"a": [a1, a2], "b": [b1]})
+    s = an.Summary()
+    df = httpanalyzer.analyze(["a", "b"], summary=s)
+    p = df[df.matched].sort_values("request_ts")
+    assert list(p.uri) == ["/a", "/b"]
+    assert list(p.request_trace) == [0, 1] and list(p.response_trace) == [1, 0]
+    late = df[~df.matched]
+    assert list(late.uri) == ["/late"] and list(late.unmatched_reason) == ["end"]
+    assert s.pairing["paired"] == 2 and s.outcomes["paired"] == 2
+
+
+def test_gc_runs_on_batch_end_time_in_single_trace(monkeypatch):
+    a1, a2 = MsgBuilder(), MsgBuilder()
+    a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
+    a2.req(T0 + 61 * S, "10.0.0.1", 1001, "10.0.0.2", 80, 1, 200)
+    fake_traces(monkeypatch, {"a": [a1, a2]})
+    batches = list(an.iter_record_batches("a"))
+    assert [b.num_rows for b in batches] == [1, 1]
+    assert batches[0].column("unmatched_reason").to_pylist() == ["gc"]
+
+
+def test_dataframe_dtypes(monkeypatch):
+    a1 = MsgBuilder()
+    a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
+    a1.resp(T0 + S, "10.0.0.2", 80, "10.0.0.1", 1000, 100, 2)
+    fake_traces(monkeypatch, {"a": [a1]})
+    df = httpanalyzer.analyze("a")
+    assert list(df.columns[:17]) == httpanalyzer.records.CONTRACT_COLUMNS
+    assert str(df.request_ts.dtype) == "datetime64[ns, UTC]"
+    assert str(df.response_time.dtype) == "timedelta64[ns]"
+    for c in ("method", "reason"):
+        assert isinstance(df[c].dtype, pd.CategoricalDtype)
+    for c in ("status", "request_ack", "response_seq", "client_port"):
+        assert str(df[c].dtype).startswith("UInt")
+
+
+@pytest.mark.parametrize("ext", ["txt", "csv", "parquet"])
+def test_cli_writes_each_format_and_summary(monkeypatch, tmp_path, capsys, ext):
+    a1 = MsgBuilder()
+    a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
+    a1.resp(T0 + S, "10.0.0.2", 80, "10.0.0.1", 1000, 100, 2, status=404, reason="Not Found")
+    a1.req(T0 + 2, "10.0.0.1", 1001, "10.0.0.2", 80, 1, 7)
+    fake_traces(monkeypatch, {"x.pcap": [a1]})
+    out = tmp_path / f"o.{ext}"
+    assert cli.main(["x.pcap", "-o", str(out), "--summary", "--no-progress"]) == 0
+    assert out.stat().st_size > 0
+    text = capsys.readouterr().out
+    assert "404" in text and "request_unmatched_end" in text and "p50" in text
+
+
+def test_cli_rejects_unknown_extension(capsys):
+    assert cli.main(["x.pcap", "-o", "o.xlsx"]) == 2
