@@ -31,8 +31,9 @@ REASONS = {
     "tshark_no_request_in": "tshark gives this response no http.request_in although a request "
                             "with ACK == its SEQ exists (tshark lost track of the stream, e.g. "
                             "a retransmission or a response before its request)",
-    "other_copy": "both tools pair the response, with different copies of a retransmitted "
-                  "request (same 4-tuple, ACK): webtap the oldest waiting, tshark another",
+    "other_copy": "both tools pair the response, with different copies of a repeated request "
+                  "(same 4-tuple and ACK: a TCP retransmission, or an ICMP error quoting the "
+                  "request that tshark dissects as HTTP): webtap the oldest, tshark the latest",
     "tshark_not_http": "tshark does not dissect the request or response frame as HTTP (port "
                        "or heuristic), so it cannot pair it",
     "interim": "an interim 1xx or the final response after it: tshark and webtap count 1xx "
@@ -114,15 +115,35 @@ def compare(records: pd.DataFrame, frames: pd.DataFrame, webtap_frames: set[int]
     return pd.DataFrame(out, columns=["side", "request_frame", "response_frame", "reason"])
 
 
+def pair_tshark_messages(path: str) -> tuple[pd.DataFrame, set[int]]:
+    """webtap's pairing table run on tshark's own messages of `path` (isolates pairing from
+    dissection): (records DataFrame, frames that were messages)."""
+    from httpanalyzer import records
+    from httpanalyzer.pairing import Pairer
+    from httpanalyzer.tshark_messages import tshark_messages
+
+    msgs, data, _ = tshark_messages(path)
+    p = Pairer()
+    p.feed(msgs, data)
+    p.flush()
+    return records.to_pandas(p.take()), set(msgs["pkt_index"].astype(np.int64).tolist())
+
+
 def main(argv=None) -> int:
+    """Usage: python -m httpanalyzer.compare [--tshark-messages] TRACE...  (a '|' table)."""
     import httpanalyzer
 
-    paths = argv if argv is not None else sys.argv[1:]
+    paths = list(argv if argv is not None else sys.argv[1:])
+    on_tshark_msgs = "--tshark-messages" in paths
+    paths = [p for p in paths if p != "--tshark-messages"]
     print("trace|webtap_pairs|tshark_pairs|agree|" + "|".join(REASONS) + "|unexplained")
     for p in paths:
-        df = httpanalyzer.analyze(p)
+        if on_tshark_msgs:
+            df, seen = pair_tshark_messages(p)
+        else:
+            df, seen = httpanalyzer.analyze(p), None
         frames = tshark_frames(p)
-        diff = compare(df, frames)
+        diff = compare(df, frames, seen)
         counts = diff.reason.value_counts()
         npairs = int(df.matched.sum())
         tp = len(tshark_pairs(frames))
