@@ -13,6 +13,7 @@ EPILOG = """examples:
   httpanalyzer a.pcap b.pcapng.gz -o out.parquet   two traces as one stream, to Parquet
   httpanalyzer trace.pcap -f 'port 8080' -o out.csv --summary
   httpanalyzer trace.pcap --gc-timeout 120 -o out.txt
+  httpanalyzer -i eth0 -f 'tcp port 80' -o live.csv   live, until Ctrl-C
 
 Line format: client IP|client port|server IP|server port|request ts|response ts|
 response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
@@ -22,8 +23,10 @@ not exist for an unmatched record are empty)."""
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="httpanalyzer", description=__doc__,
                                  epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("traces", nargs="+", metavar="TRACE",
+    ap.add_argument("traces", nargs="*", metavar="TRACE",
                     help="pcap / pcapng files (gzip'd too); several form one stream in time order")
+    ap.add_argument("-i", "--interface", metavar="IFACE",
+                    help="capture live on IFACE until Ctrl-C (then everything waiting is flushed)")
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
                     help="OUT.txt (line format), OUT.csv or OUT.parquet; default: lines on stdout")
@@ -38,20 +41,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if bool(a.traces) == bool(a.interface):
+        ap.error("give TRACE files or -i IFACE (not both)")
     try:
         w = writers.writer_for(a.output)
     except ValueError as e:
         print(f"httpanalyzer: {e}", file=sys.stderr)
         return 2
     summary = Summary()
-    progress = sys.stderr.isatty() and not a.no_progress
+    progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
+    live = a.interface is not None
     try:
-        for batch in iter_record_batches(a.traces, bpf=a.bpf, gc_timeout=a.gc_timeout,
-                                         summary=summary, progress=progress,
+        for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
+                                         gc_timeout=a.gc_timeout, summary=summary,
+                                         progress=progress, live=live,
                                          max_pending=a.max_pending):
             w.write(batch)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RuntimeError) as e:
         print(f"httpanalyzer: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

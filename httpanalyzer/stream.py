@@ -36,12 +36,13 @@ def _dissect_counts(mb) -> dict[str, int]:
     return {name: int(arr[i]) for i, name in enumerate(DISSECT_REASONS) if i < len(arr)}
 
 
-def _message_batches(path: str, bpf: str | None, stats: "Summary") -> Iterator[tuple]:
-    """(msgs, data, last_packet_ts_ns) per packet batch of one trace."""
-    from webtap.capture import open_trace
+def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
+                     progress: bool | None = None) -> Iterator[tuple]:
+    """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface)."""
+    from webtap.capture import open_live, open_trace
     from webtap.dissect import dissect
 
-    src = open_trace(path, bpf=bpf)
+    src = open_live(path, bpf=bpf) if live else open_trace(path, bpf=bpf, progress=progress)
     try:
         for batch in src:
             pk = batch.packets
@@ -52,13 +53,12 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary") -> Iterator[t
             mb = dissect(pk, batch.data)
             for k, v in _dissect_counts(mb).items():
                 stats.dissect[k] += v
-            yield mb.msgs, batch.data, int(pk["ts_ns"][-1])
-            if stats.progress is not None:
-                stats.progress.update(len(pk))
+            yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
-        close = getattr(src, "close", None)
-        if close is not None:
-            close()
+        for k, v in getattr(src, "counters", {}).items():
+            stats.source[k] += int(v)
+        stats.warnings.extend(f"{path}: {w}" for w in getattr(src, "warnings", []))
+        src.close()
 
 
 @dataclass
@@ -72,9 +72,11 @@ class Summary:
     status: Counter = field(default_factory=Counter)
     methods: Counter = field(default_factory=Counter)
     dissect: Counter = field(default_factory=Counter)
+    source: Counter = field(default_factory=Counter)
+    warnings: list = field(default_factory=list)
+    interrupted: bool = False
     pairing: dict = field(default_factory=dict)
     _rt: list = field(default_factory=list)
-    progress: object = None
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -120,9 +122,12 @@ class Summary:
             "status_odd", "bad_span", "text_clipped", "text_latin1", "arena_full", "peak_pending")}
         if other:
             out += _fmt("Pairing events", sorted(other.items()))
-        skipped = {k: v for k, v in self.dissect.items() if v}
-        if skipped:
-            out += _fmt("Dissector counters", sorted(skipped.items()))
+        for title, d in (("Capture counters", self.source), ("Dissector counters", self.dissect)):
+            nz = {k: v for k, v in d.items() if v}
+            if nz:
+                out += _fmt(title, sorted(nz.items()))
+        for w in self.warnings:
+            out += f"warning: {w}\n"
         return out
 
 
@@ -135,20 +140,22 @@ def _fmt(title: str, rows) -> str:
 
 def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None = None,
                         gc_timeout: float = 60.0, summary: Summary | None = None,
-                        progress: bool = False, **table_options) -> Iterator[pa.RecordBatch]:
+                        progress: bool | None = False, live: bool = False,
+                        **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
-    capture time as one stream). Memory is bounded by the GC window, not by the trace size."""
+    capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
+    the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
+    and the table's caps, not by the trace size. progress: a bar per file (None: on a tty)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
+    if live and len(sources) != 1:
+        raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
-    if progress:
-        from tqdm import tqdm
-
-        stats.progress = tqdm(unit=" pkt", unit_scale=True, file=sys.stderr, leave=False)
     pairer = Pairer(gc_timeout=gc_timeout, **table_options)
-    gens = [_message_batches(p, bpf, stats) for p in sources]
+    gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
+    ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
     def refill(i):
         while True:
@@ -157,23 +164,35 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             except StopIteration:
                 heads[i] = None
                 return
+            except KeyboardInterrupt:
+                # Ctrl-C ends the input (live capture): flush what waits, then stop.
+                stats.interrupted = True
+                for j in range(len(heads)):
+                    heads[j] = None
+                return
             if len(msgs):
                 heads[i] = [msgs, data, 0, last]
                 return
             if len(gens) == 1:
                 pairer.advance(last)
+                b = pairer.take()
+                stats.add(b)
+                if b.num_rows:
+                    ready.append(b)
 
-    for i in range(len(gens)):
-        refill(i)
     try:
+        for i in range(len(gens)):
+            refill(i)
         while True:
-            live = [i for i, h in enumerate(heads) if h is not None]
-            if not live:
+            yield from ready
+            ready.clear()
+            active = [i for i, h in enumerate(heads) if h is not None]
+            if not active:
                 break
-            i = min(live, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
+            i = min(active, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
             msgs, data, pos, last = heads[i]
             ts = msgs["ts_ns"]
-            others = [heads[j][0]["ts_ns"][heads[j][2]] for j in live if j != i]
+            others = [heads[j][0]["ts_ns"][heads[j][2]] for j in active if j != i]
             if others:
                 later = np.flatnonzero(ts[pos:] > min(others))
                 end = pos + int(later[0]) if len(later) else len(msgs)
@@ -182,7 +201,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 end = len(msgs)
             pairer.feed(msgs[pos:end], data, trace=i)
             if end == len(msgs):
-                if len(live) == 1:
+                if len(active) == 1:
                     pairer.advance(last)   # GC also runs across stretches without HTTP
                 refill(i)
             else:
@@ -198,18 +217,16 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             yield b
     finally:
         stats.pairing = pairer.counters()
-        if stats.progress is not None:
-            stats.progress.close()
-            stats.progress = None
         for g in gens:
             g.close()
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
-            summary: Summary | None = None, **table_options) -> pd.DataFrame:
-    """All records of one or several traces as a DataFrame (see httpanalyzer.records for the
-    columns and dtypes). For traces larger than memory use iter_record_batches()."""
+            summary: Summary | None = None, live: bool = False, **table_options) -> pd.DataFrame:
+    """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
+    DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
+    memory use iter_record_batches()."""
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
-                                       summary=summary, **table_options))
+                                       summary=summary, live=live, **table_options))
     table = pa.Table.from_batches(batches, schema=records.SCHEMA)
     return records.to_pandas(table)

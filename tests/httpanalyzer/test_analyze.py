@@ -16,7 +16,7 @@ T0 = 1_700_000_000 * S
 
 def fake_traces(monkeypatch, traces):
     """traces: {path: [MsgBuilder, ...]} -> each builder is one batch of that trace."""
-    def gen(path, bpf, stats):
+    def gen(path, bpf, stats, live=False, progress=None):
         for b in traces[path]:
             msgs, data = b.build()
             stats.packets += len(msgs)
@@ -50,6 +50,37 @@ def test_gc_runs_on_batch_end_time_in_single_trace(monkeypatch):
     batches = list(an.iter_record_batches("a"))
     assert [b.num_rows for b in batches] == [1, 1]
     assert batches[0].column("unmatched_reason").to_pylist() == ["gc"]
+
+
+def test_idle_batches_advance_the_clock(monkeypatch):
+    """A batch without HTTP still moves capture time on (one trace): the GC emits at once."""
+    a1 = MsgBuilder()
+    a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
+
+    def gen(path, bpf, stats, live=False, progress=None):
+        msgs, data = a1.build()
+        yield msgs, data, T0
+        yield msgs[:0], data, T0 + 61 * S          # no messages, 61 s later
+        yield msgs[:0], data, T0 + 62 * S
+    monkeypatch.setattr(an, "_message_batches", gen)
+    out = []
+    for b in an.iter_record_batches("a"):
+        out.append(b.column("unmatched_reason").to_pylist())
+    assert out == [["gc"]]
+
+
+def test_keyboard_interrupt_ends_input_and_flushes(monkeypatch):
+    a1 = MsgBuilder()
+    a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
+
+    def gen(path, bpf, stats, live=False, progress=None):
+        msgs, data = a1.build()
+        yield msgs, data, T0
+        raise KeyboardInterrupt
+    monkeypatch.setattr(an, "_message_batches", gen)
+    s = an.Summary()
+    batches = list(an.iter_record_batches("eth0", live=True, summary=s))
+    assert s.interrupted and [b.column("unmatched_reason").to_pylist() for b in batches] == [["end"]]
 
 
 def test_dataframe_dtypes(monkeypatch):
