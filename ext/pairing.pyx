@@ -797,9 +797,27 @@ cdef class PairingTable:
         return 0
 
     cdef int _put_ip(self, int c, const uint8_t *ip, uint8_t ver) except -1 nogil:
+        """Append an address as text: IPv4 dotted quad (formatted here, the common case),
+        IPv6 by inet_ntop (RFC 5952 form)."""
         cdef char buf[64]
         cdef size_t n = 0
-        if inet_ntop(AF_INET6 if ver == 6 else AF_INET, ip, buf, sizeof(buf)) != NULL:
+        cdef int i
+        cdef uint8_t b
+        if ver != 6:
+            for i in range(4):
+                b = ip[i]
+                if b >= 100:
+                    buf[n] = <char>(48 + b // 100)
+                    n += 1
+                if b >= 10:
+                    buf[n] = <char>(48 + (b // 10) % 10)
+                    n += 1
+                buf[n] = <char>(48 + b % 10)
+                n += 1
+                buf[n] = 46
+                n += 1
+            n -= 1
+        elif inet_ntop(AF_INET6, ip, buf, sizeof(buf)) != NULL:
             while buf[n]:
                 n += 1
         return self._put(c, <const uint8_t *>buf, n, True)
