@@ -289,3 +289,61 @@ def test_grows_and_keeps_pairing():
     p = Pairer(initial_cells=16)
     p.feed(*b.build())
     assert p.counters()["grows"] >= 8 and p.counters()["paired"] == n and p.pending == 0
+
+
+def test_unmatched_response_names_client_and_server_from_its_direction():
+    b = MsgBuilder()
+    b.resp(T0, SV, 80, C, 2311, 5000, 1100, status=503, reason="Service Unavailable")
+    df, cnt = run(b)
+    r = df.iloc[0]
+    assert (r.client_ip, r.client_port, r.server_ip, r.server_port) == (C, 2311, SV, 80)
+    assert r.outcome == "response_only" and r.status == 503 and pd.isna(r.method)
+    assert pd.isna(r.request_ts) and pd.isna(r.response_time) and pd.isna(r.request_ack)
+
+
+def test_cap_evicts_oldest_first():
+    b = MsgBuilder()
+    for i in range(5):
+        b.req(T0 + i, C, 2000 + i, SV, 80, 1, 100 + i, uri=f"/{i}")
+    b.resp(T0 + 10, SV, 80, C, 2000, 100, 1)          # answers the evicted one: unmatched now
+    b.resp(T0 + 11, SV, 80, C, 2004, 104, 1)          # answers the newest: pairs
+    df, cnt = run(b, max_pending=3)
+    assert cnt["request_unmatched_cap"] >= 2 and cnt["peak_pending"] <= 3
+    capped = df[df.unmatched_reason == "cap"]
+    assert "/0" in set(capped.uri) and "/1" in set(capped.uri)
+    assert list(df[df.matched].uri) == ["/4"]
+
+
+def test_key_limit_evicts_oldest_same_key_message():
+    b = MsgBuilder()
+    for i in range(4):
+        b.req(T0 + i, C, 2311, SV, 80, 10 * i, 5000, uri=f"/{i}")   # pipelined on one ACK
+    b.resp(T0 + 10, SV, 80, C, 2311, 5000, 1)
+    df, cnt = run(b, max_per_key=2)
+    assert cnt["request_unmatched_key_limit"] == 2
+    assert sorted(df[df.unmatched_reason == "key_limit"].uri) == ["/0", "/1"]
+    assert list(df[df.matched].uri) == ["/2"]
+
+
+def test_arena_cap_keeps_messages_without_text():
+    b = MsgBuilder()
+    n = 40
+    for i in range(n):
+        b.req(T0 + i, C, 2000 + i, SV, 80, 1, i, uri="/" + "u" * 60000)   # 64 KiB class each
+    p = Pairer(arena_max_bytes=1 << 20)                                     # 16 blocks fit
+    p.feed(*b.build())
+    c = p.counters()
+    assert c["arena_full"] == n - 16 and p.table.arena_bytes == 1 << 20
+    p.flush()
+    df = records.to_pandas(p.take())
+    assert (df.uri.str.len() > 0).sum() == 16 and df.text_clipped.sum() == n - 16
+
+
+def test_late_message_gets_the_whole_window_from_the_clock():
+    """A message captured 30 s 'in the past' is stamped with the clock: it still waits 60 s."""
+    b = MsgBuilder()
+    b.req(T0 + 100 * S, C, 1, SV, 80, 1, 1)
+    b.req(T0 + 70 * S, C, 2311, SV, 80, 1000, 5000)                 # late by 30 s
+    b.resp(T0 + 100 * S + 59 * S, SV, 80, C, 2311, 5000, 1100)      # 59 s after the clock
+    df, cnt = run(b, flush=False)
+    assert df.matched.sum() == 1 and cnt["clock_backwards"] == 1
