@@ -1,12 +1,12 @@
 """Benchmark: webtap's analyzer vs tshark (first-packet and reassembly modes) vs httpry vs the
-bare libpcap loop, on the trace ../shared/scripts/make-bench-trace builds; plus the pairing core
-alone on message arrays. Each tool runs in its own process; min wall time over repeats and the
+bare libpcap loop, on the trace ../shared/scripts/make-bench-trace builds (benchmarks.common);
+plus the pairing core alone on message arrays. Each tool runs in its own process; min wall time over repeats and the
 peak RSS (wait4 ru_maxrss) of each. The results are checked for sanity before they are printed.
 
-    python -m benchmarks.bench_analyzer [--rounds N] [--repeat R] [--trace FILE] [--core-only]
+    python -m benchmarks.bench_analyzer [--repeat R] [--core-only]
 
-Environment: WEBTAP_SHARED (default ../shared), WEBTAP_BENCH_ROUNDS (default 4),
-WEBTAP_BENCH_REPEAT (default 3), WEBTAP_BENCH_OUT (default bench-out/).
+Environment: WEBTAP_BENCH_TRACE or WEBTAP_BENCH_ROUNDS (default 4), WEBTAP_SHARED,
+WEBTAP_BENCH_REPEAT (default 3).
 """
 from __future__ import annotations
 
@@ -21,10 +21,8 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SHARED = os.environ.get("WEBTAP_SHARED", os.path.join(ROOT, "..", "shared"))
-OUT = os.environ.get("WEBTAP_BENCH_OUT", os.path.join(ROOT, "bench-out"))
+from benchmarks.common import OUT, REPO, best_of, bench_trace, table, warm
+
 TSHARK_FP = ["-o", "tcp.desegment_tcp_streams:FALSE", "-o", "http.desegment_headers:FALSE",
              "-o", "http.desegment_body:FALSE"]
 TSHARK_FIELDS = ["-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e",
@@ -34,47 +32,18 @@ TSHARK_FIELDS = ["-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.
                  "http.request_in"]
 
 
-def run_measured(cmd: list[str], stdout=subprocess.PIPE) -> tuple[float, int, bytes]:
-    """(wall seconds, peak RSS bytes, stdout) of one child process."""
-    gc.collect()
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
-    out = p.stdout.read() if stdout == subprocess.PIPE else b""
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} failed with {p.returncode}")
-    return wall, ru.ru_maxrss * 1024, out
-
-
-def best(cmd, repeat, stdout=subprocess.PIPE):
-    runs = [run_measured(cmd, stdout) for _ in range(repeat)]
-    wall = min(r[0] for r in runs)
-    rss = max(r[1] for r in runs)
-    return wall, rss, runs[-1][2]
-
-
-def build_trace(rounds: int) -> str:
-    os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, f"bench-{rounds}.pcap")
-    if not os.path.exists(path):
-        subprocess.run([sys.executable, os.path.join(SHARED, "scripts", "make-bench-trace"), path,
-                        "--rounds", str(rounds)], check=True)
-    return path
-
-
 def pcap_loop_binary() -> str:
-    exe = os.path.join(OUT, "pcap_loop")
-    src = os.path.join(HERE, "pcap_loop.c")
-    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-        subprocess.run(["cc", "-O2", "-o", exe, src, "-lpcap"], check=True)
-    return exe
+    exe = OUT / "pcap_loop"
+    src = REPO / "benchmarks" / "pcap_loop.c"
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        OUT.mkdir(exist_ok=True)
+        subprocess.run(["cc", "-O2", "-o", str(exe), str(src), "-lpcap"], check=True)
+    return str(exe)
 
 
 def bench_core(n_txn: int = 1_000_000, batch: int = 65536) -> dict:
     """The pairing table alone: n_txn request/response pairs (interleaved, distinct keys)."""
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, str(REPO))
     from httpanalyzer.pairing import Pairer
     from tests.msgbuild import MsgBuilder
 
@@ -114,9 +83,7 @@ def bench_core(n_txn: int = 1_000_000, batch: int = 65536) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("WEBTAP_BENCH_ROUNDS", 4)))
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("WEBTAP_BENCH_REPEAT", 3)))
-    ap.add_argument("--trace")
     ap.add_argument("--core-only", action="store_true", help="only the pairing core (no trace)")
     a = ap.parse_args(argv)
 
@@ -127,44 +94,40 @@ def main(argv=None) -> int:
     if a.core_only:
         return 0
 
-    trace = a.trace or build_trace(a.rounds)
-    loop = pcap_loop_binary()
-    rows = {}
-    wall, rss, out = best([loop, trace], a.repeat)
+    trace = bench_trace()
+    warm(trace)
+    rows = []
+    wall, rss, out = best_of([pcap_loop_binary(), str(trace)], a.repeat)
     npk, nbytes = map(int, out.split()[:2])
-    rows["libpcap loop"] = (wall, rss)
-    wall, rss, out = best([sys.executable, "-m", "benchmarks._run_webtap", trace], a.repeat)
+    rows.append({"name": "libpcap loop (C)", "seconds": wall, "rss": rss})
+    wall, rss, out = best_of([sys.executable, "-m", "benchmarks._run_webtap", str(trace)], a.repeat)
     wt = json.loads(out)
-    rows["webtap httpanalyzer"] = (wall, rss)
-    rows["webtap (in-process loop)"] = (wt["loop_s"], rss)
+    rows.append({"name": "webtap httpanalyzer", "seconds": wall, "rss": rss})
+    rows.append({"name": "  (same, without interpreter start)", "seconds": wt["loop_s"], "rss": rss})
+    ts_pairs = None
     if shutil.which("tshark"):
-        wall, rss, out = best(["tshark", "-n", "-r", trace, *TSHARK_FP, "-Y", "http.request or http.response",
-                               *TSHARK_FIELDS], 1)
+        wall, rss, out = best_of(["tshark", "-n", "-r", str(trace), *TSHARK_FP, "-Y",
+                                  "http.request or http.response", *TSHARK_FIELDS], 1)
         ts_pairs = sum(1 for ln in out.decode(errors="replace").splitlines() if ln.split("\t")[-1])
-        rows["tshark first-packet"] = (wall, rss)
-        wall, rss, _ = best(["tshark", "-n", "-r", trace, "-Y", "http.request or http.response",
-                             *TSHARK_FIELDS], 1)
-        rows["tshark reassembly"] = (wall, rss)
+        rows.append({"name": "tshark first-packet", "seconds": wall, "rss": rss})
+        wall, rss, _ = best_of(["tshark", "-n", "-r", str(trace), "-Y",
+                                "http.request or http.response", *TSHARK_FIELDS], 1)
+        rows.append({"name": "tshark reassembly", "seconds": wall, "rss": rss})
     if shutil.which("httpry"):
-        wall, rss, _ = best(["httpry", "-q", "-r", trace, "-o", os.devnull], a.repeat)
-        rows["httpry"] = (wall, rss)
+        wall, rss, _ = best_of(["httpry", "-q", "-r", str(trace), "-o", os.devnull], a.repeat)
+        rows.append({"name": "httpry", "seconds": wall, "rss": rss})
 
-    # sanity: same packets, same order of magnitude of pairs as tshark
+    # sanity: same packets as libpcap, pairs within a few % of tshark's, positive timings
     assert wt["packets"] == npk, f"webtap read {wt['packets']} packets, libpcap {npk}"
-    assert wt["paired"] > 0 and wt["records"] >= wt["paired"]
-    if "tshark first-packet" in rows:
-        assert 0.8 * ts_pairs <= wt["paired"] <= 1.25 * ts_pairs, (wt["paired"], ts_pairs)
-    size = os.path.getsize(trace)
-    print(f"\ntrace {trace}: {npk:,} packets, {nbytes / 1e6:.1f} MB captured, {size / 1e6:.1f} MB file; "
-          f"webtap {wt['paired']:,} pairs" + (f", tshark {ts_pairs:,}" if "tshark first-packet" in rows else ""))
-    base = rows["webtap httpanalyzer"][0]
-    print(f"\n| tool | seconds | Mpps | Gb/s | peak RSS MB | webtap speed-up |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, (wall, rss) in rows.items():
-        print(f"| {name} | {wall:.3f} | {npk / wall / 1e6:.2f} | {nbytes * 8 / wall / 1e9:.2f} | "
-              f"{rss / 2**20:.0f} | {wall / base:.2f}x |")
-    for name, (wall, rss) in rows.items():
-        assert wall > 0 and rss > 0, name
+    assert 0 < wt["paired"] <= wt["records"]
+    if ts_pairs is not None:
+        assert 0.9 * ts_pairs <= wt["paired"] <= 1.1 * ts_pairs, (wt["paired"], ts_pairs)
+    for r in rows:
+        assert r["seconds"] > 0 and r["rss"] > 0, r
+    print(f"\ntrace {trace}: {npk:,} packets, {nbytes / 1e6:.1f} MB captured; webtap "
+          f"{wt['messages']:,} HTTP messages, {wt['paired']:,} pairs"
+          + (f"; tshark first-packet {ts_pairs:,} pairs" if ts_pairs is not None else ""))
+    print(table(rows, npk, nbytes, "webtap httpanalyzer"))
     return 0
 
 

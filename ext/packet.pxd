@@ -32,3 +32,21 @@ cdef enum LinkType:
     LINKTYPE_LINUX_SLL2 = 276     # Linux cooked capture v2
     DLT_RAW_ALT = 12              # DLT_RAW as written by some BSDs (also raw IP)
     DLT_RAW_ALT2 = 14             # DLT_RAW on OpenBSD (also raw IP)
+
+# What the capture stage read, skipped, and why. Index into the reader's counters array;
+# webtap.schema.SOURCE_REASONS names them in this order.
+cdef enum SourceReason:
+    SR_PACKETS = 0            # packets handed on (after the BPF filter)
+    SR_CAPTURED_BYTES         # bytes of those packets present in the capture (sum of caplen)
+    SR_WIRE_BYTES             # bytes those packets had on the wire (sum of wirelen)
+    SR_BPF_REJECTED           # packets the BPF filter rejected
+    SR_CAPLEN_GT_SNAPLEN      # packets longer than the interface snaplen (kept)
+    SR_CAPLEN_GT_WIRELEN      # packets whose caplen exceeds their wire length (kept)
+    SR_BAD_RECORD             # record/block headers that could not be valid (absurd length...)
+    SR_SKIPPED_BYTES          # bytes skipped while resynchronising after a bad record/block
+    SR_TRUNCATED              # 1 when the file ends in the middle of a record or block
+    SR_UNKNOWN_BLOCKS         # pcapng blocks of a type webtap does not read (skipped)
+    SR_BAD_INTERFACE          # pcapng packets naming an interface no IDB described
+    SR_SECTIONS               # pcapng sections (SHB) read
+    SR_INTERFACES             # pcapng interfaces (IDB) read
+    SR_N                      # number of counters

@@ -100,3 +100,20 @@ DISSECT_REASONS = (
     "line_too_long",
     "payload_truncated",
 )
+
+#: ext/packet.pxd SourceReason, in enum order: the keys of the capture stage's counters.
+SOURCE_REASONS = (
+    "packets",
+    "captured_bytes",
+    "wire_bytes",
+    "bpf_rejected",
+    "caplen_gt_snaplen",
+    "caplen_gt_wirelen",
+    "bad_record",
+    "skipped_bytes",
+    "truncated",
+    "unknown_blocks",
+    "bad_interface",
+    "sections",
+    "interfaces",
+)

@@ -1,0 +1,19 @@
+"""`make bench`: every benchmark in turn (each prints its own table)."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer"]
+
+
+def main() -> int:
+    rc = 0
+    for name in BENCHMARKS:
+        print(f"== {name}")
+        rc |= importlib.import_module(name).main()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
