@@ -54,7 +54,8 @@ cdef enum MsgFlags:
     MSGF_PAYLOAD_TRUNCATED = 4    # caplen cut the TCP payload short of its wire length
     MSGF_HOST_REPEATED = 8        # more than one Host header (the first is kept)
     MSGF_LINE_TOO_LONG = 16       # a header line exceeded the per-line bound and was not parsed
-    MSGF_BAD_VERSION = 32         # the request line's HTTP version token is missing or malformed
+    MSGF_BAD_VERSION = 32         # the HTTP version token (request or status line) is not HTTP/d.d
+    MSGF_BAD_STATUS = 64          # status line whose code is not exactly three digits (status = 0)
 
 # Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
 # 5323, 5842) and the few non-standard ones common in real traffic. METHOD_OTHER: responses.

@@ -74,6 +74,31 @@ MSGF_PAYLOAD_TRUNCATED = 4
 MSGF_HOST_REPEATED = 8
 MSGF_LINE_TOO_LONG = 16
 MSGF_BAD_VERSION = 32
+MSGF_BAD_STATUS = 64
+
+#: ext/message.pxd MethodId: METHOD_NAMES[method_id] is the method token (None for METHOD_OTHER,
+#: i.e. responses). Ids 1-9 are the enum's; the rest follow ext/dissect.pyx's method table, which
+#: a test checks against this tuple. Sources: RFC 9110 sec. 9, PATCH (RFC 5789), WebDAV (RFC 4918,
+#: 3253, 3648, 3744, 4791, 5842, 4437) and the non-standard methods tshark 4.0 also recognises
+#: (GENA NOTIFY/SUBSCRIBE/UNSUBSCRIBE, POLL, Exchange B*-methods, CCM_POST, MS-RPCH, MS-SSTP).
+METHOD_NAMES = (
+    None,
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    "PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "SEARCH",
+    "VERSION-CONTROL", "REPORT", "CHECKOUT", "CHECKIN", "UNCHECKOUT", "MKWORKSPACE", "UPDATE",
+    "LABEL", "MERGE", "BASELINE-CONTROL", "MKACTIVITY", "ORDERPATCH", "ACL", "MKCALENDAR",
+    "BIND", "UNBIND", "REBIND", "MKREDIRECTREF", "UPDATEREDIRECTREF",
+    "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE", "POLL", "BCOPY", "BMOVE", "BDELETE", "BPROPFIND",
+    "BPROPPATCH", "CCM_POST", "RPC_CONNECT", "RPC_IN_DATA", "RPC_OUT_DATA", "SSTP_DUPLEX_POST",
+)
+
+#: Methods tshark 4.0 (packet-http.c) does not recognise: webtap reports them, tshark does not.
+METHODS_UNKNOWN_TO_TSHARK = frozenset(
+    {"ORDERPATCH", "ACL", "MKCALENDAR", "BIND", "UNBIND", "REBIND", "MKREDIRECTREF", "UPDATEREDIRECTREF"}
+)
+
+#: Methods tshark files under http.notification instead of http.request (UPnP GENA).
+METHODS_TSHARK_NOTIFICATION = frozenset({"NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE"})
 
 # ext/packet.pxd PacketFlags
 PKTF_CAPLEN_GT_SNAPLEN = 1

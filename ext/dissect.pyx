@@ -1,0 +1,811 @@
+# cython: freethreading_compatible = False
+"""Dissect stage: packet batch -> HTTP message batch (one HttpMsg per HTTP first packet).
+
+Link -> IP -> TCP -> "does this TCP payload start an HTTP request or response?", and for those
+packets the request/status line and the Host and User-Agent headers held in that one packet.
+Everything runs without the GIL over the batch's byte buffer; text fields leave as Spans
+(offset, length) into the packet, never as copies. Rules and their tshark counterparts are
+written down in docs/ACCURACY.md.
+
+Every per-packet helper here is `noexcept nogil`: nothing in it can fail except by reading bad
+input, and bad input is an outcome (a DissectReason code, counted), never an exception.
+"""
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memcmp, memcpy, memset
+
+cimport numpy as cnp
+import numpy as np
+
+from packet cimport PacketRef
+from message cimport (
+    HttpMsg, Span,
+    MSG_REQUEST, MSG_RESPONSE,
+    MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
+    MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS,
+    METHOD_OTHER,
+    DR_PACKETS, DR_LINK_UNSUPPORTED, DR_LINK_TRUNCATED, DR_NOT_IP, DR_IP_TRUNCATED,
+    DR_IP_BAD_HEADER, DR_IP_FRAGMENT, DR_NOT_TCP, DR_TCP_TRUNCATED, DR_TCP_BAD_OFFSET,
+    DR_NO_PAYLOAD, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE, DR_URI_TRUNCATED,
+    DR_HEADERS_INCOMPLETE, DR_LINE_TOO_LONG, DR_PAYLOAD_TRUNCATED, DR_N,
+)
+
+cdef extern from "arpa/inet.h" nogil:
+    ctypedef unsigned int socklen_t
+    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
+    int AF_INET
+    int AF_INET6
+
+cnp.import_array()
+
+# Bounds. Work per packet is linear in its captured bytes whatever they hold; these bound the
+# loops that could otherwise be driven by hostile headers.
+cdef enum:
+    MAX_VLAN_TAGS = 8          # 802.1Q/802.1ad tags followed before giving up (not_ip)
+    MAX_IP6_EXT = 8            # IPv6 extension headers followed before ip_bad_header
+    MAX_HEADER_LINE = 8192     # header lines longer than this are flagged, not parsed (nginx's
+                               # default large_client_header_buffers size)
+    MAX_METHOD_LEN = 17        # longest method token in the table (UPDATEREDIRECTREF)
+
+# Link types (pcap-linktype(7)); the same values as ext/packet.pxd LinkType.
+cdef enum:
+    LT_NULL = 0
+    LT_ETHERNET = 1
+    LT_RAW_ALT = 12
+    LT_RAW_ALT2 = 14
+    LT_RAW = 101
+    LT_LOOP = 108
+    LT_LINUX_SLL = 113
+    LT_IPV4 = 228
+    LT_IPV6 = 229
+    LT_LINUX_SLL2 = 276
+
+# Network-layer guess made by the link layer.
+cdef enum:
+    NET_IP_ANY = 0             # raw IP: the version nibble decides
+    NET_IPV4 = 4
+    NET_IPV6 = 6
+
+# ---------------------------------------------------------------------------------------------
+# Method table. Index = MethodId; mirrors webtap.schema.METHOD_NAMES (a test checks).
+# ---------------------------------------------------------------------------------------------
+_METHODS = (
+    None,
+    b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"CONNECT", b"OPTIONS", b"TRACE", b"PATCH",
+    b"PROPFIND", b"PROPPATCH", b"MKCOL", b"COPY", b"MOVE", b"LOCK", b"UNLOCK", b"SEARCH",
+    b"VERSION-CONTROL", b"REPORT", b"CHECKOUT", b"CHECKIN", b"UNCHECKOUT", b"MKWORKSPACE",
+    b"UPDATE", b"LABEL", b"MERGE", b"BASELINE-CONTROL", b"MKACTIVITY", b"ORDERPATCH", b"ACL",
+    b"MKCALENDAR", b"BIND", b"UNBIND", b"REBIND", b"MKREDIRECTREF", b"UPDATEREDIRECTREF",
+    b"NOTIFY", b"SUBSCRIBE", b"UNSUBSCRIBE", b"POLL", b"BCOPY", b"BMOVE", b"BDELETE",
+    b"BPROPFIND", b"BPROPPATCH", b"CCM_POST", b"RPC_CONNECT", b"RPC_IN_DATA", b"RPC_OUT_DATA",
+    b"SSTP_DUPLEX_POST",
+)
+cdef enum:
+    N_METHODS_MAX = 64         # capacity of the C copy of the method table
+cdef int _n_methods = len(_METHODS)
+cdef char _method_text[N_METHODS_MAX][MAX_METHOD_LEN + 1]
+cdef int _method_len[N_METHODS_MAX]
+
+
+cdef _init_methods():
+    cdef int i
+    cdef bytes m
+    if _n_methods > N_METHODS_MAX:
+        raise RuntimeError("method table larger than N_METHODS_MAX")
+    memset(_method_text, 0, sizeof(_method_text))
+    for i in range(_n_methods):
+        m = _METHODS[i]
+        if m is None:
+            _method_len[i] = 0
+            continue
+        if len(m) > MAX_METHOD_LEN:
+            raise RuntimeError("method longer than MAX_METHOD_LEN")
+        memcpy(_method_text[i], <const char *>m, len(m))
+        _method_len[i] = len(m)
+
+
+_init_methods()
+
+
+def method_names():
+    """The method table in MethodId order (None for METHOD_OTHER), for schema checks."""
+    return tuple(None if m is None else m.decode() for m in _METHODS)
+
+
+def sizeof_http_msg():
+    """sizeof(HttpMsg) in C: must equal webtap.schema.MESSAGE_DTYPE.itemsize."""
+    return sizeof(HttpMsg)
+
+
+def sizeof_packet_ref():
+    """sizeof(PacketRef) in C: must equal webtap.schema.PACKET_DTYPE.itemsize."""
+    return sizeof(PacketRef)
+
+
+# ---------------------------------------------------------------------------------------------
+# Byte helpers
+# ---------------------------------------------------------------------------------------------
+cdef inline uint16_t _be16(const uint8_t *p) noexcept nogil:
+    return (<uint16_t>p[0] << 8) | p[1]
+
+
+cdef inline uint32_t _be32(const uint8_t *p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
+    return (<uint32_t>p[3] << 24) | (<uint32_t>p[2] << 16) | (<uint32_t>p[1] << 8) | p[0]
+
+
+cdef inline bint _is_eol(uint8_t c) noexcept nogil:
+    return c == 13 or c == 10
+
+
+cdef inline uint8_t _lower(uint8_t c) noexcept nogil:
+    if c >= 65 and c <= 90:
+        return c + 32
+    return c
+
+
+cdef inline bint _name_is(const uint8_t *p, uint32_t n, const char *lname, uint32_t ln) noexcept nogil:
+    """Case-insensitive ASCII comparison of p[0:n] with the lower-case name lname[0:ln]."""
+    cdef uint32_t i
+    if n != ln:
+        return False
+    for i in range(n):
+        if _lower(p[i]) != <uint8_t>lname[i]:
+            return False
+    return True
+
+
+cdef inline uint32_t _line_end(const uint8_t *p, uint32_t pos, uint32_t n) noexcept nogil:
+    """First CR or LF at or after pos (tshark's line terminators: CRLF, lone CR, lone LF); n if none."""
+    while pos < n and not _is_eol(p[pos]):
+        pos += 1
+    return pos
+
+
+cdef inline uint32_t _next_line(const uint8_t *p, uint32_t eol, uint32_t n) noexcept nogil:
+    """Start of the line after the terminator at eol (eol < n)."""
+    if p[eol] == 13 and eol + 1 < n and p[eol + 1] == 10:
+        return eol + 2
+    return eol + 1
+
+
+cdef inline bint _is_version(const uint8_t *p, uint32_t n) noexcept nogil:
+    """p[0:n] is exactly HTTP/d.d"""
+    return (n == 8 and memcmp(p, b"HTTP/", 5) == 0 and p[5] >= 48 and p[5] <= 57
+            and p[6] == 46 and p[7] >= 48 and p[7] <= 57)
+
+
+cdef inline int _match_method(const uint8_t *p, uint32_t n) noexcept nogil:
+    """MethodId of the token p[0:n], or -1 when it is not a known method (case-sensitive)."""
+    cdef int i
+    if n == 0 or n > MAX_METHOD_LEN:
+        return -1
+    for i in range(1, _n_methods):
+        if <uint32_t>_method_len[i] == n and memcmp(p, _method_text[i], n) == 0:
+            return i
+    return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP: classify and parse the first line and the header block held in this packet.
+# p points at the packet's first byte; the payload is p[off : off+n]; spans are packet-relative.
+# Returns DR_HTTP_REQUEST, DR_HTTP_RESPONSE or DR_NOT_HTTP; *lines_too_long gets the number of
+# header lines over MAX_HEADER_LINE.
+# ---------------------------------------------------------------------------------------------
+cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_len,
+                     HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
+    cdef uint32_t s = 0, e, t, eol, line_start, colon, v0, v1, k, ln
+    cdef int mid, base
+    cdef bint have_host = False, have_ua = False, line_complete
+    cdef const uint8_t *q = p + off
+    lines_too_long[0] = 0
+    # RFC 9112 2.2: a server SHOULD ignore an empty line before the request line. tshark skips
+    # one leading CRLF when more than 3 bytes are on the wire; we do the same.
+    if wire_len > 3 and n >= 2 and q[0] == 13 and q[1] == 10:
+        s = 2
+    if s >= n:
+        return DR_NOT_HTTP
+    eol = _line_end(q, s, n)
+    line_complete = eol < n
+    if n - s >= 5 and memcmp(q + s, b"HTTP/", 5) == 0:
+        # Status line: version SP+ code SP+ reason. Any payload starting "HTTP/" is a response
+        # (the paper's filter and tshark agree); a bad version or code is flagged, not dropped.
+        m.kind = MSG_RESPONSE
+        m.method_id = METHOD_OTHER
+        t = s
+        while t < eol and q[t] != 32:
+            t += 1
+        m.version.off = off + s
+        m.version.len = t - s
+        if not _is_version(q + s, t - s):
+            m.flags |= MSGF_BAD_VERSION
+        while t < eol and q[t] == 32:
+            t += 1
+        k = t
+        while t < eol and q[t] != 32:
+            t += 1
+        if (t - k == 3 and q[k] >= 48 and q[k] <= 57 and q[k + 1] >= 48 and q[k + 1] <= 57
+                and q[k + 2] >= 48 and q[k + 2] <= 57):
+            m.status = (q[k] - 48) * 100 + (q[k + 1] - 48) * 10 + (q[k + 2] - 48)
+        else:
+            m.status = 0
+            m.flags |= MSGF_BAD_STATUS
+        while t < eol and q[t] == 32:
+            t += 1
+        m.reason.off = off + t
+        m.reason.len = eol - t
+    else:
+        # Request line: method SP request-target SP HTTP-version. The method must be a known
+        # token followed by a space (RFC 2774's "M-" prefix is accepted, as tshark does).
+        base = s
+        if n - s >= 2 and q[s] == 77 and q[s + 1] == 45:      # "M-"
+            base = s + 2
+        t = base
+        while t < eol and t - base <= MAX_METHOD_LEN and q[t] != 32:
+            t += 1
+        if t >= eol or q[t] != 32:
+            return DR_NOT_HTTP
+        mid = _match_method(q + base, t - base)
+        if mid < 0:
+            return DR_NOT_HTTP
+        m.kind = MSG_REQUEST
+        m.method_id = <uint8_t>mid
+        m.method.off = off + s
+        m.method.len = t - s
+        # Request-target: after one space. Two or more spaces mean an empty target, the rest of
+        # the line being the version (tshark's reading of "GET  HTTP/1.1").
+        k = t
+        while k < eol and q[k] == 32:
+            k += 1
+        if k - t >= 2:
+            m.uri.off = off + t + 1
+            m.uri.len = 0
+            v0 = k
+        else:
+            v0 = k
+            while v0 < eol and q[v0] != 32:
+                v0 += 1
+            m.uri.off = off + k
+            m.uri.len = v0 - k
+            while v0 < eol and q[v0] == 32:
+                v0 += 1
+        m.version.off = off + v0
+        m.version.len = eol - v0
+        if not line_complete:
+            m.flags |= MSGF_URI_TRUNCATED
+        elif not _is_version(q + v0, eol - v0):
+            m.flags |= MSGF_BAD_VERSION
+    if not line_complete:
+        m.flags |= MSGF_HEADERS_INCOMPLETE
+        return DR_HTTP_REQUEST if m.kind == MSG_REQUEST else DR_HTTP_RESPONSE
+    # Header block: one field per line until the empty line. Like tshark, stop at the first line
+    # without a colon; a name matches case-insensitively and exactly (no space before the colon).
+    line_start = _next_line(q, eol, n)
+    while True:
+        if line_start >= n:
+            m.flags |= MSGF_HEADERS_INCOMPLETE
+            break
+        eol = _line_end(q, line_start, n)
+        line_complete = eol < n
+        ln = eol - line_start
+        if line_complete and ln == 0:
+            break                                             # end of the header block
+        if not line_complete:
+            m.flags |= MSGF_HEADERS_INCOMPLETE
+        if ln > MAX_HEADER_LINE:
+            m.flags |= MSGF_LINE_TOO_LONG
+            lines_too_long[0] += 1
+        else:
+            colon = line_start
+            while colon < eol and q[colon] != 58:
+                colon += 1
+            if colon >= eol:
+                break                                         # not a header line: block ends
+            v0 = colon + 1
+            while v0 < eol and (q[v0] == 32 or q[v0] == 9):
+                v0 += 1
+            v1 = eol
+            while v1 > v0 and (q[v1 - 1] == 32 or q[v1 - 1] == 9):
+                v1 -= 1
+            if _name_is(q + line_start, colon - line_start, b"host", 4):
+                if have_host:
+                    m.flags |= MSGF_HOST_REPEATED
+                else:
+                    have_host = True
+                    m.host.off = off + v0
+                    m.host.len = v1 - v0
+            elif _name_is(q + line_start, colon - line_start, b"user-agent", 10):
+                if not have_ua:
+                    have_ua = True
+                    m.user_agent.off = off + v0
+                    m.user_agent.len = v1 - v0
+        if not line_complete:
+            break
+        line_start = _next_line(q, eol, n)
+    return DR_HTTP_REQUEST if m.kind == MSG_REQUEST else DR_HTTP_RESPONSE
+
+
+# ---------------------------------------------------------------------------------------------
+# One packet: link -> IP -> TCP -> HTTP. Returns the DissectReason that decided its fate:
+# DR_HTTP_REQUEST / DR_HTTP_RESPONSE when *m now holds a message, another DR_* otherwise.
+# ---------------------------------------------------------------------------------------------
+cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
+                         HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
+    cdef uint32_t off = 0, ip_off, ip_end_wire, ip_end_cap, hl, tot, frag, tcp_off, doff
+    cdef uint32_t pay_off, pay_cap, pay_wire, plen, ext_len
+    cdef uint16_t etype, tci
+    cdef uint32_t af_le, af_be
+    cdef int net = NET_IP_ANY, nxt, tags = 0, ver
+    lines_too_long[0] = 0
+
+    # --- link layer -------------------------------------------------------------------------
+    if linktype == LT_ETHERNET or linktype == LT_LINUX_SLL or linktype == LT_LINUX_SLL2:
+        if linktype == LT_ETHERNET:
+            if caplen < 14:
+                return DR_LINK_TRUNCATED
+            etype = _be16(p + 12)
+            off = 14
+        elif linktype == LT_LINUX_SLL:
+            if caplen < 16:
+                return DR_LINK_TRUNCATED
+            etype = _be16(p + 14)
+            off = 16
+        else:
+            if caplen < 20:
+                return DR_LINK_TRUNCATED
+            etype = _be16(p)
+            off = 20
+        # 802.1Q (0x8100), 802.1ad (0x88a8) and the pre-standard QinQ types 0x9100/0x9200.
+        while etype == 0x8100 or etype == 0x88A8 or etype == 0x9100 or etype == 0x9200:
+            if tags == MAX_VLAN_TAGS:
+                return DR_NOT_IP
+            if caplen < off + 4:
+                return DR_LINK_TRUNCATED
+            tci = _be16(p + off)
+            if tags == 0:
+                m.vlan = tci & 0x0FFF
+            etype = _be16(p + off + 2)
+            off += 4
+            tags += 1
+        if etype == 0x0800:
+            net = NET_IPV4
+        elif etype == 0x86DD:
+            net = NET_IPV6
+        else:
+            return DR_NOT_IP
+    elif linktype == LT_RAW or linktype == LT_RAW_ALT or linktype == LT_RAW_ALT2:
+        net = NET_IP_ANY
+    elif linktype == LT_IPV4:
+        net = NET_IPV4
+    elif linktype == LT_IPV6:
+        net = NET_IPV6
+    elif linktype == LT_NULL or linktype == LT_LOOP:
+        if caplen < 4:
+            return DR_LINK_TRUNCATED
+        af_be = _be32(p)
+        af_le = _le32(p)
+        if linktype == LT_LOOP:
+            af_le = af_be                  # LOOP: network byte order only
+        # NULL: host byte order of the capturing machine, unknown to us: accept either.
+        if af_be == 2 or af_le == 2:
+            net = NET_IPV4
+        elif (af_be == 24 or af_be == 28 or af_be == 30 or af_be == 10 or
+              af_le == 24 or af_le == 28 or af_le == 30 or af_le == 10):
+            net = NET_IPV6
+        else:
+            return DR_NOT_IP
+        off = 4
+    else:
+        return DR_LINK_UNSUPPORTED
+
+    # --- IP -----------------------------------------------------------------------------------
+    ip_off = off
+    if caplen <= ip_off:
+        return DR_IP_TRUNCATED
+    ver = p[ip_off] >> 4
+    if net == NET_IP_ANY:
+        if ver == 4:
+            net = NET_IPV4
+        elif ver == 6:
+            net = NET_IPV6
+        else:
+            return DR_IP_BAD_HEADER
+    if ver != net:
+        return DR_IP_BAD_HEADER
+    if net == NET_IPV4:
+        if caplen < ip_off + 20:
+            return DR_IP_TRUNCATED
+        hl = (p[ip_off] & 0x0F) * 4
+        if hl < 20:
+            return DR_IP_BAD_HEADER
+        tot = _be16(p + ip_off + 2)
+        if tot == 0:
+            tot = caplen - ip_off          # TSO/GSO capture: length left 0, trust the capture
+        if tot < hl:
+            return DR_IP_BAD_HEADER
+        if caplen < ip_off + hl:
+            return DR_IP_TRUNCATED
+        frag = _be16(p + ip_off + 6)
+        if (frag & 0x2000) or (frag & 0x1FFF):
+            return DR_IP_FRAGMENT
+        if p[ip_off + 9] != 6:
+            return DR_NOT_TCP
+        m.ip_version = 4
+        m.ttl = p[ip_off + 8]
+        memcpy(m.src_ip, p + ip_off + 12, 4)
+        memcpy(m.dst_ip, p + ip_off + 16, 4)
+        tcp_off = ip_off + hl
+        ip_end_wire = ip_off + tot
+    else:
+        if caplen < ip_off + 40:
+            return DR_IP_TRUNCATED
+        plen = _be16(p + ip_off + 4)
+        if plen == 0:
+            plen = caplen - ip_off - 40    # jumbogram or TSO capture: trust the capture
+        ip_end_wire = ip_off + 40 + plen
+        nxt = p[ip_off + 6]
+        tcp_off = ip_off + 40
+        tags = 0
+        while nxt != 6:
+            if nxt == 0 or nxt == 43 or nxt == 60 or nxt == 51:
+                if tags == MAX_IP6_EXT:
+                    return DR_IP_BAD_HEADER
+                if caplen < tcp_off + 8:
+                    return DR_IP_TRUNCATED
+                if nxt == 51:
+                    ext_len = (<uint32_t>p[tcp_off + 1] + 2) * 4
+                else:
+                    ext_len = (<uint32_t>p[tcp_off + 1] + 1) * 8
+                if tcp_off + ext_len > ip_end_wire:
+                    return DR_IP_BAD_HEADER
+                nxt = p[tcp_off]
+                tcp_off += ext_len
+                tags += 1
+            elif nxt == 44:
+                return DR_IP_FRAGMENT
+            else:
+                return DR_NOT_TCP
+        m.ip_version = 6
+        m.ttl = p[ip_off + 7]
+        memcpy(m.src_ip, p + ip_off + 8, 16)
+        memcpy(m.dst_ip, p + ip_off + 24, 16)
+    m.ip_off = <uint16_t>ip_off
+
+    # --- TCP ----------------------------------------------------------------------------------
+    ip_end_cap = ip_end_wire if ip_end_wire < caplen else caplen   # drops Ethernet padding
+    if tcp_off + 20 > ip_end_wire:
+        return DR_TCP_BAD_OFFSET if tcp_off + 20 <= caplen else DR_TCP_TRUNCATED
+    if tcp_off + 20 > ip_end_cap:
+        return DR_TCP_TRUNCATED
+    doff = (p[tcp_off + 12] >> 4) * 4
+    if doff < 20 or tcp_off + doff > ip_end_wire:
+        return DR_TCP_BAD_OFFSET
+    if tcp_off + doff > ip_end_cap:
+        return DR_TCP_TRUNCATED
+    m.tcp_off = <uint16_t>tcp_off
+    m.src_port = _be16(p + tcp_off)
+    m.dst_port = _be16(p + tcp_off + 2)
+    m.seq = _be32(p + tcp_off + 4)
+    m.ack = _be32(p + tcp_off + 8)
+    m.tcp_flags = p[tcp_off + 13]
+    m.window = _be16(p + tcp_off + 14)
+    pay_off = tcp_off + doff
+    pay_wire = ip_end_wire - pay_off
+    pay_cap = ip_end_cap - pay_off
+    m.payload_off = pay_off
+    m.payload_len = pay_wire
+    m.payload_caplen = pay_cap
+    if pay_wire == 0 or pay_cap == 0:
+        return DR_NO_PAYLOAD
+    if pay_cap < pay_wire:
+        m.flags |= MSGF_PAYLOAD_TRUNCATED
+    return _parse_http(p, pay_off, pay_cap, pay_wire, m, lines_too_long)
+
+
+cdef inline void _count_msg(uint64_t *cnt, const HttpMsg *m, uint32_t lines_too_long) noexcept nogil:
+    if m.flags & MSGF_URI_TRUNCATED:
+        cnt[<int>DR_URI_TRUNCATED] += 1
+    if m.flags & MSGF_HEADERS_INCOMPLETE:
+        cnt[<int>DR_HEADERS_INCOMPLETE] += 1
+    if m.flags & MSGF_PAYLOAD_TRUNCATED:
+        cnt[<int>DR_PAYLOAD_TRUNCATED] += 1
+    cnt[<int>DR_LINE_TOO_LONG] += lines_too_long
+
+
+cdef inline void _clear_msg(HttpMsg *m) noexcept nogil:
+    memset(m, 0, sizeof(HttpMsg))
+    m.vlan = 0xFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# Python entry points
+# ---------------------------------------------------------------------------------------------
+cdef object _PACKET_DTYPE = None
+cdef object _MESSAGE_DTYPE = None
+
+
+cdef _dtypes():
+    global _PACKET_DTYPE, _MESSAGE_DTYPE
+    if _PACKET_DTYPE is None:
+        from webtap.schema import MESSAGE_DTYPE, PACKET_DTYPE
+        if MESSAGE_DTYPE.itemsize != sizeof(HttpMsg) or PACKET_DTYPE.itemsize != sizeof(PacketRef):
+            raise RuntimeError("webtap.schema dtypes do not match ext/*.pxd struct sizes")
+        _PACKET_DTYPE = PACKET_DTYPE
+        _MESSAGE_DTYPE = MESSAGE_DTYPE
+
+
+cdef cnp.ndarray _as_packets(packets):
+    _dtypes()
+    arr = np.asarray(packets)
+    if arr.dtype != _PACKET_DTYPE or arr.ndim != 1:
+        raise TypeError(f"packets must be a 1-D array of webtap.schema.PACKET_DTYPE, got {arr.dtype}")
+    return np.ascontiguousarray(arr)
+
+
+def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
+    """Dissect one packet batch.
+
+    packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
+    data: the batch's byte buffer (uint8, contiguous; read-only buffers are fine).
+    reasons: optional uint8 array of len(packets) that receives each packet's DissectReason.
+
+    Returns (msgs, counters): msgs, a view of a MESSAGE_DTYPE array holding one HttpMsg per HTTP
+    first packet, in packet order; counters, a uint64 array indexed by DissectReason. A PacketRef
+    whose bytes lie (partly) outside `data` is dissected over the bytes that exist.
+    """
+    cdef cnp.ndarray pk = _as_packets(packets)
+    cdef Py_ssize_t n = pk.shape[0], i, k = 0
+    cdef cnp.ndarray out = np.zeros(n, dtype=_MESSAGE_DTYPE)
+    cdef cnp.ndarray counters = np.zeros(<int>DR_N, dtype=np.uint64)
+    cdef const PacketRef *refs = <const PacketRef *>cnp.PyArray_DATA(pk)
+    cdef HttpMsg *msgs = <HttpMsg *>cnp.PyArray_DATA(out)
+    cdef uint64_t *cnt = <uint64_t *>cnp.PyArray_DATA(counters)
+    cdef uint8_t[::1] rs
+    cdef uint8_t *rsp = NULL
+    cdef uint64_t size = data.shape[0], caplen, poff
+    cdef const uint8_t *base = &data[0] if size > 0 else NULL
+    cdef uint32_t ltl = 0
+    cdef int r
+    if reasons is not None:
+        rs = reasons
+        if rs.shape[0] != n:
+            raise ValueError("reasons must have one entry per packet")
+        if n > 0:
+            rsp = &rs[0]
+    with nogil:
+        for i in range(n):
+            poff = refs[i].offset
+            caplen = refs[i].caplen
+            if poff >= size:
+                caplen = 0
+            elif caplen > size - poff:
+                caplen = size - poff
+            _clear_msg(&msgs[k])
+            if caplen == 0:
+                r = DR_LINK_TRUNCATED
+            else:
+                r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl)
+            cnt[<int>DR_PACKETS] += 1
+            cnt[r] += 1
+            if rsp != NULL:
+                rsp[i] = <uint8_t>r
+            if r == DR_HTTP_REQUEST or r == DR_HTTP_RESPONSE:
+                msgs[k].ts_ns = refs[i].ts_ns
+                msgs[k].pkt_index = refs[i].index
+                msgs[k].pkt_offset = poff
+                msgs[k].linktype = refs[i].linktype
+                _count_msg(cnt, &msgs[k], ltl)
+                k += 1
+    return out[:k], counters
+
+
+def parse_http_payload(const uint8_t[::1] payload, wire_len=None):
+    """Classify and parse one TCP payload (test helper): returns (reason, HttpMsg record).
+
+    Spans are relative to the start of `payload`; wire_len defaults to len(payload).
+    """
+    _dtypes()
+    cdef cnp.ndarray out = np.zeros(1, dtype=_MESSAGE_DTYPE)
+    cdef HttpMsg *m = <HttpMsg *>cnp.PyArray_DATA(out)
+    cdef uint32_t n = payload.shape[0], wl, ltl = 0
+    cdef int r
+    wl = n if wire_len is None else wire_len
+    _clear_msg(m)
+    if n == 0:
+        return DR_NO_PAYLOAD, out[0]
+    with nogil:
+        m.payload_len = wl
+        m.payload_caplen = n
+        if n < wl:
+            m.flags |= MSGF_PAYLOAD_TRUNCATED
+        r = _parse_http(&payload[0], 0, n, wl, m, &ltl)
+    return r, out[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Strings out: one span column -> pyarrow string array, built in C.
+# ---------------------------------------------------------------------------------------------
+cdef enum:
+    TEXT_UTF8 = 0      # valid UTF-8 kept; every byte not part of a valid sequence -> U+FFFD
+    TEXT_TSHARK = 1    # tshark 4.0's ENC_ASCII: every byte >= 0x80 -> U+FFFD; NUL ends the text
+
+_TEXT_MODES = {"replace": TEXT_UTF8, "tshark": TEXT_TSHARK}
+
+
+cdef inline uint32_t _utf8_seq(const uint8_t *s, uint32_t n) noexcept nogil:
+    """Length of the valid UTF-8 sequence at s[0] (well-formed per RFC 3629), 0 if invalid."""
+    cdef uint8_t c = s[0]
+    if c < 0x80:
+        return 1
+    if c >= 0xC2 and c <= 0xDF:
+        if n >= 2 and (s[1] & 0xC0) == 0x80:
+            return 2
+        return 0
+    if c >= 0xE0 and c <= 0xEF:
+        if n < 3 or (s[1] & 0xC0) != 0x80 or (s[2] & 0xC0) != 0x80:
+            return 0
+        if c == 0xE0 and s[1] < 0xA0:
+            return 0                       # overlong
+        if c == 0xED and s[1] >= 0xA0:
+            return 0                       # UTF-16 surrogate
+        return 3
+    if c >= 0xF0 and c <= 0xF4:
+        if n < 4 or (s[1] & 0xC0) != 0x80 or (s[2] & 0xC0) != 0x80 or (s[3] & 0xC0) != 0x80:
+            return 0
+        if c == 0xF0 and s[1] < 0x90:
+            return 0                       # overlong
+        if c == 0xF4 and s[1] >= 0x90:
+            return 0                       # above U+10FFFF
+        return 4
+    return 0
+
+
+cdef uint64_t _text_len(const uint8_t *s, uint32_t n, int mode) noexcept nogil:
+    """Bytes the repaired text of s[0:n] takes."""
+    cdef uint32_t i = 0, q
+    cdef uint64_t out = 0
+    while i < n:
+        if mode == TEXT_TSHARK:
+            if s[i] == 0:
+                break
+            out += 1 if s[i] < 0x80 else 3
+            i += 1
+        else:
+            q = _utf8_seq(s + i, n - i)
+            if q == 0:
+                out += 3
+                i += 1
+            else:
+                out += q
+                i += q
+    return out
+
+
+cdef uint64_t _text_copy(const uint8_t *s, uint32_t n, int mode, uint8_t *dst) noexcept nogil:
+    cdef uint32_t i = 0, q
+    cdef uint64_t o = 0
+    while i < n:
+        if mode == TEXT_TSHARK:
+            if s[i] == 0:
+                break
+            q = 1 if s[i] < 0x80 else 0
+        else:
+            q = _utf8_seq(s + i, n - i)
+        if q == 0:
+            dst[o] = 0xEF
+            dst[o + 1] = 0xBF
+            dst[o + 2] = 0xBD
+            o += 3
+            i += 1
+        else:
+            memcpy(dst + o, s + i, q)
+            o += q
+            i += q
+    return o
+
+
+def span_to_arrow(msgs, const uint8_t[::1] data, str field, str errors="replace"):
+    """One Span field of a message batch as a pyarrow string array (null where the span is empty).
+
+    msgs: MESSAGE_DTYPE array whose pkt_offset values index `data` (the batch buffer).
+    errors: "replace" keeps valid UTF-8 and turns each byte that is not part of a valid sequence
+    into U+FFFD; "tshark" reproduces tshark 4.0's -T fields text (every byte >= 0x80 becomes
+    U+FFFD, a NUL byte ends the string).
+    Offsets and data buffers are built in C; the result is int32-offset `string` when the text
+    fits, `large_string` otherwise.
+    """
+    import pyarrow as pa
+    _dtypes()
+    if field not in _MESSAGE_DTYPE.fields or _MESSAGE_DTYPE.fields[field][0].names != ("off", "len"):
+        raise KeyError(f"{field!r} is not a Span field of HttpMsg")
+    if errors not in _TEXT_MODES:
+        raise ValueError(f"errors must be one of {sorted(_TEXT_MODES)}")
+    cdef int mode = _TEXT_MODES[errors]
+    arr = np.asarray(msgs)
+    if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1:
+        raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
+    arr = np.ascontiguousarray(arr)
+    cdef cnp.ndarray ma = arr
+    cdef Py_ssize_t n = ma.shape[0], i
+    cdef size_t field_off = _MESSAGE_DTYPE.fields[field][1]
+    cdef const uint8_t *mbase = <const uint8_t *>cnp.PyArray_DATA(ma)
+    cdef const HttpMsg *mm
+    cdef const Span *sp
+    cdef uint64_t size = data.shape[0], total = 0, o, poff
+    cdef const uint8_t *dbase = &data[0] if size > 0 else NULL
+    cdef cnp.ndarray lens = np.zeros(n, dtype=np.uint64)
+    cdef uint64_t *lp = <uint64_t *>cnp.PyArray_DATA(lens)
+    cdef cnp.ndarray valid = np.zeros((n + 7) // 8 if n > 0 else 1, dtype=np.uint8)
+    cdef uint8_t *vp = <uint8_t *>cnp.PyArray_DATA(valid)
+    cdef Py_ssize_t nulls = 0
+    with nogil:
+        for i in range(n):
+            mm = <const HttpMsg *>(mbase + i * sizeof(HttpMsg))
+            sp = <const Span *>(mbase + i * sizeof(HttpMsg) + field_off)
+            poff = mm.pkt_offset
+            if sp.len == 0 or poff + sp.off + sp.len > size:
+                lp[i] = 0
+                nulls += 1
+                continue
+            vp[i >> 3] |= <uint8_t>(1 << (i & 7))
+            lp[i] = _text_len(dbase + poff + sp.off, sp.len, mode)
+            total += lp[i]
+    cdef bint large = total > 0x7FFFFFFF
+    cdef cnp.ndarray offsets = np.zeros(n + 1, dtype=np.int64 if large else np.int32)
+    cdef cnp.ndarray text = np.empty(total if total > 0 else 1, dtype=np.uint8)
+    cdef int64_t *o64 = <int64_t *>cnp.PyArray_DATA(offsets)
+    cdef int *o32 = <int *>cnp.PyArray_DATA(offsets)
+    cdef uint8_t *tp = <uint8_t *>cnp.PyArray_DATA(text)
+    with nogil:
+        o = 0
+        for i in range(n):
+            if lp[i] > 0:
+                mm = <const HttpMsg *>(mbase + i * sizeof(HttpMsg))
+                sp = <const Span *>(mbase + i * sizeof(HttpMsg) + field_off)
+                o += _text_copy(dbase + mm.pkt_offset + sp.off, sp.len, mode, tp + o)
+            if large:
+                o64[i + 1] = o
+            else:
+                o32[i + 1] = <int>o
+    typ = pa.large_string() if large else pa.string()
+    return pa.Array.from_buffers(
+        typ, n, [pa.py_buffer(valid) if nulls else None, pa.py_buffer(offsets), pa.py_buffer(text)],
+        null_count=nulls)
+
+
+def ip_to_arrow(msgs, str field):
+    """src_ip or dst_ip of a message batch as a pyarrow string array (inet_ntop text)."""
+    import pyarrow as pa
+    _dtypes()
+    if field not in ("src_ip", "dst_ip"):
+        raise KeyError(field)
+    arr = np.ascontiguousarray(np.asarray(msgs))
+    if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1:
+        raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
+    cdef cnp.ndarray ma = arr
+    cdef Py_ssize_t n = ma.shape[0], i
+    cdef size_t foff = _MESSAGE_DTYPE.fields[field][1]
+    cdef const uint8_t *mbase = <const uint8_t *>cnp.PyArray_DATA(ma)
+    cdef const HttpMsg *mm
+    cdef cnp.ndarray offsets = np.zeros(n + 1, dtype=np.int32)
+    cdef cnp.ndarray text = np.empty(n * 46 + 1, dtype=np.uint8)   # INET6_ADDRSTRLEN = 46
+    cdef int *op = <int *>cnp.PyArray_DATA(offsets)
+    cdef char *tp = <char *>cnp.PyArray_DATA(text)
+    cdef int o = 0, ln
+    cdef char buf[64]
+    with nogil:
+        for i in range(n):
+            mm = <const HttpMsg *>(mbase + i * sizeof(HttpMsg))
+            buf[0] = 0
+            if inet_ntop(AF_INET if mm.ip_version == 4 else AF_INET6,
+                         mbase + i * sizeof(HttpMsg) + foff, buf, sizeof(buf)) == NULL:
+                buf[0] = 0
+            ln = 0
+            while buf[ln] != 0:
+                tp[o + ln] = buf[ln]
+                ln += 1
+            o += ln
+            op[i + 1] = o
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text[:o])])

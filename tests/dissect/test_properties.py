@@ -1,0 +1,83 @@
+"""Hypothesis: random bytes and mutated/truncated real packets never crash the dissector, and
+every span it reports lies inside its packet."""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scapy.all import Dot1Q, Ether
+
+from tests.dissect._scapy_batches import batch_from_raw
+from tests.dissect.packets import GET, OK, null_hdr, sll, sll2, tcp4, tcp6
+from webtap.dissect import dissect, parse_http
+from webtap.schema import DISSECT_REASONS, SPAN_FIELDS
+
+LINKTYPES = [0, 1, 12, 14, 101, 108, 113, 228, 229, 276, 147]
+SEEDS = [
+    (bytes(Ether() / tcp4()), 1), (bytes(Ether() / Dot1Q(vlan=3) / tcp6(OK)), 1),
+    (sll(tcp4(OK)), 113), (sll2(tcp6()), 276), (null_hdr(30) + bytes(tcp6()), 0),
+    (bytes(tcp4(b"GET /x HTTP/1.1\r\nHost: a\r\nUser-Agent: b\r\n\r\n")), 101),
+]
+OUTCOMES = [i for i, r in enumerate(DISSECT_REASONS) if r not in (
+    "packets", "uri_truncated", "headers_incomplete", "line_too_long", "payload_truncated")]
+
+
+def check_batch(records):
+    pk, data = batch_from_raw(records)
+    reasons = np.zeros(len(pk), np.uint8)
+    b = dissect(pk, data, reasons)
+    c = b.counters
+    assert c["packets"] == len(records)
+    assert sum(c[DISSECT_REASONS[i]] for i in OUTCOMES) == len(records)
+    assert len(b) == c["http_request"] + c["http_response"]
+    for m in b.msgs:
+        i = int(m["pkt_index"])
+        caplen = int(pk["caplen"][i])
+        assert int(m["pkt_offset"]) == int(pk["offset"][i])
+        assert int(m["payload_off"]) + int(m["payload_caplen"]) <= caplen
+        assert 0 < int(m["payload_caplen"]) <= int(m["payload_len"])
+        for f in SPAN_FIELDS:
+            off, ln = int(m[f]["off"]), int(m[f]["len"])
+            if ln:
+                assert int(m["payload_off"]) <= off and off + ln <= caplen
+    for f in SPAN_FIELDS:
+        b.column(f)
+        b.column(f, errors="tshark")
+    return b
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=200), st.sampled_from(LINKTYPES)), max_size=8))
+def test_random_bytes(pkts):
+    check_batch([(raw, lt, 0, len(raw)) for raw, lt in pkts])
+
+
+@st.composite
+def mutated(draw):
+    raw, lt = draw(st.sampled_from(SEEDS))
+    raw = bytearray(raw)
+    for _ in range(draw(st.integers(0, 6))):
+        pos = draw(st.integers(0, len(raw) - 1))
+        raw[pos] = draw(st.integers(0, 255))
+    cut = draw(st.integers(0, len(raw)))
+    return bytes(raw[:cut]), lt
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(mutated(), min_size=1, max_size=6))
+def test_mutated_real_packets(pkts):
+    check_batch([(raw, lt, 0, len(raw) + 5) for raw, lt in pkts])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.binary(max_size=300),
+    st.builds(lambda a, b: a + b, st.sampled_from([GET, OK, b"M-POST ", b"HTTP/", b"\r\nGET "]), st.binary(max_size=100)),
+    st.builds(lambda s, i: s[:i], st.sampled_from([GET, OK]), st.integers(0, len(GET))),
+))
+def test_first_line_parser(payload):
+    m = parse_http(payload)
+    if m is None:
+        return
+    assert payload.startswith(b"HTTP/", 2 if payload.startswith(b"\r\n") and len(payload) > 3 else 0) or m["kind"] == "request"
+    for f in SPAN_FIELDS:
+        off, ln = m[f + "_span"]
+        assert ln == 0 or off + ln <= len(payload)

@@ -1,0 +1,23 @@
+"""Type stub for webtap._ext.dissect (ext/dissect.pyx)."""
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+def dissect_batch(
+    packets: np.ndarray,
+    data: npt.NDArray[np.uint8],
+    reasons: npt.NDArray[np.uint8] | None = ...,
+) -> tuple[np.ndarray, npt.NDArray[np.uint64]]: ...
+def parse_http_payload(payload: bytes, wire_len: int | None = ...) -> tuple[int, np.void]: ...
+def span_to_arrow(
+    msgs: np.ndarray,
+    data: npt.NDArray[np.uint8],
+    field: Literal["method", "uri", "version", "host", "user_agent", "reason"],
+    errors: Literal["replace", "tshark"] = ...,
+) -> pa.StringArray | pa.LargeStringArray: ...
+def ip_to_arrow(msgs: np.ndarray, field: Literal["src_ip", "dst_ip"]) -> pa.StringArray: ...
+def method_names() -> tuple[str | None, ...]: ...
+def sizeof_http_msg() -> int: ...
+def sizeof_packet_ref() -> int: ...

@@ -1,0 +1,140 @@
+"""Dissect stage facade: packet batches in, HTTP message batches out.
+
+    >>> batch = dissect(packets, data)        # packets: PACKET_DTYPE array, data: uint8 buffer
+    >>> batch.msgs                            # MESSAGE_DTYPE array, one row per HTTP first packet
+    >>> batch.counters["ip_fragment"]         # what was skipped, and why
+    >>> batch.column("uri")                   # pyarrow string array, built in C
+    >>> batch.to_pandas()
+
+Spans in `msgs` point into `data`; a MessageBatch keeps `data` alive, so its columns can be built
+at any time. The work happens in ext/dissect.pyx without the GIL; nothing here loops over
+messages in Python.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from webtap._ext import dissect as _ext
+from webtap.schema import (
+    DISSECT_REASONS,
+    MESSAGE_DTYPE,
+    METHOD_NAMES,
+    MSG_REQUEST,
+    MSG_RESPONSE,
+    PACKET_DTYPE,
+    SPAN_FIELDS,
+)
+
+__all__ = ["MessageBatch", "dissect", "parse_http", "TEXT_ERRORS"]
+
+#: Ways to turn span bytes into text (see docs/ACCURACY.md, "Text"):
+#: "replace" keeps valid UTF-8 and maps each byte outside a valid sequence to U+FFFD;
+#: "tshark" mimics tshark 4.0 -T fields (each byte >= 0x80 -> U+FFFD, NUL ends the text).
+TEXT_ERRORS = ("replace", "tshark")
+
+_KIND_NAMES = {MSG_REQUEST: "request", MSG_RESPONSE: "response"}
+
+
+def _counter_dict(counters: np.ndarray) -> dict[str, int]:
+    return {name: int(counters[i]) for i, name in enumerate(DISSECT_REASONS)}
+
+
+@dataclass(frozen=True)
+class MessageBatch:
+    """The HTTP first packets of one packet batch.
+
+    msgs: MESSAGE_DTYPE array (a view of the dissector's output buffer).
+    data: the packet batch's byte buffer that the spans in msgs point into.
+    counters: DissectReason name -> count for the batch.
+    """
+
+    msgs: np.ndarray
+    data: np.ndarray
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+    def column(self, name: str, errors: str = "replace"):
+        """One column as a pyarrow array: a Span field (method, uri, version, host, user_agent,
+        reason) as strings, src_ip/dst_ip as text, any other field as a numeric array."""
+        import pyarrow as pa
+
+        if name in SPAN_FIELDS:
+            return _ext.span_to_arrow(self.msgs, self.data, name, errors)
+        if name in ("src_ip", "dst_ip"):
+            return _ext.ip_to_arrow(self.msgs, name)
+        if name not in MESSAGE_DTYPE.names:
+            raise KeyError(f"no column {name!r}")
+        return pa.array(np.ascontiguousarray(self.msgs[name]))
+
+    def to_pandas(self, errors: str = "replace"):
+        """A DataFrame with one row per message: text columns as strings, addresses as text,
+        `kind` and `method_name` as categoricals (method_name from webtap.schema.METHOD_NAMES)."""
+        import pandas as pd
+
+        m = self.msgs
+        cols: dict[str, object] = {
+            "ts_ns": m["ts_ns"],
+            "pkt_index": m["pkt_index"],
+            "kind": pd.Categorical.from_codes(
+                np.where(m["kind"] == MSG_REQUEST, 0, 1).astype(np.int8), ["request", "response"]
+            ),
+            "src_ip": self.column("src_ip").to_pandas(),
+            "src_port": m["src_port"],
+            "dst_ip": self.column("dst_ip").to_pandas(),
+            "dst_port": m["dst_port"],
+            "seq": m["seq"],
+            "ack": m["ack"],
+            "payload_len": m["payload_len"],
+            "method_name": pd.Categorical.from_codes(
+                m["method_id"].astype(np.int16) - 1, list(METHOD_NAMES[1:])
+            ),
+        }
+        for name in SPAN_FIELDS:
+            cols[name] = self.column(name, errors).to_pandas()
+        for name in ("status", "flags", "vlan", "ip_version", "tcp_flags", "ttl", "window",
+                     "linktype", "payload_off", "payload_caplen", "pkt_offset"):
+            cols[name] = m[name]
+        return pd.DataFrame(cols)
+
+
+def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None) -> MessageBatch:
+    """Find the HTTP first packets of a packet batch.
+
+    packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
+    reasons: optional uint8 array, one per packet, filled with each packet's DissectReason index
+    (see webtap.schema.DISSECT_REASONS): which rule decided its fate.
+    """
+    packets = np.asarray(packets)
+    if packets.dtype != PACKET_DTYPE:
+        raise TypeError(f"packets must have dtype webtap.schema.PACKET_DTYPE, not {packets.dtype}")
+    data = np.asarray(data)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+    msgs, counters = _ext.dissect_batch(packets, data, reasons)
+    return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters))
+
+
+def parse_http(payload: bytes, wire_len: int | None = None) -> dict | None:
+    """Parse one TCP payload as the dissector would (a convenience for tests and notebooks).
+
+    Returns None when the payload does not start an HTTP request or response, else a dict of the
+    message's fields with spans decoded (errors="replace") and `flags` as an int.
+    """
+    reason, rec = _ext.parse_http_payload(payload, wire_len)
+    if DISSECT_REASONS[reason] not in ("http_request", "http_response"):
+        return None
+    out: dict[str, object] = {
+        "kind": _KIND_NAMES[int(rec["kind"])],
+        "method_id": int(rec["method_id"]),
+        "status": int(rec["status"]),
+        "flags": int(rec["flags"]),
+    }
+    for name in SPAN_FIELDS:
+        off, ln = int(rec[name]["off"]), int(rec[name]["len"])
+        out[name] = payload[off : off + ln].decode("utf-8", "replace") if ln else None
+        out[name + "_span"] = (off, ln)
+    return out
