@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import OUT, REPO, best_of, bench_trace, table, warm
+from benchmarks.common import OUT, REPO, SHARED, best_of, bench_trace, table, warm
 
 TSHARK_FP = ["-o", "tcp.desegment_tcp_streams:FALSE", "-o", "http.desegment_headers:FALSE",
              "-o", "http.desegment_body:FALSE"]
@@ -87,12 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--core-only", action="store_true", help="only the pairing core (no trace)")
     a = ap.parse_args(argv)
 
-    core = bench_core()
-    print(f"pairing core: {core['messages']:,} messages in {core['seconds']:.3f} s = "
-          f"{core['Mmsg/s']:.2f} M messages/s (records built as Arrow batches)")
-    assert core["Mmsg/s"] > 0.5, "pairing core slower than 0.5 M messages/s"
     if a.core_only:
-        return 0
+        return _core()
 
     trace = bench_trace()
     warm(trace)
@@ -121,13 +117,42 @@ def main(argv=None) -> int:
     assert wt["packets"] == npk, f"webtap read {wt['packets']} packets, libpcap {npk}"
     assert 0 < wt["paired"] <= wt["records"]
     if ts_pairs is not None:
-        assert 0.9 * ts_pairs <= wt["paired"] <= 1.1 * ts_pairs, (wt["paired"], ts_pairs)
+        # The bench trace repeats the corpus ROUNDS times with the same 4-tuples and sequence
+        # numbers; tshark's stream tracking takes rounds 2.. for retransmissions and stops
+        # dissecting them, webtap pairs every round (its GC clears the table between rounds).
+        # So: webtap >= tshark here, and webtap ~ ROUNDS x tshark on a one-round trace.
+        assert wt["paired"] >= ts_pairs, (wt["paired"], ts_pairs)
+        rounds = int(os.environ.get("WEBTAP_BENCH_ROUNDS", "4"))
+        if not os.environ.get("WEBTAP_BENCH_TRACE") and rounds > 1:
+            one = OUT / "bench-1.pcap"
+            if not one.exists():
+                subprocess.run([sys.executable, str(SHARED / "scripts" / "make-bench-trace"),
+                                str(one), "--rounds", "1"], check=True, stdout=subprocess.DEVNULL)
+            _, _, out1 = best_of(["tshark", "-n", "-r", str(one), *TSHARK_FP, "-Y",
+                                  "http.request or http.response", *TSHARK_FIELDS], 1)
+            one_pairs = sum(1 for ln in out1.decode(errors="replace").splitlines()
+                            if ln.split("\t")[-1])
+            print(f"tshark first-packet on one round: {one_pairs:,} pairs x {rounds} rounds = "
+                  f"{one_pairs * rounds:,}; webtap {wt['paired']:,}")
+            # webtap also pairs HTTP on ports tshark does not decode and retransmitted copies
+            # (flagged), and the corpus holds the same traffic twice (Misc2 = Misc5): ~+10 %.
+            assert 0.95 * one_pairs * rounds <= wt["paired"] <= 1.25 * one_pairs * rounds
     for r in rows:
         assert r["seconds"] > 0 and r["rss"] > 0, r
     print(f"\ntrace {trace}: {npk:,} packets, {nbytes / 1e6:.1f} MB captured; webtap "
           f"{wt['messages']:,} HTTP messages, {wt['paired']:,} pairs"
           + (f"; tshark first-packet {ts_pairs:,} pairs" if ts_pairs is not None else ""))
     print(table(rows, npk, nbytes, "webtap httpanalyzer"))
+    # last: the core benchmark grows this process, and children forked after it would inherit
+    # that RSS in their ru_maxrss
+    return _core()
+
+
+def _core() -> int:
+    core = bench_core()
+    print(f"\npairing core alone: {core['messages']:,} messages in {core['seconds']:.3f} s = "
+          f"{core['Mmsg/s']:.2f} M messages/s (records built as Arrow batches)")
+    assert core["Mmsg/s"] > 0.5, "pairing core slower than 0.5 M messages/s"
     return 0
 
 

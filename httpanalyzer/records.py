@@ -14,7 +14,6 @@ format print both in seconds with 9 decimals.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 
@@ -168,19 +167,16 @@ def empty_batch() -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=SCHEMA)
 
 
-_PANDAS_TYPES = {
-    pa.uint8(): pd.UInt8Dtype(),
-    pa.uint16(): pd.UInt16Dtype(),
-    pa.uint32(): pd.UInt32Dtype(),
-    pa.uint64(): pd.UInt64Dtype(),
-    pa.bool_(): pd.BooleanDtype(),
-}
-
-
-def to_pandas(table: pa.Table | pa.RecordBatch) -> pd.DataFrame:
+def to_pandas(table):
     """DataFrame with the schema's dtypes: datetime64[ns, UTC], timedelta64[ns], nullable
-    integers, categoricals for method/reason/outcome/unmatched_reason, strings for the rest."""
-    df = table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+    integers, categoricals for method/reason/outcome/unmatched_reason, strings for the rest.
+    (pandas is imported here, not at module load: the CLI and streaming do not need it.)"""
+    import pandas as pd
+
+    types = {pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+             pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype(),
+             pa.bool_(): pd.BooleanDtype()}
+    df = table.to_pandas(types_mapper=types.get)
     for c in CATEGORICAL:
         df[c] = df[c].astype("category")
     return df

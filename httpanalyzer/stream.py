@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -222,7 +221,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
-            summary: Summary | None = None, live: bool = False, **table_options) -> pd.DataFrame:
+            summary: Summary | None = None, live: bool = False, **table_options):
     """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
     DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
     memory use iter_record_batches()."""
