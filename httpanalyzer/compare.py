@@ -34,8 +34,12 @@ REASONS = {
     "other_copy": "both tools pair the response, with different copies of a repeated request "
                   "(same 4-tuple and ACK: a TCP retransmission, or an ICMP error quoting the "
                   "request that tshark dissects as HTTP): webtap the oldest, tshark the latest",
-    "tshark_not_http": "tshark does not dissect the request or response frame as HTTP (port "
-                       "or heuristic), so it cannot pair it",
+    "tshark_not_http": "tshark does not dissect the request or response frame as HTTP: HTTP on "
+                       "a port tshark does not decode as HTTP, or a segment tshark's TCP analysis "
+                       "takes for a retransmission or out-of-order copy and does not hand to HTTP",
+    "retransmission": "webtap pairs a retransmitted copy (flagged request_repeat / "
+                      "response_repeat: the paper's duplicate records, which the analyst drops by "
+                      "4-tuple and ACK/SEQ); tshark does not dissect retransmissions as HTTP",
     "interim": "an interim 1xx or the final response after it: tshark and webtap count 1xx "
                "differently",
 }
@@ -102,8 +106,14 @@ def compare(records: pd.DataFrame, frames: pd.DataFrame, webtap_frames: set[int]
         else:
             why = "unexplained"
         out.append(("tshark", q, r, why))
+    repeats = set()
+    if "request_repeat" in w.columns:
+        rep = w[w.request_repeat.astype(bool) | w.response_repeat.astype(bool)]
+        repeats = set(zip(rep.request_frame.astype(np.int64), rep.response_frame.astype(np.int64)))
     for q, r in sorted(wp - tp):
-        if q not in by_frame.index or r not in by_frame.index:
+        if (q, r) in repeats:
+            why = "retransmission"
+        elif q not in by_frame.index or r not in by_frame.index:
             why = "tshark_not_http"
         elif 100 <= status.get(r, 0) < 200 or q in interim_reqs:
             why = "interim"
