@@ -59,13 +59,22 @@ def main(argv=None) -> int:
                                          progress=progress, live=live,
                                          max_pending=a.max_pending):
             w.write(batch)
+    except BrokenPipeError:
+        # stdout closed early (`httpanalyzer t.pcap | head`): stop quietly, as Unix tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (OSError, ValueError, RuntimeError) as e:
         print(f"httpanalyzer: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("httpanalyzer: interrupted; records so far were written", file=sys.stderr)
     finally:
-        w.close()
+        try:
+            w.close()
+        except BrokenPipeError:
+            pass
     if a.summary:
         print(summary.table(), file=sys.stderr if a.output in (None, "-") else sys.stdout)
     return 0

@@ -114,3 +114,35 @@ def test_cli_writes_each_format_and_summary(monkeypatch, tmp_path, capsys, ext):
 
 def test_cli_rejects_unknown_extension(capsys):
     assert cli.main(["x.pcap", "-o", "o.xlsx"]) == 2
+
+
+def _shared(rel):
+    import os
+
+    base = os.environ.get("WEBTAP_SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
+    path = os.path.join(base, "traces", rel)
+    if not os.path.exists(path):
+        pytest.skip(f"shared trace absent: {path}")
+    return path
+
+
+def test_cli_on_a_real_trace_line_format(tmp_path, capsys):
+    path = _shared("zeek/http/1000-requests-one-dropped-response.pcap.gz")
+    out = tmp_path / "o.txt"
+    assert cli.main([path, "-o", str(out), "--no-progress", "--summary"]) == 0
+    lines = out.read_bytes().split(b"\n")[:-1]
+    assert len(lines) == 1000                      # 999 pairs + 1 request without response
+    fields = [ln.split(b"|") for ln in lines]
+    assert all(len(f) == 13 for f in fields)
+    assert sum(1 for f in fields if f[5] == b"") == 1
+    assert all(f[0] == b"::1" and f[3] == b"80" and f[9] == b"GET" for f in fields)
+    text = capsys.readouterr().out
+    assert "request_unmatched_end" in text
+
+
+def test_analyze_real_trace_with_bpf_filter():
+    path = _shared("elcabezzonn-pcaps/aug16_part2.pcap.gz")
+    all_ = httpanalyzer.analyze(path)
+    none = httpanalyzer.analyze(path, bpf="udp")
+    assert len(all_) > 500 and len(none) == 0
+    assert all_.matched.sum() > 500
