@@ -8,7 +8,7 @@ t0 = time.perf_counter()
 import httpanalyzer  # noqa: E402
 
 t1 = time.perf_counter()
-s = httpanalyzer.Summary()
+s = httpanalyzer.Summary(detailed=False)   # as the CLI without --summary
 n = 0
 for b in httpanalyzer.iter_record_batches(sys.argv[1], summary=s):
     n += b.num_rows

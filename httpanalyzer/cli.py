@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"httpanalyzer: {e}", file=sys.stderr)
         return 2
-    summary = Summary()
+    summary = Summary(detailed=a.summary)
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
     try:

@@ -76,11 +76,19 @@ class Summary:
     interrupted: bool = False
     pairing: dict = field(default_factory=dict)
     _rt: list = field(default_factory=list)
+    #: distributions (status, methods, response-time percentiles) cost a few ms per batch;
+    #: without them only record and outcome counts are kept (the CLI asks with --summary)
+    detailed: bool = True
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
         self.records += batch.num_rows
+        if not self.detailed:
+            n_paired = pc.sum(batch.column("matched")).as_py() or 0
+            self.outcomes["paired"] += n_paired
+            self.outcomes["unmatched"] += batch.num_rows - n_paired
+            return
         for name, col in (("outcome", self.outcomes), ("status", self.status),
                           ("method", self.methods)):
             vc = pc.value_counts(batch.column(name).drop_null())
