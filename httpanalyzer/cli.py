@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from httpanalyzer import writers
+from webtap.errors import BpfError
 from httpanalyzer.stream import Summary, iter_record_batches
 
 EPILOG = """examples:
@@ -17,7 +18,10 @@ EPILOG = """examples:
 
 Line format: client IP|client port|server IP|server port|request ts|response ts|
 response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
-not exist for an unmatched record are empty)."""
+not exist for an unmatched record are empty).
+
+Exit codes: 0 success (an unreadable file among several is reported and skipped); 1 nothing could
+be read; 2 usage error (bad option, output format or BPF filter)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +69,9 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except BpfError as e:
+        print(f"httpanalyzer: {e}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, RuntimeError) as e:
         print(f"httpanalyzer: {e}", file=sys.stderr)
         return 1
@@ -75,8 +82,12 @@ def main(argv=None) -> int:
             w.close()
         except BrokenPipeError:
             pass
+    for u in summary.unreadable:
+        print(f"httpanalyzer: skipped {u}", file=sys.stderr)
     if a.summary:
         print(summary.table(), file=sys.stderr if a.output in (None, "-") else sys.stdout)
+    if summary.unreadable and len(summary.unreadable) == len(a.traces or []):
+        return 1                       # nothing could be read at all
     return 0
 
 

@@ -40,8 +40,18 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface)."""
     from webtap.capture import open_live, open_trace
     from webtap.dissect import dissect
+    from webtap.errors import BpfError
 
-    src = open_live(path, bpf=bpf) if live else open_trace(path, bpf=bpf, progress=progress)
+    try:
+        src = open_live(path, bpf=bpf) if live else open_trace(path, bpf=bpf, progress=progress)
+    except BpfError:
+        raise                        # a usage error: the same filter fails for every input
+    except (OSError, ValueError, RuntimeError) as e:
+        if live:
+            raise
+        # One unreadable file does not end the stream: the others are still analysed.
+        stats.unreadable.append(f"{path}: {e}")
+        return
     try:
         for batch in src:
             pk = batch.packets
@@ -73,6 +83,7 @@ class Summary:
     dissect: Counter = field(default_factory=Counter)
     source: Counter = field(default_factory=Counter)
     warnings: list = field(default_factory=list)
+    unreadable: list = field(default_factory=list)
     interrupted: bool = False
     pairing: dict = field(default_factory=dict)
     _rt: list = field(default_factory=list)
@@ -135,6 +146,8 @@ class Summary:
                 out += _fmt(title, sorted(nz.items()))
         for w in self.warnings:
             out += f"warning: {w}\n"
+        for w in self.unreadable:
+            out += f"unreadable: {w}\n"
         return out
 
 

@@ -146,3 +146,14 @@ def test_analyze_real_trace_with_bpf_filter():
     none = httpanalyzer.analyze(path, bpf="udp")
     assert len(all_) > 500 and len(none) == 0
     assert all_.matched.sum() > 500
+
+
+def test_cli_skips_an_unreadable_file_and_rejects_a_bad_filter(tmp_path, capsys):
+    good = _shared("dpkt/nb6-http.pcap")
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"hello, not a capture")
+    out = tmp_path / "o.csv"
+    assert cli.main([str(bad), good, "-o", str(out), "--no-progress"]) == 0
+    assert "skipped" in capsys.readouterr().err and out.stat().st_size > 0
+    assert cli.main([str(bad), "-o", str(out), "--no-progress"]) == 1
+    assert cli.main([good, "-f", "bogus ((", "--no-progress"]) == 2
