@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 
 def main() -> None:
     mode, path = sys.argv[1], sys.argv[2]
     from webtap.capture import open_trace
+    from webtap.dissect import dissect
 
     out = {"mode": mode}
+    t0 = time.perf_counter()
     with open_trace(path, progress=False) as trace:
         if mode == "read":
             n = 0
@@ -18,8 +21,6 @@ def main() -> None:
                 n += len(batch)
             out["packets"] = n
         elif mode == "dissect":
-            from webtap.dissect import dissect
-
             n = msgs = 0
             for batch in trace:
                 n += len(batch)
@@ -29,6 +30,7 @@ def main() -> None:
         else:
             sys.exit(f"unknown mode {mode}")
         out["counters"] = trace.counters
+    out["loop_seconds"] = time.perf_counter() - t0
     print(json.dumps(out))
 
 

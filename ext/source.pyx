@@ -3,11 +3,13 @@
 Two kinds of source fill the same packet batch (ext/packet.pxd: an array of PacketRef plus one
 byte buffer):
 
-* ``MmapReader`` parses classic pcap (both byte orders, micro- and nanosecond timestamps) and
-  pcapng (several sections and interfaces, either byte order, any ``if_tsresol``) straight out
-  of a memory map of the file. The batch's byte buffer *is* the mapping: nothing is copied,
-  which is how read+dissect can beat a bare ``pcap_next_ex`` loop (libpcap copies every packet
-  into its buffer). A BPF filter is compiled by libpcap per link type and applied with
+* ``FileReader`` parses classic pcap (both byte orders, micro- and nanosecond timestamps) and
+  pcapng (several sections and interfaces, either byte order, any ``if_tsresol``) out of large
+  chunks of the file (webtap.capture fills them with one read() each, or inflates gzip into
+  them) and describes the packets in place: no per-packet copy, no per-packet call, which is
+  how read+dissect beats a bare ``pcap_next_ex`` loop. (A memory map was tried first: setting
+  up the page tables of a 4 KiB-paged file mapping cost more than one bulk copy into a reused,
+  already-mapped buffer.) A BPF filter is compiled by libpcap per link type and applied with
   ``pcap_offline_filter``, so a user's filter means exactly what it means to tcpdump.
   Bad records are counted by reason and skipped: the reader re-synchronises on the next
   plausible record (pcap) or block (pcapng) instead of giving up on the rest of the file.
@@ -49,6 +51,12 @@ cdef extern from *:
     uint32_t wt_rd32(const uint8_t *p, int swap) nogil
     uint64_t wt_rd64(const uint8_t *p, int swap) nogil
 
+cdef extern from *:
+    """
+    #define wt_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
+    """
+    void _prefetch "wt_prefetch"(const void *p) nogil
+
 
 # ---------------------------------------------------------------------------------------------
 # Limits and format constants
@@ -56,6 +64,12 @@ cdef extern from *:
 DEF MAX_CAPLEN = 262144          # libpcap's and Wireshark's largest standard packet (256 KiB)
 DEF MAX_IFACES = 65535           # pcapng interfaces per section webtap tracks
 DEF MAX_BLOCK = 16777216         # pcapng blocks larger than 16 MiB are treated as corrupt
+DEF PREFETCH_AHEAD = 4096        # bytes of the file requested into cache ahead of the parser
+# In a chunk that is not the file's last, parsing stops this far from its end and asks for
+# more (RD_NEED_MORE): enough for one whole record plus the next header that resynchronising
+# after a corrupt pcap record checks.
+DEF PCAP_LOOKAHEAD = 2 * (MAX_CAPLEN + 16) + 16
+DEF PCAPNG_LOOKAHEAD = MAX_CAPLEN + 64
 
 DEF FMT_PCAP = 1
 DEF FMT_PCAPNG = 2
@@ -74,6 +88,7 @@ DEF BYTE_ORDER_MAGIC = 0x1A2B3C4D
 DEF RD_MORE = 0                  # the batch is full; call again
 DEF RD_EOF = 1                   # end of file reached (possibly after a truncated record)
 DEF RD_NEW_IFACE = 2             # a pcapng IDB needs a BPF program compiled (GIL needed)
+DEF RD_NEED_MORE = 3             # the chunk ends before the next record: give the next chunk
 
 
 class CaptureError(RuntimeError):
@@ -186,13 +201,15 @@ cdef inline int _bpf_pass(const bpf_program *prog, const uint8_t *pkt, uint32_t 
 
 
 # ---------------------------------------------------------------------------------------------
-# The memory-mapped offline reader
+# The offline file reader
 
-cdef class MmapReader:
-    """Parse a pcap or pcapng image held in memory (normally a read-only mmap of the file).
+cdef class FileReader:
+    """Parse a pcap or pcapng file held in memory, whole or one chunk at a time.
 
-    `buf` is any object exporting a contiguous byte buffer; it is kept alive as long as the
-    reader. `read_into(packets)` fills a PACKET_DTYPE array and returns how many it filled.
+    `buf` (any contiguous byte buffer, kept alive by the reader) holds the file's first bytes,
+    or all of it with final=True. `read_into(packets)` fills a PACKET_DTYPE array and returns
+    how many it filled; offsets index the current chunk. When `need_more` is set, the chunk's
+    bytes from `position` on must start the next chunk, given with `set_buffer`.
     """
     cdef readonly object buf            # the exporter of the bytes (mmap, bytes, ndarray)
     cdef const uint8_t[::1] view
@@ -213,6 +230,10 @@ cdef class MmapReader:
     cdef _Programs programs             # None: no BPF filter
     cdef int pending_iface              # pcapng: IDB whose program must be compiled, -1: none
     cdef readonly bint eof
+    cdef readonly bint need_more        # stopped at the end of a chunk that is not the last
+    cdef readonly bint final            # the current chunk ends the file
+    cdef bint resyncing                 # skipping a corrupt region that spans chunks
+    cdef size_t prefetched              # end of the range prefetched into the CPU cache
 
     def __cinit__(self):
         self.ifaces = NULL
@@ -222,16 +243,13 @@ cdef class MmapReader:
     def __dealloc__(self):
         free(self.ifaces)
 
-    def __init__(self, buf, bpf=None, name="<buffer>"):
+    def __init__(self, buf, bpf=None, name="<buffer>", bint final=True):
         cdef uint32_t magic
-        self.buf = buf
-        self.view = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else buf
-        self.size = self.view.shape[0]
-        self.base = &self.view[0] if self.size > 0 else NULL
-        self.pos = 0
+        self.set_buffer(buf, 0, final)
         self.next_index = 0
         self.last_ts = 0
         self.eof = False
+        self.resyncing = False
         self.pending_iface = -1
         memset(self.counters, 0, sizeof(self.counters))
         self.programs = _Programs(bpf) if bpf else None
@@ -250,6 +268,20 @@ cdef class MmapReader:
         else:
             raise NotACapture(f"{name}: not a pcap or pcapng capture (magic bytes "
                               f"{bytes(self.view[:4]).hex()})")
+
+    def set_buffer(self, buf, Py_ssize_t start=0, bint final=True):
+        """Go on parsing in `buf` from `start` (the unread bytes of the previous chunk must be
+        at `start`). `final`: this chunk ends the file."""
+        self.buf = buf
+        self.view = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else buf
+        self.size = self.view.shape[0]
+        self.base = &self.view[0] if self.size > 0 else NULL
+        if start < 0 or <size_t>start > self.size:
+            raise ValueError("start outside the buffer")
+        self.pos = start
+        self.prefetched = start
+        self.final = final
+        self.need_more = False
 
     cdef _open_pcap(self, name, uint32_t magic):
         cdef Iface *ifc
@@ -316,7 +348,7 @@ cdef class MmapReader:
         cdef Py_ssize_t n_max = packets.shape[0]
         cdef Py_ssize_t n = 0
         cdef int rc
-        if self.eof or n_max == 0:
+        if self.eof or self.need_more or n_max == 0:
             return 0
         while True:
             with nogil:
@@ -332,7 +364,22 @@ cdef class MmapReader:
                 continue
             if rc == RD_EOF:
                 self.eof = True
+            elif rc == RD_NEED_MORE:
+                self.need_more = True
             return n
+
+    cdef inline void _prefetch_to(self, size_t p) noexcept nogil:
+        """Keep the bytes up to PREFETCH_AHEAD past `p` on their way into the CPU cache: record
+        headers are hundreds of bytes apart, and each would otherwise be a cache miss that the
+        next record's position depends on."""
+        cdef size_t end = p + PREFETCH_AHEAD
+        if end > self.size:
+            end = self.size
+        if self.prefetched < p:
+            self.prefetched = p
+        while self.prefetched < end:
+            _prefetch(self.base + self.prefetched)
+            self.prefetched += 64
 
     # ---- classic pcap ---------------------------------------------------------------------
 
@@ -360,17 +407,19 @@ cdef class MmapReader:
         cdef uint32_t caplen
         cdef size_t nxt
         cdef int64_t near = self.last_ts // 1000000000 if self.next_index > 0 else -1
-        while p + 16 <= self.size:
+        cdef size_t limit = self.size if self.final else self.size - PCAP_LOOKAHEAD
+        while p + 16 <= self.size and p < limit:
             if self._pcap_hdr_plausible(p, near):
                 caplen = wt_rd32(self.base + p + 8, self.swap)
                 nxt = p + 16 + caplen
-                if nxt == self.size or self._pcap_hdr_plausible(nxt, near):
+                if (nxt == self.size and self.final) or self._pcap_hdr_plausible(nxt, near):
                     return p
             p += 1
-        return self.size
+        return p if not self.final else self.size
 
     cdef int _read_pcap(self, PacketRef *out, Py_ssize_t n_max, Py_ssize_t *n) noexcept nogil:
-        """Read records into out[*n:n_max]. Returns RD_MORE (batch full) or RD_EOF."""
+        """Read records into out[*n:n_max]. Returns RD_MORE (batch full), RD_EOF, or
+        RD_NEED_MORE (a chunk that is not the file's last ends within PCAP_LOOKAHEAD)."""
         cdef Iface *ifc = &self.ifaces[0]
         cdef uint32_t sec, frac, caplen, wirelen
         cdef size_t p, nxt
@@ -380,13 +429,23 @@ cdef class MmapReader:
             prog = &self.programs.progs[ifc.prog]
         while n[0] < n_max:
             p = self.pos
+            if not self.final and self.size - p < PCAP_LOOKAHEAD:
+                return RD_NEED_MORE
             if p >= self.size:
                 return RD_EOF
+            self._prefetch_to(p)
             if self.size - p < 16:
                 self.counters[<int>SR_TRUNCATED] = 1
                 self.counters[<int>SR_SKIPPED_BYTES] += self.size - p
                 self.pos = self.size
                 return RD_EOF
+            if self.resyncing:
+                # Still skipping a corrupt region that the previous chunk ended in.
+                nxt = self._pcap_resync(p)
+                self.counters[<int>SR_SKIPPED_BYTES] += nxt - p
+                self.pos = nxt
+                if nxt != p:
+                    continue
             sec = wt_rd32(self.base + p, self.swap)
             frac = wt_rd32(self.base + p + 4, self.swap)
             caplen = wt_rd32(self.base + p + 8, self.swap)
@@ -394,7 +453,9 @@ cdef class MmapReader:
             if caplen > MAX_CAPLEN and caplen > ifc.snaplen:
                 # No valid record is this long: the header is corrupt. Skip to the next
                 # position where records look valid again and go on from there.
-                self.counters[<int>SR_BAD_RECORD] += 1
+                if not self.resyncing:
+                    self.counters[<int>SR_BAD_RECORD] += 1
+                self.resyncing = True
                 nxt = self._pcap_resync(p + 1)
                 self.counters[<int>SR_SKIPPED_BYTES] += nxt - p
                 self.pos = nxt
@@ -406,6 +467,7 @@ cdef class MmapReader:
                 self.pos = self.size
                 return RD_EOF
             self.pos = p + 16 + caplen
+            self.resyncing = False
             self.next_index += 1
             if prog != NULL and not _bpf_pass(prog, self.base + p + 16, caplen, wirelen):
                 self.counters[<int>SR_BPF_REJECTED] += 1
@@ -463,15 +525,16 @@ cdef class MmapReader:
         well-formed block of a known type; self.size if none."""
         cdef size_t p = start
         cdef uint32_t btype
+        cdef size_t limit = self.size if self.final else self.size - PCAPNG_LOOKAHEAD
         p += (4 - (p - self.section_start) % 4) % 4
-        while p + 12 <= self.size:
+        while p + 12 <= self.size and p < limit:
             btype = wt_rd32(self.base + p, self.swap)
             if (btype == BT_SHB or btype == BT_IDB or btype == BT_EPB or btype == BT_SPB or
                     btype == BT_ISB or btype == BT_NRB or btype == BT_OPB or btype == BT_DSB):
                 if self._block_ok(p, self.swap):
                     return p
             p += 4
-        return self.size
+        return p if not self.final else self.size
 
     cdef int _parse_idb(self, size_t p, uint32_t blen) noexcept nogil:
         """Record the interface of the IDB at p. Returns 1 if a BPF program must be compiled
@@ -541,8 +604,11 @@ cdef class MmapReader:
         cdef PacketRef *r
         while n[0] < n_max:
             p = self.pos
+            if not self.final and self.size - p < PCAPNG_LOOKAHEAD:
+                return RD_NEED_MORE
             if p >= self.size:
                 return RD_EOF
+            self._prefetch_to(p)
             if self.size - p < 12:
                 self.counters[<int>SR_TRUNCATED] = 1
                 self.counters[<int>SR_SKIPPED_BYTES] += self.size - p
@@ -556,18 +622,24 @@ cdef class MmapReader:
                     self.swap = 1
             blen = wt_rd32(self.base + p + 4, self.swap)
             if not self._block_ok(p, self.swap):
+                if (not self.final and not self.resyncing and blen >= 12 and blen % 4 == 0
+                        and blen <= MAX_BLOCK and blen > self.size - p):
+                    return RD_NEED_MORE      # a long block: the caller grows the chunk
                 if blen >= 12 and blen % 4 == 0 and blen <= MAX_BLOCK and blen > self.size - p:
                     # A plausible block cut off by the end of the file.
                     self.counters[<int>SR_TRUNCATED] = 1
                     self.counters[<int>SR_SKIPPED_BYTES] += self.size - p
                     self.pos = self.size
                     return RD_EOF
-                self.counters[<int>SR_BAD_RECORD] += 1
+                if not self.resyncing:
+                    self.counters[<int>SR_BAD_RECORD] += 1
+                self.resyncing = True
                 nxt = self._pcapng_resync(p + 4)
                 self.counters[<int>SR_SKIPPED_BYTES] += nxt - p
                 self.pos = nxt
                 continue
             self.pos = p + blen
+            self.resyncing = False
             if btype == BT_SHB:
                 self.section_start = p
                 self.n_ifaces = 0

@@ -3,7 +3,8 @@
 A :class:`Batch` is the capture stage's output contract (ext/packet.pxd): ``packets``, a NumPy
 array of :data:`webtap.schema.PACKET_DTYPE`, and ``data``, one uint8 array holding the bytes;
 packet *i* is ``data[packets['offset'][i] : packets['offset'][i] + packets['caplen'][i]]``.
-Both are views without a copy: for offline files ``data`` is the memory-mapped file itself.
+Both are views without a copy: for offline files ``data`` is one chunk of the file (16 MiB by
+default, filled with a single read), and the packets are described where they lie in it.
 
 >>> with open_trace("http.pcap.gz", bpf="tcp port 80") as trace:   # doctest: +SKIP
 ...     for batch in trace:
@@ -11,17 +12,14 @@ Both are views without a copy: for offline files ``data`` is the memory-mapped f
 ...     print(trace.counters)
 
 Gzip-compressed captures (``.pcap.gz``, ``.pcapng.gz``, recognised by their magic bytes, not
-their name) are inflated once into an anonymous temporary file, in 1 MiB chunks, and mapped
-like any other file, so memory stays bounded whatever their size.
+their name) are inflated straight into the same chunks, so memory stays bounded whatever the
+size of the file. Chunk buffers are reused once no batch refers to them any more.
 """
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
-import shutil
 import sys
-import tempfile
 import zlib
 from typing import Iterator
 
@@ -34,12 +32,13 @@ from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
 __all__ = ["Batch", "Trace", "LiveCapture", "open_trace", "open_live", "compile_filter",
            "DEFAULT_BATCH", "BpfError", "CaptureError", "NotACapture"]
 
-#: Packets per batch: large enough that Python's per-batch cost vanishes, small enough that a
-#: batch of records fits in cache-friendly memory.
-DEFAULT_BATCH = 65536
+#: Packets per batch: large enough that Python's per-batch cost vanishes (~100 batches for a
+#: million packets), small enough that the packet headers a batch touches are still in the
+#: CPU cache when the dissector reads them right after the reader.
+DEFAULT_BATCH = 8192
 
-#: How much of the consumed part of a mapping may stay resident before it is released.
-_RELEASE_EVERY = 64 * 1024 * 1024
+#: Bytes of the file read (or inflated) at once into one reused buffer.
+DEFAULT_CHUNK = 16 * 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -85,18 +84,77 @@ def _progress_bar(total: int, name: str, progress: bool | None):
     return tqdm(total=total, unit="B", unit_scale=True, desc=os.path.basename(name), leave=False)
 
 
+def _anonymous_buffer(size: int) -> np.ndarray:
+    """A uint8 array over fresh anonymous memory, backed by transparent huge pages where the
+    kernel allows it (madvise mode): the reader and the dissector walk megabytes of it per
+    batch, and 2 MiB pages spare them most TLB misses."""
+    m = mmap.mmap(-1, size)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
+    return np.frombuffer(m, dtype=np.uint8)
+
+
+class _GzipStream:
+    """readinto() over a gzip file that keeps every byte inflated before damage or a cut.
+
+    zlib is driven directly (not through GzipFile, which discards a partly inflated read when
+    the stream turns out damaged); concatenated members are inflated in turn, as gunzip does.
+    Problems are appended to `warnings`.
+    """
+
+    def __init__(self, raw, warnings: list[str]):
+        self.raw = raw
+        self.warnings = warnings
+        self.d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        self.pending = b""           # compressed input not yet given to zlib
+        self.in_member = False
+        self.done = False
+        self.out = 0
+
+    def readinto(self, view) -> int:
+        want, got = len(view), 0
+        while got < want and not self.done:
+            if not self.pending:
+                self.pending = self.raw.read(1 << 20)
+                if not self.pending:
+                    if self.in_member:
+                        self.warnings.append(f"gzip stream cut short: read up to the {self.out} "
+                                             f"bytes inflated before the end")
+                    self.done = True
+                    break
+            try:
+                data = self.d.decompress(self.pending, want - got)
+            except zlib.error as exc:
+                self.warnings.append(f"gzip stream damaged after {self.out} inflated bytes: {exc}")
+                self.done = True
+                break
+            self.in_member = True
+            self.pending = self.d.unconsumed_tail
+            view[got: got + len(data)] = data
+            got += len(data)
+            self.out += len(data)
+            if self.d.eof:
+                self.pending = self.d.unused_data
+                self.d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+                self.in_member = False
+        return got
+
+
 class Trace:
     """An offline capture file (pcap, pcapng, either gzip-compressed), read in batches.
 
     Iterating yields :class:`Batch` objects. ``counters`` says what was read and skipped and
     why (keys: :data:`webtap.schema.SOURCE_REASONS`); ``warnings`` lists problems in words.
-    ``engine="libpcap"`` reads through libpcap's own ``pcap_next_ex`` instead of the memory
-    map (a copy per packet; used as an independent reference in the tests).
+    ``engine="libpcap"`` reads through libpcap's own ``pcap_next_ex`` instead (a copy and a
+    call per packet; used as an independent reference in the tests).
     """
 
     def __init__(self, path: str | os.PathLike, bpf: str | None = None,
-                 batch_size: int = DEFAULT_BATCH, engine: str = "mmap",
-                 progress: bool | None = None):
+                 batch_size: int = DEFAULT_BATCH, engine: str = "native",
+                 progress: bool | None = None, chunk_size: int = DEFAULT_CHUNK):
         self.path = os.fspath(path)
         self.bpf = bpf
         self.batch_size = int(batch_size)
@@ -105,106 +163,102 @@ class Trace:
         self.engine = engine
         self.warnings: list[str] = []
         self._progress = progress
-        self._tmp = None
+        self.chunk_size = int(chunk_size)
+        if self.chunk_size < 2 * 1024 * 1024:
+            raise ValueError("chunk_size must be at least 2 MiB (two maximum-size records)")
         self._file = None
-        self._map = None
         self._reader = None
         self._handle = None
-        if engine == "mmap":
-            self._open_mmap()
+        if engine == "native":
+            self._open_native()
         elif engine == "libpcap":
             self._handle = _source.PcapHandle.open_offline(self.path)
             if bpf:
                 self._handle.set_filter(bpf)
         else:
-            raise ValueError(f"unknown engine {engine!r} (use 'mmap' or 'libpcap')")
+            raise ValueError(f"unknown engine {engine!r} (use 'native' or 'libpcap')")
 
     # -- opening ------------------------------------------------------------------------------
 
-    def _open_mmap(self) -> None:
+    def _open_native(self) -> None:
         f = open(self.path, "rb")
         try:
             head = f.read(2)
-            if head == _GZIP_MAGIC:
-                f.seek(0)
-                f = self._inflate(f)
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
+            f.seek(0)
+            self._stream = _GzipStream(f, self.warnings) if head == _GZIP_MAGIC else f
+            self._size = os.fstat(f.fileno()).st_size
+            self._pool: list[np.ndarray] = []
+            buf = self._buffer(self.chunk_size)
+            filled, final = self._fill(buf, 0)
+            if filled == 0:
                 raise NotACapture(f"{self.path}: empty file, not a capture")
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            if hasattr(mmap, "MADV_SEQUENTIAL"):
-                self._map.madvise(mmap.MADV_SEQUENTIAL)
-            self._data = np.frombuffer(self._map, dtype=np.uint8)
-            self._reader = _source.MmapReader(self._data, self.bpf, self.path)
+            self._reader = _source.FileReader(buf[:filled], self.bpf, self.path, final)
+            self._chunk = buf
         except BaseException:
             f.close()
-            self._data = None
-            if self._map is not None:
-                self._map.close()
             raise
         self._file = f
 
-    def _inflate(self, raw):
-        """Inflate a gzip file into an unlinked temporary file, 1 MiB at a time.
+    def _buffer(self, size: int) -> np.ndarray:
+        """A chunk buffer of at least `size` bytes that no batch refers to any more (reused, so
+        its pages are already mapped and warm), or a new one."""
+        for buf in self._pool:
+            # References: the pool's list, `buf`, getrefcount's argument. More: a batch (or a
+            # view of its data) still has it.
+            if len(buf) >= size and sys.getrefcount(buf) <= 3:
+                return buf
+        buf = _anonymous_buffer(size)
+        if len(self._pool) >= 4:
+            self._pool.pop(0)
+        self._pool.append(buf)
+        return buf
 
-        zlib is driven directly (not through GzipFile) so that a damaged or cut stream still
-        yields every byte inflated before the damage; the problem is reported in `warnings`.
-        Concatenated gzip members are inflated one after the other, as gunzip does.
-        """
-        tmp = tempfile.TemporaryFile(prefix="webtap-", suffix=".pcap")
-        d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        in_member = False                 # d has been fed bytes of a member not yet ended
-        try:
-            while chunk := raw.read(1 << 20):
-                while chunk:
-                    in_member = True
-                    tmp.write(d.decompress(chunk))
-                    chunk = b""
-                    if d.eof:
-                        chunk, in_member = d.unused_data, False
-                        d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-            if in_member:
-                tmp.write(d.flush())
-                self.warnings.append(f"gzip stream cut short: read up to the {tmp.tell()} "
-                                     f"bytes inflated before the end")
-        except zlib.error as exc:
-            self.warnings.append(f"gzip stream damaged after {tmp.tell()} inflated bytes: {exc}")
-        finally:
-            raw.close()
-        tmp.flush()
-        return tmp
+    def _fill(self, buf: np.ndarray, start: int) -> tuple[int, bool]:
+        """Fill buf[start:] from the file; returns (bytes now in buf, whether the file ended)."""
+        view = memoryview(buf)
+        pos = start
+        while pos < len(buf):
+            got = self._stream.readinto(view[pos:])
+            if not got:
+                return pos, True
+            pos += got
+        return pos, False
 
     # -- reading ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Batch]:
         if self._reader is not None:
-            yield from self._iter_mmap()
+            yield from self._iter_native()
         else:
             yield from self._iter_libpcap()
 
-    def _iter_mmap(self) -> Iterator[Batch]:
+    def _iter_native(self) -> Iterator[Batch]:
         reader = self._reader
-        bar = _progress_bar(reader.size, self.path, self._progress)
-        released = 0
-        last_pos = reader.position
+        bar = _progress_bar(self._size, self.path, self._progress)
+        buf = self._chunk
+        self._chunk = None
         try:
             while True:
                 packets = np.empty(self.batch_size, dtype=PACKET_DTYPE)
                 n = reader.read_into(packets)
-                if bar is not None:
-                    bar.update(reader.position - last_pos)
-                last_pos = reader.position
-                if n == 0 and reader.eof:
-                    break
                 if n:
-                    yield Batch(packets[:n], self._data, self.path)
-                # Let the kernel drop the pages already consumed: their bytes stay valid (they
-                # are read back from the file if touched again), and RSS stays bounded.
-                start = int(packets["offset"][0]) if n else reader.position
-                start -= start % mmap.PAGESIZE
-                if hasattr(mmap, "MADV_DONTNEED") and start - released >= _RELEASE_EVERY:
-                    self._map.madvise(mmap.MADV_DONTNEED, released, start - released)
-                    released = start
+                    yield Batch(packets[:n], buf, self.path)
+                if reader.eof:
+                    break
+                if reader.need_more:
+                    # The chunk ends inside a record: its unread tail starts the next chunk,
+                    # which is grown when a single record or block is larger than half of it.
+                    tail = buf[reader.position: reader.size]
+                    size = self.chunk_size
+                    while len(tail) > size // 2:
+                        size *= 2
+                    nxt = self._buffer(size)
+                    nxt[: len(tail)] = tail
+                    filled, final = self._fill(nxt, len(tail))
+                    if bar is not None:
+                        bar.update(self._file.tell() - bar.n)
+                    buf = nxt
+                    reader.set_buffer(buf[:filled], 0, final)
         finally:
             if bar is not None:
                 bar.close()
@@ -256,14 +310,7 @@ class Trace:
     def close(self) -> None:
         self._reader = None
         self._handle = None
-        self._data = None
-        if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                # Batches handed out still view the mapping; it is unmapped when they go.
-                pass
-            self._map = None
+        self._pool = []
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -279,13 +326,15 @@ class Trace:
 
 
 def open_trace(path: str | os.PathLike, bpf: str | None = None, batch_size: int = DEFAULT_BATCH,
-               engine: str = "mmap", progress: bool | None = None) -> Trace:
+               engine: str = "native", progress: bool | None = None,
+               chunk_size: int = DEFAULT_CHUNK) -> Trace:
     """Open a pcap/pcapng file (optionally gzip-compressed) for reading in batches.
 
     Raises :class:`NotACapture` (a one-line message naming the file) for anything that is not a
     capture, :class:`BpfError` for a filter libpcap rejects, ``OSError`` if it cannot be opened.
     """
-    return Trace(path, bpf=bpf, batch_size=batch_size, engine=engine, progress=progress)
+    return Trace(path, bpf=bpf, batch_size=batch_size, engine=engine, progress=progress,
+                 chunk_size=chunk_size)
 
 
 class LiveCapture:

@@ -269,7 +269,7 @@ def test_random_bytes_after_a_valid_header_never_crash(body, kind):
     header = {"pcap": pb.pcap([]), "pcap-be": pb.pcap([], big_endian=True),
               "pcapng": pb.shb() + pb.idb(1)}[kind]
     buf = np.frombuffer(header + body, dtype=np.uint8)
-    r = _source.MmapReader(buf, None, "fuzz")
+    r = _source.FileReader(buf, None, "fuzz")
     arr = np.empty(64, PACKET_DTYPE)
     total = 0
     for _ in range(10_000):
@@ -292,7 +292,7 @@ def test_mutated_real_capture_never_crashes(data):
         i = data.draw(st.integers(0, len(blob) - 1))
         blob[i] = data.draw(st.integers(0, 255))
     try:
-        r = _source.MmapReader(np.frombuffer(bytes(blob), np.uint8), None, "fuzz")
+        r = _source.FileReader(np.frombuffer(bytes(blob), np.uint8), None, "fuzz")
     except NotACapture:
         return
     arr = np.empty(4, PACKET_DTYPE)
@@ -301,3 +301,57 @@ def test_mutated_real_capture_never_crashes(data):
         assert ((arr["offset"][:n] + arr["caplen"][:n]) <= len(blob)).all()
         if n == 0 and r.eof:
             break
+
+
+# ---- chunked reading: records and blocks that straddle chunk boundaries -----------------------
+
+def _big_pcap(n=3000, seed=7):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(40, 1600, n)
+    return [(1_600_000_000_000_000_000 + i * 1000, rng.integers(0, 256, s, dtype=np.uint8).tobytes())
+            for i, s in enumerate(sizes)]
+
+
+def _same_packets(path, **kw):
+    small, sd, st_ = read_all(path, chunk_size=2 * 1024 * 1024, **kw)
+    whole, wd, wt = read_all(path, chunk_size=256 * 1024 * 1024, **kw)
+    assert sd == wd
+    assert small["ts_ns"].tolist() == whole["ts_ns"].tolist()
+    assert st_.counters == wt.counters
+    return small, sd, st_
+
+
+@pytest.mark.parametrize("kind", ["pcap", "pcapng", "pcap.gz"])
+def test_chunk_boundaries_change_nothing(tmp_path, kind):
+    pkts = _big_pcap()
+    if kind == "pcapng":
+        blob = pb.shb() + pb.idb(1) + b"".join(pb.epb(0, t // 1000, d) for t, d in pkts)
+    else:
+        blob = pb.pcap(pkts)
+    if kind.endswith(".gz"):
+        blob = gzip.compress(blob)
+    _, datas, trace = _same_packets(write(tmp_path, "big." + kind, blob))
+    assert datas == [d for _, d in pkts]
+
+
+@pytest.mark.parametrize("where", [0.2, 0.5, 0.66, 0.97])
+def test_corrupt_record_near_a_chunk_boundary(tmp_path, where):
+    pkts = _big_pcap()
+    blob = bytearray(pb.pcap(pkts))
+    ends = _offsets_after_records(bytes(blob), 24)
+    # the record starting closest to the chosen fraction of a 2 MiB chunk
+    target = int(2 * 1024 * 1024 * (1 + where))
+    k = min(range(len(ends) - 1), key=lambda i: abs(ends[i] - target))
+    blob[ends[k] + 8: ends[k] + 12] = (0xFFFFFFF0).to_bytes(4, "little")
+    _, datas, trace = _same_packets(write(tmp_path, "bad.pcap", bytes(blob)))
+    assert trace.counters["bad_record"] == 1
+    assert datas == [d for i, (_, d) in enumerate(pkts) if i != k + 1]
+
+
+def test_pcapng_block_larger_than_half_a_chunk_grows_the_chunk(tmp_path):
+    pkts = _big_pcap(500)
+    blob = (pb.shb() + pb.idb(1) + b"".join(pb.epb(0, t, d) for t, d in pkts[:250])
+            + pb.unknown_block(body=b"z" * (3 * 1024 * 1024))
+            + b"".join(pb.epb(0, t, d) for t, d in pkts[250:]))
+    _, datas, trace = _same_packets(write(tmp_path, "bigblock.pcapng", blob))
+    assert datas == [d for _, d in pkts] and trace.counters["unknown_blocks"] == 1
