@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["benchmarks.bench_capture"]
+BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer"]
 
 
 def main() -> int:

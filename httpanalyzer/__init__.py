@@ -1,1 +1,12 @@
-"""HTTP transaction records from packet traces without TCP reassembly."""
+"""HTTP transaction records from packet traces without TCP reassembly.
+
+    import httpanalyzer
+    df = httpanalyzer.analyze("trace.pcap")            # pandas DataFrame, one row per record
+    for batch in httpanalyzer.iter_record_batches(["a.pcap", "b.pcap"]):   # Arrow batches
+        ...
+"""
+from httpanalyzer.stream import Summary, analyze, iter_record_batches
+from httpanalyzer.pairing import Pairer
+from httpanalyzer.records import COLUMNS, SCHEMA
+
+__all__ = ["analyze", "iter_record_batches", "Summary", "Pairer", "COLUMNS", "SCHEMA"]

@@ -1,0 +1,895 @@
+# cython: freethreading_compatible = False
+"""Pairing stage: the paper's request/response table over HTTP message batches.
+
+Rules (documented in docs/PAIRING.md, tested in tests/httpanalyzer/test_pairing.py):
+
+* Cell = Eq. 2 value mod the number of cells (a power of two). A request and a response pair when
+  their 4-tuples are reversed and response SEQ == request ACK, whichever arrives first.
+* A cell's collision list keeps arrival order. An arriving message pairs with the OLDEST waiting
+  counterpart of its key; if none waits it is appended and waits for its own counterpart
+  (retransmissions, duplicates and pipelined requests on the same ACK therefore pair first-in,
+  first-out). At any time the messages waiting on one key are all of one kind.
+* An interim 1xx response (not 101) pairs with its request and emits a record; the request then
+  waits on for the final response, whose SEQ is the 1xx's SEQ plus the 1xx's TCP payload length.
+* The GC runs on capture time: before each message the clock advances to max(clock, ts) and every
+  entry whose last change is >= gc_timeout old leaves as an unmatched record. A message earlier
+  than the clock is counted (clock_backwards); one earlier by MORE than gc_timeout is a clock
+  reset: everything waiting is flushed and the clock restarts at the message's time.
+* At most max_pending messages wait (oldest evicted first), at most max_per_key of one kind on one
+  key (oldest of them evicted). Every eviction is a flagged, counted unmatched record.
+
+All work runs without the GIL; the GIL is taken only to raise on a failed allocation.
+"""
+import numpy as np
+
+cimport cython
+from libc.stdint cimport INT64_MIN, UINT64_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
+
+from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED
+from pairing cimport *
+
+
+cdef extern from "<sys/socket.h>" nogil:
+    enum: AF_INET
+    enum: AF_INET6
+    ctypedef unsigned int socklen_t
+
+cdef extern from "<arpa/inet.h>" nogil:
+    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
+
+
+# Text fields kept per message, in arena order.
+cdef enum:
+    T_METHOD = 0
+    T_URI = 1
+    T_HOST = 2
+    T_UA = 3
+    T_REASON = 4
+    T_N = 5
+
+# Per-field bounds on stored and emitted text (bytes). The URI gets what the others leave of
+# MAX_TEXT, so one message never needs more than the largest arena class.
+cdef enum:
+    MAX_TEXT = 65536
+    MAX_METHOD = 64
+    MAX_HOST = 1024
+    MAX_UA = 2048
+    MAX_REASON = 256
+
+# Arena: size classes of 64 << k bytes, carved from 1 MiB chunks, recycled on free lists.
+cdef enum:
+    N_CLASSES = 11
+    CLASS0 = 64
+    CHUNK = 1 << 20
+    NO_CLASS = 0xFFFFFFFF
+
+# Output string columns, in schema order.
+cdef enum:
+    C_CLIENT_IP = 0
+    C_SERVER_IP = 1
+    C_METHOD = 2
+    C_URI = 3
+    C_HOST = 4
+    C_UA = 5
+    C_REASON = 6
+    C_N = 7
+
+STRING_COLUMNS = ("client_ip", "server_ip", "method", "uri", "host", "user_agent", "reason")
+
+COUNTER_NAMES = (
+    "messages", "requests", "responses", "bad_kind", "bad_span", "paired", "paired_interim",
+    "paired_after_interim", "out_of_order", "request_repeat", "response_repeat",
+    "request_unmatched_gc", "response_unmatched_gc", "request_unmatched_end",
+    "response_unmatched_end", "request_unmatched_cap", "response_unmatched_cap",
+    "request_unmatched_key_limit", "response_unmatched_key_limit", "request_unmatched_clock_reset",
+    "response_unmatched_clock_reset", "final_response_missing", "clock_backwards", "clock_reset",
+    "no_host", "status_odd", "text_clipped", "text_latin1", "arena_full", "grows", "peak_pending",
+)
+assert len(COUNTER_NAMES) == PC_N
+
+cdef struct TextView:
+    const uint8_t *p[5]         # start of each text field
+    uint32_t n[5]               # its length
+
+cdef struct StrCol:
+    uint8_t *data               # concatenated values
+    size_t len                  # bytes used in data
+    size_t cap                  # bytes allocated
+    int32_t *offs               # rows + 1 offsets into data (Arrow layout)
+    uint8_t *valid              # one byte per row: 1 valid, 0 null
+
+
+cdef int _grow_bytes(void **p, size_t nbytes) except -1 nogil:
+    """The one checked allocator: realloc *p to nbytes. Returns 0; raises MemoryError (with the
+    GIL) and returns -1 when the allocation fails, leaving *p untouched."""
+    cdef void *q = realloc(p[0], nbytes if nbytes else 1)
+    if q == NULL:
+        with gil:
+            raise MemoryError(f"pairing: cannot allocate {nbytes} bytes")
+    p[0] = q
+    return 0
+
+
+cdef inline bint _same_ip(const uint8_t *a, const uint8_t *b) noexcept nogil:
+    cdef int i
+    for i in range(16):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef inline size_t _utf8_seq_len(const uint8_t *p, size_t avail) noexcept nogil:
+    """Length of the valid UTF-8 sequence at p (1-4), or 0 if p does not start one (RFC 3629:
+    no overlongs, no surrogates, nothing above U+10FFFF)."""
+    cdef uint8_t b = p[0]
+    cdef size_t n, i
+    if b < 0x80:
+        return 1
+    if b >= 0xC2 and b <= 0xDF:
+        n = 2
+    elif b >= 0xE0 and b <= 0xEF:
+        n = 3
+    elif b >= 0xF0 and b <= 0xF4:
+        n = 4
+    else:
+        return 0
+    if avail < n:
+        return 0
+    for i in range(1, n):
+        if (p[i] & 0xC0) != 0x80:
+            return 0
+    if b == 0xE0 and p[1] < 0xA0:
+        return 0
+    if b == 0xED and p[1] > 0x9F:
+        return 0
+    if b == 0xF0 and p[1] < 0x90:
+        return 0
+    if b == 0xF4 and p[1] > 0x8F:
+        return 0
+    return n
+
+
+@cython.final
+cdef class PairingTable:
+    """The paper's pairing table with a capture-time GC; emits records in column batches.
+
+    Parameters: gc_timeout_ns (capture-time window, default 60 s), max_pending (hard cap on
+    waiting messages), max_per_key (cap on same-kind messages waiting on one key), initial_cells
+    (power of two), arena_max_bytes (cap on the text arena).
+    """
+    cdef PendEntry *pool
+    cdef int32_t pool_cap
+    cdef int32_t free_head
+    cdef int64_t npending
+    cdef int32_t *cell_head
+    cdef int32_t *cell_tail
+    cdef uint32_t ncells
+    cdef uint32_t max_cells
+    cdef int32_t age_head
+    cdef int32_t age_tail
+    cdef int64_t now
+    cdef bint has_now
+    cdef readonly int64_t gc_timeout_ns
+    cdef readonly int64_t max_pending
+    cdef readonly int64_t max_per_key
+    # arena
+    cdef uint8_t *afree[N_CLASSES]
+    cdef uint8_t **chunks
+    cdef size_t nchunks
+    cdef size_t chunk_used
+    cdef readonly size_t arena_max_bytes
+    # output
+    cdef TxnRecord *recs
+    cdef size_t nrec
+    cdef size_t rec_cap
+    cdef StrCol cols[C_N]
+    cdef uint64_t cnt[<int>PC_N]
+    cdef public uint16_t trace  # trace id stamped on the messages of the next feed()
+
+    def __cinit__(self, int64_t gc_timeout_ns=60_000_000_000, int64_t max_pending=1 << 20,
+                  int64_t max_per_key=64, uint32_t initial_cells=1 << 12,
+                  size_t arena_max_bytes=512 << 20):
+        cdef int i
+        if gc_timeout_ns <= 0:
+            raise ValueError("gc_timeout_ns must be positive")
+        if max_pending < 1 or max_pending > (1 << 30):
+            raise ValueError("max_pending must be in 1 .. 2**30")
+        if max_per_key < 1:
+            raise ValueError("max_per_key must be >= 1")
+        if initial_cells < 16 or (initial_cells & (initial_cells - 1)):
+            raise ValueError("initial_cells must be a power of two >= 16")
+        self.gc_timeout_ns = gc_timeout_ns
+        self.max_pending = max_pending
+        self.max_per_key = max_per_key
+        self.arena_max_bytes = arena_max_bytes
+        self.max_cells = 1 << 30
+        while self.max_cells > 16 and self.max_cells // 2 >= <uint64_t>max_pending:
+            self.max_cells //= 2
+        self.max_cells = max(self.max_cells, initial_cells)
+        self.ncells = initial_cells
+        self.cell_head = <int32_t *>malloc(initial_cells * sizeof(int32_t))
+        self.cell_tail = <int32_t *>malloc(initial_cells * sizeof(int32_t))
+        if self.cell_head == NULL or self.cell_tail == NULL:
+            raise MemoryError()
+        for i in range(<int>initial_cells):
+            self.cell_head[i] = -1
+            self.cell_tail[i] = -1
+        self.pool = NULL
+        self.pool_cap = 0
+        self.free_head = -1
+        self.age_head = -1
+        self.age_tail = -1
+        self.has_now = False
+        self.now = 0
+        for i in range(N_CLASSES):
+            self.afree[i] = NULL
+        self.chunks = NULL
+        self.nchunks = 0
+        self.chunk_used = CHUNK
+        self.recs = NULL
+        self.trace = 0
+        self.nrec = 0
+        self.rec_cap = 0
+        memset(self.cols, 0, sizeof(self.cols))
+        memset(self.cnt, 0, sizeof(self.cnt))
+
+    def __dealloc__(self):
+        cdef size_t i
+        free(self.pool)
+        free(self.cell_head)
+        free(self.cell_tail)
+        for i in range(self.nchunks):
+            free(self.chunks[i])
+        free(self.chunks)
+        free(self.recs)
+        for i in range(C_N):
+            free(self.cols[i].data)
+            free(self.cols[i].offs)
+            free(self.cols[i].valid)
+
+    # ------------------------------------------------------------------ public API
+
+    def feed(self, msgs, const uint8_t[::1] data):
+        """Offer one batch of HttpMsg (a MESSAGE_DTYPE array) whose spans point into `data`.
+        Text that must outlive the batch is copied; nothing keeps a reference to `data`."""
+        from webtap.schema import MESSAGE_DTYPE
+        if msgs.dtype != MESSAGE_DTYPE:
+            raise TypeError("msgs must be a webtap.schema.MESSAGE_DTYPE array")
+        if msgs.dtype.itemsize != sizeof(HttpMsg):
+            raise TypeError("MESSAGE_DTYPE does not match ext/message.pxd HttpMsg")
+        if len(msgs) == 0:
+            return
+        cdef const uint8_t[::1] raw = np.ascontiguousarray(msgs).view(np.uint8).reshape(-1)
+        cdef const HttpMsg *m = <const HttpMsg *>&raw[0]
+        cdef size_t n = len(msgs)
+        cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
+        cdef size_t buflen = data.shape[0]
+        with nogil:
+            self._feed(m, n, buf, buflen)
+
+    def advance(self, int64_t now_ns):
+        """Move the capture clock to now_ns (e.g. the last packet of a batch without messages,
+        or wall time on an idle live interface) and run the GC."""
+        with nogil:
+            self._advance(now_ns)
+
+    def flush(self):
+        """End of trace: every waiting message leaves as an unmatched record (reason 'end')."""
+        with nogil:
+            while self.age_head != -1:
+                self._evict(self.age_head, UR_END)
+
+    def take(self):
+        """Hand out the records emitted since the last take() and reset the builders.
+
+        Returns (records, strings): a TxnRecord byte array (view it with RECORD_DTYPE) and, per
+        name in STRING_COLUMNS, (offsets int32[n+1], data uint8[...], valid uint8[n]).
+        The arrays own copies of their data."""
+        cdef size_t n = self.nrec
+        cdef size_t i
+        cdef uint8_t[::1] rv
+        cdef int32_t[::1] ov
+        cdef uint8_t[::1] dv
+        cdef uint8_t[::1] vv
+        recs = np.empty(n * sizeof(TxnRecord), dtype=np.uint8)
+        rv = recs
+        if n:
+            memcpy(&rv[0], self.recs, n * sizeof(TxnRecord))
+        strings = {}
+        for i in range(C_N):
+            offs = np.zeros(n + 1, dtype=np.int32)
+            vals = np.empty(self.cols[i].len, dtype=np.uint8)
+            valid = np.empty(n, dtype=np.uint8)
+            ov = offs
+            dv = vals
+            vv = valid
+            if n:
+                memcpy(&ov[0], self.cols[i].offs, (n + 1) * sizeof(int32_t))
+                memcpy(&vv[0], self.cols[i].valid, n)
+            if self.cols[i].len:
+                memcpy(&dv[0], self.cols[i].data, self.cols[i].len)
+            self.cols[i].len = 0
+            strings[STRING_COLUMNS[i]] = (offs, vals, valid)
+        self.nrec = 0
+        return recs, strings
+
+    @property
+    def pending(self):
+        """Messages waiting in the table now."""
+        return self.npending
+
+    @property
+    def cells(self):
+        """Number of cells (a power of two)."""
+        return self.ncells
+
+    @property
+    def pool_capacity(self):
+        """Entries allocated in the pool (waiting or free)."""
+        return self.pool_cap
+
+    @property
+    def arena_bytes(self):
+        """Bytes allocated for the text arena."""
+        return self.nchunks * CHUNK
+
+    @property
+    def records_waiting(self):
+        """Records emitted and not yet taken."""
+        return self.nrec
+
+    def counters(self):
+        """Counters by name (see COUNTER_NAMES / ext/pairing.pxd PairCounter)."""
+        cdef int i
+        return {COUNTER_NAMES[i]: self.cnt[i] for i in range(PC_N)}
+
+    @staticmethod
+    def record_size():
+        return sizeof(TxnRecord)
+
+    @staticmethod
+    def hash_eq2(const uint8_t[::1] src_ip, uint16_t src_port, const uint8_t[::1] dst_ip,
+                 uint16_t dst_port, uint32_t key, uint8_t ip_version):
+        """The paper's Eq. 2 value (before mod), exposed for tests and hash histograms."""
+        if src_ip.shape[0] != 16 or dst_ip.shape[0] != 16:
+            raise ValueError("addresses are 16 bytes (HttpMsg layout)")
+        return eq2_hash(&src_ip[0], src_port, &dst_ip[0], dst_port, key, ip_version)
+
+    # ------------------------------------------------------------------ ingestion
+
+    cdef int _feed(self, const HttpMsg *m, size_t n, const uint8_t *buf, size_t buflen) except -1 nogil:
+        """Process n messages. Returns 0, or -1 with MemoryError set."""
+        cdef size_t i
+        cdef int32_t idx
+        cdef TextView tv
+        for i in range(n):
+            self.cnt[PC_MESSAGES] += 1
+            if m[i].kind == MSG_REQUEST:
+                self.cnt[PC_REQUESTS] += 1
+            elif m[i].kind == MSG_RESPONSE:
+                self.cnt[PC_RESPONSES] += 1
+            else:
+                self.cnt[PC_BAD_KIND] += 1
+                continue
+            self._advance(m[i].ts_ns)
+            idx = self._alloc_entry()
+            self._fill_entry(&self.pool[idx], &m[i], buf, buflen)
+            self._place(idx)
+        return 0
+
+    cdef void _span(self, TextView *tv, int f, const HttpMsg *m, Span s, const uint8_t *buf,
+                    size_t buflen, uint32_t bound) noexcept nogil:
+        cdef uint64_t start = m.pkt_offset + s.off
+        tv.p[f] = NULL
+        tv.n[f] = 0
+        if s.len == 0:
+            return
+        if buf == NULL or start > buflen or s.len > buflen - start:
+            self.cnt[PC_BAD_SPAN] += 1
+            return
+        tv.p[f] = buf + start
+        tv.n[f] = s.len if s.len < bound else bound
+
+    cdef void _fill_entry(self, PendEntry *e, const HttpMsg *m, const uint8_t *buf,
+                          size_t buflen) noexcept nogil:
+        """Copy the numeric fields of m into e and its text (bounded) into the arena."""
+        cdef TextView tv
+        cdef uint32_t others, f
+        cdef bint clipped = False
+        e.ts_ns = m.ts_ns
+        e.stamp_ns = self.now
+        e.pkt_index = m.pkt_index
+        memcpy(e.src_ip, m.src_ip, 16)
+        memcpy(e.dst_ip, m.dst_ip, 16)
+        e.seq = m.seq
+        e.ack = m.ack
+        e.kind = m.kind
+        e.key = m.ack if m.kind == MSG_REQUEST else m.seq
+        e.payload_len = m.payload_len
+        e.src_port = m.src_port
+        e.dst_port = m.dst_port
+        e.status = m.status
+        e.vlan = m.vlan
+        e.msg_flags = m.flags
+        e.rflags = 0
+        e.method_id = m.method_id
+        e.ip_version = m.ip_version
+        e.interim_done = 0
+        e.trace = self.trace
+        e.next = -1
+        e.age_prev = -1
+        e.age_next = -1
+        if m.kind == MSG_REQUEST:
+            self._span(&tv, T_METHOD, m, m.method, buf, buflen, MAX_METHOD)
+            self._span(&tv, T_HOST, m, m.host, buf, buflen, MAX_HOST)
+            self._span(&tv, T_UA, m, m.user_agent, buf, buflen, MAX_UA)
+            others = tv.n[T_METHOD] + tv.n[T_HOST] + tv.n[T_UA]
+            self._span(&tv, T_URI, m, m.uri, buf, buflen, MAX_TEXT - others)
+            tv.p[T_REASON] = NULL
+            tv.n[T_REASON] = 0
+            clipped = (tv.n[T_METHOD] < m.method.len or tv.n[T_HOST] < m.host.len
+                       or tv.n[T_UA] < m.user_agent.len)
+            if tv.p[T_URI] != NULL and tv.n[T_URI] < m.uri.len:
+                clipped = True
+                e.rflags |= RF_URI_TRUNCATED
+            if m.flags & MSGF_URI_TRUNCATED:
+                e.rflags |= RF_URI_TRUNCATED
+            if m.host.len == 0:
+                e.rflags |= RF_NO_HOST
+                self.cnt[PC_NO_HOST] += 1
+        else:
+            for f in range(T_REASON):
+                tv.p[f] = NULL
+                tv.n[f] = 0
+            self._span(&tv, T_REASON, m, m.reason, buf, buflen, MAX_REASON)
+            clipped = tv.p[T_REASON] != NULL and tv.n[T_REASON] < m.reason.len
+            if m.status < 100 or m.status > 599:
+                self.cnt[PC_STATUS_ODD] += 1
+        if clipped:
+            e.rflags |= RF_TEXT_CLIPPED
+            self.cnt[PC_TEXT_CLIPPED] += 1
+        self._store_text(e, &tv)
+
+    # ------------------------------------------------------------------ the table
+
+    cdef int _place(self, int32_t idx) except -1 nogil:
+        """Pair entry idx (allocated, not linked) with the oldest waiting counterpart of its key,
+        or link it to wait. Loops when an interim 1xx re-keys the request. Returns 0 or -1."""
+        cdef PendEntry *e
+        cdef PendEntry *w
+        cdef int32_t j, match, oldest_same, req, resp
+        cdef uint32_t cell
+        cdef int64_t same
+        cdef bint repeat
+        while True:
+            e = &self.pool[idx]
+            cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key, e.ip_version) & (self.ncells - 1)
+            match = -1
+            oldest_same = -1
+            same = 0
+            repeat = False
+            j = self.cell_head[cell]
+            while j != -1:
+                w = &self.pool[j]
+                if w.key == e.key and w.ip_version == e.ip_version:
+                    if (w.kind != e.kind and w.src_port == e.dst_port and w.dst_port == e.src_port
+                            and _same_ip(w.src_ip, e.dst_ip) and _same_ip(w.dst_ip, e.src_ip)):
+                        match = j
+                        break
+                    if (w.kind == e.kind and w.src_port == e.src_port and w.dst_port == e.dst_port
+                            and _same_ip(w.src_ip, e.src_ip) and _same_ip(w.dst_ip, e.dst_ip)):
+                        same += 1
+                        if oldest_same == -1:
+                            oldest_same = j
+                        if w.seq == e.seq and w.ack == e.ack and not w.interim_done:
+                            repeat = True
+                j = w.next
+            if match == -1:
+                if repeat:
+                    if e.kind == MSG_REQUEST:
+                        e.rflags |= RF_REQUEST_REPEAT
+                        self.cnt[PC_REQUEST_REPEAT] += 1
+                    else:
+                        e.rflags |= RF_RESPONSE_REPEAT
+                        self.cnt[PC_RESPONSE_REPEAT] += 1
+                if same >= self.max_per_key:
+                    self._evict(oldest_same, UR_KEY_LIMIT)
+                self._link(idx, cell)
+                if self.npending > self.max_pending:
+                    self._evict(self.age_head, UR_CAP)
+                if <uint64_t>self.npending > self.cnt[PC_PEAK_PENDING]:
+                    self.cnt[PC_PEAK_PENDING] = self.npending
+                if self.npending > <int64_t>self.ncells and self.ncells < self.max_cells:
+                    return self._grow_cells()
+                return 0
+            self._unlink(match)
+            if e.kind == MSG_REQUEST:
+                req = idx
+                resp = match
+                self.pool[req].rflags |= RF_OUT_OF_ORDER
+            else:
+                req = match
+                resp = idx
+            if self._emit(&self.pool[req], &self.pool[resp], REC_PAIRED, UR_NONE) < 0:
+                return -1
+            self.pool[req].rflags &= ~RF_OUT_OF_ORDER
+            w = &self.pool[resp]
+            if w.status >= 100 and w.status < 200 and w.status != 101:
+                # Interim response: the request waits on for the final one, which starts where
+                # the 1xx ends in the server's sequence space.
+                e = &self.pool[req]
+                e.key = w.seq + w.payload_len
+                e.interim_done = 1
+                e.rflags |= RF_AFTER_INTERIM
+                e.stamp_ns = self.now
+                self._free_entry(resp)
+                idx = req
+                continue
+            self._free_entry(req)
+            self._free_entry(resp)
+            return 0
+
+    cdef void _link(self, int32_t idx, uint32_t cell) noexcept nogil:
+        """Append idx to its cell's collision list and to the age list (newest end)."""
+        cdef PendEntry *e = &self.pool[idx]
+        e.next = -1
+        if self.cell_tail[cell] == -1:
+            self.cell_head[cell] = idx
+        else:
+            self.pool[self.cell_tail[cell]].next = idx
+        self.cell_tail[cell] = idx
+        e.age_next = -1
+        e.age_prev = self.age_tail
+        if self.age_tail == -1:
+            self.age_head = idx
+        else:
+            self.pool[self.age_tail].age_next = idx
+        self.age_tail = idx
+        self.npending += 1
+
+    cdef void _unlink(self, int32_t idx) noexcept nogil:
+        """Remove a linked entry from its collision list and the age list (entry stays allocated)."""
+        cdef PendEntry *e = &self.pool[idx]
+        cdef uint32_t cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key,
+                                      e.ip_version) & (self.ncells - 1)
+        cdef int32_t prev = -1
+        cdef int32_t j = self.cell_head[cell]
+        while j != idx and j != -1:
+            prev = j
+            j = self.pool[j].next
+        if j == idx:
+            if prev == -1:
+                self.cell_head[cell] = e.next
+            else:
+                self.pool[prev].next = e.next
+            if self.cell_tail[cell] == idx:
+                self.cell_tail[cell] = prev
+        if e.age_prev == -1:
+            self.age_head = e.age_next
+        else:
+            self.pool[e.age_prev].age_next = e.age_next
+        if e.age_next == -1:
+            self.age_tail = e.age_prev
+        else:
+            self.pool[e.age_next].age_prev = e.age_prev
+        e.next = -1
+        e.age_prev = -1
+        e.age_next = -1
+        self.npending -= 1
+
+    cdef int _evict(self, int32_t idx, uint8_t reason) except -1 nogil:
+        """Remove a waiting entry and emit it as an unmatched record for `reason` (UnmatchedReason).
+        A request already reported with a 1xx emits nothing (counted as final_response_missing)."""
+        cdef PendEntry *e = &self.pool[idx]
+        cdef int base
+        self._unlink(idx)
+        if e.interim_done:
+            self.cnt[PC_FINAL_MISSING] += 1
+        else:
+            base = (PC_REQ_UNMATCHED_GC if reason == UR_GC else PC_REQ_UNMATCHED_END if reason == UR_END
+                    else PC_REQ_UNMATCHED_CAP if reason == UR_CAP
+                    else PC_REQ_UNMATCHED_KEY_LIMIT if reason == UR_KEY_LIMIT else PC_REQ_UNMATCHED_CLOCK)
+            if e.kind == MSG_REQUEST:
+                self.cnt[base] += 1
+                self._emit(e, NULL, REC_REQUEST_ONLY, reason)
+            else:
+                self.cnt[base + 1] += 1
+                self._emit(NULL, e, REC_RESPONSE_ONLY, reason)
+        self._free_entry(idx)
+        return 0
+
+    cdef int _advance(self, int64_t ts) except -1 nogil:
+        """Advance the capture clock to ts and run the GC (see the module docstring).
+        Returns 0, or -1 with MemoryError set (emitting a record failed to allocate)."""
+        if not self.has_now:
+            self.has_now = True
+            self.now = ts
+        elif ts < self.now:
+            self.cnt[PC_CLOCK_BACKWARDS] += 1
+            if self.now - ts > self.gc_timeout_ns:
+                self.cnt[PC_CLOCK_RESET] += 1
+                while self.age_head != -1:
+                    self._evict(self.age_head, UR_CLOCK_RESET)
+                self.now = ts
+        else:
+            self.now = ts
+        while self.age_head != -1 and self.now - self.pool[self.age_head].stamp_ns >= self.gc_timeout_ns:
+            self._evict(self.age_head, UR_GC)
+        return 0
+
+    cdef int _grow_cells(self) except -1 nogil:
+        """Double the cell array and relink every waiting entry, oldest first, so each collision
+        list keeps arrival order. Returns 0 or -1 (MemoryError)."""
+        cdef uint32_t n = self.ncells * 2
+        cdef uint32_t i, cell
+        cdef int32_t j
+        cdef PendEntry *e
+        _grow_bytes(<void **>&self.cell_head, n * sizeof(int32_t))
+        _grow_bytes(<void **>&self.cell_tail, n * sizeof(int32_t))
+        self.ncells = n
+        self.cnt[PC_GROWS] += 1
+        for i in range(n):
+            self.cell_head[i] = -1
+            self.cell_tail[i] = -1
+        j = self.age_head
+        while j != -1:
+            e = &self.pool[j]
+            cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key, e.ip_version) & (n - 1)
+            e.next = -1
+            if self.cell_tail[cell] == -1:
+                self.cell_head[cell] = j
+            else:
+                self.pool[self.cell_tail[cell]].next = j
+            self.cell_tail[cell] = j
+            j = e.age_next
+        return 0
+
+    # ------------------------------------------------------------------ pools
+
+    cdef int32_t _alloc_entry(self) except -2 nogil:
+        """An entry from the free list, growing the pool by doubling (at most max_pending + 1
+        entries: one message may be in flight while max_pending wait). Returns its index."""
+        cdef int32_t i, newcap
+        cdef int32_t idx
+        if self.free_head == -1:
+            newcap = self.pool_cap * 2 if self.pool_cap else 1024
+            if newcap > self.max_pending + 1:
+                newcap = <int32_t>(self.max_pending + 1)
+            if newcap <= self.pool_cap:
+                with gil:
+                    raise RuntimeError("pairing: entry pool exhausted (bug: cap not enforced)")
+            _grow_bytes(<void **>&self.pool, <size_t>newcap * sizeof(PendEntry))
+            for i in range(self.pool_cap, newcap):
+                self.pool[i].next = i + 1 if i + 1 < newcap else -1
+                self.pool[i].text = NULL
+                self.pool[i].tcap = NO_CLASS
+            self.free_head = self.pool_cap
+            self.pool_cap = newcap
+        idx = self.free_head
+        self.free_head = self.pool[idx].next
+        return idx
+
+    cdef void _free_entry(self, int32_t idx) noexcept nogil:
+        cdef PendEntry *e = &self.pool[idx]
+        if e.text != NULL:
+            (<uint8_t **>e.text)[0] = self.afree[e.tcap]
+            self.afree[e.tcap] = e.text
+            e.text = NULL
+            e.tcap = NO_CLASS
+        e.next = self.free_head
+        self.free_head = idx
+
+    cdef void _store_text(self, PendEntry *e, TextView *tv) noexcept nogil:
+        """Copy the five fields of tv into one arena block owned by e."""
+        cdef uint32_t total = 0
+        cdef uint32_t f, k = 0, off = 0
+        cdef uint8_t *blk
+        cdef uint8_t **newchunks
+        for f in range(T_N):
+            total += tv.n[f]
+        e.text = NULL
+        e.tcap = NO_CLASS
+        if total == 0:
+            for f in range(T_N):
+                e.tlen[f] = 0
+            return
+        while (<uint32_t>CLASS0 << k) < total:
+            k += 1
+        blk = self.afree[k]
+        if blk != NULL:
+            self.afree[k] = (<uint8_t **>blk)[0]
+        else:
+            if self.chunk_used + (<size_t>CLASS0 << k) > CHUNK:
+                if (self.nchunks + 1) * <size_t>CHUNK > self.arena_max_bytes:
+                    blk = NULL
+                else:
+                    newchunks = <uint8_t **>realloc(self.chunks, (self.nchunks + 1) * sizeof(uint8_t *))
+                    if newchunks != NULL:
+                        self.chunks = newchunks
+                        blk = <uint8_t *>malloc(CHUNK)
+                        if blk != NULL:
+                            self.chunks[self.nchunks] = blk
+                            self.nchunks += 1
+                            self.chunk_used = 0
+            if self.chunk_used + (<size_t>CLASS0 << k) <= CHUNK and self.nchunks:
+                blk = self.chunks[self.nchunks - 1] + self.chunk_used
+                self.chunk_used += <size_t>CLASS0 << k
+            else:
+                blk = NULL
+        if blk == NULL:
+            # Arena cap reached (or malloc failed): keep the message, drop its text.
+            self.cnt[PC_ARENA_FULL] += 1
+            e.rflags |= RF_TEXT_CLIPPED
+            for f in range(T_N):
+                e.tlen[f] = 0
+            return
+        e.text = blk
+        e.tcap = k
+        for f in range(T_N):
+            e.tlen[f] = tv.n[f]
+            if tv.n[f]:
+                memcpy(blk + off, tv.p[f], tv.n[f])
+                off += tv.n[f]
+
+    # ------------------------------------------------------------------ output
+
+    cdef int _reserve_row(self) except -1 nogil:
+        cdef size_t cap
+        cdef int c
+        if self.nrec < self.rec_cap:
+            return 0
+        cap = self.rec_cap * 2 if self.rec_cap else 4096
+        _grow_bytes(<void **>&self.recs, cap * sizeof(TxnRecord))
+        for c in range(C_N):
+            _grow_bytes(<void **>&self.cols[c].offs, (cap + 1) * sizeof(int32_t))
+            _grow_bytes(<void **>&self.cols[c].valid, cap)
+        self.rec_cap = cap
+        return 0
+
+    cdef int _put(self, int c, const uint8_t *p, size_t n, bint valid) except -1 nogil:
+        """Append one value (or a null) to string column c at row self.nrec. Arrow strings are
+        UTF-8: a byte that does not start a valid UTF-8 sequence is taken as ISO-8859-1 (the
+        historical charset of HTTP header values) and written as its 2-byte UTF-8 form; counted
+        as text_latin1."""
+        cdef StrCol *col = &self.cols[c]
+        cdef size_t cap, i = 0, k, need
+        cdef uint8_t b
+        cdef bint ascii = True
+        if self.nrec == 0:
+            col.offs[0] = 0
+            col.len = 0
+        if n and valid:
+            for k in range(n):
+                if p[k] >= 0x80:
+                    ascii = False
+                    break
+            need = n if ascii else 2 * n
+            if col.len + need > 0x7FFFFFFF:
+                with gil:
+                    raise OverflowError("pairing: string column over 2 GiB in one batch; take() more often")
+            if col.len + need > col.cap:
+                cap = col.cap * 2 if col.cap else 65536
+                while cap < col.len + need:
+                    cap *= 2
+                _grow_bytes(<void **>&col.data, cap)
+                col.cap = cap
+            if ascii:
+                memcpy(col.data + col.len, p, n)
+                col.len += n
+            else:
+                while i < n:
+                    k = _utf8_seq_len(p + i, n - i)
+                    if k:
+                        memcpy(col.data + col.len, p + i, k)
+                        col.len += k
+                        i += k
+                    else:
+                        b = p[i]
+                        col.data[col.len] = 0xC0 | (b >> 6)
+                        col.data[col.len + 1] = 0x80 | (b & 0x3F)
+                        col.len += 2
+                        i += 1
+                        self.cnt[PC_TEXT_LATIN1] += 1
+        col.valid[self.nrec] = valid
+        col.offs[self.nrec + 1] = <int32_t>col.len
+        return 0
+
+    cdef int _put_ip(self, int c, const uint8_t *ip, uint8_t ver) except -1 nogil:
+        """Append an address as text: IPv4 dotted quad (formatted here, the common case),
+        IPv6 by inet_ntop (RFC 5952 form)."""
+        cdef char buf[64]
+        cdef size_t n = 0
+        cdef int i
+        cdef uint8_t b
+        if ver != 6:
+            for i in range(4):
+                b = ip[i]
+                if b >= 100:
+                    buf[n] = <char>(48 + b // 100)
+                    n += 1
+                if b >= 10:
+                    buf[n] = <char>(48 + (b // 10) % 10)
+                    n += 1
+                buf[n] = <char>(48 + b % 10)
+                n += 1
+                buf[n] = 46
+                n += 1
+            n -= 1
+        elif inet_ntop(AF_INET6, ip, buf, sizeof(buf)) != NULL:
+            while buf[n]:
+                n += 1
+        return self._put(c, <const uint8_t *>buf, n, True)
+
+    cdef int _put_text(self, int c, const PendEntry *e, int f, bint valid) except -1 nogil:
+        cdef uint32_t off = 0
+        cdef int g
+        if e == NULL:
+            return self._put(c, NULL, 0, False)
+        for g in range(f):
+            off += e.tlen[g]
+        return self._put(c, e.text + off if e.text != NULL else NULL, e.tlen[f], valid)
+
+    cdef int _emit(self, const PendEntry *req, const PendEntry *resp, uint8_t outcome,
+                   uint8_t reason) except -1 nogil:
+        """Append one record built from a request and/or a response entry."""
+        cdef TxnRecord *r
+        self._reserve_row()
+        r = &self.recs[self.nrec]
+        memset(r, 0, sizeof(TxnRecord))
+        r.outcome = outcome
+        r.unmatched_reason = reason
+        r.request_ts_ns = INT64_MIN
+        r.response_ts_ns = INT64_MIN
+        r.request_pkt_index = UINT64_MAX
+        r.response_pkt_index = UINT64_MAX
+        if req != NULL:
+            memcpy(r.client_ip, req.src_ip, 16)
+            memcpy(r.server_ip, req.dst_ip, 16)
+            r.client_port = req.src_port
+            r.server_port = req.dst_port
+            r.ip_version = req.ip_version
+            r.request_ts_ns = req.ts_ns
+            r.request_pkt_index = req.pkt_index
+            r.request_trace = req.trace
+            r.request_ack = req.ack
+            r.method_id = req.method_id
+            r.vlan = req.vlan
+            r.msg_flags |= req.msg_flags
+            r.rflags |= req.rflags & (RF_URI_TRUNCATED | RF_REQUEST_REPEAT | RF_TEXT_CLIPPED
+                                      | RF_NO_HOST | RF_AFTER_INTERIM | RF_OUT_OF_ORDER)
+        if resp != NULL:
+            if req == NULL:
+                memcpy(r.client_ip, resp.dst_ip, 16)
+                memcpy(r.server_ip, resp.src_ip, 16)
+                r.client_port = resp.dst_port
+                r.server_port = resp.src_port
+                r.ip_version = resp.ip_version
+                r.vlan = resp.vlan
+            r.response_ts_ns = resp.ts_ns
+            r.response_pkt_index = resp.pkt_index
+            r.response_trace = resp.trace
+            r.response_seq = resp.seq
+            r.status = resp.status
+            r.msg_flags |= resp.msg_flags
+            r.rflags |= resp.rflags & (RF_RESPONSE_REPEAT | RF_TEXT_CLIPPED)
+            if resp.status >= 100 and resp.status < 200 and resp.status != 101:
+                r.rflags |= RF_INTERIM
+        if outcome == REC_PAIRED:
+            self.cnt[PC_PAIRED] += 1
+            if r.rflags & RF_INTERIM:
+                self.cnt[PC_PAIRED_INTERIM] += 1
+            if r.rflags & RF_AFTER_INTERIM:
+                self.cnt[PC_PAIRED_AFTER_INTERIM] += 1
+            if r.rflags & RF_OUT_OF_ORDER:
+                self.cnt[PC_OUT_OF_ORDER] += 1
+        self._put_ip(C_CLIENT_IP, r.client_ip, r.ip_version)
+        self._put_ip(C_SERVER_IP, r.server_ip, r.ip_version)
+        self._put_text(C_METHOD, req, T_METHOD, True)
+        self._put_text(C_URI, req, T_URI, True)
+        self._put_text(C_HOST, req, T_HOST, req != NULL and req.tlen[T_HOST] > 0)
+        self._put_text(C_UA, req, T_UA, req != NULL and req.tlen[T_UA] > 0)
+        self._put_text(C_REASON, resp, T_REASON, True)
+        self.nrec += 1
+        return 0

@@ -1,0 +1,95 @@
+"""httpanalyzer command line: HTTP transaction records from packet traces, without TCP
+reassembly (first request packet <-> first response packet, as Vega et al. 2017)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from httpanalyzer import writers
+from webtap.errors import BpfError
+from httpanalyzer.stream import Summary, iter_record_batches
+
+EPILOG = """examples:
+  httpanalyzer trace.pcap                       paper line format on stdout
+  httpanalyzer a.pcap b.pcapng.gz -o out.parquet   two traces as one stream, to Parquet
+  httpanalyzer trace.pcap -f 'port 8080' -o out.csv --summary
+  httpanalyzer trace.pcap --gc-timeout 120 -o out.txt
+  httpanalyzer -i eth0 -f 'tcp port 80' -o live.csv   live, until Ctrl-C
+
+Line format: client IP|client port|server IP|server port|request ts|response ts|
+response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
+not exist for an unmatched record are empty).
+
+Exit codes: 0 success (an unreadable file among several is reported and skipped); 1 nothing could
+be read; 2 usage error (bad option, output format or BPF filter)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="httpanalyzer", description=__doc__,
+                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="*", metavar="TRACE",
+                    help="pcap / pcapng files (gzip'd too); several form one stream in time order")
+    ap.add_argument("-i", "--interface", metavar="IFACE",
+                    help="capture live on IFACE until Ctrl-C (then everything waiting is flushed)")
+    ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
+    ap.add_argument("-o", "--output", metavar="OUT",
+                    help="OUT.txt (line format), OUT.csv or OUT.parquet; default: lines on stdout")
+    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S",
+                    help="seconds of capture time a message waits for its counterpart (default 60)")
+    ap.add_argument("--max-pending", type=int, default=1 << 20, metavar="N",
+                    help="hard cap on waiting messages (oldest evicted, counted; default 1048576)")
+    ap.add_argument("--summary", action="store_true",
+                    help="print a summary table (to stderr when records go to stdout)")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if bool(a.traces) == bool(a.interface):
+        ap.error("give TRACE files or -i IFACE (not both)")
+    try:
+        w = writers.writer_for(a.output)
+    except ValueError as e:
+        print(f"httpanalyzer: {e}", file=sys.stderr)
+        return 2
+    summary = Summary(detailed=a.summary)
+    progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
+    live = a.interface is not None
+    try:
+        for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
+                                         gc_timeout=a.gc_timeout, summary=summary,
+                                         progress=progress, live=live,
+                                         max_pending=a.max_pending):
+            w.write(batch)
+    except BrokenPipeError:
+        # stdout closed early (`httpanalyzer t.pcap | head`): stop quietly, as Unix tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except BpfError as e:
+        print(f"httpanalyzer: {e}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"httpanalyzer: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("httpanalyzer: interrupted; records so far were written", file=sys.stderr)
+    finally:
+        try:
+            w.close()
+        except BrokenPipeError:
+            pass
+    for u in summary.unreadable:
+        print(f"httpanalyzer: skipped {u}", file=sys.stderr)
+    if a.summary:
+        print(summary.table(), file=sys.stderr if a.output in (None, "-") else sys.stdout)
+    if summary.unreadable and len(summary.unreadable) == len(a.traces or []):
+        return 1                       # nothing could be read at all
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Thin facade over the Cython pairing table (ext/pairing.pyx): message batches in, Arrow record
+batches out. The rules (which response pairs with which request, GC, caps) are documented in the
+extension's docstring and in docs/PAIRING.md."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from httpanalyzer import records
+from webtap._ext.pairing import COUNTER_NAMES, PairingTable
+
+__all__ = ["Pairer", "COUNTER_NAMES"]
+
+
+class Pairer:
+    """Pairs HTTP messages (webtap.schema.MESSAGE_DTYPE batches) into transaction records.
+
+    gc_timeout: seconds of capture time a message may wait for its counterpart (default 60).
+    max_pending: hard cap on waiting messages; the oldest is evicted (and counted) beyond it.
+    max_per_key: cap on same-kind messages waiting on one key (pipelining/retransmission floods).
+    """
+
+    def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 20, max_per_key: int = 64,
+                 initial_cells: int = 1 << 12, arena_max_bytes: int = 512 << 20):
+        if not gc_timeout > 0:
+            raise ValueError("gc_timeout must be > 0 seconds")
+        self.table = PairingTable(gc_timeout_ns=int(round(gc_timeout * 1e9)), max_pending=max_pending,
+                                  max_per_key=max_per_key, initial_cells=initial_cells,
+                                  arena_max_bytes=arena_max_bytes)
+
+    def feed(self, msgs: np.ndarray, data: np.ndarray, trace: int = 0) -> None:
+        """Offer one message batch; `data` is the byte buffer its spans point into; `trace` is
+        the position of its trace among the inputs (recorded as request/response_trace)."""
+        self.table.trace = trace
+        self.table.feed(msgs, data)
+
+    def advance(self, now_ns: int) -> None:
+        """Advance capture time without a message (runs the GC)."""
+        self.table.advance(now_ns)
+
+    def flush(self) -> None:
+        """End of input: all waiting messages leave as unmatched records."""
+        self.table.flush()
+
+    def take(self) -> pa.RecordBatch:
+        """The records emitted since the last take(), as one Arrow batch (possibly empty)."""
+        recs, strings = self.table.take()
+        return records.to_record_batch(recs, strings)
+
+    @property
+    def pending(self) -> int:
+        return self.table.pending
+
+    def counters(self) -> dict[str, int]:
+        return self.table.counters()

@@ -1,0 +1,182 @@
+"""The transaction-record schema: every column's name, type and unit, in one place.
+
+A record is one HTTP transaction seen through the first packet of its request and the first
+packet of its response (or only one of them: unmatched records are output too). The pairing
+table (ext/pairing.pyx) emits records as a TxnRecord struct array (numeric part, mirrored by
+RECORD_DTYPE) plus one Arrow-layout string column per text field; `to_record_batch` turns that
+into a `pyarrow.RecordBatch` with one pyarrow call per column, and `to_pandas` gives the
+DataFrame dtypes. The writers (CSV, Parquet, the paper's line format) all read these batches.
+
+Units: `*_ts` are capture times in ns since the Unix epoch (UTC); `response_time` is
+response_ts - request_ts in ns (negative when the response was captured first); CSV and the line
+format print both in seconds with 9 decimals.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+#: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
+RECORD_DTYPE = np.dtype(
+    [
+        ("request_ts_ns", "<i8"),
+        ("response_ts_ns", "<i8"),
+        ("request_pkt_index", "<u8"),
+        ("response_pkt_index", "<u8"),
+        ("client_ip", "u1", (16,)),
+        ("server_ip", "u1", (16,)),
+        ("request_ack", "<u4"),
+        ("response_seq", "<u4"),
+        ("client_port", "<u2"),
+        ("server_port", "<u2"),
+        ("status", "<u2"),
+        ("vlan", "<u2"),
+        ("msg_flags", "<u2"),
+        ("ip_version", "u1"),
+        ("method_id", "u1"),
+        ("outcome", "u1"),
+        ("unmatched_reason", "u1"),
+        ("rflags", "<u2"),
+        ("request_trace", "<u2"),
+        ("response_trace", "<u2"),
+    ],
+    align=True,
+)
+
+# ext/pairing.pxd RecOutcome / UnmatchedReason / RecFlags
+OUTCOMES = ("paired", "request_only", "response_only")
+UNMATCHED_REASONS = (None, "gc", "end", "cap", "key_limit", "clock_reset")
+RF_URI_TRUNCATED = 1
+RF_REQUEST_REPEAT = 2
+RF_RESPONSE_REPEAT = 4
+RF_INTERIM = 8
+RF_AFTER_INTERIM = 16
+RF_TEXT_CLIPPED = 32
+RF_NO_HOST = 64
+RF_OUT_OF_ORDER = 128
+
+_TS = pa.timestamp("ns", tz="UTC")
+
+#: Column name -> (Arrow type, meaning). The first 17 are the issue's contract, in its order.
+COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+    "client_ip": (pa.string(), "request source address (IPv4 dotted, IPv6 RFC 5952)"),
+    "client_port": (pa.uint16(), "client TCP port"),
+    "server_ip": (pa.string(), "request destination / response source address"),
+    "server_port": (pa.uint16(), "server TCP port"),
+    "request_ts": (_TS, "capture time of the request's first packet (ns, UTC); null if none"),
+    "response_ts": (_TS, "capture time of the response's first packet (ns, UTC); null if none"),
+    "response_time": (pa.duration("ns"), "response_ts - request_ts (ns); null unless paired"),
+    "reason": (pa.string(), "reason phrase of the status line ('' if empty); null if no response"),
+    "status": (pa.uint16(), "status code; null if no response"),
+    "method": (pa.string(), "request method token as sent; null if no request"),
+    "user_agent": (pa.string(), "User-Agent value; null if absent or no request"),
+    "host": (pa.string(), "Host value; null if absent or no request"),
+    "uri": (pa.string(), "request-target as sent, cut at the packet's end; null if no request"),
+    "request_ack": (pa.uint32(), "TCP ACK of the request packet (the pairing key); null if none"),
+    "response_seq": (pa.uint32(), "TCP SEQ of the response packet; null if none"),
+    "matched": (pa.bool_(), "request and response both present"),
+    "uri_truncated": (pa.bool_(), "the URI continued past the first packet (or was clipped)"),
+    # --- more columns
+    "outcome": (pa.string(), "paired | request_only | response_only"),
+    "unmatched_reason": (pa.string(), "gc | end | cap | key_limit | clock_reset; null if paired"),
+    "interim": (pa.bool_(), "the response is an interim 1xx (not 101); the request waited on"),
+    "after_interim": (pa.bool_(), "final response paired after a 1xx of the same request"),
+    "request_repeat": (pa.bool_(), "the request repeated one still waiting (retransmission)"),
+    "response_repeat": (pa.bool_(), "the response repeated one still waiting (retransmission)"),
+    "out_of_order": (pa.bool_(), "the response was captured before its request"),
+    "text_clipped": (pa.bool_(), "some text was shortened to the table's per-field bound"),
+    "ip_version": (pa.uint8(), "4 or 6"),
+    "vlan": (pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
+    "request_frame": (pa.uint64(), "0-based index of the request packet in its trace"),
+    "response_frame": (pa.uint64(), "0-based index of the response packet in its trace"),
+    "request_trace": (pa.uint16(), "position of the request's trace among the inputs (0-based)"),
+    "response_trace": (pa.uint16(), "position of the response's trace among the inputs"),
+}
+SCHEMA = pa.schema([pa.field(n, t) for n, (t, _) in COLUMNS.items()])
+CONTRACT_COLUMNS = list(COLUMNS)[:17]
+CATEGORICAL = ("method", "reason", "outcome", "unmatched_reason")
+
+_NO_TS = np.iinfo(np.int64).min
+_NO_IDX = np.iinfo(np.uint64).max
+
+
+def _strings(n: int, parts) -> pa.Array:
+    offsets, data, valid = parts
+    bitmap = np.packbits(valid.astype(bool), bitorder="little")
+    nulls = int(n - np.count_nonzero(valid))
+    return pa.StringArray.from_buffers(
+        n, pa.py_buffer(offsets), pa.py_buffer(data), pa.py_buffer(bitmap) if nulls else None, nulls
+    )
+
+
+def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
+    """Arrow batch from PairingTable.take() output: one pyarrow call per column."""
+    r = raw_records.view(RECORD_DTYPE)
+    n = len(r)
+    has_req = r["request_ts_ns"] != _NO_TS
+    has_resp = r["response_ts_ns"] != _NO_TS
+    paired = r["outcome"] == 0
+    rf = r["rflags"]
+    cols = {
+        "client_ip": _strings(n, strings["client_ip"]),
+        "client_port": pa.array(r["client_port"]),
+        "server_ip": _strings(n, strings["server_ip"]),
+        "server_port": pa.array(r["server_port"]),
+        "request_ts": pa.array(r["request_ts_ns"], type=_TS, mask=~has_req),
+        "response_ts": pa.array(r["response_ts_ns"], type=_TS, mask=~has_resp),
+        "response_time": pa.array(
+            np.where(paired, r["response_ts_ns"], 0) - np.where(paired, r["request_ts_ns"], 0),
+            type=pa.duration("ns"),
+            mask=~paired,
+        ),
+        "reason": _strings(n, strings["reason"]),
+        "status": pa.array(r["status"], mask=~has_resp),
+        "method": _strings(n, strings["method"]),
+        "user_agent": _strings(n, strings["user_agent"]),
+        "host": _strings(n, strings["host"]),
+        "uri": _strings(n, strings["uri"]),
+        "request_ack": pa.array(r["request_ack"], mask=~has_req),
+        "response_seq": pa.array(r["response_seq"], mask=~has_resp),
+        "matched": pa.array(paired),
+        "uri_truncated": pa.array((rf & RF_URI_TRUNCATED) != 0),
+        "outcome": pa.DictionaryArray.from_arrays(
+            r["outcome"].astype(np.int8), pa.array(OUTCOMES)
+        ).cast(pa.string()),
+        "unmatched_reason": pa.DictionaryArray.from_arrays(
+            pa.array(r["unmatched_reason"].astype(np.int8), mask=paired),
+            pa.array(UNMATCHED_REASONS, pa.string()),
+        ).cast(pa.string()),
+        "interim": pa.array((rf & RF_INTERIM) != 0),
+        "after_interim": pa.array((rf & RF_AFTER_INTERIM) != 0),
+        "request_repeat": pa.array((rf & RF_REQUEST_REPEAT) != 0),
+        "response_repeat": pa.array((rf & RF_RESPONSE_REPEAT) != 0),
+        "out_of_order": pa.array((rf & RF_OUT_OF_ORDER) != 0),
+        "text_clipped": pa.array((rf & RF_TEXT_CLIPPED) != 0),
+        "ip_version": pa.array(r["ip_version"]),
+        "vlan": pa.array(r["vlan"], mask=r["vlan"] == 0xFFFF),
+        "request_frame": pa.array(r["request_pkt_index"], mask=r["request_pkt_index"] == _NO_IDX),
+        "response_frame": pa.array(r["response_pkt_index"], mask=r["response_pkt_index"] == _NO_IDX),
+        "request_trace": pa.array(r["request_trace"], mask=~has_req),
+        "response_trace": pa.array(r["response_trace"], mask=~has_resp),
+    }
+    return pa.RecordBatch.from_arrays(list(cols.values()), schema=SCHEMA)
+
+
+def empty_batch() -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=SCHEMA)
+
+
+def to_pandas(table):
+    """DataFrame with the schema's dtypes: datetime64[ns, UTC], timedelta64[ns], nullable
+    integers, categoricals for method/reason/outcome/unmatched_reason, strings for the rest.
+    (pandas is imported here, not at module load: the CLI and streaming do not need it.)"""
+    import pandas as pd
+
+    types = {pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+             pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype(),
+             pa.bool_(): pd.BooleanDtype()}
+    df = table.to_pandas(types_mapper=types.get)
+    for c in CATEGORICAL:
+        df[c] = df[c].astype("category")
+    return df

@@ -1,0 +1,252 @@
+"""analyze(): traces -> capture -> dissect -> pairing -> Arrow record batches -> DataFrame.
+
+Several traces form one stream in capture-time order: their message batches are merged by
+timestamp (a k-way merge over runs of messages, so traces that do not overlap in time cost one
+feed per batch), and one pairing table sees them all; a request in one file can pair with its
+response in the next.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from httpanalyzer import records
+from httpanalyzer.pairing import Pairer
+
+__all__ = ["analyze", "iter_record_batches", "Summary"]
+
+
+def _dissect_counts(mb) -> dict[str, int]:
+    from webtap.schema import DISSECT_REASONS
+
+    c = getattr(mb, "counters", None)
+    if c is None:
+        return {}
+    if isinstance(c, dict):
+        return {k: int(v) for k, v in c.items()}
+    arr = np.asarray(c).reshape(-1)
+    return {name: int(arr[i]) for i, name in enumerate(DISSECT_REASONS) if i < len(arr)}
+
+
+def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
+                     progress: bool | None = None) -> Iterator[tuple]:
+    """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface)."""
+    from webtap.capture import open_live, open_trace
+    from webtap.dissect import dissect
+    from webtap.errors import BpfError
+
+    try:
+        src = open_live(path, bpf=bpf) if live else open_trace(path, bpf=bpf, progress=progress)
+    except BpfError:
+        raise                        # a usage error: the same filter fails for every input
+    except (OSError, ValueError, RuntimeError) as e:
+        if live:
+            raise
+        # One unreadable file does not end the stream: the others are still analysed.
+        stats.unreadable.append(f"{path}: {e}")
+        return
+    try:
+        for batch in src:
+            pk = batch.packets
+            if len(pk) == 0:
+                continue
+            stats.packets += len(pk)
+            stats.bytes += int(pk["wirelen"].sum())
+            mb = dissect(pk, batch.data)
+            for k, v in _dissect_counts(mb).items():
+                stats.dissect[k] += v
+            yield mb.msgs, batch.data, int(pk["ts_ns"].max())
+    finally:
+        for k, v in getattr(src, "counters", {}).items():
+            stats.source[k] += int(v)
+        stats.warnings.extend(f"{path}: {w}" for w in getattr(src, "warnings", []))
+        src.close()
+
+
+@dataclass
+class Summary:
+    """Counts and distributions of one run (filled while the batches stream)."""
+
+    packets: int = 0
+    bytes: int = 0
+    records: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    status: Counter = field(default_factory=Counter)
+    methods: Counter = field(default_factory=Counter)
+    dissect: Counter = field(default_factory=Counter)
+    source: Counter = field(default_factory=Counter)
+    warnings: list = field(default_factory=list)
+    unreadable: list = field(default_factory=list)
+    interrupted: bool = False
+    pairing: dict = field(default_factory=dict)
+    _rt: list = field(default_factory=list)
+    #: distributions (status, methods, response-time percentiles) cost a few ms per batch;
+    #: without them only record and outcome counts are kept (the CLI asks with --summary)
+    detailed: bool = True
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self.records += batch.num_rows
+        if not self.detailed:
+            n_paired = pc.sum(batch.column("matched")).as_py() or 0
+            self.outcomes["paired"] += n_paired
+            self.outcomes["unmatched"] += batch.num_rows - n_paired
+            return
+        for name, col in (("outcome", self.outcomes), ("status", self.status),
+                          ("method", self.methods)):
+            vc = pc.value_counts(batch.column(name).drop_null())
+            for v, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+                col[v] += n
+        final = pc.and_(batch.column("matched"), pc.invert(batch.column("interim")))
+        rt = pc.filter(batch.column("response_time"), final).cast(pa.int64())
+        self._rt.append(rt.to_numpy(zero_copy_only=False))
+
+    def response_time_percentiles(self, qs=(50, 90, 99, 99.9)) -> dict[float, float]:
+        rt = np.concatenate(self._rt) if self._rt else np.empty(0, np.int64)
+        if len(rt) == 0:
+            return {}
+        return {q: float(np.percentile(rt, q)) / 1e9 for q in qs}
+
+    def not_paired(self) -> dict[str, int]:
+        """Every HTTP message that did not end up in a paired record, by reason."""
+        return {k: v for k, v in self.pairing.items()
+                if ("unmatched" in k or k in ("final_response_missing", "bad_kind")) and v}
+
+    def table(self) -> str:
+        rows = [("packets", self.packets), ("bytes on the wire", self.bytes),
+                ("HTTP messages", self.pairing.get("messages", 0)),
+                ("records", self.records)]
+        rows += [(f"  {k}", v) for k, v in sorted(self.outcomes.items())]
+        rows += [("paired (after a 1xx)", self.pairing.get("paired_after_interim", 0)),
+                 ("out of order", self.pairing.get("out_of_order", 0))]
+        out = _fmt("Transactions", rows)
+        pct = self.response_time_percentiles()
+        if pct:
+            out += _fmt("Response time (s, final responses)", [(f"p{q:g}", f"{v:.6f}") for q, v in pct.items()])
+        out += _fmt("Top status codes", self.status.most_common(10))
+        out += _fmt("Top methods", self.methods.most_common(10))
+        out += _fmt("HTTP messages not in a paired record, by reason",
+                    sorted(self.not_paired().items()) or [("(none)", 0)])
+        other = {k: v for k, v in self.pairing.items() if v and k in (
+            "request_repeat", "response_repeat", "clock_backwards", "clock_reset", "no_host",
+            "status_odd", "bad_span", "text_clipped", "text_latin1", "arena_full", "peak_pending")}
+        if other:
+            out += _fmt("Pairing events", sorted(other.items()))
+        for title, d in (("Capture counters", self.source), ("Dissector counters", self.dissect)):
+            nz = {k: v for k, v in d.items() if v}
+            if nz:
+                out += _fmt(title, sorted(nz.items()))
+        for w in self.warnings:
+            out += f"warning: {w}\n"
+        for w in self.unreadable:
+            out += f"unreadable: {w}\n"
+        return out
+
+
+def _fmt(title: str, rows) -> str:
+    rows = [(str(k), str(v)) for k, v in rows]
+    w = max([len(k) for k, _ in rows] + [10])
+    v = max([len(x) for _, x in rows] + [5])
+    return f"\n{title}\n{'-' * (w + v + 2)}\n" + "".join(f"{k:<{w}}  {x:>{v}}\n" for k, x in rows)
+
+
+def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None = None,
+                        gc_timeout: float = 60.0, summary: Summary | None = None,
+                        progress: bool | None = False, live: bool = False,
+                        **table_options) -> Iterator[pa.RecordBatch]:
+    """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
+    capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
+    the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
+    and the table's caps, not by the trace size. progress: a bar per file (None: on a tty)."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    sources = [os.fspath(s) for s in sources]
+    if live and len(sources) != 1:
+        raise ValueError("live capture takes exactly one interface")
+    stats = summary if summary is not None else Summary()
+    pairer = Pairer(gc_timeout=gc_timeout, **table_options)
+    gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
+    heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
+    ready: list = []                   # batches emitted while refilling (GC on idle batches)
+
+    def refill(i):
+        while True:
+            try:
+                msgs, data, last = next(gens[i])
+            except StopIteration:
+                heads[i] = None
+                return
+            except KeyboardInterrupt:
+                # Ctrl-C ends the input (live capture): flush what waits, then stop.
+                stats.interrupted = True
+                for j in range(len(heads)):
+                    heads[j] = None
+                return
+            if len(msgs):
+                heads[i] = [msgs, data, 0, last]
+                return
+            if len(gens) == 1:
+                pairer.advance(last)
+                b = pairer.take()
+                stats.add(b)
+                if b.num_rows:
+                    ready.append(b)
+
+    try:
+        for i in range(len(gens)):
+            refill(i)
+        while True:
+            yield from ready
+            ready.clear()
+            active = [i for i, h in enumerate(heads) if h is not None]
+            if not active:
+                break
+            i = min(active, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
+            msgs, data, pos, last = heads[i]
+            ts = msgs["ts_ns"]
+            others = [heads[j][0]["ts_ns"][heads[j][2]] for j in active if j != i]
+            if others:
+                later = np.flatnonzero(ts[pos:] > min(others))
+                end = pos + int(later[0]) if len(later) else len(msgs)
+                end = max(end, pos + 1)
+            else:
+                end = len(msgs)
+            pairer.feed(msgs[pos:end], data, trace=i)
+            if end == len(msgs):
+                if len(active) == 1:
+                    pairer.advance(last)   # GC also runs across stretches without HTTP
+                refill(i)
+            else:
+                heads[i][2] = end
+            b = pairer.take()
+            stats.add(b)
+            if b.num_rows:
+                yield b
+        pairer.flush()
+        b = pairer.take()
+        stats.add(b)
+        if b.num_rows:
+            yield b
+    finally:
+        stats.pairing = pairer.counters()
+        for g in gens:
+            g.close()
+
+
+def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
+            summary: Summary | None = None, live: bool = False, **table_options):
+    """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
+    DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
+    memory use iter_record_batches()."""
+    batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
+                                       summary=summary, live=live, **table_options))
+    table = pa.Table.from_batches(batches, schema=records.SCHEMA)
+    return records.to_pandas(table)
