@@ -4,14 +4,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer"]
+BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_urltree"]
 
 
 def main() -> int:
     rc = 0
     for name in BENCHMARKS:
         print(f"== {name}")
-        rc |= importlib.import_module(name).main()
+        rc |= importlib.import_module(name).main() or 0
     return rc
 
 
