@@ -23,51 +23,22 @@ from httpanalyzer.pairing import Pairer
 __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 
-def _dissect_counts(mb) -> dict[str, int]:
-    from webtap.schema import DISSECT_REASONS
-
-    c = getattr(mb, "counters", None)
-    if c is None:
-        return {}
-    if isinstance(c, dict):
-        return {k: int(v) for k, v in c.items()}
-    arr = np.asarray(c).reshape(-1)
-    return {name: int(arr[i]) for i, name in enumerate(DISSECT_REASONS) if i < len(arr)}
-
-
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
                      progress: bool | None = None) -> Iterator[tuple]:
-    """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface)."""
-    from webtap.capture import open_live, open_trace
-    from webtap.dissect import dissect
-    from webtap.errors import BpfError
+    """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
+    the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
+    file does not end the stream: it is listed in stats.unreadable and the others are read."""
+    from webtap.stream import Totals, messages
 
+    totals = Totals()
     try:
-        src = open_live(path, bpf=bpf) if live else open_trace(path, bpf=bpf, progress=progress)
-    except BpfError:
-        raise                        # a usage error: the same filter fails for every input
-    except (OSError, ValueError, RuntimeError) as e:
-        if live:
-            raise
-        # One unreadable file does not end the stream: the others are still analysed.
-        stats.unreadable.append(f"{path}: {e}")
-        return
-    try:
-        for batch in src:
+        for batch, mb in messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
+                                  skip_unreadable=True):
             pk = batch.packets
-            if len(pk) == 0:
-                continue
-            stats.packets += len(pk)
-            stats.bytes += int(pk["wirelen"].sum())
-            mb = dissect(pk, batch.data)
-            for k, v in _dissect_counts(mb).items():
-                stats.dissect[k] += v
-            yield mb.msgs, batch.data, int(pk["ts_ns"].max())
+            if len(pk):
+                yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
-        for k, v in getattr(src, "counters", {}).items():
-            stats.source[k] += int(v)
-        stats.warnings.extend(f"{path}: {w}" for w in getattr(src, "warnings", []))
-        src.close()
+        stats.absorb(totals)
 
 
 @dataclass
@@ -90,6 +61,17 @@ class Summary:
     #: distributions (status, methods, response-time percentiles) cost a few ms per batch;
     #: without them only record and outcome counts are kept (the CLI asks with --summary)
     detailed: bool = True
+
+    def absorb(self, totals) -> None:
+        """Add what the capture and dissect stages counted for one source (webtap.stream.Totals)."""
+        self.packets += totals.source["packets"]
+        self.bytes += totals.source["wire_bytes"]
+        for k, v in totals.source.items():
+            self.source[k] += v
+        for k, v in totals.dissect.items():
+            self.dissect[k] += v
+        self.warnings.extend(totals.warnings)
+        self.unreadable.extend(totals.unreadable)
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

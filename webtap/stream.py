@@ -18,6 +18,7 @@ from typing import Iterable, Iterator, Protocol
 
 from webtap.capture import Batch, LiveCapture, Trace, open_live, open_trace
 from webtap.dissect import MessageBatch, dissect
+from webtap.errors import BpfError
 from webtap.schema import DISSECT_REASONS, SOURCE_REASONS
 
 __all__ = ["Consumer", "Totals", "messages", "run", "open_source"]
@@ -38,6 +39,7 @@ class Totals:
     source: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCE_REASONS, 0))
     dissect: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DISSECT_REASONS, 0))
     warnings: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)   # "path: reason" of files skipped
     files: int = 0
 
     def add_source(self, counters: dict[str, int]) -> None:
@@ -62,13 +64,27 @@ def open_source(src: str | os.PathLike, bpf: str | None = None, live: bool = Fal
 
 def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str | None = None,
              totals: Totals | None = None, live: bool = False, progress: bool | None = None,
-             **kw) -> Iterator[tuple[Batch, MessageBatch]]:
-    """Yield (packet batch, HTTP message batch) for every batch of every source."""
+             skip_unreadable: bool = False, **kw) -> Iterator[tuple[Batch, MessageBatch]]:
+    """Yield (packet batch, HTTP message batch) for every batch of every source.
+
+    skip_unreadable: a file that cannot be opened (missing, not a capture) is recorded in
+    `totals.unreadable` and the others are still read; a bad BPF filter always raises, since
+    it would fail for every file.
+    """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     totals = totals if totals is not None else Totals()
     for src in sources:
-        with open_source(src, bpf=bpf, live=live, progress=progress, **kw) as s:
+        try:
+            s = open_source(src, bpf=bpf, live=live, progress=progress, **kw)
+        except BpfError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:
+            if not skip_unreadable or live:
+                raise
+            totals.unreadable.append(f"{src}: {exc}")
+            continue
+        with s:
             totals.files += 1
             try:
                 for batch in s:
