@@ -6,6 +6,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 SHARED ?= ../shared
 export WEBTAP_SHARED := $(abspath $(SHARED))
+# The venv's tools first: the editable build records the ninja it was built with, and rebuilds
+# on import with it; it must be the venv's own, not whatever else is on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 # Debian packages the project uses: libpcap (headers + pkg-config for the build), the real
 # peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
