@@ -11,7 +11,7 @@ Every per-packet helper here is `noexcept nogil`: nothing in it can fail except 
 input, and bad input is an outcome (a DissectReason code, counted), never an exception.
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 cimport numpy as cnp
 import numpy as np
@@ -126,9 +126,30 @@ def sizeof_packet_ref():
 # ---------------------------------------------------------------------------------------------
 cdef extern from *:
     """
+    #include <string.h>
     #define wt_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
+    /* First CR or LF in p[pos:n], or n: eight bytes per step. (v - 0x01..) & ~v & 0x80.. sets
+       the top bit of every zero byte of v and possibly of bytes above the first zero (borrows),
+       never below it, so the lowest set bit of x|y is the first CR or LF (little-endian). */
+    static inline uint32_t wt_line_end(const uint8_t *p, uint32_t pos, uint32_t n) {
+        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+        while (pos + 8 <= n) {
+            uint64_t v, x, y, h;
+            memcpy(&v, p + pos, 8);
+            x = v ^ (ones * 10);
+            y = v ^ (ones * 13);
+            h = ((x - ones) & ~x & highs) | ((y - ones) & ~y & highs);
+            if (h)
+                return pos + (uint32_t)(__builtin_ctzll(h) >> 3);
+            pos += 8;
+        }
+        while (pos < n && p[pos] != 10 && p[pos] != 13)
+            pos++;
+        return pos;
+    }
     """
     void _prefetch "wt_prefetch"(const void *p) nogil
+    uint32_t wt_line_end(const uint8_t *p, uint32_t pos, uint32_t n) nogil
 
 
 cdef inline uint16_t _be16(const uint8_t *p) noexcept nogil:
@@ -166,9 +187,7 @@ cdef inline bint _name_is(const uint8_t *p, uint32_t n, const char *lname, uint3
 
 cdef inline uint32_t _line_end(const uint8_t *p, uint32_t pos, uint32_t n) noexcept nogil:
     """First CR or LF at or after pos (tshark's line terminators: CRLF, lone CR, lone LF); n if none."""
-    while pos < n and not _is_eol(p[pos]):
-        pos += 1
-    return pos
+    return wt_line_end(p, pos, n)
 
 
 cdef inline uint32_t _next_line(const uint8_t *p, uint32_t eol, uint32_t n) noexcept nogil:
@@ -207,6 +226,7 @@ cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_l
     cdef int mid, base
     cdef bint have_host = False, have_ua = False, line_complete
     cdef const uint8_t *q = p + off
+    cdef const uint8_t *hit
     lines_too_long[0] = 0
     # RFC 9112 2.2: a server SHOULD ignore an empty line before the request line. tshark skips
     # one leading CRLF when more than 3 bytes are on the wire; we do the same.
@@ -214,9 +234,12 @@ cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_l
         s = 2
     if s >= n:
         return DR_NOT_HTTP
-    eol = _line_end(q, s, n)
-    line_complete = eol < n
+    # Classify on the first bytes before looking for the end of the line: most payloads are
+    # message bodies, and scanning a 1460-byte body for a CR/LF it may not have would cost more
+    # than the rest of the dissection.
     if n - s >= 5 and memcmp(q + s, b"HTTP/", 5) == 0:
+        eol = _line_end(q, s, n)
+        line_complete = eol < n
         # Status line: version SP+ code SP+ reason. Any payload starting "HTTP/" is a response
         # (the paper's filter and tshark agree); a bad version or code is flagged, not dropped.
         m.kind = MSG_RESPONSE
@@ -250,13 +273,15 @@ cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_l
         if n - s >= 2 and q[s] == 77 and q[s + 1] == 45:      # "M-"
             base = s + 2
         t = base
-        while t < eol and t - base <= MAX_METHOD_LEN and q[t] != 32:
+        while t < n and t - base <= MAX_METHOD_LEN and q[t] != 32 and not _is_eol(q[t]):
             t += 1
-        if t >= eol or q[t] != 32:
+        if t >= n or q[t] != 32:
             return DR_NOT_HTTP
         mid = _match_method(q + base, t - base)
         if mid < 0:
             return DR_NOT_HTTP
+        eol = _line_end(q, t, n)          # no CR/LF before t: the token scan stopped at a space
+        line_complete = eol < n
         m.kind = MSG_REQUEST
         m.method_id = <uint8_t>mid
         m.method.off = off + s
@@ -305,9 +330,8 @@ cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_l
             m.flags |= MSGF_LINE_TOO_LONG
             lines_too_long[0] += 1
         else:
-            colon = line_start
-            while colon < eol and q[colon] != 58:
-                colon += 1
+            hit = <const uint8_t *>memchr(q + line_start, 58, ln)
+            colon = <uint32_t>(hit - q) if hit != NULL else eol
             if colon >= eol:
                 break                                         # not a header line: block ends
             v0 = colon + 1
