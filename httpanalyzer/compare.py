@@ -565,8 +565,9 @@ def _tshark_text(v):
 class _Explainer:
     """The reason of each difference in one mode (see CATEGORIES)."""
 
-    def __init__(self, mode, w, t, joined, fp_frames, mode_frames, info, chunk_starts):
+    def __init__(self, mode, w, t, joined, fp_frames, mode_frames, info, chunk_starts, seq_of):
         self.mode, self.w, self.t, self.j = mode, w, t, joined
+        self.seq_of = seq_of            # frame -> its TCP SEQ (tshark's HTTP frames)
         self.fp_frames, self.mode_frames, self.info = fp_frames, mode_frames, info
         self.starts = chunk_starts
         self.w_frames = set(w.q[w.q >= 0]) | set(w.r[w.r >= 0])
@@ -601,15 +602,25 @@ class _Explainer:
             return "unexplained"
         return _frame_reason_not_in_webtap(x.protocols, x.ip_fragment, x.payload_starts_message)
 
+    def _copy_or_pipelined(self, f1: int, f2: int) -> str:
+        """Two request (or two response) frames of one connection that share the ACK (SEQ):
+        copies of one message if their own TCP SEQ is equal too, else pipelined messages."""
+        s1, s2 = self.seq_of.get(int(f1)), self.seq_of.get(int(f2))
+        return "other_copy" if s1 is not None and s1 == s2 else "pipelined"
+
     def _tshark_pair(self, T) -> str:
         """tshark pairs T (q, r) and webtap does not."""
         if T.seq != T.ack:
             k = (T.client, T.client_port, T.server, T.server_port, T.ack)
             return "pipelined" if self.shared_ack.get(k, 0) > 1 or T.q_msgs > 1 else "seq_not_ack"
-        for i in self.w_of.get(int(T.r), []) + self.w_of.get(int(T.q), []):
+        for i in self.w_of.get(int(T.r), []):
             W = self.w.iloc[i]
-            if W.q >= 0 and W.r >= 0:
-                return "other_copy"
+            if W.q >= 0 and W.q != T.q:         # webtap gives the response to another request
+                return self._copy_or_pipelined(W.q, T.q)
+        for i in self.w_of.get(int(T.q), []):
+            W = self.w.iloc[i]
+            if W.r >= 0 and W.r != T.r:         # webtap gives the request another response
+                return self._copy_or_pipelined(W.r, T.r)
             if W.unmatched_reason == "gc":
                 return "gc_timeout"
         return "unexplained"
@@ -623,14 +634,16 @@ class _Explainer:
             return "chunk_boundary"
         for j in self.t_of.get(int(W.r), []):
             T = self.t.iloc[j]
-            if T.q >= 0 and T.q != W.q:
-                return "other_copy" if T.ack == W.ack else self._tshark_pair(T)
+            if T.q >= 0 and T.q != W.q:         # tshark gives the response to another request
+                return self._tshark_pair(T) if T.seq != T.ack else \
+                    self._copy_or_pipelined(W.q, T.q)
             if T.q < 0:
                 return "tshark_no_request_in"
         for j in self.t_of.get(int(W.q), []):
             T = self.t.iloc[j]
-            if T.r >= 0 and T.r != W.r:
-                return self._tshark_pair(T) if T.seq != T.ack else "other_copy"
+            if T.r >= 0 and T.r != W.r:         # tshark gives the request another response
+                return self._tshark_pair(T) if T.seq != T.ack else \
+                    self._copy_or_pipelined(W.r, T.r)
         return "unexplained"
 
     def pair(self, W, T) -> str:
@@ -706,10 +719,14 @@ def compare_modes(w: pd.DataFrame, tx: dict, frames: dict, info: dict,
     """(transactions, field differences) of one trace over every mode in tx (mode -> tshark
     transaction rows)."""
     fp_frames = set(frames["first_packet"].first_frame) if "first_packet" in frames else set()
+    seq_of = {}
+    for f in frames.values():
+        seq_of.update(zip(f.frame[f.frame == f.first_frame].astype(int), f.seq.astype(int)))
     rows, fdiffs = [], []
     for mode, t in tx.items():
         j = join_transactions(w, t)
-        ex = _Explainer(mode, w, t, j, fp_frames, set(frames[mode].first_frame), info, chunk_starts)
+        ex = _Explainer(mode, w, t, j, fp_frames, set(frames[mode].first_frame), info,
+                        chunk_starts, seq_of)
         for wi, ti, how in j.itertuples(index=False):
             W = w.iloc[wi] if wi >= 0 else None
             T = t.iloc[ti] if ti >= 0 else None
@@ -798,10 +815,16 @@ class Comparison:
 
     def counts(self, mode: str = "first_packet") -> dict:
         t = self.transactions[self.transactions["mode"] == mode]
+        same = t[(t.side == "both") & ~t.differs]
         return {"both": int((t.side == "both").sum()),
                 "only_tshark": int((t.side == "only_tshark").sum()),
                 "only_webtap": int((t.side == "only_webtap").sum()),
-                "paired_differently": int(((t.side == "both") & t.differs).sum())}
+                "paired_differently": int(((t.side == "both") & t.differs).sum()),
+                # not differences: both tools report the transaction unpaired (trace boundaries,
+                # a lost message)
+                "unpaired_in_both": {
+                    "response_without_request": int((same.webtap_request_frame < 0).sum()),
+                    "request_without_response": int((same.webtap_response_frame < 0).sum())}}
 
     def categories(self, mode: str = "first_packet") -> dict:
         t = self.transactions[(self.transactions["mode"] == mode) & self.transactions.differs]
