@@ -8,6 +8,7 @@ Frame numbers: tshark's frame.number is 1-based, webtap's request_frame/response
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -353,9 +354,11 @@ def tshark_http(path: str, modes=("first_packet", "reassembly"), tshark: str = "
             parts = [_parse_http_rows(rows[k], tasks[k][3], tasks[k][1])
                      for k in range(len(tasks)) if tasks[k][0] == m]
             frames[m] = pd.concat(parts, ignore_index=True) if parts else _parse_http_rows([], 0, 0)
-        shown = [" ".join(c if c != tmp_c else path + "#chunk" for c in cmd)
-                 for cmd, (_, _, tmp_c, _) in zip(cmds, tasks)] if len(chunks) > 1 else \
-                [" ".join(_shell_quote(x) for x in cmd) for cmd in cmds]
+        shown = [f"editcap -F pcapng -c {chunk_packets} {_shell_quote(path)} chunk.pcapng"] \
+            if len(chunks) > 1 else []
+        for cmd, (_, i, c, _) in zip(cmds, tasks):
+            line = " ".join(_shell_quote(x) for x in cmd)
+            shown.append(line.replace(c, f"{path}#chunk{i}") if len(chunks) > 1 else line)
         return frames, shown, chunks
 
 
@@ -366,9 +369,11 @@ def _shell_quote(s: str) -> str:
 
 
 def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark: str = "tshark",
-                   chunk_packets: int = 1_000_000, workdir: str | None = None) -> pd.DataFrame:
+                   chunk_packets: int = 1_000_000, workdir: str | None = None,
+                   commands: list | None = None) -> pd.DataFrame:
     """Why tshark does not report the given frames (0-based, global) as HTTP: their protocol
-    stack and TCP analysis flags, from one more first-packet-mode run on just those frames."""
+    stack and TCP analysis flags, from one more first-packet-mode run on just those frames.
+    The command lines run are appended to `commands`."""
     cols = ["frame", "protocols", "retransmission", "http_method", "notification", "connect",
             "ip_fragment", "payload_starts_message"]
     if not frames:
@@ -383,8 +388,11 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
             mine = [f - off + 1 for f in frames if off <= f < starts[i + 1]]
             for k in range(0, len(mine), 2000):    # display filter size bound
                 flt = "frame.number in {" + ",".join(map(str, mine[k:k + 2000])) + "}"
-                for r in _run_fields(_tshark_cmd(tshark, c, "first_packet", _EXPLAIN_FIELDS, flt),
-                                     _EXPLAIN_FIELDS):
+                cmd = _tshark_cmd(tshark, c, "first_packet", _EXPLAIN_FIELDS, flt)
+                if commands is not None:
+                    commands.append(" ".join(_shell_quote(x) for x in cmd).replace(
+                        c, path + (f"#chunk{i}" if len(chunks) > 1 else "")))
+                for r in _run_fields(cmd, _EXPLAIN_FIELDS):
                     out.append((_int(r["frame.number"]) - 1 + off, r["frame.protocols"],
                                 any(r[x] for x in ("tcp.analysis.retransmission",
                                                    "tcp.analysis.out_of_order",
@@ -550,16 +558,17 @@ def _chunk_of(frame: int, starts: list[int]) -> int:
 
 
 def _tshark_text(v):
-    """webtap's text as tshark 4.0 prints it (-T fields, ENC_ASCII): each byte >= 0x80 is one
-    U+FFFD, a NUL ends the string; trailing blanks compare equal (webtap trims them)."""
-    if v is None or (isinstance(v, float) and np.isnan(v)):
+    """webtap's text in a form comparable with tshark's -T fields output (ENC_ASCII: each byte
+    >= 0x80 is one U+FFFD, a NUL ends the string). webtap's records decode valid UTF-8 and take
+    any other byte as ISO-8859-1, so a non-ASCII character stands for one or more bytes: each
+    run of non-ASCII characters (on both sides) becomes one U+FFFD. Trailing blanks are dropped
+    (webtap trims them)."""
+    if not isinstance(v, str):
         return None
-    out = []
-    for ch in str(v):
-        if ch == "\0":
-            break
-        out.append(ch if ord(ch) < 0x80 or ch == "\ufffd" else "\ufffd" * len(ch.encode()))
-    return "".join(out).rstrip(" \t")
+    return _NON_ASCII.sub("\ufffd", v.split("\0", 1)[0]).rstrip(" \t")
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
 
 
 class _Explainer:
@@ -698,10 +707,11 @@ class _Explainer:
             return "bad_status_code" if W.status == 0 else (
                 "several_messages" if T.r_msgs > 1 else "unexplained")
         msgs = T.r_msgs if name == "reason" else T.q_msgs
+        wv = wv if isinstance(wv, str) else ""
         if self.mode == "reassembly" and isinstance(tv, str):
             if name == "uri" and W.uri_truncated and tv.startswith(wv or ""):
                 return "uri_truncated"
-            if name in ("host", "user_agent") and (wv is None or tv.startswith(wv)):
+            if name in ("host", "user_agent") and tv.startswith(wv):
                 return "header_after_first_packet"
         return "several_messages" if msgs > 1 else "unexplained"
 
@@ -710,8 +720,7 @@ def _field_equal(name, wv, tv) -> bool:
     """tshark's -T fields prints an absent field and an empty one alike: both are ''."""
     if name == "status":
         return int(wv) == int(tv)
-    tv = tv.rstrip(" \t") if isinstance(tv, str) else ""
-    return (_tshark_text(wv) or "") == tv
+    return (_tshark_text(wv) or "") == (_tshark_text(tv) or "")
 
 
 def compare_modes(w: pd.DataFrame, tx: dict, frames: dict, info: dict,
@@ -757,7 +766,9 @@ def compare_modes(w: pd.DataFrame, tx: dict, frames: dict, info: dict,
              "webtap_response_frame", "tshark_request_frame", "tshark_response_frame", "client_ip",
              "client_port", "server_ip", "server_port", "webtap_time_s", "tshark_time_s"]
     fcols = ["mode", "field", "request_frame", "response_frame", "webtap", "tshark", "category"]
-    return pd.DataFrame(rows, columns=tcols), pd.DataFrame(fdiffs, columns=fcols)
+    trans = pd.DataFrame(rows, columns=tcols)
+    trans["differs"] = trans.differs.astype(bool)   # an empty object column would select columns
+    return trans, pd.DataFrame(fdiffs, columns=fcols)
 
 
 def ks_distance(a, b) -> float:
@@ -1038,7 +1049,7 @@ def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_
     need = sorted((w_frames - set(fp.first_frame)) | (t_frames - w_frames))
     starts = [off for _, off in chunks]
     info_df = tshark_explain(path, [int(x) for x in need], starts, tshark=tshark,
-                             chunk_packets=chunk_packets)
+                             chunk_packets=chunk_packets, commands=cmds)
     info = {int(r.frame): r for r in info_df.itertuples(index=False)}
     trans, fd = compare_modes(w, tx, frames, info, starts)
     return trans, fd, w, tx, cmds
@@ -1073,7 +1084,7 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         times["webtap"].append(wp.time_s.to_numpy())
         status["webtap"].append(w.status[w.status >= 0].to_numpy())
         methods["webtap"] += [m for m in w.method if isinstance(m, str)]
-        urls["webtap"].append(np.array([len(_tshark_text(u)) for u in w.uri if isinstance(u, str)], int))
+        urls["webtap"].append(np.array([len(u) for u in w.uri if isinstance(u, str)], int))
         for m, rows in tx.items():
             k = f"tshark_{m}"
             times[k].append(rows.time_s[(rows.q >= 0) & (rows.r >= 0)].to_numpy(float))

@@ -109,7 +109,8 @@ def test_chunk_boundary(tmp_path):
     assert set(t[t.differs].category) == {"chunk_boundary"}
     assert c.counts()["only_tshark"] == 1            # tshark's response-only half
     assert c.unexplained == 0
-    assert len(c.commands) == 4                      # 2 chunks x 2 modes
+    assert c.commands[0].startswith("editcap -F pcapng -c 4 ")
+    assert sum(x.startswith("tshark") for x in c.commands) == 4     # 2 chunks x 2 modes
 
 
 def test_ks_distance():
