@@ -783,29 +783,30 @@ def ks_distance(a, b) -> float:
     return float(np.max(np.abs(fa - fb)))
 
 
-def count_table(values: dict) -> pd.DataFrame:
-    """Counts side by side (columns = sources, e.g. webtap, tshark_first_packet, ...) with the
-    relative difference of webtap to each tshark column, in %: |webtap - tshark| / tshark."""
-    df = pd.DataFrame({k: pd.Series(v, dtype="int64").value_counts() for k, v in values.items()})
-    df = df.fillna(0).astype(np.int64).sort_values(list(values)[1] if len(values) > 1
-                                                    else list(values)[0], ascending=False)
-    for k in list(values)[1:]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df[f"rel_diff_{k}_pct"] = np.where(df[k] > 0, 100.0 * (df["webtap"] - df[k]).abs()
-                                               / df[k], np.nan)
+def _rel_diffs(df: pd.DataFrame, sources) -> pd.DataFrame:
+    """|webtap - tshark| / tshark in % for each tshark column (and for webtap_dedup: webtap
+    without the records flagged as retransmitted copies, the paper's analyst step)."""
+    for mine, tag in (("webtap", ""), ("webtap_dedup", "dedup_")):
+        if mine not in df:
+            continue
+        for k in sources:
+            if k.startswith("tshark"):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    df[f"rel_diff_{tag}{k}_pct"] = np.where(
+                        df[k] > 0, 100.0 * (df[mine] - df[k]).abs() / df[k], np.nan)
     return df
 
 
-def _text_table(values: dict) -> pd.DataFrame:
-    df = pd.DataFrame({k: pd.Series([x for x in v if isinstance(x, str)], dtype=object).value_counts()
+def count_table(values: dict) -> pd.DataFrame:
+    """Counts side by side (columns = sources: webtap, tshark_first_packet, ...; values: one
+    entry per message) with the relative difference of webtap to each tshark column, in %,
+    rows sorted by the first tshark column."""
+    df = pd.DataFrame({k: pd.Series(list(v), dtype=object).value_counts()
                        for k, v in values.items()})
     df = df.fillna(0).astype(np.int64)
-    df = df.sort_values(list(values)[1], ascending=False)
-    for k in list(values)[1:]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df[f"rel_diff_{k}_pct"] = np.where(df[k] > 0, 100.0 * (df["webtap"] - df[k]).abs()
-                                               / df[k], np.nan)
-    return df
+    key = next((k for k in values if k.startswith("tshark")), list(values)[0])
+    df = df.sort_values(key, ascending=False, kind="stable")
+    return _rel_diffs(df, list(values))
 
 
 @dataclass
@@ -855,13 +856,16 @@ class Comparison:
 
     def ks(self) -> dict:
         w = self.response_times["webtap"]
+        d = self.response_times["webtap_dedup"]
         return {"ks_first_packet": ks_distance(w, self.response_times["tshark_first_packet"]),
-                "ks_reassembly": ks_distance(w, self.response_times["tshark_reassembly"])}
+                "ks_reassembly": ks_distance(w, self.response_times["tshark_reassembly"]),
+                "ks_first_packet_dedup": ks_distance(d, self.response_times["tshark_first_packet"]),
+                "ks_reassembly_dedup": ks_distance(d, self.response_times["tshark_reassembly"])}
 
-    def code_difference(self, mode: str = "first_packet") -> dict:
+    def code_difference(self, mode: str = "first_packet", dedup: bool = False) -> dict:
         """Mean and median relative difference of status-code counts (the paper's 2.6 % / 1.3 %)
-        over the codes tshark reports."""
-        col = self.status_counts.get(f"rel_diff_tshark_{mode}_pct")
+        over the codes tshark reports (dedup: webtap without retransmitted copies)."""
+        col = self.status_counts.get(f"rel_diff_{'dedup_' if dedup else ''}tshark_{mode}_pct")
         v = col.dropna() if col is not None else pd.Series([], dtype=float)
         return {"mean_pct": float(v.mean()) if len(v) else 0.0,
                 "median_pct": float(v.median()) if len(v) else 0.0}
@@ -874,10 +878,15 @@ class Comparison:
                "field_mismatches": self.field_mismatches("first_packet"),
                "ks_first_packet": _num(ks["ks_first_packet"]),
                "ks_reassembly": _num(ks["ks_reassembly"]),
+               "ks_first_packet_dedup": _num(ks["ks_first_packet_dedup"]),
+               "ks_reassembly_dedup": _num(ks["ks_reassembly_dedup"]),
                "status_code_difference": self.code_difference("first_packet"),
+               "status_code_difference_dedup": self.code_difference("first_packet", dedup=True),
                "modes": {m: {**self.counts(m), "categories": self.categories(m),
                              "field_mismatches": self.field_mismatches(m),
-                             "status_code_difference": self.code_difference(m)} for m in MODES},
+                             "status_code_difference": self.code_difference(m),
+                             "status_code_difference_dedup": self.code_difference(m, True)}
+                         for m in MODES},
                "webtap_transactions": int(self.per_trace.webtap.sum()) if len(self.per_trace) else 0,
                "tshark_version": self.tshark_version, "tshark_commands": self.commands,
                "skipped": self.skipped,
@@ -945,7 +954,7 @@ def _num(x: float):
 def _md_table(df: pd.DataFrame, index: bool = True, fmt: str = "{:.2f}") -> str:
     cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for idx, row in df.iterrows():
+    for idx, row in zip(df.index, df.itertuples(index=False)):
         cells = [str(idx)] if index else []
         for v in row:
             if isinstance(v, float):
@@ -959,7 +968,7 @@ def _md_table(df: pd.DataFrame, index: bool = True, fmt: str = "{:.2f}") -> str:
 def _markdown(c: Comparison, figs: dict) -> str:
     s = c.summary()
     out = ["# webtap vs tshark", "",
-           f"tshark: {c.tshark_version}. Traces: {len(c.traces)}.", "",
+           f"tshark: {c.tshark_version.rstrip('.')}. Traces: {len(c.traces)}.", "",
            "Join key: the 0-based frame index of the request's first packet, then of the "
            "response's first packet (4-tuple and ACK checked; docs/ACCURACY.md).", "",
            "## Transactions", "",
@@ -980,7 +989,10 @@ def _markdown(c: Comparison, figs: dict) -> str:
         out.append(f"| {k} | {ff[k]} | {fr.get(k, '')} |")
     out += ["", "## Response time", "",
             f"Kolmogorov-Smirnov distance of webtap's response times to tshark first-packet mode: "
-            f"{s['ks_first_packet']}; to tshark reassembly mode (`http.time`): {s['ks_reassembly']}.",
+            f"{s['ks_first_packet']}; to tshark reassembly mode (`http.time`): {s['ks_reassembly']}. "
+            f"Without webtap's records of retransmitted copies (request_repeat/response_repeat, "
+            f"which the paper leaves to the analyst): {s['ks_first_packet_dedup']} and "
+            f"{s['ks_reassembly_dedup']}.",
             ""]
     if "response_time_ccdf" in figs:
         out += [f"![response time CCDF]({figs['response_time_ccdf']})", ""]
@@ -988,7 +1000,10 @@ def _markdown(c: Comparison, figs: dict) -> str:
     out += ["## Status codes", "",
             f"Relative difference of the code counts: first-packet mode mean {d1['mean_pct']:.2f} % "
             f"/ median {d1['median_pct']:.2f} %; reassembly mode mean {d2['mean_pct']:.2f} % / "
-            f"median {d2['median_pct']:.2f} % (the paper: 2.6 % / 1.3 %).", "",
+            f"median {d2['median_pct']:.2f} % (the paper: 2.6 % / 1.3 %). Without webtap's "
+            f"retransmitted copies: first-packet mean "
+            f"{c.code_difference('first_packet', True)['mean_pct']:.2f} % / median "
+            f"{c.code_difference('first_packet', True)['median_pct']:.2f} %.", "",
             _md_table(c.status_counts.head(30)), ""]
     if "status_codes" in figs:
         out += [f"![status codes]({figs['status_codes']})", ""]
@@ -1063,10 +1078,10 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         paths = [paths]
     paths = [str(p) for p in paths]
     trans, fds, cmds = [], [], []
-    times = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": []}
-    status = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": []}
-    methods = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": []}
-    urls = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": []}
+    times = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": [], "webtap_dedup": []}
+    status = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": [], "webtap_dedup": []}
+    methods = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": [], "webtap_dedup": []}
+    urls = {"webtap": [], "tshark_first_packet": [], "tshark_reassembly": [], "webtap_dedup": []}
     per, skipped = [], []
     for p in paths:
         try:
@@ -1085,6 +1100,11 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         status["webtap"].append(w.status[w.status >= 0].to_numpy())
         methods["webtap"] += [m for m in w.method if isinstance(m, str)]
         urls["webtap"].append(np.array([len(u) for u in w.uri if isinstance(u, str)], int))
+        wd = w[~(w.request_repeat | w.response_repeat)]
+        times["webtap_dedup"].append(wd.time_s[(wd.q >= 0) & (wd.r >= 0)].to_numpy())
+        status["webtap_dedup"].append(wd.status[wd.status >= 0].to_numpy())
+        methods["webtap_dedup"] += [m for m in wd.method if isinstance(m, str)]
+        urls["webtap_dedup"].append(np.array([len(u) for u in wd.uri if isinstance(u, str)], int))
         for m, rows in tx.items():
             k = f"tshark_{m}"
             times[k].append(rows.time_s[(rows.q >= 0) & (rows.r >= 0)].to_numpy(float))
@@ -1114,8 +1134,9 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         transactions=pd.concat(trans, ignore_index=True) if trans else pd.DataFrame(),
         field_diffs=pd.concat(fds, ignore_index=True) if fds else pd.DataFrame(),
         response_times={k: cat(v) for k, v in times.items()},
-        status_counts=count_table({k: cat(v) for k, v in status.items()}).rename_axis("status"),
-        method_counts=_text_table(methods).rename_axis("method"),
+        status_counts=count_table({k: cat(v).astype(int) for k, v in status.items()}
+                                  ).rename_axis("status"),
+        method_counts=count_table(methods).rename_axis("method"),
         url_lengths={k: cat(v) for k, v in urls.items()},
         per_trace=pd.DataFrame(per), skipped=skipped)
 
