@@ -207,6 +207,9 @@ CATEGORIES = {
     "reassembly_incomplete": "tshark's reassembly mode does not report a message its "
                              "first-packet mode reports: a segment is missing, or the trace ends "
                              "before the body does",
+    "reassembly_merged": "tshark's reassembly joins segments that each start a message in "
+                         "first-packet mode into one message (server bytes sent before the "
+                         "request, then the response)",
     "reassembled_message": "tshark's reassembly mode finds a message its first-packet mode "
                            "does not (the message begins inside a segment, or its first line "
                            "is split across packets)",
@@ -304,15 +307,15 @@ def _parse_http_rows(rows: list[dict], offset: int, chunk: int) -> pd.DataFrame:
     out = []
     for r in rows:
         f = _int(r["frame.number"]) - 1 + offset
-        seg = _first(r.get("tcp.segment", ""))
-        first = _int(seg) - 1 + offset if seg else f
+        segs = tuple(_int(x) - 1 + offset for x in r.get("tcp.segment", "").split(_AGG) if x)
+        first = segs[0] if segs else f
         reqs = [x for x in r["http.request"].split(_AGG) if x] if r["http.request"] else []
         resps = [x for x in r["http.response"].split(_AGG) if x] if r["http.response"] else []
         src = _last(r["ip.src"]) or _last(r["ipv6.src"])
         dst = _last(r["ip.dst"]) or _last(r["ipv6.dst"])
         rin = _first(r["http.request_in"])
         t = _first(r["http.time"])
-        out.append((f, first, chunk, r["frame.time_epoch"], r["frame.protocols"], src, dst,
+        out.append((f, first, segs, chunk, r["frame.time_epoch"], r["frame.protocols"], src, dst,
                     _int(_last(r["tcp.srcport"])), _int(_last(r["tcp.dstport"])),
                     _int(_last(r["tcp.seq_raw"])), _int(_last(r["tcp.ack_raw"])),
                     bool(reqs), bool(resps) and not reqs, len(reqs) + len(resps),
@@ -321,7 +324,7 @@ def _parse_http_rows(rows: list[dict], offset: int, chunk: int) -> pd.DataFrame:
                     _first(r["http.host"]) or None, _first(r["http.user_agent"]) or None,
                     _int(_first(r["http.response.code"])),
                     _first(r["http.response.phrase"]) if resps else None))
-    cols = ["frame", "first_frame", "chunk", "epoch", "protocols", "src", "dst", "sport", "dport",
+    cols = ["frame", "first_frame", "segments", "chunk", "epoch", "protocols", "src", "dst", "sport", "dport",
             "seq", "ack", "is_req", "is_resp", "n_msgs", "request_in", "time_s", "method", "uri",
             "host", "user_agent", "status", "reason"]
     return pd.DataFrame(out, columns=cols)
@@ -438,7 +441,8 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
             host=q.host if q is not None else None,
             user_agent=q.user_agent if q is not None else None,
             status=int(x.status), reason=x.reason, time_s=x.time_s,
-            q_msgs=int(q.n_msgs) if q is not None else 0, r_msgs=int(x.n_msgs)))
+            q_msgs=int(q.n_msgs) if q is not None else 0, r_msgs=int(x.n_msgs),
+            q_segs=q.segments if q is not None else (), r_segs=x.segments))
     for x in req.itertuples(index=False):
         if x.frame in used:
             continue
@@ -446,10 +450,10 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
                          client=x.src, client_port=x.sport, server=x.dst, server_port=x.dport,
                          ack=int(x.ack), seq=-1, method=x.method, uri=x.uri, host=x.host,
                          user_agent=x.user_agent, status=-1, reason=None, time_s=np.nan,
-                         q_msgs=int(x.n_msgs), r_msgs=0))
+                         q_msgs=int(x.n_msgs), r_msgs=0, q_segs=x.segments, r_segs=()))
     cols = ["q", "r", "q_chunk", "r_chunk", "client", "client_port", "server", "server_port",
             "ack", "seq", "method", "uri", "host", "user_agent", "status", "reason", "time_s",
-            "q_msgs", "r_msgs"]
+            "q_msgs", "r_msgs", "q_segs", "r_segs"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -655,8 +659,19 @@ class _Explainer:
                     self._copy_or_pipelined(W.r, T.r)
         return "unexplained"
 
+    def merged(self, T) -> bool:
+        """tshark's reassembly glued segments that start several first-packet messages into
+        one message (e.g. server data sent before the request, then the response)."""
+        if self.mode != "reassembly" or T is None:
+            return False
+        if 0 <= T.r < T.q:          # the reassembled response begins before its request
+            return True
+        return any(sum(f in self.fp_frames for f in segs) > 1 for segs in (T.q_segs, T.r_segs))
+
     def pair(self, W, T) -> str:
         """Reason why W (webtap's row) and T (tshark's) differ; either may be None."""
+        if self.merged(T):
+            return "reassembly_merged"
         for X in (W, T):
             if X is not None and (100 <= X.status < 200):
                 return "interim"
@@ -689,6 +704,8 @@ class _Explainer:
             for f in (W.q, W.r):
                 for j in self.t_of.get(int(f), []) if f >= 0 else []:
                     T2 = self.t.iloc[j]
+                    if self.merged(T2):
+                        return "reassembly_merged"
                     if T2.q >= 0 and T2.r >= 0:
                         return self._tshark_pair(T2)
         if T is not None:
