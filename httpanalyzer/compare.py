@@ -1,7 +1,14 @@
-"""Compare webtap's pairs with tshark's first-packet pairing (`http.request_in` of each response
-with TCP and HTTP desegmentation off) and explain every difference.
+"""webtap against the real tshark, every difference explained (issues 4 and 5).
 
-    python -m httpanalyzer.compare TRACE...        # per-trace table of agreements / differences
+Transactions (issue 5): `compare_traces(paths)` runs webtap and tshark in its first-packet mode
+and its reassembly mode, joins them per transaction and puts every difference in a category
+(CATEGORIES); `Comparison` holds the DataFrames, the JSON summary and the report.
+
+    httpanalyzer compare TRACE... [--report DIR] [--json]
+
+Pairs (issue 4): `compare(records, tshark_frames(path))` compares webtap's pairs with tshark's
+first-packet `http.request_in` (REASONS); `python -m httpanalyzer.compare TRACE...` prints that
+per-trace table.
 
 Frame numbers: tshark's frame.number is 1-based, webtap's request_frame/response_frame 0-based.
 """

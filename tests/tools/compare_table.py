@@ -2,12 +2,14 @@
 ("Transactions").
 
     python -m tests.tools.compare_table [TRACE_DIR] [--report DIR]
+    python -m tests.tools.compare_table --traces-table DIR/per_trace.csv [TRACE_DIR]
 
 Runs httpanalyzer.compare.compare_traces on each capture under TRACE_DIR (default
 ../shared/traces), tshark in both modes with at most 2 processes, and prints Markdown: one row
 per source folder, a total row, the category totals per mode, the per-field disagreements, the
 KS distances (pooled and per trace with >= 1000 transactions) and every trace with an
-unexplained difference (there should be none). With --report, also writes the pooled report.
+unexplained difference (there should be none). With --report, also writes the pooled report;
+--traces-table prints, from that report's per_trace.csv, one row per trace that differs at all.
 """
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from httpanalyzer import compare
@@ -26,8 +27,27 @@ def traces(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".md")
 
 
+def traces_table(csv: str, root: str) -> None:
+    per = pd.read_csv(csv).fillna({"differences": ""})
+    per = per[per.differences != ""]
+    print("| trace | webtap | tshark fp | tshark re | both fp | paired differently fp | "
+          "only tshark fp | only webtap fp | categories (both modes) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in per.itertuples():
+        print(f"| {os.path.relpath(r.trace, root)} | {r.webtap} | {r.tshark_first_packet} | "
+              f"{r.tshark_reassembly} | {r.both} | {r.paired_differently} | {r.only_tshark} | "
+              f"{r.only_webtap} | {r.differences} |")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--traces-table" in argv:
+        i = argv.index("--traces-table")
+        csv = argv[i + 1]
+        del argv[i:i + 2]
+        traces_table(csv, argv[0] if argv else os.environ.get("WEBTAP_SHARED", "../shared")
+                     + "/traces")
+        return 0
     report = None
     if "--report" in argv:
         i = argv.index("--report")
