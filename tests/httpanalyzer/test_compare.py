@@ -189,3 +189,8 @@ def test_shared_categories_known():
     # the request rides in the SYN (ACK 0): tshark pairs it by order; webtap has the request and
     # the response as two unpaired records, both in the category
     assert c.categories().get("seq_not_ack", 0) == 2
+
+
+def test_cli_missing_trace_is_a_usage_error(tmp_path, capsys):
+    assert cli.main(["compare", str(tmp_path / "absent.pcap"), "--json"]) == 2
+    assert "no such file" in capsys.readouterr().err
