@@ -679,8 +679,8 @@ class _Explainer:
         """Reason why W (webtap's row) and T (tshark's) differ; either may be None."""
         if self.merged(T):
             return "reassembly_merged"
-        for X in (W, T):
-            if X is not None and (100 <= X.status < 200):
+        for X in (W, T):       # 101 Switching Protocols is final: it pairs like any response
+            if X is not None and 100 <= X.status < 200 and X.status != 101:
                 return "interim"
         if W is not None and (W.interim or W.after_interim):
             return "interim"
