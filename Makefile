@@ -19,7 +19,7 @@ APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute
 # runtime/test dependencies declared in pyproject.toml.
 BUILD_REQS := meson-python meson ninja Cython numpy
 
-.PHONY: all sysdeps venv build demo test bench bench-urltree fuzz clean
+.PHONY: all sysdeps venv build demo test bench bench-urltree accuracy fuzz clean
 
 all: build
 
@@ -63,6 +63,12 @@ bench: build
 # URL tree vs set vs marisa-trie vs the paper (issue 7); BENCH_SET=all adds the domain lists
 bench-urltree: build
 	$(BIN)/python -m benchmarks.bench_urltree
+
+# webtap vs tshark (both modes) on every shared trace: the tables of docs/ACCURACY.md
+# ("Transactions") and the pooled report with the paper's figures in build/accuracy/ (issue 5)
+accuracy: build
+	$(BIN)/python -m tests.tools.compare_table $(WEBTAP_SHARED)/traces --report build/accuracy
+	$(BIN)/python -m tests.tools.compare_table --traces-table build/accuracy/per_trace.csv $(WEBTAP_SHARED)/traces
 
 clean:
 	rm -rf build builddir $(VENV)
