@@ -147,7 +147,8 @@ class UrlAnalyzer:
 
     def __init__(self, blacklist, *, forge: bool = True, verify_checksums: bool = True,
                  on_forged: Callable | None = None, handshakes: bool = True,
-                 keep_records: bool = True, idle_ns: int = 0, hits_only: bool = False):
+                 keep_records: bool = True, idle_ns: int = 0, hits_only: bool = False,
+                 time_forge_all: bool = False):
         self.blacklist = blacklist if isinstance(blacklist, Blacklist) else Blacklist(blacklist)
         self.forge = forge
         self.verify = verify_checksums
@@ -155,6 +156,7 @@ class UrlAnalyzer:
         self.conns = _um.ConnTable(idle_ns=idle_ns) if handshakes else None
         self.keep_records = keep_records
         self.hits_only = hits_only
+        self.time_forge_all = time_forge_all   # timing report: forge time of misses too
         self.counters = dict.fromkeys(FILTER_REASONS, 0)
         self.counters.update(hits=0, misses=0, inactive=0, forged_frames=0)
         self.batches: list[pa.RecordBatch] = []
@@ -202,6 +204,9 @@ class UrlAnalyzer:
                 ts = np.repeat(m["ts_ns"][hrows] + match_ns[hit] + fns, 2)
                 lts = np.repeat(m["linktype"][hrows], 2)
                 self.on_forged(frames, foffs, ts, lts)
+        if self.time_forge_all and (~hit).any():
+            # what forging would cost for the misses (frames dropped): T_proc of every connection
+            forge_ns[~hit] = _um.forge(m, msgs.data, rows[~hit])[2]
         if not self.keep_records:
             return None
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))
