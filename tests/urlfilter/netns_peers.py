@@ -1,0 +1,75 @@
+"""The two real peers of the live-filter test, run as scripts inside the namespaces.
+
+Server: ``python netns_peers.py server ADDR PORT DELAY_S`` -- Python's http.server (threaded),
+chosen over nginx because the test needs one knob nginx does not have without extra modules: a
+delay before the answer, so that RTT(client, server) as the client sees it is long (the kernel
+here has no netem; ARCHITECTURE.md). The handler reads the request, sleeps DELAY_S, then answers
+200 with a 2000-byte body ("BODY" repeated).
+
+Client: ``python netns_peers.py client ADDR PORT PATH HOST TIMEOUT_S`` -- a plain socket: sends
+one GET, reads until EOF, reset or timeout, prints one JSON line: bytes received, whether the
+connection ended with EOF (FIN), reset or timeout, the elapsed time, and the client port.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BODY = b"BODY" * 500
+
+
+def serve(addr: str, port: int, delay: float) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def do_GET(self):
+            time.sleep(delay)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(BODY)))
+                self.end_headers()
+                self.wfile.write(BODY)
+            except OSError:       # the filter's RST closed the connection under us
+                pass
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer((addr, port), Handler)
+    srv.daemon_threads = True
+    print("ready", flush=True)
+    srv.serve_forever()
+
+
+def fetch(addr: str, port: int, path: str, host: str, timeout: float) -> dict:
+    s = socket.create_connection((addr, port), timeout=timeout)
+    cport = s.getsockname()[1]
+    t0 = time.monotonic()
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: webtap-test\r\n\r\n".encode())
+    got = b""
+    end = "timeout"
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                end = "eof"
+                break
+            got += b
+    except ConnectionResetError:
+        end = "reset"
+    except socket.timeout:
+        end = "timeout"
+    finally:
+        s.close()
+    return {"bytes": len(got), "body": BODY in got, "end": end, "elapsed_s": time.monotonic() - t0,
+            "client_port": cport}
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "server":
+        serve(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    else:
+        print(json.dumps(fetch(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6]))))
