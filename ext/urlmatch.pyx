@@ -517,9 +517,10 @@ cdef inline bint _is_absolute(const uint8_t *u, uint32_t n) noexcept nogil:
 def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
     """Key-form URLs of the GET requests of one message batch.
 
-    Returns (rows int64, keys uint8, offsets int64, codes int8, counters uint64[FR_N]): rows[i] is
-    the message row of URL i, whose key is keys[offsets[i]:offsets[i+1]]. codes: 0 for every row
-    (kept for the record layout). Only GETs that yield a key are returned; the rest are counted.
+    Returns (rows int64, keys uint8, offsets int64, counters uint64[FR_N]): rows[i] is the message
+    row of URL i, whose key is keys[offsets[i]:offsets[i+1]]. Only GETs that yield a key are
+    returned; every other message is counted under one FilterReason (FILTER_REASONS names them).
+    Raises MemoryError only when the key buffer cannot grow.
     """
     cdef const uint8_t[::1] mv = _msg_bytes(msgs)
     cdef Py_ssize_t n = mv.shape[0] // sizeof(HttpMsg), i, k = 0
