@@ -6,7 +6,9 @@ Each capture batch goes through dissect -> UrlAnalyzer (extract, match, forge) a
 frames of the batch leave in one nogil loop of ``pcap_inject`` (``LiveCapture.inject_many``), on
 the capture interface or on ``inject_iface``. Capture runs in libpcap's immediate mode so that a
 request is handed over as soon as it arrives: the time from capture to injection is the T_proc of
-the timing condition that matters in practice, and every hit record carries it (``reaction_ns``).
+the timing condition that matters in practice, and every hit record carries it (``reaction_ns``:
+the time the FIN's pcap_inject call started, taken in the inject loop, minus the request's
+capture time; both are CLOCK_REALTIME).
 
 Checksums: on a real mirror port every packet carries its final checksums, but a capture of
 locally sent traffic (veth pairs in one machine, as in the namespace test) carries partial
@@ -61,11 +63,12 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
     st = LiveStats()
     cap = open_live(iface, bpf=bpf, immediate=True, timeout_ms=50, batch_size=1024)
     inj = cap if inject_iface in (None, iface) else open_live(inject_iface, bpf="less 1", timeout_ms=50)
-    sent_at = [0]
+    sent_at = [np.zeros(0, np.int64)]
 
     def on_forged(frames, offsets, ts, linktypes):
-        s, f = inj.inject_many(frames, offsets)
-        sent_at[0] = time.time_ns()
+        sent = np.zeros(len(offsets) - 1, np.int64)
+        s, f = inj.inject_many(frames, offsets, sent)
+        sent_at[0] = sent
         st.injected += s
         st.inject_failed += f
 
@@ -103,7 +106,9 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
             mb = dissect(pk, batch.data)
             rb = an.feed(batch, mb)
             if rb is not None and rb.num_rows:
-                react = sent_at[0] - rb.column("ts_ns").to_numpy()
+                # frames go out as (FIN to the client, RST to the server) per hit, in record order;
+                # the FIN is the one racing the server's answer to the client
+                react = sent_at[0][0::2] - rb.column("ts_ns").to_numpy()
                 st.records.append(rb.append_column("reaction_ns", pa.array(react.astype(np.int64))))
             st.gets = an.counters["get"]
             st.hits = an.counters["hits"]

@@ -396,9 +396,11 @@ class LiveCapture:
         """Send one link-layer frame with ``pcap_inject``."""
         return self._h.inject(frame)
 
-    def inject_many(self, frames: np.ndarray, offsets: np.ndarray) -> tuple[int, int]:
-        """Send every frame frames[offsets[i]:offsets[i+1]]; returns (sent, failed)."""
-        return self._h.inject_many(frames, offsets)
+    def inject_many(self, frames: np.ndarray, offsets: np.ndarray,
+                    sent_ns: np.ndarray | None = None) -> tuple[int, int]:
+        """Send every frame frames[offsets[i]:offsets[i+1]]; returns (sent, failed). sent_ns
+        (int64, optional) receives each frame's send time (CLOCK_REALTIME ns, 0 if it failed)."""
+        return self._h.inject_many(frames, offsets, sent_ns)
 
     def stats(self) -> dict[str, int]:
         """libpcap's received / dropped counts."""

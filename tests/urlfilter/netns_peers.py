@@ -6,6 +6,11 @@ delay before the answer, so that RTT(client, server) as the client sees it is lo
 here has no netem; ARCHITECTURE.md). The handler reads the request, sleeps DELAY_S, then answers
 200 with a 2000-byte body ("BODY" repeated).
 
+With DELAY_S = 0 the test wants a server that answers as fast as this machine can, so that the
+race is really lost: http.server's thread start and header parsing cost about a millisecond, the
+same order as the live filter's reaction, which would make the outcome a coin toss. So delay 0
+uses a bare accept / recv / send loop (same response bytes, no thread, no parsing).
+
 Client: ``python netns_peers.py client ADDR PORT PATH HOST TIMEOUT_S`` -- a plain socket: sends
 one GET, reads until EOF, reset or timeout, prints one JSON line: bytes received, whether the
 connection ended with EOF (FIN), reset or timeout, the elapsed time, and the client port.
@@ -21,7 +26,38 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 BODY = b"BODY" * 500
 
 
+def _response() -> bytes:
+    return (b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BODY)) + BODY
+
+
+def serve_fast(addr: str, port: int) -> None:
+    resp = _response()
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(64)
+    print("ready", flush=True)
+    while True:
+        c, _ = ls.accept()
+        try:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                b = c.recv(4096)
+                if not b:
+                    break
+                got += b
+            c.sendall(resp)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+
 def serve(addr: str, port: int, delay: float) -> None:
+    if delay <= 0:
+        return serve_fast(addr, port)
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
 

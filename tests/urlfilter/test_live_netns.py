@@ -6,7 +6,8 @@ plain-socket client). `urlfilter run` captures on the mirror and injects on the 
 
 * server delay 0.4 s: a blacklisted URL (port 80 and port 8080: the filter looks at every port) is
   torn down long before the answer (client sees FIN or RST, no body), and the server's answer
-  never appears in the mirror (the RST was accepted); a clean URL gets its body.
+  never appears in the mirror (the RST was accepted); a clean URL gets its body; a URL added to
+  the store while the filter runs is cut once the filter has reloaded.
 * server delay 0: the answer overtakes the filter's FIN. The timing report, fed with a trace
   captured at the filter by tcpdump and the T_proc the live filter measured per connection
   (capture -> injection), must agree with what each client actually saw.
@@ -82,18 +83,40 @@ def _servers(t: Topology, delay: float):
     return procs
 
 
+def _tcpdump(t: Topology, pcap: Path):
+    """tcpdump on the filter's port, returned once it says it is listening."""
+    p = _start(t.ns_exec("f") + ["tcpdump", "-i", t.filter_if, "-U", "-w", str(pcap), "tcp"])
+    _wait_for(p, b"listening on")
+    return p
+
+
+def _wait_for(p: subprocess.Popen, what: bytes, timeout=20.0):
+    t0 = time.monotonic()
+    buf = b""
+    fd = p.stderr.fileno()
+    while what not in buf and time.monotonic() - t0 < timeout:
+        assert p.poll() is None, p.communicate()
+        if select.select([fd], [], [], 0.2)[0]:
+            buf += os.read(fd, 4096)
+    assert what in buf, f"{p.args}: no {what!r} on stderr within {timeout} s"
+
+
+def _row(rep: pd.DataFrame, port: int, pcap: Path) -> pd.Series:
+    """The timing report's row of the connection from client port `port`, with a readable
+    failure (the trace's packets of that port) when the trace at the filter lacks it."""
+    if port not in rep.index:
+        dump = subprocess.run(["tcpdump", "-nr", str(pcap), f"port {port}"], capture_output=True,
+                              text=True, timeout=30).stdout
+        raise AssertionError(f"client port {port} not in the timing report {list(rep.index)}; "
+                             f"its packets in {pcap.name}:\n{dump}")
+    return rep.loc[port]
+
+
 def _filter(t: Topology, db: str, out: Path, duration: float):
     p = _start(t.ns_exec("f") + URLFILTER + ["run", "-i", t.filter_if, "--blacklist", db,
                                              "--duration", str(duration), "-o", str(out)])
     # ready once the first status line is out (printed after the capture is open)
-    t0 = time.monotonic()
-    buf = b""
-    fd = p.stderr.fileno()
-    while b"packets" not in buf and time.monotonic() - t0 < 20:
-        assert p.poll() is None, p.communicate()
-        if select.select([fd], [], [], 0.2)[0]:
-            buf += os.read(fd, 4096)
-    assert b"packets" in buf, "the live filter did not start"
+    _wait_for(p, b"packets")
     return p
 
 
@@ -107,7 +130,7 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
         tcpdump = None
         pcap = tmp_path / "mirror_delay.pcap"
         if shutil.which("tcpdump"):
-            tcpdump = _start(t.ns_exec("f") + ["tcpdump", "-i", t.filter_if, "-U", "-w", str(pcap), "tcp"])
+            tcpdump = _tcpdump(t, pcap)
             procs.append(tcpdump)
         hits_csv = tmp_path / "hits.csv"
         flt = _filter(t, db, hits_csv, duration=60)
@@ -116,6 +139,13 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
         bad = [_fetch(t, 80, "/bad/page?x=1", "blocked.test"), _fetch(t, 8080, "/", "www.evil.test"),
                _fetch(t, 80, "/bad", "BLOCKED.test:80")]
         good = [_fetch(t, 80, "/good", "blocked.test"), _fetch(t, 8080, "/x", "notevil.test")]
+        # reload on store change: a URL added while the filter runs is cut from then on
+        late = _fetch(t, 80, "/late", "added-later.test")
+        subprocess.run(URLFILTER + ["--db", db, "add", "added-later.test/late", "--category", "x"],
+                       check=True, timeout=60, capture_output=True)
+        time.sleep(2.5)
+        bad.append(_fetch(t, 80, "/late/1", "added-later.test"))
+        good.append(late)
         out, err = _stop(flt)
         if tcpdump is not None:
             time.sleep(0.5)
@@ -129,10 +159,11 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
             assert r["body"] and r["end"] == "eof", r
             assert r["elapsed_s"] >= 0.4, r
         stats = json.loads(out.strip().splitlines()[-1])
-        assert stats["hits"] == 3 and stats["injected"] == 6 and stats["inject_failed"] == 0, stats
+        assert stats["hits"] == 4 and stats["injected"] == 8 and stats["inject_failed"] == 0, stats
+        assert stats["reloads"] >= 1, stats
         hits = pd.read_csv(hits_csv)
         assert sorted(hits["src_port"]) == sorted(r["client_port"] for r in bad)
-        assert set(hits["entry"]) == {"blocked.test/bad", "evil.test"}
+        assert set(hits["entry"]) == {"blocked.test/bad", "evil.test", "added-later.test/late"}
         assert (hits["reaction_ns"] > 0).all() and (hits["reaction_ns"] < 400e6).all()
 
         if tcpdump is not None:
@@ -141,10 +172,11 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
             rep = timing(str(pcap), db, verify_checksums=False)
             rep = rep.set_index("src_port")
             for r in bad:
-                assert rep.loc[r["client_port"], "handshake"]
-                assert not rep.loc[r["client_port"], "response_seen"], rep
+                row = _row(rep, r["client_port"], pcap)
+                assert row["handshake"]
+                assert not row["response_seen"], rep
             for r in good:
-                row = rep.loc[r["client_port"]]
+                row = _row(rep, r["client_port"], pcap)
                 assert row["response_seen"], (r, rep.to_dict("records"))
                 assert row["server_wait_ns"] > 350e6 and row["win"], row.to_dict()
     finally:
@@ -166,7 +198,7 @@ def test_without_delay_the_race_is_lost_and_the_report_says_so(tmp_path):
         t.build()
         procs += _servers(t, delay=0.0)
         pcap = tmp_path / "mirror_nodelay.pcap"
-        tcpdump = _start(t.ns_exec("f") + ["tcpdump", "-i", t.filter_if, "-U", "-w", str(pcap), "tcp"])
+        tcpdump = _tcpdump(t, pcap)
         procs.append(tcpdump)
         hits_csv = tmp_path / "hits.csv"
         flt = _filter(t, db, hits_csv, duration=60)
@@ -186,7 +218,7 @@ def test_without_delay_the_race_is_lost_and_the_report_says_so(tmp_path):
         assert lost, f"the filter won all {N_RACES} races against a server without delay: {seen}"
         checked = lost_checked = 0
         for r in seen:
-            row = rep.loc[r["client_port"]]
+            row = _row(rep, r["client_port"], pcap)
             assert row["handshake"], row
             if abs(row["margin_ns"]) < SLACK_NS:
                 continue          # too close to call at this clock resolution
