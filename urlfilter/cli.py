@@ -79,7 +79,8 @@ def _parser():
     s.add_argument("-o", "--output", help="records as .csv or .parquet")
     s.add_argument("--forged-out", help="pcap of the FIN/RST frames the filter would have sent")
     s.add_argument("--bpf")
-    s.add_argument("--no-verify-checksums", action="store_true")
+    s.add_argument("--verify-checksums", action="store_true",
+                   help="skip GETs with a wrong IPv4/TCP checksum (off: endpoint captures carry offload checksums)")
     s.add_argument("--json", action="store_true", help="counters as JSON")
     s = sub.add_parser("run", help="live filter: capture, match, inject FIN/RST")
     s.add_argument("-i", "--iface", required=True)
@@ -221,7 +222,7 @@ def _filter_cmd(args) -> int:
 
         t0 = time.perf_counter()
         res = scan(args.traces, bl, forged_out=args.forged_out, bpf=args.bpf,
-                   verify_checksums=not args.no_verify_checksums)
+                   verify_checksums=args.verify_checksums)
         if args.output:
             write_records(res.table, args.output)
         c = dict(res.counters, packets=res.totals.source["packets"], seconds=round(time.perf_counter() - t0, 3),
