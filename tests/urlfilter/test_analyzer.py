@@ -227,3 +227,36 @@ def test_one_pass_with_the_http_analyzer(tmp_path):
     an = UrlAnalyzer(tree("evil.example/bad"))
     run(path, [an, Count()], progress=False)
     assert Count.n == 1 and an.counters["hits"] == 1
+
+
+def test_conn_table_grows_and_evicts_idle_connections(tmp_path):
+    """3000 handshakes force several rebuilds: every connection stays findable; with idle_ns the
+    rebuild drops connections idle longer than that (capture time)."""
+    E1, E2 = Ether(src=CMAC, dst=SMAC), Ether(src=SMAC, dst=CMAC)
+    pk = []
+    n = 3000
+    for i in range(n):
+        cp = 10000 + i
+        pk += [E1 / IP(src=C4, dst=S4) / TCP(sport=cp, dport=80, flags="S", seq=i),
+               E2 / IP(src=S4, dst=C4) / TCP(sport=80, dport=cp, flags="SA", seq=7, ack=i + 1)]
+    for j, p in enumerate(pk):
+        p.time = 1_700_000_000 + j * 0.5        # 1 s per connection
+    path = write_times(tmp_path, pk)
+    for idle_ns, expect_min, expect_max in ((0, n, n), (60_000_000_000, 1, n - 1)):
+        ct = um.ConnTable(idle_ns=idle_ns)
+        with open_trace(path) as tr:
+            for b in tr:
+                ct.feed(b.packets, b.data)
+        e = ct.entries().view(CONN_DTYPE)
+        assert expect_min <= len(e) <= expect_max
+        assert ((e["state"] & 3) == 3).all()              # SYN and SYN/ACK both recorded
+        assert (e["t_synack"] - e["t_syn"] == 500_000_000).all()
+        if idle_ns:
+            assert ct.evicted == n - len(e) and e["client_port"].min() > 10000
+
+
+def write_times(tmp_path, pkts, name="times.pcap"):
+    """Like write() but keeps the packets' own times."""
+    path = tmp_path / name
+    wrpcap(str(path), pkts)
+    return str(path)
