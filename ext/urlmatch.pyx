@@ -659,10 +659,12 @@ cdef size_t _forge_one(const uint8_t *p, const HttpMsg *m, uint8_t *o, bint to_c
             memcpy(tmp, o, 6)
             memcpy(o, o + 6, 6)
             memcpy(o + 6, tmp, 6)
-        sip, dip = m.dst_ip, m.src_ip
+        sip = <const uint8_t *>&m.dst_ip[0]
+        dip = <const uint8_t *>&m.src_ip[0]
         sport, dport = m.dst_port, m.src_port
     else:
-        sip, dip = m.src_ip, m.dst_ip
+        sip = <const uint8_t *>&m.src_ip[0]
+        dip = <const uint8_t *>&m.dst_ip[0]
         sport, dport = m.src_port, m.dst_port
     if m.ip_version == 4:
         ip_len = 20
