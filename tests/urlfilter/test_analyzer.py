@@ -211,22 +211,30 @@ def test_random_payload_never_forges(payload):
 
 
 def test_one_pass_with_the_http_analyzer(tmp_path):
-    """The URL analyzer and another consumer share one pass (webtap.stream.run)."""
+    """The URL analyzer and the HTTP analyzer's pairing table share one pass (webtap.stream.run)."""
+    from httpanalyzer.pairing import Pairer
     from webtap.stream import run
 
-    class Count:
-        n = 0
+    class PairingConsumer:
+        def __init__(self):
+            self.p, self.records = Pairer(), 0
 
         def feed(self, packets, msgs):
-            Count.n += len(msgs)
+            self.p.feed(msgs.msgs, msgs.data)
+            self.records += self.p.take().num_rows
 
         def finish(self):
-            pass
+            self.p.flush()
+            self.records += self.p.take().num_rows
 
-    path = write(tmp_path, [req(b"GET /bad HTTP/1.1\r\nHost: evil.example\r\n\r\n")])
-    an = UrlAnalyzer(tree("evil.example/bad"))
-    run(path, [an, Count()], progress=False)
-    assert Count.n == 1 and an.counters["hits"] == 1
+    body = b"GET /bad HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    resp = Ether(src=SMAC, dst=CMAC) / IP(src=S4, dst=C4) / TCP(sport=80, dport=40000, flags="PA", seq=5000,
+                                                                ack=1000 + len(body)) / b"HTTP/1.1 200 OK\r\n\r\n"
+    path = write(tmp_path, [req(body), resp])
+    an, pc = UrlAnalyzer(tree("evil.example/bad")), PairingConsumer()
+    totals = run(path, [an, pc], progress=False)
+    assert totals.source["packets"] == 2 and totals.files == 1
+    assert an.counters["hits"] == 1 and pc.records == 1
 
 
 def test_conn_table_grows_and_evicts_idle_connections(tmp_path):
