@@ -85,7 +85,9 @@ def _servers(t: Topology, delay: float):
 
 def _tcpdump(t: Topology, pcap: Path):
     """tcpdump on the filter's port, returned once it says it is listening."""
-    p = _start(t.ns_exec("f") + ["tcpdump", "-i", t.filter_if, "-U", "-w", str(pcap), "tcp"])
+    # immediate mode: with TPACKET_V3 blocks, packets of the last second would otherwise still sit
+    # in the kernel ring when tcpdump is stopped
+    p = _start(t.ns_exec("f") + ["tcpdump", "-i", t.filter_if, "--immediate-mode", "-U", "-w", str(pcap), "tcp"])
     _wait_for(p, b"listening on")
     return p
 
