@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -89,7 +88,7 @@ def test_extraction_agrees_with_python_canonicaliser_on_real_traces(shared, rel)
     root = shared("traces/" + rel)
     paths = sorted(str(p) for p in (root.rglob("*") if root.is_dir() else [root])
                    if p.is_file() and (".pcap" in p.name or p.name.endswith(".cap")))[:12]
-    hosts, expect = set(), []
+    hosts = set()
     for path in paths:
         try:
             for _, mb in messages(path, progress=False):
