@@ -23,11 +23,15 @@ def margin_cdf(df, ax=None, path=None, label: str | None = None):
         won = float((m > 0).mean())
         ax.step(m, y, where="post", label=label or f"{len(m)} connections, {won:.0%} won")
     ax.axvline(0, color="k", ls="--", lw=1)
+    # margins span microseconds to seconds, on both sides of zero: linear within +-10 us
+    ax.set_xscale("symlog", linthresh=0.01)
+    if len(m):
+        ax.set_xlim(min(m[0] * 1.5, -0.01), max(m[-1] * 1.5, 0.01))
     ax.set_xlabel("margin = RTT(c,s) - (T_proc + RTT(c,f))  [ms]")
     ax.set_ylabel("share of connections")
     ax.set_title("Pass-by filter: timing condition")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left")
     if path is not None:
         ax.figure.tight_layout()
         ax.figure.savefig(path, dpi=120)
