@@ -19,7 +19,7 @@ APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute
 # runtime/test dependencies declared in pyproject.toml.
 BUILD_REQS := meson-python meson ninja Cython numpy
 
-.PHONY: all sysdeps venv build demo test bench bench-urltree accuracy fuzz clean
+.PHONY: all sysdeps venv build demo test bench bench-urltree bench-filter accuracy fuzz clean
 
 all: build
 
@@ -61,6 +61,9 @@ bench: build
 	$(BIN)/python -m benchmarks.run
 
 # URL tree vs set vs marisa-trie vs the paper (issue 7); BENCH_SET=all adds the domain lists
+bench-filter: build
+	$(BIN)/python -m benchmarks.bench_filter
+
 bench-urltree: build
 	$(BIN)/python -m benchmarks.bench_urltree
 

@@ -21,6 +21,7 @@ byte buffer):
 Every read loop runs with the GIL released and returns a count; Python only sees whole batches.
 Return codes of the ``nogil`` helpers are documented at each function.
 """
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, realloc, free
@@ -842,6 +843,40 @@ cdef class PcapHandle:
         if rc < 0:
             raise CaptureError(f"{self.source}: {pcap_geterr(self.p).decode(errors='replace')}")
         return rc
+
+    def inject_many(self, const uint8_t[::1] frames, offsets, sent_ns=None):
+        """Send frames[offsets[i]:offsets[i+1]] one after another in one nogil loop (the forged
+        FIN/RST pairs of urlfilter); returns (sent, failed). sent_ns: an int64 array that
+        receives, for each frame, the CLOCK_REALTIME time (ns, the clock of capture timestamps)
+        at which its pcap_inject call started (0 for a failed frame). The start, not the return:
+        the frame is handed to the driver within the call, but on a busy machine the call can
+        return milliseconds later because the scheduler first runs the receivers it woke."""
+        cdef const int64_t[::1] o = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t i, n = o.shape[0] - 1
+        cdef int sent = 0, failed = 0
+        cdef int64_t[::1] tv
+        cdef bint timed = sent_ns is not None
+        cdef timespec ts
+        if n <= 0:
+            return 0, 0
+        if o[0] < 0 or o[n] > frames.shape[0]:
+            raise ValueError("offsets outside the frame buffer")
+        if timed:
+            tv = sent_ns
+            if tv.shape[0] < n:
+                raise ValueError("sent_ns is shorter than the number of frames")
+        with nogil:
+            for i in range(n):
+                if timed:
+                    clock_gettime(CLOCK_REALTIME, &ts)
+                    tv[i] = <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+                if o[i + 1] <= o[i] or pcap_inject(self.p, &frames[o[i]], o[i + 1] - o[i]) < 0:
+                    failed += 1
+                    if timed:
+                        tv[i] = 0
+                else:
+                    sent += 1
+        return sent, failed
 
     def breakloop(self):
         pcap_breakloop(self.p)

@@ -7,6 +7,11 @@
     urlfilter [--db PATH] match [--json] URL...
     urlfilter [--db PATH] stats [--json]
     urlfilter [--db PATH] export CSV | backup PATH | snapshot
+    urlfilter scan TRACE... --blacklist DB [-o OUT.csv|OUT.parquet] [--forged-out forged.pcap]
+    urlfilter run -i IFACE --blacklist DB [--inject-iface IFACE2] [--duration S] [-o HITS.csv]
+    urlfilter timing TRACE... --blacklist DB [--t-proc-us US] [-o OUT.csv] [--plot CDF.png] [--json]
+
+DB (scan, run, timing): a store made with `urlfilter --db DB import ...`, or its snapshot DB.tree.
 
 Exit status: 0 ok, 1 for a match with no hit (match only), 2 for usage or input errors.
 """
@@ -68,11 +73,44 @@ def _parser():
     s = sub.add_parser("backup", help="copy the SQLite store")
     s.add_argument("path")
     sub.add_parser("snapshot", help="rebuild and save the tree snapshot (DB.tree)")
+    s = sub.add_parser("scan", help="match the GETs of traces offline")
+    s.add_argument("traces", nargs="+")
+    s.add_argument("--blacklist", required=True)
+    s.add_argument("-o", "--output", help="records as .csv or .parquet")
+    s.add_argument("--forged-out", help="pcap of the FIN/RST frames the filter would have sent")
+    s.add_argument("--bpf")
+    s.add_argument("--verify-checksums", action="store_true",
+                   help="skip GETs with a wrong IPv4/TCP checksum (off: endpoint captures carry offload checksums)")
+    s.add_argument("--json", action="store_true", help="counters as JSON")
+    s = sub.add_parser("run", help="live filter: capture, match, inject FIN/RST")
+    s.add_argument("-i", "--iface", required=True)
+    s.add_argument("--blacklist", required=True)
+    s.add_argument("--inject-iface")
+    s.add_argument("--bpf", default="tcp")
+    s.add_argument("--duration", type=float, help="stop after this many seconds")
+    s.add_argument("-o", "--output", help="hit records (+ reaction_ns) as .csv or .parquet at exit")
+    s.add_argument("--verify-checksums", action="store_true",
+                   help="skip GETs with bad checksums (off: local captures carry offload checksums)")
+    s.add_argument("--quiet", action="store_true", help="no status line")
+    s = sub.add_parser("timing", help="timing condition per connection (T_proc + RTT_cf < RTT_cs)")
+    s.add_argument("traces", nargs="+")
+    s.add_argument("--blacklist", required=True)
+    s.add_argument("--t-proc-us", type=float, help="use this T_proc instead of the measured match+forge time")
+    s.add_argument("-o", "--output", help="per-connection report as .csv or .parquet")
+    s.add_argument("--plot", help="CDF of the margin as an image")
+    s.add_argument("--bpf")
+    s.add_argument("--json", action="store_true")
     return p
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.cmd in ("scan", "run", "timing"):
+        try:
+            return _filter_cmd(args)
+        except (UrlFilterError, OSError, ValueError) as e:
+            print(f"urlfilter: error: {e}", file=sys.stderr)
+            return 2
     mgr = UrlManager(args.db or default_db_path())
     try:
         return _run(mgr, args)
@@ -168,6 +206,73 @@ def _run(mgr: UrlManager, args) -> int:
         print(f"saved {mgr.snapshot}", file=out)
         return 0
     raise InvalidUrl(args.cmd, "unknown command")
+
+
+def _filter_cmd(args) -> int:
+    """scan / run / timing: the pass-by filter (urlfilter.scan, .live, .timing)."""
+    import pyarrow as pa
+
+    from urlfilter.analyzer import load_blacklist
+    from urlfilter.scan import write_records
+
+    out = sys.stdout
+    bl = load_blacklist(args.blacklist)
+    if args.cmd == "scan":
+        from urlfilter.scan import scan
+
+        t0 = time.perf_counter()
+        res = scan(args.traces, bl, forged_out=args.forged_out, bpf=args.bpf,
+                   verify_checksums=args.verify_checksums)
+        if args.output:
+            write_records(res.table, args.output)
+        c = dict(res.counters, packets=res.totals.source["packets"], seconds=round(time.perf_counter() - t0, 3),
+                 forged_written=res.forged_written)
+        if args.json:
+            print(json.dumps(c), file=out)
+        else:
+            if not args.output:
+                cols = ["ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "entry", "category"]
+                res.table.select(cols).to_pandas().to_csv(out, sep="\t", index=False)
+            print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} matched, {c['hits']} hits, "
+                  f"{c['forged_frames']} frames forged; skipped: "
+                  + ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later", "bad_target",
+                                                      "bad_checksum", "canon_failed") if c[k]),
+                  file=sys.stderr)
+        return 0
+    if args.cmd == "run":
+        from urlfilter.live import run_live
+
+        st = run_live(args.iface, bl, inject_iface=args.inject_iface, bpf=args.bpf, duration=args.duration,
+                      status=not args.quiet, verify_checksums=args.verify_checksums)
+        if args.output:
+            t = st.table()
+            if t.num_columns:
+                write_records(t, args.output)
+            else:
+                from urlfilter.analyzer import RECORD_SCHEMA
+                write_records(RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())).empty_table(), args.output)
+        print(json.dumps({k: v for k, v in vars(st).items() if k != "records"}), file=out)
+        return 0
+    from urlfilter.timing import summary, timing
+
+    df = timing(args.traces, bl, bpf=args.bpf,
+                t_proc_ns=None if args.t_proc_us is None else args.t_proc_us * 1000)
+    if args.output:
+        write_records(pa.Table.from_pandas(df, preserve_index=False), args.output)
+    if args.plot:
+        from urlfilter.plot import margin_cdf
+        margin_cdf(df, path=args.plot)
+    s = summary(df)
+    if args.json:
+        print(json.dumps(s), file=out)
+    else:
+        if not args.output:
+            cols = ["src_ip", "src_port", "dst_ip", "dst_port", "url", "rtt_fs_ns", "rtt_cf_ns", "server_wait_ns",
+                    "t_proc_ns", "margin_ns", "win"]
+            df[cols].to_csv(out, sep="\t", index=False)
+        print(f"{s['won']} of {s['with_handshake']} connections with a handshake won "
+              f"({s['share_won']:.1%}); {s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

@@ -371,6 +371,23 @@ class LiveCapture:
         if h.error:
             raise CaptureError(f"{self.iface}: {h.error}")
 
+    def poll(self) -> "Batch | None":
+        """One read: a batch, or None after the read timeout with nothing captured (so a caller
+        can keep a status line and timers going while the link is idle)."""
+        h = self._h
+        if self._stopped or h.eof:
+            if h.error:
+                raise CaptureError(f"{self.iface}: {h.error}")
+            return None
+        packets = np.empty(self.batch_size, dtype=PACKET_DTYPE)
+        data = np.empty(self.batch_size * 2048 + 262144, dtype=np.uint8)
+        n = h.read_into(packets, data)
+        return Batch(packets[:n], data, self.iface) if n else None
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped or self._h is None or self._h.eof
+
     def stop(self) -> None:
         self._stopped = True
         self._h.breakloop()
@@ -378,6 +395,12 @@ class LiveCapture:
     def inject(self, frame: bytes) -> int:
         """Send one link-layer frame with ``pcap_inject``."""
         return self._h.inject(frame)
+
+    def inject_many(self, frames: np.ndarray, offsets: np.ndarray,
+                    sent_ns: np.ndarray | None = None) -> tuple[int, int]:
+        """Send every frame frames[offsets[i]:offsets[i+1]]; returns (sent, failed). sent_ns
+        (int64, optional) receives each frame's send time (CLOCK_REALTIME ns, 0 if it failed)."""
+        return self._h.inject_many(frames, offsets, sent_ns)
 
     def stats(self) -> dict[str, int]:
         """libpcap's received / dropped counts."""

@@ -1,0 +1,270 @@
+"""URL analyzer + session controller (ext/urlmatch.pyx, urlfilter.analyzer/scan/timing).
+
+Reference packets come from scapy: every forged frame must equal, byte for byte, the frame scapy
+builds from the same field values (so every field and both checksums are checked), and Linux's
+acceptance rules are pinned by the seq/ack values (RFC 5961; see the module docstring).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scapy.all import IP, TCP, Dot1Q, Ether, IPv6, raw, rdpcap, wrpcap
+
+from urlfilter.analyzer import CONN_DTYPE, Blacklist, UrlAnalyzer
+from urlfilter.scan import scan
+from urlfilter.timing import summary, timing
+from urlfilter.tree import UrlTree
+from webtap._ext import urlmatch as um
+from webtap.capture import open_trace
+from webtap.dissect import dissect
+from webtap.schema import MESSAGE_DTYPE, PACKET_DTYPE
+
+CMAC, SMAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
+C4, S4 = "192.0.2.10", "198.51.100.20"
+C6, S6 = "2001:db8::10", "2001:db8:1::20"
+
+
+def tree(*urls):
+    t = UrlTree()
+    for u in urls:
+        t.insert(u)
+    return Blacklist(t)
+
+
+def req(payload: bytes, sport=40000, dport=80, seq=1000, ack=5000, v6=False, vlan=None, win=501, **tcpkw):
+    e = Ether(src=CMAC, dst=SMAC)
+    if vlan is not None:
+        e = e / Dot1Q(vlan=vlan)
+    ip = IPv6(src=C6, dst=S6) if v6 else IP(src=C4, dst=S4)
+    return e / ip / TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags="PA", window=win, **tcpkw) / payload
+
+
+def write(tmp_path, pkts, name="t.pcap"):
+    for i, p in enumerate(pkts):
+        p.time = 1_700_000_000 + i * 0.001
+    path = tmp_path / name
+    wrpcap(str(path), pkts)
+    return str(path)
+
+
+def one_batch(path):
+    with open_trace(path) as tr:
+        b = next(iter(tr))
+        return b, dissect(b.packets, b.data)
+
+
+def test_struct_sizes_agree():
+    assert CONN_DTYPE.itemsize == um.sizeof_conn_timing()
+    assert MESSAGE_DTYPE.itemsize == um.sizeof_http_msg()
+    assert PACKET_DTYPE.itemsize == um.sizeof_packet_ref()
+
+
+@pytest.mark.parametrize("v6", [False, True])
+@pytest.mark.parametrize("vlan", [None, 42])
+def test_forged_frames_equal_scapy_reference(tmp_path, v6, vlan):
+    body = b"GET /bad/x HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    p = req(body, sport=40123, dport=8080, seq=0xFFFFFFF0, ack=777, v6=v6, vlan=vlan, win=1234)
+    b, mb = one_batch(write(tmp_path, [p]))
+    rows, keys, offs, cnt = um.extract(mb.msgs, mb.data)
+    assert list(rows) == [0]
+    frames, fo, ns = um.forge(mb.msgs, mb.data, rows)
+    fin, rst = bytes(frames[fo[0]:fo[1]]), bytes(frames[fo[1]:fo[2]])
+    end = (0xFFFFFFF0 + len(body)) & 0xFFFFFFFF       # seq + payload length, wrapping
+    e_fin, e_rst = Ether(src=SMAC, dst=CMAC), Ether(src=CMAC, dst=SMAC)
+    if vlan is not None:
+        e_fin, e_rst = e_fin / Dot1Q(vlan=vlan), e_rst / Dot1Q(vlan=vlan)
+    if v6:
+        ip_fin, ip_rst = IPv6(src=S6, dst=C6, hlim=64), IPv6(src=C6, dst=S6, hlim=64)
+    else:
+        ip_fin = IP(src=S4, dst=C4, ttl=64, id=0, flags="DF")
+        ip_rst = IP(src=C4, dst=S4, ttl=64, id=0, flags="DF")
+    ref_fin = raw(e_fin / ip_fin / TCP(sport=8080, dport=40123, seq=777, ack=end, flags="FA", window=1234))
+    ref_rst = raw(e_rst / ip_rst / TCP(sport=40123, dport=8080, seq=end, ack=777, flags="RA", window=0))
+    assert fin == ref_fin
+    assert rst == ref_rst
+    ip_off = 14 + (4 if vlan is not None else 0)
+    assert um.tcp_checksum_ok(np.frombuffer(fin, np.uint8), ip_off)
+    assert um.tcp_checksum_ok(np.frombuffer(rst, np.uint8), ip_off)
+    assert (ns >= 0).all()
+
+
+def test_request_with_fin_counts_the_fin_in_the_sequence(tmp_path):
+    body = b"GET /bad HTTP/1.0\r\nHost: evil.example\r\n\r\n"
+    p = Ether(src=CMAC, dst=SMAC) / IP(src=C4, dst=S4) / TCP(sport=1, dport=80, seq=10, ack=20, flags="FPA") / body
+    b, mb = one_batch(write(tmp_path, [p]))
+    frames, fo, _ = um.forge(mb.msgs, mb.data, np.array([0]))
+    rst = Ether(bytes(frames[fo[1]:fo[2]]))
+    assert rst[TCP].seq == 10 + len(body) + 1
+
+
+BAD_CASES = [
+    # (name, packets, expected counter, forged?)
+    ("split_request_line", [req(b"GET /bad/x HT")], "uri_truncated", False),
+    ("host_in_next_packet", [req(b"GET /bad/x HTTP/1.1\r\nUser-Agent: a\r\n"),
+                             req(b"Host: evil.example\r\n\r\n", seq=1037)], "host_later", False),
+    ("missing_host", [req(b"GET /bad/x HTTP/1.1\r\nUser-Agent: a\r\n\r\n")], "no_host", False),
+    ("lowercase_get", [req(b"get /bad/x HTTP/1.1\r\nHost: evil.example\r\n\r\n")], None, False),
+    ("post", [req(b"POST /bad/x HTTP/1.1\r\nHost: evil.example\r\n\r\n")], "not_get", False),
+    ("asterisk", [req(b"GET * HTTP/1.1\r\nHost: evil.example\r\n\r\n")], "bad_target", False),
+    ("bad_tcp_checksum", [req(b"GET /bad/x HTTP/1.1\r\nHost: evil.example\r\n\r\n", chksum=0x1234)],
+     "bad_checksum", False),
+    ("bad_host", [req(b"GET /bad/x HTTP/1.1\r\nHost: ev\"il.example\r\n\r\n")], "canon_failed", False),
+    ("absurd_uri", [req(b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: evil.example\r\n\r\n")],
+     "canon_failed", False),
+    ("http10", [req(b"GET /bad/x HTTP/1.0\r\nHost: evil.example\r\n\r\n")], "extracted", True),
+    ("absolute_form", [req(b"GET http://EVIL.example:80/bad/y HTTP/1.1\r\nHost: other\r\n\r\n")],
+     "absolute_form", True),
+    ("any_port", [req(b"GET /bad HTTP/1.1\r\nHost: evil.example:8443\r\n\r\n", dport=8443)], "extracted", False),
+    ("subdomain_entry", [req(b"GET /z HTTP/1.1\r\nHost: a.b.blocked.example\r\n\r\n", dport=3128)],
+     "extracted", True),
+]
+
+
+@pytest.mark.parametrize("name,pkts,counter,forged", BAD_CASES, ids=[c[0] for c in BAD_CASES])
+def test_bad_input_is_counted_and_never_forged(tmp_path, name, pkts, counter, forged):
+    out = tmp_path / "forged.pcap"
+    res = scan(write(tmp_path, pkts), tree("evil.example/bad", "blocked.example"), forged_out=str(out),
+               verify_checksums=True)
+    c = res.counters
+    if counter is not None:
+        assert c[counter] == 1, c
+    else:                                   # not HTTP at all (methods are case-sensitive, RFC 9110)
+        assert res.totals.dissect["not_http"] == 1 and c["messages"] == 0
+    assert c["forged_frames"] == (2 if forged else 0), c
+    assert res.forged_written == c["forged_frames"]
+    assert len(rdpcap(str(out))) == c["forged_frames"]
+    # accounting: every GET is extracted or skipped for exactly one reason
+    skipped = sum(c[k] for k in ("uri_truncated", "no_host", "host_later", "bad_target", "bad_checksum",
+                                 "canon_failed"))
+    assert c["get"] == c["extracted"] + skipped
+
+
+def test_port_8443_entry_matches_only_with_port(tmp_path):
+    p = [req(b"GET /bad HTTP/1.1\r\nHost: evil.example:8443\r\n\r\n", dport=8443)]
+    assert scan(write(tmp_path, p), tree("evil.example:8443/bad")).counters["hits"] == 1
+    assert scan(write(tmp_path, p), tree("evil.example/bad")).counters["hits"] == 0
+
+
+def test_scan_records_and_forged_pcap_in_time_order(tmp_path):
+    pkts = [req(b"GET /bad/%d HTTP/1.1\r\nHost: evil.example\r\n\r\n" % i, sport=41000 + i) for i in range(5)]
+    pkts.insert(2, req(b"GET /fine HTTP/1.1\r\nHost: evil.example\r\n\r\n", sport=42000))
+    out = tmp_path / "f.pcap"
+    res = scan(write(tmp_path, pkts), tree("evil.example/bad"), forged_out=str(out))
+    df = res.to_pandas()
+    assert list(df["hit"]) == [True, True, False, True, True, True]
+    assert list(df["url"])[2] == "evil.example/fine"
+    assert set(df.loc[df.hit, "entry"]) == {"evil.example/bad"}
+    assert (df.loc[~df.hit, "forged"] == 0).all()
+    got = rdpcap(str(out))
+    assert len(got) == 10
+    ts = [float(p.time) for p in got]
+    assert ts == sorted(ts)
+    # frames to clients and to the server alternate per hit; ports are exactly the hits'
+    assert sorted(p[TCP].dport for p in got if p[TCP].flags == "FA") == sorted(41000 + i for i in range(5))
+    assert all(p[TCP].sport >= 41000 for p in got if p[TCP].flags == "RA")
+
+
+def test_timing_from_handshake(tmp_path):
+    E1, E2 = Ether(src=CMAC, dst=SMAC), Ether(src=SMAC, dst=CMAC)
+    body = b"GET /bad HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    pk = [E1 / IP(src=C4, dst=S4) / TCP(sport=5555, dport=80, flags="S", seq=99),
+          E2 / IP(src=S4, dst=C4) / TCP(sport=80, dport=5555, flags="SA", seq=499, ack=100),
+          E1 / IP(src=C4, dst=S4) / TCP(sport=5555, dport=80, flags="A", seq=100, ack=500),
+          E1 / IP(src=C4, dst=S4) / TCP(sport=5555, dport=80, flags="PA", seq=100, ack=500) / body,
+          E2 / IP(src=S4, dst=C4) / TCP(sport=80, dport=5555, flags="PA", seq=500, ack=100 + len(body)) / b"HTTP/1.1 200 OK\r\n\r\n"]
+    times = [0.0, 0.030, 0.032, 0.033, 0.100]      # RTT_fs 30 ms, RTT_cf 2 ms, answer 67 ms after the request
+    for p, t in zip(pk, times):
+        p.time = 1_700_000_000 + t
+    path = tmp_path / "hs.pcap"
+    wrpcap(str(path), pk)
+    df = timing(str(path), tree("evil.example/bad"))
+    assert len(df) == 1
+    r = df.iloc[0]
+    assert r["rtt_fs_ns"] == 30_000_000 and r["rtt_cf_ns"] == 2_000_000
+    assert r["server_wait_ns"] == 67_000_000 - 30_000_000
+    assert r["rtt_cs_ns"] == 2_000_000 + 30_000_000 + 37_000_000
+    assert 0 < r["t_proc_ns"] < 1_000_000 and r["win"]
+    slow = timing(str(path), tree("evil.example/bad"), t_proc_ns=70_000_000).iloc[0]
+    assert not slow["win"] and slow["margin_ns"] == 69_000_000 - 72_000_000
+    s = summary(slow.to_frame().T.astype({"margin_ns": float}))
+    assert s["lost"] == 1 and s["share_won"] == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=0, max_size=300))
+def test_random_payload_never_forges(payload):
+    # random bytes after "GET " over a blacklist that no random URL can hit (host with a '.' label
+    # sequence that random bytes do not spell): never a crash, never a forged frame
+    import tempfile, os
+    with tempfile.TemporaryDirectory() as d:
+        p = req(b"GET " + payload)
+        p.time = 1_700_000_000
+        path = os.path.join(d, "r.pcap")
+        wrpcap(path, [p])
+        res = scan(path, tree("zz-never-hit.example"))
+        assert res.counters["forged_frames"] == 0
+        c = res.counters
+        assert c["get"] == c["extracted"] + sum(c[k] for k in ("uri_truncated", "no_host", "host_later",
+                                                              "bad_target", "bad_checksum", "canon_failed"))
+
+
+def test_one_pass_with_the_http_analyzer(tmp_path):
+    """The URL analyzer and the HTTP analyzer's pairing table share one pass (webtap.stream.run)."""
+    from httpanalyzer.pairing import Pairer
+    from webtap.stream import run
+
+    class PairingConsumer:
+        def __init__(self):
+            self.p, self.records = Pairer(), 0
+
+        def feed(self, packets, msgs):
+            self.p.feed(msgs.msgs, msgs.data)
+            self.records += self.p.take().num_rows
+
+        def finish(self):
+            self.p.flush()
+            self.records += self.p.take().num_rows
+
+    body = b"GET /bad HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    resp = Ether(src=SMAC, dst=CMAC) / IP(src=S4, dst=C4) / TCP(sport=80, dport=40000, flags="PA", seq=5000,
+                                                                ack=1000 + len(body)) / b"HTTP/1.1 200 OK\r\n\r\n"
+    path = write(tmp_path, [req(body), resp])
+    an, pc = UrlAnalyzer(tree("evil.example/bad")), PairingConsumer()
+    totals = run(path, [an, pc], progress=False)
+    assert totals.source["packets"] == 2 and totals.files == 1
+    assert an.counters["hits"] == 1 and pc.records == 1
+
+
+def test_conn_table_grows_and_evicts_idle_connections(tmp_path):
+    """3000 handshakes force several rebuilds: every connection stays findable; with idle_ns the
+    rebuild drops connections idle longer than that (capture time)."""
+    E1, E2 = Ether(src=CMAC, dst=SMAC), Ether(src=SMAC, dst=CMAC)
+    pk = []
+    n = 3000
+    for i in range(n):
+        cp = 10000 + i
+        pk += [E1 / IP(src=C4, dst=S4) / TCP(sport=cp, dport=80, flags="S", seq=i),
+               E2 / IP(src=S4, dst=C4) / TCP(sport=80, dport=cp, flags="SA", seq=7, ack=i + 1)]
+    for j, p in enumerate(pk):
+        p.time = 1_700_000_000 + j * 0.5        # 1 s per connection
+    path = write_times(tmp_path, pk)
+    for idle_ns, expect_min, expect_max in ((0, n, n), (60_000_000_000, 1, n - 1)):
+        ct = um.ConnTable(idle_ns=idle_ns)
+        with open_trace(path) as tr:
+            for b in tr:
+                ct.feed(b.packets, b.data)
+        e = ct.entries().view(CONN_DTYPE)
+        assert expect_min <= len(e) <= expect_max
+        assert ((e["state"] & 3) == 3).all()              # SYN and SYN/ACK both recorded
+        assert (e["t_synack"] - e["t_syn"] == 500_000_000).all()
+        if idle_ns:
+            assert ct.evicted == n - len(e) and e["client_port"].min() > 10000
+
+
+def write_times(tmp_path, pkts, name="times.pcap"):
+    """Like write() but keeps the packets' own times."""
+    path = tmp_path / name
+    wrpcap(str(path), pkts)
+    return str(path)

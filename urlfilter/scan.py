@@ -1,0 +1,116 @@
+"""Offline mode: ``scan(traces, blacklist)`` -> the GETs of the traces with hit, entry, category.
+
+    >>> res = scan("trace.pcap.gz", "blacklist.db", forged_out="forged.pcap")   # doctest: +SKIP
+    >>> res.table.to_pandas()          # one row per GET that reached the matcher
+    >>> res.counters                   # GETs skipped by reason, hits, misses, forged frames
+
+The pass is webtap.stream.run with a UrlAnalyzer (and any other consumers, e.g. the HTTP
+analyzer, given in `also`): the trace is read once.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
+
+__all__ = ["scan", "ScanResult", "ForgedPcapWriter", "write_records"]
+
+
+class ForgedPcapWriter:
+    """Collects forged frames (UrlAnalyzer.on_forged) and writes them as one nanosecond pcap,
+    sorted by the time they would have left the filter (request time + match + forge time).
+    One pcap holds one link type: frames of another link type than the first are counted in
+    `dropped_linktype` and not written."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = path
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.written = 0
+        self.dropped_linktype = 0
+
+    def __call__(self, frames, offsets, ts_ns, linktypes) -> None:
+        self.parts.append((frames.copy(), offsets.copy(), ts_ns.copy(), linktypes.copy()))
+
+    def close(self) -> int:
+        frames_l, lens_l, ts_l, lt_l = [], [], [], []
+        for fr, of, ts, lt in self.parts:
+            frames_l.append(fr)
+            lens_l.append(np.diff(of))
+            ts_l.append(ts)
+            lt_l.append(lt)
+        frames = np.concatenate(frames_l) if frames_l else np.zeros(0, np.uint8)
+        lens = np.concatenate(lens_l) if lens_l else np.zeros(0, np.int64)
+        ts = np.concatenate(ts_l) if ts_l else np.zeros(0, np.int64)
+        lts = np.concatenate(lt_l) if lt_l else np.zeros(0, np.uint16)
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if len(lens) else lens
+        linktype = int(lts[0]) if len(lts) else 1
+        keep = np.flatnonzero(lts == linktype)
+        self.dropped_linktype = len(lts) - len(keep)
+        order = keep[np.argsort(ts[keep], kind="stable")]
+        lens, starts, ts = lens[order], starts[order], ts[order]
+        n = len(order)
+        hdr = np.zeros(n, dtype=[("sec", "<u4"), ("nsec", "<u4"), ("caplen", "<u4"), ("wirelen", "<u4")])
+        hdr["sec"], hdr["nsec"] = np.divmod(ts, 1_000_000_000)
+        hdr["caplen"] = hdr["wirelen"] = lens
+        rec = 16 + lens
+        rstart = np.concatenate([[0], np.cumsum(rec)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+        out = np.empty(int(rec.sum()), dtype=np.uint8)
+        if n:
+            out[(rstart[:, None] + np.arange(16)).ravel()] = hdr.view(np.uint8)
+            # byte j of frame i goes to rstart[i] + 16 + j; gather the bytes in output order
+            src_idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+            dst_idx = np.repeat(rstart + 16 - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+            out[dst_idx] = frames[src_idx]
+        head = np.array([(0xA1B23C4D, 2, 4, 0, 0, 262144, linktype)],
+                        dtype=[("magic", "<u4"), ("major", "<u2"), ("minor", "<u2"), ("zone", "<i4"),
+                               ("sigfigs", "<u4"), ("snaplen", "<u4"), ("linktype", "<u4")])
+        with open(self.path, "wb") as f:
+            f.write(head.tobytes())
+            f.write(out.tobytes())
+        self.written = n
+        return n
+
+
+@dataclass
+class ScanResult:
+    table: pa.Table
+    counters: dict[str, int]
+    totals: object = None                  # webtap.stream.Totals of the pass
+    forged_written: int = 0
+    analyzer: UrlAnalyzer | None = field(default=None, repr=False)
+
+    def to_pandas(self):
+        return self.table.to_pandas()
+
+
+def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, bpf: str | None = None,
+         also=(), handshakes: bool = False) -> ScanResult:
+    """Run the URL analyzer over traces (a path or a list, read once as one stream).
+
+    verify_checksums: skip (and count) GETs whose IPv4/TCP checksum is wrong, as a filter on a
+    mirror port should. Off by default offline: most traces are captured on an endpoint with
+    checksum offload (every GET of zeek/http/1000-requests... has a partial checksum)."""
+    from webtap.stream import run
+
+    bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
+    writer = ForgedPcapWriter(forged_out) if forged_out else None
+    an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, on_forged=writer,
+                     handshakes=handshakes)
+    totals = run(traces, [an, *also], bpf=bpf, progress=False)
+    n = writer.close() if writer else 0
+    return ScanResult(an.table(), dict(an.counters), totals, n, an)
+
+
+def write_records(table: pa.Table, path: str | os.PathLike) -> None:
+    """CSV or Parquet by the file's suffix."""
+    p = str(path)
+    if p.endswith(".parquet"):
+        import pyarrow.parquet as pq
+        pq.write_table(table, p)
+    else:
+        import pyarrow.csv as pcsv
+        pcsv.write_csv(table, p)
