@@ -161,18 +161,28 @@ def _fmt(title: str, rows) -> str:
 def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None = None,
                         gc_timeout: float = 60.0, summary: Summary | None = None,
                         progress: bool | None = False, live: bool = False,
+                        consumers: int | None = None, feeder: dict | None = None,
                         **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
-    and the table's caps, not by the trace size. progress: a bar per file (None: on a tty)."""
+    and the table's caps, not by the trace size. progress: a bar per file (None: on a tty).
+
+    consumers=N (>= 1) pairs in N consumer processes fed through shared-memory rings
+    (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
+    feeder: a dict that receives the feeder's balance report (httpanalyzer.feeder.balance_table)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
     if live and len(sources) != 1:
         raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
-    pairer = Pairer(gc_timeout=gc_timeout, **table_options)
+    if consumers:
+        from httpanalyzer.feeder import FeederPairer
+
+        pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live, **table_options)
+    else:
+        pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
@@ -199,6 +209,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 stats.add(b)
                 if b.num_rows:
                     ready.append(b)
+
+    from httpanalyzer.feeder import ConsumerFailed
 
     try:
         for i in range(len(gens)):
@@ -235,18 +247,46 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         stats.add(b)
         if b.num_rows:
             yield b
+    except ConsumerFailed:
+        # Records the surviving consumers hold are not lost: they flush and we pass them on.
+        b = pairer.salvage()
+        stats.add(b)
+        if b.num_rows:
+            yield b
+        raise
     finally:
         stats.pairing = pairer.counters()
+        if consumers:
+            if feeder is not None:
+                feeder.update(pairer.balance())
+            pairer.close()
         for g in gens:
             g.close()
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
-            summary: Summary | None = None, live: bool = False, **table_options):
+            summary: Summary | None = None, live: bool = False, consumers: int | None = None,
+            feeder: dict | None = None, **table_options):
     """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
     DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
-    memory use iter_record_batches()."""
+    memory use iter_record_batches(). consumers=N: pair in N feeder consumer processes; the
+    merged records are then sorted by request time (unmatched responses by response time)."""
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
-                                       summary=summary, live=live, **table_options))
+                                       summary=summary, live=live, consumers=consumers,
+                                       feeder=feeder, **table_options))
     table = pa.Table.from_batches(batches, schema=records.SCHEMA)
+    if consumers:
+        table = _sort_by_time(table)
     return records.to_pandas(table)
+
+
+def _sort_by_time(table: pa.Table) -> pa.Table:
+    """Records from several consumers in one order: request time (response time when there is
+    no request), then response time, then packet index."""
+    if table.num_rows == 0:
+        return table
+    t = pc.coalesce(table.column("request_ts"), table.column("response_ts"))
+    keyed = table.append_column("_t", t)
+    keyed = keyed.sort_by([("_t", "ascending"), ("response_ts", "ascending"),
+                           ("request_frame", "ascending"), ("response_frame", "ascending")])
+    return keyed.drop_columns(["_t"])
