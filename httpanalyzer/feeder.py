@@ -94,8 +94,6 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
         _send_ctrl(conn, ("ready", cid))
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
         table = pairer.table
-        fail_after = int(os.environ.get("WEBTAP_FEEDER_TEST_FAIL", "-1").split(":")[-1]) \
-            if os.environ.get("WEBTAP_FEEDER_TEST_FAIL", "").startswith(f"{cid}:") else -1
         while True:
             fr = ring.next_frame(0.2)
             if fr is None:
@@ -104,8 +102,6 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
                 continue
             kind, trace, tick, msgs, clocks, data, size = fr
             if kind == _fx.FRAME_MSGS:
-                if 0 <= fail_after <= ring.msgs_done:
-                    raise RuntimeError(f"test fault injected in consumer {cid}")
                 table.trace = trace
                 table.feed(msgs, data, clocks)
             elif kind == _fx.FRAME_TICK:
@@ -254,6 +250,11 @@ class FeederPairer:
         self._poll()
         if self._failed is not None:
             raise self._failed
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the consumers, by consumer id."""
+        return [p.pid for p in self._procs]
 
     # -- the Pairer interface
 

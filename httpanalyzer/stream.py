@@ -189,6 +189,9 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
 
     def refill(i):
         while True:
+            if stats.interrupted:
+                heads[i] = None
+                return
             try:
                 msgs, data, last = next(gens[i])
             except StopIteration:
