@@ -4,7 +4,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_urltree"]
+BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
+              "benchmarks.bench_urltree"]
 
 
 def main() -> int:

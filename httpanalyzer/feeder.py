@@ -36,9 +36,14 @@ __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "balance_table
 
 hash_eq1, hash_eq2, hash_eq3 = _fx.hash_eq1, _fx.hash_eq2, _fx.hash_eq3
 
-#: bytes of one ring (the data area holds frames of up to a quarter of it)
-DEFAULT_RING_BYTES = 32 << 20
+#: bytes of one ring (frames of up to a quarter of it). Small on purpose: a ring that stays in
+#: the cache and whose pages are touched once beats a large one (measured: 32 MiB rings made
+#: the dispatch of the benchmark trace 2-4x slower, page faults on first touch).
+DEFAULT_RING_BYTES = 4 << 20
 SHM_DIR = "/dev/shm"
+#: a consumer sends its records when this many wait, or when the oldest waited SEND_EVERY_S
+SEND_RECORDS = 16384
+SEND_EVERY_S = 0.25
 _TAG_BATCH = b"B"
 _TAG_CTRL = b"P"
 _EMPTY = records.empty_batch()
@@ -78,7 +83,7 @@ def _send_ctrl(conn, obj) -> None:
 
 
 def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_timeout: float,
-                   table_options: dict) -> None:
+                   table_options: dict, drain_only: bool = False) -> None:
     """One consumer: frames from its ring into a pairing table; records back over `conn`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ring = None
@@ -94,14 +99,22 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
         _send_ctrl(conn, ("ready", cid))
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
         table = pairer.table
+        pair_s = send_s = 0.0
+        last_send = time.perf_counter()
         while True:
             fr = ring.next_frame(0.2)
+            t0 = time.perf_counter()
             if fr is None:
                 if os.getppid() != ppid:     # the feeder is gone: nobody to report to
                     return
+                if table.records_waiting:    # idle ring (live): let the records out
+                    _send_batch(conn, pairer.take())
+                    last_send = t0
                 continue
             kind, trace, tick, msgs, clocks, data, size = fr
-            if kind == _fx.FRAME_MSGS:
+            if drain_only:
+                pass
+            elif kind == _fx.FRAME_MSGS:
                 table.trace = trace
                 table.feed(msgs, data, clocks)
             elif kind == _fx.FRAME_TICK:
@@ -109,15 +122,22 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
             n = len(msgs)
             del msgs, clocks, data, fr      # views into the ring: drop before releasing
             ring.release(size, n)
+            t1 = time.perf_counter()
+            pair_s += t1 - t0
             if kind == _fx.FRAME_END:
                 break
-            if table.records_waiting:
+            # Records leave in large batches (a take() and an Arrow batch cost ~3 ms whatever
+            # their size), or after SEND_EVERY_S so that live runs stream.
+            if table.records_waiting >= SEND_RECORDS or (
+                    table.records_waiting and t1 - last_send > SEND_EVERY_S):
                 _send_batch(conn, pairer.take())
+                last_send = t1
+            send_s += time.perf_counter() - t1
         pairer.flush()
         b = pairer.take()
         if b.num_rows:
             _send_batch(conn, b)
-        _send_ctrl(conn, ("done", cid, pairer.counters()))
+        _send_ctrl(conn, ("done", cid, pairer.counters(), {"pair_s": pair_s, "send_s": send_s}))
     except BaseException:
         try:
             _send_ctrl(conn, ("error", cid, traceback.format_exc()))
@@ -139,7 +159,7 @@ class FeederPairer:
 
     def __init__(self, consumers: int, gc_timeout: float = 60.0, live: bool = False,
                  ring_bytes: int = DEFAULT_RING_BYTES, start_timeout: float = 60.0,
-                 start_method: str = "fork", **table_options):
+                 start_method: str = "fork", drain_only: bool = False, **table_options):
         if consumers < 1:
             raise ValueError("consumers must be >= 1")
         self.n = consumers
@@ -151,6 +171,7 @@ class FeederPairer:
         self._ready = [False] * consumers
         self._done = [False] * consumers
         self._counters: list[dict | None] = [None] * consumers
+        self._times: list[dict] = [{} for _ in range(consumers)]
         self._batches: list[pa.RecordBatch] = []
         self._rows = [0] * consumers
         self._failed: ConsumerFailed | None = None
@@ -175,7 +196,7 @@ class FeederPairer:
                 r, w = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_consumer_main, name=f"webtap-consumer-{c}", daemon=True,
                                 args=(c, self._paths[c], ring_bytes, w, os.getpid(),
-                                      gc_timeout, table_options))
+                                      gc_timeout, table_options, drain_only))
                 p.start()
                 w.close()
                 self._procs.append(p)
@@ -208,6 +229,7 @@ class FeederPairer:
         elif msg[0] == "done":
             self._done[c] = True
             self._counters[c] = msg[2]
+            self._times[c] = msg[3]
         elif msg[0] == "error":
             self._fail(c, msg[2])
 
@@ -331,6 +353,8 @@ class FeederPairer:
             cnt = self._counters[c] or {}
             row["transactions"] = int(cnt.get("paired", 0))
             row["records"] = self._rows[c]
+            row["pair_s"] = self._times[c].get("pair_s", 0.0)     # consumer CPU in its table
+            row["send_s"] = self._times[c].get("send_s", 0.0)     # consumer CPU sending records
             rows.append(row)
         return {"consumers": rows,
                 "interim_route_overwritten": int(self.dispatcher.interim_overwritten)

@@ -162,7 +162,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                         gc_timeout: float = 60.0, summary: Summary | None = None,
                         progress: bool | None = False, live: bool = False,
                         consumers: int | None = None, feeder: dict | None = None,
-                        **table_options) -> Iterator[pa.RecordBatch]:
+                        feeder_options: dict | None = None, **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
@@ -170,7 +170,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
 
     consumers=N (>= 1) pairs in N consumer processes fed through shared-memory rings
     (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
-    feeder: a dict that receives the feeder's balance report (httpanalyzer.feeder.balance_table)."""
+    feeder: a dict that receives the feeder's balance report (httpanalyzer.feeder.balance_table);
+    feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
@@ -180,7 +181,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     if consumers:
         from httpanalyzer.feeder import FeederPairer
 
-        pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live, **table_options)
+        pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live,
+                              **(feeder_options or {}), **table_options)
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
