@@ -50,3 +50,23 @@ def test_eq3_histogram_flatter_than_eq1(bench4):
     cv3 = h["eq3"].std() / h["eq3"].mean()
     assert cv3 < cv1 / 2, (cv1, cv3)
     assert np.abs(h["eq3_share"] - 0.25).max() < 0.01
+
+
+def test_figures_draw(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from httpanalyzer.plot import balance_figure, hash_histograms_figure
+    from tests.msgbuild import MsgBuilder
+
+    b = MsgBuilder()
+    for k in range(500):
+        b.req(k, "10.0.0.1", 1024, "10.9.9.9", 80, k, k * 7919)
+    h = hash_histograms(b.build()[0], bins=16, consumers=2)
+    ax = hash_histograms_figure(h)
+    assert [int(p.get_height()) for p in ax.patches[:16]] == list(h["eq1"])
+    bal = {"consumers": [{"consumer": c, "messages": m, "transactions": t, "packet_bytes": 1}
+                         for c, m, t in ((0, 250, 120), (1, 250, 130))]}
+    ax2 = balance_figure(balance_table(bal))
+    assert [round(p.get_height(), 1) for p in ax2.patches[2:]] == [48.0, 52.0]
+    ax2.figure.savefig(tmp_path / "b.png")
