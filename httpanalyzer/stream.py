@@ -70,6 +70,54 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
         src.close()
 
 
+def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
+    """Run `gen` in a thread, `depth` items ahead (capture and dissect release the GIL, so the
+    reading thread works while the caller dispatches). Exceptions are re-raised here; closing
+    this generator stops the thread and closes `gen`."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    END = object()
+
+    def work():
+        try:
+            for item in gen:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    break
+            q.put(("end", END))
+        except BaseException as e:          # noqa: BLE001 - handed to the caller
+            q.put(("error", e))
+        finally:
+            gen.close()
+
+    t = threading.Thread(target=work, name="webtap-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get(timeout=0.05)        # unblock a put
+            except queue.Empty:
+                pass
+        t.join()
+
+
 @dataclass
 class Summary:
     """Counts and distributions of one run (filled while the batches stream)."""
@@ -186,6 +234,10 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
+    if consumers and len(gens) == 1:
+        # With consumers pairing elsewhere, reading + dissecting is the reader's whole job:
+        # a thread reads and dissects the next batch while this one is dispatched.
+        gens = [_prefetched(gens[0])]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
