@@ -380,9 +380,10 @@ cdef class Dispatcher:
 
     # -------------------------------------------------------------- waiting for room
 
-    cdef int _reserve(self, int c, uint64_t size, spsc_frame **out) except -1 nogil:
-        """Room for a frame in ring c. Returns 1 with *out set, or 0 when live and full (drop).
-        Offline waits (back-pressure), calling check() every ~20 ms; check() raising aborts."""
+    cdef int _reserve(self, int c, uint64_t size, spsc_frame **out, bint must=False) except -1 nogil:
+        """Room for a frame in ring c. Returns 1 with *out set, or 0 when live and full (drop)
+        unless `must` (END frames are never dropped). Otherwise waits (back-pressure), calling
+        check() every ~20 ms; check() raising aborts."""
         cdef int spins = 0
         cdef int64_t t0 = 0, last = 0, t
         cdef spsc_frame *f
@@ -393,7 +394,7 @@ cdef class Dispatcher:
                     self.st[c, S_STALL_NS] += wt_now_ns() - t0
                 out[0] = f
                 return 1
-            if self.live:
+            if self.live and not must:
                 return 0
             if t0 == 0:
                 t0 = wt_now_ns()
@@ -409,7 +410,7 @@ cdef class Dispatcher:
     cdef int _tick_one(self, int c, int64_t ts, uint32_t kind) except -1 nogil:
         cdef spsc_frame *f
         cdef uint64_t size = sizeof(spsc_frame)
-        if not self._reserve(c, size, &f):
+        if not self._reserve(c, size, &f, kind == SPSC_FRAME_END):
             self.st[c, S_DROP_TICKS] += 1
             return 0
         f.size = size

@@ -319,20 +319,25 @@ class FeederPairer:
         survivors = [c for c in range(self.n) if not self._done[c] and self._procs[c].exitcode is None
                      and (self._failed is None or c != self._failed.consumer)]
         deadline = time.monotonic() + 30
-        for c in survivors:
-            while not self._end_one(c) and time.monotonic() < deadline:
-                self._poll(timeout=0.01)
+        survivors = [c for c in survivors if self._end_one(c, deadline)]
         while time.monotonic() < deadline and not all(self._done[c] for c in survivors):
             self._poll(timeout=0.05)
             if any(self._procs[c].exitcode is not None and not self._done[c] for c in survivors):
                 break
         return self._take()
 
-    def _end_one(self, c: int) -> bool:
-        """An END frame to consumer c alone; False when its ring is full right now."""
-        d = _fx.Dispatcher([self._maps[c]], live=True)
-        d.end()
-        return d.stats[0, _fx.STAT_NAMES.index("dropped_ticks")] == 0
+    def _end_one(self, c: int, deadline: float) -> bool:
+        """An END frame to consumer c alone: waits for room (draining the pipes meanwhile) until
+        `deadline` or until c exits. False if it could not be written."""
+        def check():
+            self._poll()
+            if self._procs[c].exitcode is not None or time.monotonic() > deadline:
+                raise TimeoutError
+        try:
+            _fx.Dispatcher([self._maps[c]], check=check).end()
+        except TimeoutError:
+            return False
+        return True
 
     def counters(self) -> dict[str, int]:
         """Pairing counters summed over the consumers (peak_pending: the largest)."""

@@ -234,9 +234,10 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
-    if consumers and len(gens) == 1:
+    if consumers and len(gens) == 1 and not live:
         # With consumers pairing elsewhere, reading + dissecting is the reader's whole job:
-        # a thread reads and dissects the next batch while this one is dispatched.
+        # a thread reads and dissects the next batch while this one is dispatched. (Not live:
+        # Ctrl-C must reach the capture loop itself, which only the main thread can see.)
         gens = [_prefetched(gens[0])]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
