@@ -23,7 +23,7 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_live_records_stream_through_two_consumers(tmp_path):
+def test_live_ctrl_c_through_two_consumers(tmp_path):
     (tmp_path / "x.txt").write_text("hello")
     handler = lambda *a, **kw: _Quiet(*a, directory=str(tmp_path), **kw)  # noqa: E731
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
