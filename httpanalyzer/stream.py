@@ -36,7 +36,7 @@ def _dissect_counts(mb) -> dict[str, int]:
 
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
-                     progress: bool | None = None) -> Iterator[tuple]:
+                     progress: bool | None = None, read_ahead: bool = False) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface)."""
     from webtap.capture import open_live, open_trace
     from webtap.dissect import dissect
@@ -53,7 +53,7 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
         stats.unreadable.append(f"{path}: {e}")
         return
     try:
-        for batch in src:
+        for batch in (_prefetched(iter(src)) if read_ahead else src):
             pk = batch.packets
             if len(pk) == 0:
                 continue
@@ -233,12 +233,15 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                               **(feeder_options or {}), **table_options)
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
-    gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
-    if consumers and len(gens) == 1 and not live:
-        # With consumers pairing elsewhere, reading + dissecting is the reader's whole job:
-        # a thread reads and dissects the next batch while this one is dispatched. (Not live:
-        # Ctrl-C must reach the capture loop itself, which only the main thread can see.)
-        gens = [_prefetched(gens[0])]
+    if consumers and len(sources) == 1 and not live:
+        # With consumers pairing elsewhere, reading + dissecting is the reader's whole job: one
+        # thread reads, one dissects, the caller dispatches, each a batch ahead of the next
+        # (capture and dissect release the GIL). Not live: Ctrl-C must reach the capture loop,
+        # which only the main thread sees.
+        gens = [_prefetched(_message_batches(sources[0], bpf, stats, progress=progress,
+                                             read_ahead=True))]
+    else:
+        gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
