@@ -4,8 +4,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_urltree",
-              "benchmarks.bench_filter"]
+BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
+              "benchmarks.bench_urltree", "benchmarks.bench_filter"]
 
 
 def main() -> int:

@@ -251,9 +251,12 @@ cdef class PairingTable:
 
     # ------------------------------------------------------------------ public API
 
-    def feed(self, msgs, const uint8_t[::1] data):
+    def feed(self, msgs, const uint8_t[::1] data, const int64_t[::1] clocks=None):
         """Offer one batch of HttpMsg (a MESSAGE_DTYPE array) whose spans point into `data`.
-        Text that must outlive the batch is copied; nothing keeps a reference to `data`."""
+        Text that must outlive the batch is copied; nothing keeps a reference to `data`.
+        clocks (feeder consumers): per message, the capture clock of the whole stream just
+        before it; the table advances to it first, so its GC runs exactly as a single table
+        fed every message of the stream would."""
         from webtap.schema import MESSAGE_DTYPE
         if msgs.dtype != MESSAGE_DTYPE:
             raise TypeError("msgs must be a webtap.schema.MESSAGE_DTYPE array")
@@ -266,8 +269,13 @@ cdef class PairingTable:
         cdef size_t n = len(msgs)
         cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
         cdef size_t buflen = data.shape[0]
+        cdef const int64_t *clk = NULL
+        if clocks is not None:
+            if <size_t>clocks.shape[0] != n:
+                raise ValueError("clocks must have one value per message")
+            clk = &clocks[0]
         with nogil:
-            self._feed(m, n, buf, buflen)
+            self._feed(m, n, buf, buflen, clk)
 
     def advance(self, int64_t now_ns):
         """Move the capture clock to now_ns (e.g. the last packet of a batch without messages,
@@ -359,7 +367,8 @@ cdef class PairingTable:
 
     # ------------------------------------------------------------------ ingestion
 
-    cdef int _feed(self, const HttpMsg *m, size_t n, const uint8_t *buf, size_t buflen) except -1 nogil:
+    cdef int _feed(self, const HttpMsg *m, size_t n, const uint8_t *buf, size_t buflen,
+                   const int64_t *clk) except -1 nogil:
         """Process n messages. Returns 0, or -1 with MemoryError set."""
         cdef size_t i
         cdef int32_t idx
@@ -373,6 +382,8 @@ cdef class PairingTable:
             else:
                 self.cnt[PC_BAD_KIND] += 1
                 continue
+            if clk != NULL:
+                self._advance(clk[i])
             self._advance(m[i].ts_ns)
             idx = self._alloc_entry()
             self._fill_entry(&self.pool[idx], &m[i], buf, buflen)

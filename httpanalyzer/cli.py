@@ -17,6 +17,7 @@ EPILOG = """examples:
   httpanalyzer -i eth0 -f 'tcp port 80' -o live.csv   live, until Ctrl-C
   httpanalyzer compare trace.pcap --report out/ --json   accuracy against tshark (see
                                                           httpanalyzer compare --help)
+  httpanalyzer big.pcap --consumers 4 -o out.parquet --summary   four pairing processes
 
 Line format: client IP|client port|server IP|server port|request ts|response ts|
 response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds of capture time a message waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=int, default=1 << 20, metavar="N",
                     help="hard cap on waiting messages (oldest evicted, counted; default 1048576)")
+    ap.add_argument("--consumers", type=int, default=None, metavar="N",
+                    help="pair in N consumer processes fed through shared memory (the paper's "
+                         "packet feeder); 0: in this process; default: the number of cores")
     ap.add_argument("--summary", action="store_true",
                     help="print a summary table (to stderr when records go to stdout)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -66,11 +70,18 @@ def main(argv=None) -> int:
     summary = Summary(detailed=a.summary)
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
+    from httpanalyzer.feeder import ConsumerFailed, balance_table, default_consumers
+
+    consumers = default_consumers() if a.consumers is None else a.consumers
+    if consumers < 0:
+        ap.error("--consumers must be >= 0")
+    balance: dict = {}
     try:
         for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
                                          gc_timeout=a.gc_timeout, summary=summary,
                                          progress=progress, live=live,
-                                         max_pending=a.max_pending):
+                                         max_pending=a.max_pending, consumers=consumers,
+                                         feeder=balance):
             w.write(batch)
     except BrokenPipeError:
         # stdout closed early (`httpanalyzer t.pcap | head`): stop quietly, as Unix tools do
@@ -78,6 +89,9 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except ConsumerFailed as e:
+        print(f"httpanalyzer: {e}", file=sys.stderr)
+        return 1
     except BpfError as e:
         print(f"httpanalyzer: {e}", file=sys.stderr)
         return 2
@@ -94,7 +108,13 @@ def main(argv=None) -> int:
     for u in summary.unreadable:
         print(f"httpanalyzer: skipped {u}", file=sys.stderr)
     if a.summary:
-        print(summary.table(), file=sys.stderr if a.output in (None, "-") else sys.stdout)
+        out = sys.stderr if a.output in (None, "-") else sys.stdout
+        print(summary.table(), file=out)
+        if balance.get("consumers"):
+            df = balance_table(balance)
+            cols = ["messages", "messages_pct", "transactions", "transactions_pct", "packet_bytes",
+                    "stall_ns", "dropped_messages"]
+            print("\nFeeder balance (paper Table 3)\n" + df[cols].round(2).to_string(), file=out)
     if summary.unreadable and len(summary.unreadable) == len(a.traces or []):
         return 1                       # nothing could be read at all
     return 0

@@ -24,21 +24,72 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
-                     progress: bool | None = None) -> Iterator[tuple]:
+                     progress: bool | None = None, read_ahead: bool = False) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
-    file does not end the stream: it is listed in stats.unreadable and the others are read."""
+    file does not end the stream: it is listed in stats.unreadable and the others are read.
+    read_ahead: read and dissect in a thread, a batch or two ahead of the caller."""
     from webtap.stream import Totals, messages
 
     totals = Totals()
+    gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
+                   skip_unreadable=True)
     try:
-        for batch, mb in messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
-                                  skip_unreadable=True):
+        for batch, mb in (_prefetched(gen) if read_ahead else gen):
             pk = batch.packets
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
+        gen.close()
         stats.absorb(totals)
+
+
+def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
+    """Run `gen` in a thread, `depth` items ahead (capture and dissect release the GIL, so the
+    reading thread works while the caller dispatches). Exceptions are re-raised here; closing
+    this generator stops the thread and closes `gen`."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    END = object()
+
+    def work():
+        try:
+            for item in gen:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    break
+            q.put(("end", END))
+        except BaseException as e:          # noqa: BLE001 - handed to the caller
+            q.put(("error", e))
+        finally:
+            gen.close()
+
+    t = threading.Thread(target=work, name="webtap-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get(timeout=0.05)        # unblock a put
+            except queue.Empty:
+                pass
+        t.join()
 
 
 @dataclass
@@ -143,24 +194,47 @@ def _fmt(title: str, rows) -> str:
 def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None = None,
                         gc_timeout: float = 60.0, summary: Summary | None = None,
                         progress: bool | None = False, live: bool = False,
-                        **table_options) -> Iterator[pa.RecordBatch]:
+                        consumers: int | None = None, feeder: dict | None = None,
+                        feeder_options: dict | None = None, **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
-    and the table's caps, not by the trace size. progress: a bar per file (None: on a tty)."""
+    and the table's caps, not by the trace size. progress: a bar per file (None: on a tty).
+
+    consumers=N (>= 1) pairs in N consumer processes fed through shared-memory rings
+    (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
+    feeder: a dict that receives the feeder's balance report (httpanalyzer.feeder.balance_table);
+    feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
     if live and len(sources) != 1:
         raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
-    pairer = Pairer(gc_timeout=gc_timeout, **table_options)
-    gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
+    if consumers:
+        from httpanalyzer.feeder import FeederPairer
+
+        pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live,
+                              **(feeder_options or {}), **table_options)
+    else:
+        pairer = Pairer(gc_timeout=gc_timeout, **table_options)
+    if consumers and len(sources) == 1 and not live:
+        # With consumers pairing elsewhere, reading + dissecting is the reader's whole job: one
+        # thread reads, one dissects, the caller dispatches, each a batch ahead of the next
+        # (capture and dissect release the GIL). Not live: Ctrl-C must reach the capture loop,
+        # which only the main thread sees.
+        gens = [_prefetched(_message_batches(sources[0], bpf, stats, progress=progress,
+                                             read_ahead=True))]
+    else:
+        gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
     def refill(i):
         while True:
+            if stats.interrupted:
+                heads[i] = None
+                return
             try:
                 msgs, data, last = next(gens[i])
             except StopIteration:
@@ -181,6 +255,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 stats.add(b)
                 if b.num_rows:
                     ready.append(b)
+
+    from httpanalyzer.feeder import ConsumerFailed
 
     try:
         for i in range(len(gens)):
@@ -217,18 +293,46 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         stats.add(b)
         if b.num_rows:
             yield b
+    except ConsumerFailed:
+        # Records the surviving consumers hold are not lost: they flush and we pass them on.
+        b = pairer.salvage()
+        stats.add(b)
+        if b.num_rows:
+            yield b
+        raise
     finally:
         stats.pairing = pairer.counters()
+        if consumers:
+            if feeder is not None:
+                feeder.update(pairer.balance())
+            pairer.close()
         for g in gens:
             g.close()
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
-            summary: Summary | None = None, live: bool = False, **table_options):
+            summary: Summary | None = None, live: bool = False, consumers: int | None = None,
+            feeder: dict | None = None, **table_options):
     """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
     DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
-    memory use iter_record_batches()."""
+    memory use iter_record_batches(). consumers=N: pair in N feeder consumer processes; the
+    merged records are then sorted by request time (unmatched responses by response time)."""
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
-                                       summary=summary, live=live, **table_options))
+                                       summary=summary, live=live, consumers=consumers,
+                                       feeder=feeder, **table_options))
     table = pa.Table.from_batches(batches, schema=records.SCHEMA)
+    if consumers:
+        table = _sort_by_time(table)
     return records.to_pandas(table)
+
+
+def _sort_by_time(table: pa.Table) -> pa.Table:
+    """Records from several consumers in one order: request time (response time when there is
+    no request), then response time, then packet index."""
+    if table.num_rows == 0:
+        return table
+    t = pc.coalesce(table.column("request_ts"), table.column("response_ts"))
+    keyed = table.append_column("_t", t)
+    keyed = keyed.sort_by([("_t", "ascending"), ("response_ts", "ascending"),
+                           ("request_frame", "ascending"), ("response_frame", "ascending")])
+    return keyed.drop_columns(["_t"])

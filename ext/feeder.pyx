@@ -1,0 +1,708 @@
+# cython: freethreading_compatible = False
+"""Packet feeder core: the consumer hashes (paper Eq. 1, 2, 3) and the shared-memory SPSC rings.
+
+* hash_eq1 / hash_eq2 / hash_eq3 give, for an array of HttpMsg (webtap.schema.MESSAGE_DTYPE),
+  the paper's 4-tuple hash (Eq. 1), table hash (Eq. 2) and consumer hash (Eq. 3), before the
+  modulo, as uint32 arrays (for notebooks and the balance report).
+* Dispatcher (the feeder's side): per message batch, picks each message's consumer with Eq. 3,
+  computes the capture clock the single-process table would have before the message (so every
+  consumer's GC sees the same clock), groups the messages by consumer and writes one frame per
+  consumer into its ring: the HttpMsg records (pkt_offset rewritten), one clock per message and
+  the packet bytes their text spans need. Capture-clock ticks and clock resets are broadcast to
+  every ring. A full ring blocks the feeder (offline) or drops the frame, counted (live).
+* ConsumerRing (a consumer's side): the next frame as numpy views into shared memory, no copy.
+
+The ring protocol itself is ext/spsc.h (C11 acquire/release atomics, no locks).
+"""
+import numpy as np
+
+cimport cython
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, calloc
+from libc.string cimport memcpy, memset
+
+from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE
+from pairing cimport fold_ip, eq2_hash
+
+
+cdef extern from "spsc.h" nogil:
+    ctypedef struct spsc_ctl:
+        uint64_t capacity
+        uint32_t magic
+    ctypedef struct spsc_frame:
+        uint64_t size
+        uint32_t kind
+        uint32_t trace
+        uint64_t nmsgs
+        uint64_t data_len
+        int64_t tick_ns
+    enum:
+        SPSC_MAGIC
+        SPSC_HDR
+        SPSC_FRAME_MSGS
+        SPSC_FRAME_TICK
+        SPSC_FRAME_PAD
+        SPSC_FRAME_END
+    uint64_t spsc_align8(uint64_t n)
+    spsc_ctl *spsc_init(void *region, uint64_t region_bytes)
+    uint8_t *spsc_data(spsc_ctl *c)
+    uint64_t spsc_max_frame(const spsc_ctl *c)
+    spsc_frame *spsc_reserve(spsc_ctl *c, uint64_t size)
+    void spsc_commit(spsc_ctl *c, uint64_t size)
+    uint64_t spsc_used(spsc_ctl *c)
+    spsc_frame *spsc_peek(spsc_ctl *c)
+    void spsc_release(spsc_ctl *c, uint64_t size)
+
+cdef extern from *:
+    """
+    #include <stdatomic.h>
+    #include <time.h>
+    static inline void wt_ring_progress(spsc_ctl *c, uint64_t msgs) {
+        atomic_fetch_add_explicit(&c->frames_done, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->msgs_done, msgs, memory_order_relaxed);
+    }
+    static inline uint64_t wt_ring_frames_done(spsc_ctl *c) {
+        return atomic_load_explicit(&c->frames_done, memory_order_relaxed); }
+    static inline uint64_t wt_ring_msgs_done(spsc_ctl *c) {
+        return atomic_load_explicit(&c->msgs_done, memory_order_relaxed); }
+    static inline void wt_ring_set_done(spsc_ctl *c) {
+        atomic_store_explicit(&c->producer_done, 1, memory_order_release); }
+    static inline int64_t wt_now_ns(void) {
+        struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+        return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+    static inline void wt_sleep_ns(long ns) {
+        struct timespec t = {0, ns}; nanosleep(&t, NULL); }
+    static inline void wt_cpu_relax(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #endif
+    }
+    """
+    void wt_ring_progress(spsc_ctl *c, uint64_t msgs) nogil
+    uint64_t wt_ring_frames_done(spsc_ctl *c) nogil
+    uint64_t wt_ring_msgs_done(spsc_ctl *c) nogil
+    void wt_ring_set_done(spsc_ctl *c) nogil
+    int64_t wt_now_ns() nogil
+    void wt_sleep_ns(long ns) nogil
+    void wt_cpu_relax() nogil
+
+
+FRAME_MSGS = SPSC_FRAME_MSGS
+FRAME_TICK = SPSC_FRAME_TICK
+FRAME_END = SPSC_FRAME_END
+RING_HEADER_BYTES = SPSC_HDR
+FRAME_HEADER_BYTES = sizeof(spsc_frame)
+
+# Per-consumer statistics of a Dispatcher, columns of Dispatcher.stats.
+STAT_NAMES = ("messages", "requests", "responses", "packet_bytes", "frames", "ticks",
+              "stall_ns", "dropped_messages", "dropped_ticks", "interim_routed")
+cdef enum:
+    S_MSGS = 0
+    S_REQ = 1
+    S_RESP = 2
+    S_BYTES = 3
+    S_FRAMES = 4
+    S_TICKS = 5
+    S_STALL_NS = 6
+    S_DROP_MSGS = 7
+    S_DROP_TICKS = 8
+    S_INTERIM = 9
+    S_N = 10
+
+
+# ---------------------------------------------------------------------------------- hashes
+
+cdef inline uint32_t eq1_hash(const HttpMsg *m) noexcept nogil:
+    """Eq. 1: srcIP ^ srcPort ^ dstIP ^ dstPort (flow hash, symmetric)."""
+    return fold_ip(m.src_ip, m.ip_version) ^ m.src_port ^ fold_ip(m.dst_ip, m.ip_version) ^ m.dst_port
+
+
+cdef inline uint32_t msg_key(const HttpMsg *m) noexcept nogil:
+    """The number the pairing condition compares: ACK of a request, SEQ of a response."""
+    return m.ack if m.kind == MSG_REQUEST else m.seq
+
+
+cdef inline uint32_t eq3_value(const HttpMsg *m, uint32_t key) noexcept nogil:
+    """Eq. 3: Eq. 1 ^ key ^ (key's four bytes XOR'ed together); folding the bytes stirs the
+    low bits that the modulo keeps."""
+    cdef uint32_t fold = (key ^ (key >> 8) ^ (key >> 16) ^ (key >> 24)) & 0xFF
+    return eq1_hash(m) ^ key ^ fold
+
+
+cdef const HttpMsg *_msgs_ptr(msgs, size_t *n) except NULL:
+    from webtap.schema import MESSAGE_DTYPE
+    if msgs.dtype != MESSAGE_DTYPE or msgs.dtype.itemsize != sizeof(HttpMsg):
+        raise TypeError("msgs must be a webtap.schema.MESSAGE_DTYPE array")
+    if not msgs.flags.c_contiguous:
+        raise ValueError("msgs must be C-contiguous")
+    n[0] = len(msgs)
+    if n[0] == 0:
+        return <const HttpMsg *>1   # never dereferenced
+    cdef const uint8_t[::1] raw = msgs.view(np.uint8).reshape(-1)
+    return <const HttpMsg *>&raw[0]
+
+
+def hash_eq1(msgs):
+    """Eq. 1 (4-tuple XOR) per message, uint32, before the modulo."""
+    cdef size_t n, i
+    cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
+    out = np.empty(n, dtype=np.uint32)
+    cdef uint32_t[::1] o = out
+    with nogil:
+        for i in range(n):
+            o[i] = eq1_hash(&m[i])
+    return out
+
+
+def hash_eq2(msgs):
+    """Eq. 2 (the pairing table's hash) per message, uint32, before the modulo."""
+    cdef size_t n, i
+    cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
+    out = np.empty(n, dtype=np.uint32)
+    cdef uint32_t[::1] o = out
+    with nogil:
+        for i in range(n):
+            o[i] = eq2_hash(m[i].src_ip, m[i].src_port, m[i].dst_ip, m[i].dst_port, msg_key(&m[i]),
+                            m[i].ip_version)
+    return out
+
+
+def hash_eq3(msgs):
+    """Eq. 3 (the consumer hash) per message, uint32, before the modulo: the consumer of a
+    message among n is hash_eq3(msgs) % n."""
+    cdef size_t n, i
+    cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
+    out = np.empty(n, dtype=np.uint32)
+    cdef uint32_t[::1] o = out
+    with nogil:
+        for i in range(n):
+            o[i] = eq3_value(&m[i], msg_key(&m[i]))
+    return out
+
+
+# ---------------------------------------------------------------------------------- rings
+
+cdef spsc_ctl *_attach(uint8_t[::1] mv, bint init) except NULL:
+    if mv.shape[0] < SPSC_HDR + 4096:
+        raise ValueError("ring region too small")
+    if init:
+        return spsc_init(&mv[0], mv.shape[0])
+    cdef spsc_ctl *c = <spsc_ctl *>&mv[0]
+    if c.magic != SPSC_MAGIC:
+        raise ValueError("not an initialised ring region")
+    return c
+
+
+cdef inline void _backoff(int *spins) noexcept nogil:
+    """Wait a little: spin first (the other side is usually about to move), then sleep up to
+    200 us, so an idle ring costs no CPU and a busy one no syscalls."""
+    if spins[0] < 200:
+        wt_cpu_relax()
+    elif spins[0] < 260:
+        wt_sleep_ns(5000)
+    else:
+        wt_sleep_ns(200000)
+    spins[0] += 1
+
+
+@cython.final
+cdef class Ring:
+    """A SPSC ring over a writable buffer (an mmap of shared memory). init=True lays out an
+    empty ring; the other side attaches with init=False. Either side can use the byte-level
+    put/get (tests, notebooks); the feeder and consumers use Dispatcher and next_frame."""
+    cdef spsc_ctl *c
+    cdef uint8_t[::1] mv
+
+    def __cinit__(self, buf, bint init=False):
+        self.mv = buf
+        self.c = _attach(self.mv, init)
+
+    @property
+    def capacity(self):
+        return self.c.capacity
+
+    @property
+    def max_frame(self):
+        """Largest frame (header + body) the ring takes."""
+        return spsc_max_frame(self.c)
+
+    @property
+    def used(self):
+        return spsc_used(self.c)
+
+    @property
+    def msgs_done(self):
+        return wt_ring_msgs_done(self.c)
+
+    @property
+    def frames_done(self):
+        return wt_ring_frames_done(self.c)
+
+    def put(self, const uint8_t[::1] body, uint32_t trace=0):
+        """Producer: one frame carrying `body`. False when the ring has no room now."""
+        cdef uint64_t size = spsc_align8(sizeof(spsc_frame) + body.shape[0])
+        if size > spsc_max_frame(self.c):
+            raise ValueError(f"frame of {size} bytes over the ring's maximum {spsc_max_frame(self.c)}")
+        cdef spsc_frame *f = spsc_reserve(self.c, size)
+        if f == NULL:
+            return False
+        f.size = size
+        f.kind = SPSC_FRAME_MSGS
+        f.trace = trace
+        f.nmsgs = 0
+        f.data_len = body.shape[0]
+        f.tick_ns = 0
+        if body.shape[0]:
+            memcpy(<uint8_t *>f + sizeof(spsc_frame), &body[0], body.shape[0])
+        spsc_commit(self.c, size)
+        return True
+
+    def get(self):
+        """Consumer: (trace, body bytes) of the next frame, released; None when empty."""
+        cdef spsc_frame *f = spsc_peek(self.c)
+        if f == NULL:
+            return None
+        out = (f.trace, bytes((<uint8_t *>f + sizeof(spsc_frame))[:f.data_len]))
+        spsc_release(self.c, f.size)
+        return out
+
+    def next_frame(self, double timeout=0.1):
+        """Consumer: wait up to `timeout` s for the next frame; None if none came. Returns
+        (kind, trace, tick_ns, msgs, clocks, data, size): msgs (MESSAGE_DTYPE), clocks (int64)
+        and data (uint8) are views into the ring, valid until release(size, nmsgs)."""
+        from webtap.schema import MESSAGE_DTYPE
+        cdef spsc_frame *f = NULL
+        cdef int spins = 0
+        cdef int64_t deadline = wt_now_ns() + <int64_t>(timeout * 1e9)
+        with nogil:
+            while True:
+                f = spsc_peek(self.c)
+                if f != NULL or wt_now_ns() >= deadline:
+                    break
+                _backoff(&spins)
+        if f == NULL:
+            return None
+        cdef size_t base = <uint8_t *>f - &self.mv[0]
+        cdef size_t mo = base + sizeof(spsc_frame)
+        cdef size_t co = mo + f.nmsgs * sizeof(HttpMsg)
+        cdef size_t do = co + f.nmsgs * sizeof(int64_t)
+        arr = np.asarray(self.mv)
+        msgs = arr[mo:co].view(MESSAGE_DTYPE)
+        clocks = arr[co:do].view(np.int64)
+        data = arr[do:do + f.data_len]
+        return f.kind, f.trace, f.tick_ns, msgs, clocks, data, f.size
+
+    def release(self, uint64_t size, uint64_t nmsgs=0):
+        """Consumer: give back the frame returned by next_frame; count its messages as done."""
+        spsc_release(self.c, size)
+        wt_ring_progress(self.c, nmsgs)
+
+
+# ---------------------------------------------------------------------------------- routing of 1xx
+
+# A response after an interim 1xx starts at the 1xx's SEQ + its length, not at the request's ACK,
+# so Eq. 3 would send it elsewhere; the dispatcher remembers where each 1xx went.
+cdef struct IRoute:
+    uint8_t src[16]
+    uint8_t dst[16]
+    int64_t stamp
+    uint32_t seq
+    int32_t cons          # -1: free
+    uint16_t sport
+    uint16_t dport
+    uint8_t ipv
+
+cdef enum:
+    IR_BUCKETS = 1 << 12
+    IR_WAYS = 4
+
+
+@cython.final
+cdef class Dispatcher:
+    """The feeder's side of N rings: route HTTP messages with Eq. 3, stamp them with the shared
+    capture clock, write them as frames. check: a Python callable run every few ms while a ring
+    is full (it raises to abort, e.g. when a consumer died). live: drop (and count) instead of
+    waiting when a ring is full."""
+    cdef spsc_ctl **rings
+    cdef list _keep
+    cdef readonly int n
+    cdef int64_t now
+    cdef bint has_now
+    cdef readonly int64_t gc_timeout_ns
+    cdef readonly bint live
+    cdef object check
+    cdef uint64_t[:, ::1] st
+    cdef readonly object stats
+    cdef IRoute *iroute
+    cdef readonly uint64_t interim_overwritten
+    cdef int32_t *cons
+    cdef int64_t *clk
+    cdef uint32_t *ext
+    cdef int32_t *order
+    cdef size_t scratch_cap
+
+    def __cinit__(self, list bufs, int64_t gc_timeout_ns=60_000_000_000, bint live=False, check=None):
+        cdef int c
+        cdef uint8_t[::1] mv
+        if not bufs:
+            raise ValueError("at least one ring")
+        self.n = len(bufs)
+        self.rings = <spsc_ctl **>calloc(self.n, sizeof(spsc_ctl *))
+        self.iroute = <IRoute *>malloc(IR_BUCKETS * IR_WAYS * sizeof(IRoute))
+        if self.rings == NULL or self.iroute == NULL:
+            raise MemoryError()
+        for c in range(IR_BUCKETS * IR_WAYS):
+            self.iroute[c].cons = -1
+        self._keep = []
+        for c in range(self.n):
+            mv = bufs[c]
+            self.rings[c] = _attach(mv, False)
+            self._keep.append(mv)
+        self.gc_timeout_ns = gc_timeout_ns
+        self.live = live
+        self.check = check
+        self.stats = np.zeros((self.n, S_N), dtype=np.uint64)
+        self.st = self.stats
+        self.has_now = False
+
+    def __dealloc__(self):
+        free(self.rings)
+        free(self.iroute)
+        free(self.cons)
+        free(self.clk)
+        free(self.ext)
+        free(self.order)
+
+    @property
+    def clock(self):
+        """The shared capture clock (ns) after everything dispatched so far; None before any."""
+        return self.now if self.has_now else None
+
+    # -------------------------------------------------------------- waiting for room
+
+    cdef int _reserve(self, int c, uint64_t size, spsc_frame **out, bint must=False) except -1 nogil:
+        """Room for a frame in ring c. Returns 1 with *out set, or 0 when live and full (drop)
+        unless `must` (END frames are never dropped). Otherwise waits (back-pressure), calling
+        check() every ~20 ms; check() raising aborts."""
+        cdef int spins = 0
+        cdef int64_t t0 = 0, last = 0, t
+        cdef spsc_frame *f
+        while True:
+            f = spsc_reserve(self.rings[c], size)
+            if f != NULL:
+                if t0:
+                    self.st[c, S_STALL_NS] += wt_now_ns() - t0
+                out[0] = f
+                return 1
+            if self.live and not must:
+                return 0
+            if t0 == 0:
+                t0 = wt_now_ns()
+                last = t0
+            _backoff(&spins)
+            t = wt_now_ns()
+            if t - last > 20_000_000:
+                last = t
+                if self.check is not None:
+                    with gil:
+                        self.check()
+
+    cdef int _tick_one(self, int c, int64_t ts, uint32_t kind) except -1 nogil:
+        cdef spsc_frame *f
+        cdef uint64_t size = sizeof(spsc_frame)
+        if not self._reserve(c, size, &f, kind == SPSC_FRAME_END):
+            self.st[c, S_DROP_TICKS] += 1
+            return 0
+        f.size = size
+        f.kind = kind
+        f.trace = 0
+        f.nmsgs = 0
+        f.data_len = 0
+        f.tick_ns = ts
+        spsc_commit(self.rings[c], size)
+        self.st[c, S_TICKS] += 1
+        return 0
+
+    cdef int _broadcast(self, int64_t ts) except -1 nogil:
+        cdef int c
+        for c in range(self.n):
+            self._tick_one(c, ts, SPSC_FRAME_TICK)
+        return 0
+
+    # -------------------------------------------------------------- clock (pairing.pyx _advance)
+
+    cdef int _clock_to(self, int64_t ts) except -1 nogil:
+        """Move the shared clock as PairingTable._advance does. On a clock reset (ts earlier
+        than the clock by more than the GC window) every consumer is first brought to the old
+        clock, then sent ts: each one's own table resets exactly as the single table would."""
+        if not self.has_now:
+            self.has_now = True
+            self.now = ts
+        elif ts < self.now:
+            if self.now - ts > self.gc_timeout_ns:
+                self._broadcast(self.now)
+                self._broadcast(ts)
+                self.now = ts
+        else:
+            self.now = ts
+        return 0
+
+    # -------------------------------------------------------------- interim routes
+
+    cdef inline uint32_t _ir_bucket(self, const uint8_t *src, uint16_t sport, const uint8_t *dst,
+                                    uint16_t dport, uint32_t seq, uint8_t ipv) noexcept nogil:
+        cdef uint32_t h = eq2_hash(src, sport, dst, dport, seq, ipv)
+        h ^= h >> 16
+        h *= 0x45d9f3b
+        h ^= h >> 16
+        return h & (IR_BUCKETS - 1)
+
+    cdef int32_t _ir_find(self, const HttpMsg *m) noexcept nogil:
+        cdef uint32_t b = self._ir_bucket(m.src_ip, m.src_port, m.dst_ip, m.dst_port, m.seq, m.ip_version)
+        cdef IRoute *r
+        cdef int w
+        for w in range(IR_WAYS):
+            r = &self.iroute[b * IR_WAYS + w]
+            if (r.cons >= 0 and r.seq == m.seq and r.sport == m.src_port and r.dport == m.dst_port
+                    and r.ipv == m.ip_version and memcmp16(r.src, m.src_ip) and memcmp16(r.dst, m.dst_ip)):
+                return r.cons
+        return -1
+
+    cdef void _ir_add(self, const HttpMsg *m, int32_t c) noexcept nogil:
+        """The final response after 1xx m starts at m.seq + its payload length: route it to c."""
+        cdef uint32_t seq = m.seq + m.payload_len
+        cdef uint32_t b = self._ir_bucket(m.src_ip, m.src_port, m.dst_ip, m.dst_port, seq, m.ip_version)
+        cdef IRoute *r
+        cdef IRoute *victim = NULL
+        cdef int w
+        for w in range(IR_WAYS):
+            r = &self.iroute[b * IR_WAYS + w]
+            if r.cons < 0:
+                victim = r
+                break
+            if (r.seq == seq and r.sport == m.src_port and r.dport == m.dst_port
+                    and memcmp16(r.src, m.src_ip) and memcmp16(r.dst, m.dst_ip)):
+                victim = r
+                break
+            if victim == NULL or r.stamp < victim.stamp:
+                victim = r
+        if victim.cons >= 0 and not (victim.seq == seq and victim.sport == m.src_port):
+            self.interim_overwritten += 1
+        memcpy(victim.src, m.src_ip, 16)
+        memcpy(victim.dst, m.dst_ip, 16)
+        victim.seq = seq
+        victim.sport = m.src_port
+        victim.dport = m.dst_port
+        victim.ipv = m.ip_version
+        victim.stamp = self.now
+        victim.cons = c
+
+    # -------------------------------------------------------------- messages
+
+    cdef int _scratch(self, size_t n) except -1:
+        if n <= self.scratch_cap:
+            return 0
+        free(self.cons)
+        free(self.clk)
+        free(self.ext)
+        free(self.order)
+        self.cons = <int32_t *>malloc(n * sizeof(int32_t))
+        self.clk = <int64_t *>malloc(n * sizeof(int64_t))
+        self.ext = <uint32_t *>malloc(n * sizeof(uint32_t))
+        self.order = <int32_t *>malloc(n * sizeof(int32_t))
+        if self.cons == NULL or self.clk == NULL or self.ext == NULL or self.order == NULL:
+            self.scratch_cap = 0
+            raise MemoryError()
+        self.scratch_cap = n
+        return 0
+
+    def feed(self, msgs, const uint8_t[::1] data, uint32_t trace=0):
+        """Dispatch one message batch whose spans point into `data` (as PairingTable.feed)."""
+        cdef size_t n
+        cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
+        if n == 0:
+            return
+        self._scratch(n)
+        cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
+        cdef size_t buflen = data.shape[0]
+        with nogil:
+            self._feed(m, n, buf, buflen, trace)
+
+    def tick(self, int64_t ts):
+        """Advance the shared capture clock without a message (PairingTable.advance) and tell
+        every consumer."""
+        with nogil:
+            self._clock_to(ts)
+            self._broadcast(self.now)
+
+    def end(self):
+        """No more input: an END frame to every consumer (they flush and report)."""
+        cdef int c
+        with nogil:
+            for c in range(self.n):
+                self._tick_one(c, 0, SPSC_FRAME_END)
+                wt_ring_set_done(self.rings[c])
+
+    cdef int _feed(self, const HttpMsg *m, size_t n, const uint8_t *buf, size_t buflen,
+                   uint32_t trace) except -1 nogil:
+        cdef size_t i = 0, j
+        cdef int64_t ts
+        cdef int32_t c
+        cdef const HttpMsg *x
+        while i < n:
+            j = i
+            while j < n:
+                x = &m[j]
+                if x.kind != MSG_REQUEST and x.kind != MSG_RESPONSE:
+                    # the table ignores these without moving its clock; so does the feeder
+                    self.cons[j] = -1
+                    j += 1
+                    continue
+                ts = x.ts_ns
+                if self.has_now and ts < self.now and self.now - ts > self.gc_timeout_ns:
+                    if j > i:
+                        break          # a clock reset: dispatch what precedes it first
+                    self._clock_to(ts)  # broadcasts the reset; the clock is now ts
+                # the clock the single table has when this message arrives, before its own step
+                self.clk[j] = self.now if self.has_now else ts
+                if not self.has_now or ts > self.now:
+                    self.now = ts
+                    self.has_now = True
+                c = -1
+                if x.kind == MSG_RESPONSE:
+                    c = self._ir_find(x)
+                    if c >= 0:
+                        self.st[c, S_INTERIM] += 1
+                if c < 0:
+                    c = eq3_value(x, msg_key(x)) % <uint32_t>self.n
+                if x.kind == MSG_RESPONSE and x.status >= 100 and x.status < 200 and x.status != 101:
+                    self._ir_add(x, c)
+                self.cons[j] = c
+                self.ext[j] = _extent(x, buflen)
+                j += 1
+            self._write_segment(m, i, j, buf, trace)
+            i = j
+        return 0
+
+    cdef int _write_segment(self, const HttpMsg *m, size_t i, size_t j, const uint8_t *buf,
+                            uint32_t trace) except -1 nogil:
+        """Frames for messages i..j-1 (no clock reset among them), one run per consumer."""
+        cdef int c
+        cdef size_t k, cnt, start
+        cdef int64_t counts[64]
+        cdef int64_t *cnts = counts
+        if self.n > 64:
+            cnts = <int64_t *>calloc(self.n * 2, sizeof(int64_t))
+        else:
+            memset(counts, 0, sizeof(counts))
+        # counting sort of message indices by consumer (stable: arrival order kept per consumer)
+        for k in range(i, j):
+            if self.cons[k] >= 0:
+                cnts[self.cons[k]] += 1
+        start = i
+        for c in range(self.n):
+            cnt = cnts[c]
+            cnts[c] = start
+            start += cnt
+        for k in range(i, j):
+            if self.cons[k] >= 0:
+                self.order[cnts[self.cons[k]]] = <int32_t>k
+                cnts[self.cons[k]] += 1
+        start = i
+        for c in range(self.n):
+            # after the scatter cnts[c] is the end of c's run
+            self._write_run(c, m, start, <size_t>cnts[c], buf, trace)
+            start = cnts[c]
+        if cnts != counts:
+            free(cnts)
+        return 0
+
+    cdef int _write_run(self, int c, const HttpMsg *m, size_t a, size_t b, const uint8_t *buf,
+                        uint32_t trace) except -1 nogil:
+        """Messages order[a:b] (all for consumer c) as one or more frames in ring c."""
+        cdef uint64_t maxf = spsc_max_frame(self.rings[c])
+        cdef uint64_t per_msg = sizeof(HttpMsg) + sizeof(int64_t)
+        cdef uint64_t size, dlen, need, off
+        cdef size_t e, k, q
+        cdef spsc_frame *f
+        cdef HttpMsg *om
+        cdef int64_t *oc
+        cdef uint8_t *od
+        cdef const HttpMsg *x
+        while a < b:
+            # as many messages as fit in one frame
+            size = sizeof(spsc_frame)
+            dlen = 0
+            e = a
+            while e < b:
+                need = per_msg + self.ext[self.order[e]]
+                if e > a and spsc_align8(size + need) > maxf:
+                    break
+                size += need
+                dlen += self.ext[self.order[e]]
+                e += 1
+            size = spsc_align8(size)
+            if size > maxf:
+                with gil:
+                    raise ValueError(f"one message needs a {size}-byte frame; ring maximum {maxf}")
+            if not self._reserve(c, size, &f):
+                self.st[c, S_DROP_MSGS] += e - a
+                a = e
+                continue
+            f.size = size
+            f.kind = SPSC_FRAME_MSGS
+            f.trace = trace
+            f.nmsgs = e - a
+            f.data_len = dlen
+            f.tick_ns = 0
+            om = <HttpMsg *>(<uint8_t *>f + sizeof(spsc_frame))
+            oc = <int64_t *>(om + (e - a))
+            od = <uint8_t *>(oc + (e - a))
+            off = 0
+            for q in range(e - a):
+                k = self.order[a + q]
+                x = &m[k]
+                memcpy(&om[q], x, sizeof(HttpMsg))
+                om[q].pkt_offset = off
+                oc[q] = self.clk[k]
+                if self.ext[k]:
+                    memcpy(od + off, buf + x.pkt_offset, self.ext[k])
+                off += self.ext[k]
+                self.st[c, S_MSGS] += 1
+                if x.kind == MSG_REQUEST:
+                    self.st[c, S_REQ] += 1
+                else:
+                    self.st[c, S_RESP] += 1
+            self.st[c, S_BYTES] += dlen
+            self.st[c, S_FRAMES] += 1
+            spsc_commit(self.rings[c], size)
+            a = e
+        return 0
+
+
+cdef inline bint memcmp16(const uint8_t *a, const uint8_t *b) noexcept nogil:
+    cdef int i
+    for i in range(16):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef inline uint32_t _span_end(Span s) noexcept nogil:
+    return s.off + s.len if s.len else 0
+
+
+cdef inline uint32_t _extent(const HttpMsg *m, size_t buflen) noexcept nogil:
+    """Bytes of the packet, from its first, that the message's text spans need."""
+    cdef uint32_t e = 0
+    e = max(e, _span_end(m.method))
+    e = max(e, _span_end(m.uri))
+    e = max(e, _span_end(m.version))
+    e = max(e, _span_end(m.host))
+    e = max(e, _span_end(m.user_agent))
+    e = max(e, _span_end(m.reason))
+    if m.pkt_offset >= buflen:
+        return 0
+    if e > buflen - m.pkt_offset:
+        e = <uint32_t>(buflen - m.pkt_offset)
+    return e

@@ -1,0 +1,126 @@
+"""The feeder's records equal the single-process run's, as a multiset, paired and unmatched.
+
+Real traces: every shared trace as one stream (their clocks jump back and forth between files:
+GC, clock resets and 1xx all occur) for N = 1..4, and trace by trace for N = 2 on a sample.
+Synthetic: shuffled, time-jumping transactions with 100 Continue, fed to FeederPairer and
+to one Pairer directly.
+"""
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import httpanalyzer
+from httpanalyzer import records
+from httpanalyzer.feeder import FeederPairer
+from httpanalyzer.pairing import Pairer
+from httpanalyzer.stream import Summary
+from tests.conftest import TRACES, shared_trace_files
+from tests.strategies import S, transactions
+
+
+def multiset(df) -> Counter:
+    return Counter(map(tuple, df.astype(str).values.tolist()))
+
+
+@pytest.fixture(scope="module")
+def all_traces():
+    files = [str(p) for p in shared_trace_files()]
+    if not files:
+        pytest.skip(f"shared traces absent: {TRACES}")
+    s = Summary()
+    df = httpanalyzer.analyze(files, summary=s)
+    return files, df, s
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_all_traces_as_one_stream(all_traces, n):
+    files, single, s1 = all_traces
+    s = Summary()
+    fb = {}
+    df = httpanalyzer.analyze(files, consumers=n, summary=s, feeder=fb)
+    assert len(df) == len(single) > 1000
+    assert multiset(df) == multiset(single)
+    # the stream exercises what the clock broadcast is for
+    assert s1.pairing["request_unmatched_gc"] + s1.pairing["response_unmatched_gc"] > 100
+    assert s1.pairing["clock_reset"] >= 1 and s1.pairing["paired_after_interim"] >= 1
+    # the counters that do not depend on how the table is split add up
+    for k in ("messages", "paired", "paired_after_interim", "request_repeat", "response_repeat"):
+        assert s.pairing[k] == s1.pairing[k], k
+    rows = fb["consumers"]
+    assert sum(r["messages"] for r in rows) == s1.pairing["messages"]
+    assert sum(r["transactions"] for r in rows) == s1.pairing["paired"]
+    assert sum(r["records"] for r in rows) == len(single)
+    # merged output is sorted by request time (response time for response-only records)
+    t = df.request_ts.fillna(df.response_ts)
+    assert t.is_monotonic_increasing
+
+
+def test_trace_by_trace_two_consumers():
+    files = shared_trace_files()
+    if not files:
+        pytest.skip(f"shared traces absent: {TRACES}")
+    sample = files[::10]
+    compared = 0
+    for p in sample:
+        try:
+            single = httpanalyzer.analyze(str(p))
+        except (OSError, ValueError, RuntimeError):
+            continue
+        two = httpanalyzer.analyze(str(p), consumers=2)
+        assert multiset(two) == multiset(single), p
+        compared += len(single)
+    assert compared > 300
+
+
+def _records(pairer, msgs, data, cuts):
+    """Feed msgs in the batches `cuts` gives, with a clock tick after each (as the stream does)."""
+    out = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        pairer.feed(msgs[a:b], data)
+        out.append(pairer.take())
+        pairer.advance(int(msgs["ts_ns"][a:b].max()))
+    pairer.flush()
+    out.append(pairer.take())
+    return records.to_pandas(pa.Table.from_batches(out, schema=records.SCHEMA))
+
+
+def interim_first(msgs):
+    """The one order the feeder does not reproduce (docs/FEEDER.md): a final response captured
+    before the 1xx it follows. Move each such 1xx just before its final response."""
+    msgs = msgs.copy()
+    rows = list(range(len(msgs)))
+    for i in range(len(msgs)):
+        m = msgs[i]
+        if m["kind"] == 2 and 100 <= m["status"] < 200 and m["status"] != 101:
+            nxt = (int(m["seq"]) + int(m["payload_len"])) & 0xFFFFFFFF
+            for j in range(i):
+                f = msgs[j]
+                if (f["kind"] == 2 and int(f["seq"]) == nxt and f["src_port"] == m["src_port"]
+                        and f["dst_port"] == m["dst_port"] and bytes(f["src_ip"]) == bytes(m["src_ip"])):
+                    rows.remove(i)
+                    rows.insert(rows.index(j), i)
+                    break
+    return msgs[rows].copy()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(b=transactions(max_txn=40, span_ns=200 * S), seed=st.integers(0, 2**32 - 1),
+       n=st.integers(2, 4), jumps=st.lists(st.integers(-500, 500), min_size=0, max_size=3))
+def test_shuffled_time_jumping_streams(b, seed, n, jumps):
+    """Out-of-order messages (the clock goes back), jumps of hundreds of seconds both ways
+    (clock resets, mass GC), ticks between batches: records equal one table's."""
+    msgs, data = b.build()
+    rng = np.random.default_rng(seed)
+    msgs = interim_first(msgs[rng.permutation(len(msgs))])
+    for j in jumps:
+        at = int(rng.integers(0, len(msgs)))
+        msgs["ts_ns"][at:] += j * S
+    cuts = sorted(set([0, len(msgs)] + [int(x) for x in rng.integers(0, len(msgs) + 1, size=3)]))
+    single = _records(Pairer(), msgs, data, cuts)
+    with FeederPairer(n, ring_bytes=1 << 16) as fp:   # small rings: back-pressure happens
+        multi = _records(fp, msgs, data, cuts)
+    assert multiset(multi) == multiset(single)

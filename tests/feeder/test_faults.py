@@ -1,0 +1,173 @@
+"""Faults: a consumer killed or raising is reported with its id and progress; nothing is left
+behind (processes, /dev/shm); records already produced are kept; Ctrl-C ends a CLI run cleanly."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pytest
+
+import httpanalyzer.pairing
+from httpanalyzer.feeder import ConsumerFailed, FeederPairer, hash_eq3
+from tests.conftest import REPO, TRACES
+from tests.msgbuild import MsgBuilder
+from tests.strategies import S, T0
+
+
+def shm_files() -> set[str]:
+    return {f for f in os.listdir("/dev/shm") if f.startswith("webtap-feeder")}
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def transactions(k0: int, n: int, open_requests: int = 0):
+    """n paired transactions on distinct keys, request then response, 1 ms apart, and
+    open_requests requests that get no response (they wait in the tables)."""
+    b = MsgBuilder()
+    for k in range(k0, k0 + n + open_requests):
+        ack = (k * 2654435761) & 0xFFFFFFFF
+        b.req(T0 + k * 1_000_000, "10.0.0.1", 1024 + k % 5000, "10.9.9.9", 80, k, ack, uri=f"/{k}")
+        if k < k0 + n:
+            b.resp(T0 + k * 1_000_000 + 500, "10.9.9.9", 80, "10.0.0.1", 1024 + k % 5000, ack, k + 1)
+    return b.build()
+
+
+def wait_rows(fp, want, timeout=20):
+    got = []
+    deadline = time.monotonic() + timeout
+    while sum(b.num_rows for b in got) < want and time.monotonic() < deadline:
+        got.append(fp.take())
+        time.sleep(0.01)
+    return got
+
+
+def test_killed_consumer_is_reported_and_nothing_is_left_behind():
+    before = shm_files()
+    fp = FeederPairer(3, ring_bytes=1 << 20)
+    pids = fp.pids
+    assert not shm_files() - before            # rings unlinked once every consumer mapped them
+    msgs, data = transactions(0, 2900, open_requests=100)
+    fp.feed(msgs, data)
+    first = wait_rows(fp, 2900)
+    assert sum(b.num_rows for b in first) == 2900      # produced before the fault: kept
+    os.kill(pids[1], signal.SIGKILL)
+    taken, fed = first, [msgs]
+    with pytest.raises(ConsumerFailed) as ei:
+        for k in range(1, 200):
+            msgs, data = transactions(k * 3000, 2900, open_requests=100)
+            fp.feed(msgs, data)
+            fed.append(msgs)
+            taken.append(fp.take())
+            time.sleep(0.01)
+    e = ei.value
+    assert e.consumer == 1 and e.exitcode == -signal.SIGKILL
+    assert e.messages >= 1000 and "consumer 1 died" in str(e)
+    rest = fp.salvage()                         # survivors flush what they hold
+    # every message of a fully dispatched batch that went to a survivor is in a record
+    got = pa.Table.from_batches(taken + [rest]).to_pandas()
+    uris = set(got.uri.dropna())
+    for msgs in fed:
+        req = msgs[msgs["kind"] == 1]
+        to_survivor = hash_eq3(req) % 3 != 1
+        want = {f"/{int(s)}" for s in req["seq"][to_survivor]}
+        assert want <= uris
+    ends = got[got.unmatched_reason == "end"]
+    assert len(ends) > 0 and set(ends.uri) <= {f"/{k * 3000 + i}" for k in range(200) for i in range(2900, 3000)}
+    fp.close()
+    assert all(gone(p) for p in pids)
+    assert not shm_files() - before
+
+
+class _FailingPairer(httpanalyzer.pairing.Pairer):
+    """A table that raises once it has seen 500 messages."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        table = self.table
+
+        class Proxy:
+            def __getattr__(self, name):
+                return getattr(table, name)
+
+            def __setattr__(self, name, value):
+                setattr(table, name, value)
+
+            def feed(self, msgs, data, clocks=None):
+                if table.counters()["messages"] > 500:
+                    raise ValueError("injected fault")
+                table.feed(msgs, data, clocks)
+        self.table = Proxy()
+
+
+def test_raising_consumer_reports_its_traceback(monkeypatch):
+    before = shm_files()
+    import httpanalyzer.feeder as feeder_mod
+
+    real_main = feeder_mod._consumer_main
+
+    def main(cid, *a, **kw):
+        if cid == 2:                   # runs in the forked consumer: only its table fails
+            httpanalyzer.pairing.Pairer = _FailingPairer
+        return real_main(cid, *a, **kw)
+    monkeypatch.setattr(feeder_mod, "_consumer_main", main)
+    with FeederPairer(3, ring_bytes=1 << 20) as fp:
+        pids = fp.pids
+        with pytest.raises(ConsumerFailed) as ei:
+            for k in range(100):
+                msgs, data = transactions(k * 1000, 1000)
+                fp.feed(msgs, data)
+                fp.take()
+            fp.flush()
+        assert ei.value.consumer == 2 and "injected fault" in str(ei.value)
+        assert ei.value.messages > 500
+    assert all(gone(p) for p in pids)
+    assert not shm_files() - before
+
+
+def test_ctrl_c_stops_a_cli_run_cleanly(tmp_path):
+    src = TRACES / "ndpi" / "1kxun.pcap"
+    if not src.exists():
+        pytest.skip(f"shared trace absent: {src}")
+    raw = src.read_bytes()
+    big = tmp_path / "big.pcap"
+    with open(big, "wb") as f:                 # the trace's packets 60 times over: ~250 MB
+        f.write(raw)
+        for _ in range(59):
+            f.write(raw[24:])
+    before = shm_files()
+    out = tmp_path / "out.csv"
+    cmd = [sys.executable, "-m", "httpanalyzer.cli", str(big), "--consumers", "2", "--no-progress",
+           "-o", str(out)]
+    p = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.05)                       # records flowing: consumers are at work
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)            # as a terminal's Ctrl-C: the whole process group
+    try:
+        err = p.communicate(timeout=30)[1].decode()
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise AssertionError("Ctrl-C did not stop the run")
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+    left = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == p.pid:        # still in the CLI run's process group
+                left.append(d)
+    assert not left
+    assert not shm_files() - before
