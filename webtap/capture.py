@@ -183,8 +183,7 @@ class Trace:
     def _open_native(self) -> None:
         f = open(self.path, "rb")
         try:
-            head = f.read(2)
-            f.seek(0)
+            head = f.peek(2)[:2]           # peek, not read+seek: pipes and FIFOs work too
             self._stream = _GzipStream(f, self.warnings) if head == _GZIP_MAGIC else f
             self._size = os.fstat(f.fileno()).st_size
             self._pool: list[np.ndarray] = []

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pyarrow as pa
@@ -133,30 +134,57 @@ def test_raising_consumer_reports_its_traceback(monkeypatch):
 
 
 def test_ctrl_c_stops_a_cli_run_cleanly(tmp_path):
+    """Ctrl-C in the middle of a run. The trace comes through a FIFO that a writer keeps
+    feeding until the signal has been sent, so the run cannot finish first (with a file, a run
+    that ended just before the signal arrived made this test racy under load)."""
     src = TRACES / "ndpi" / "1kxun.pcap"
     if not src.exists():
         pytest.skip(f"shared trace absent: {src}")
     raw = src.read_bytes()
-    big = tmp_path / "big.pcap"
-    with open(big, "wb") as f:                 # the trace's packets 60 times over: ~250 MB
-        f.write(raw)
-        for _ in range(59):
-            f.write(raw[24:])
+    fifo = tmp_path / "endless.pcap"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def writer():
+        fd = os.open(fifo, os.O_WRONLY)              # blocks until the CLI opens the FIFO
+        os.set_blocking(fd, False)
+        try:
+            first, chunk, off = True, raw, 0
+            while not stop.is_set():
+                try:
+                    off += os.write(fd, memoryview(chunk)[off:])
+                except BlockingIOError:
+                    time.sleep(0.01)
+                    continue
+                except BrokenPipeError:
+                    return
+                if off == len(chunk):
+                    if first:
+                        first, chunk = False, raw[24:]   # the packets again, no file header
+                    off = 0
+        finally:
+            os.close(fd)                                 # EOF: the reader's last read returns
+
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
     before = shm_files()
     out = tmp_path / "out.csv"
-    cmd = [sys.executable, "-m", "httpanalyzer.cli", str(big), "--consumers", "2", "--no-progress",
+    cmd = [sys.executable, "-m", "httpanalyzer.cli", str(fifo), "--consumers", "2", "--no-progress",
            "-o", str(out)]
     p = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
         time.sleep(0.05)                       # records flowing: consumers are at work
     assert p.poll() is None, "the run ended before it could be interrupted"
     os.killpg(p.pid, signal.SIGINT)            # as a terminal's Ctrl-C: the whole process group
+    time.sleep(0.2)
+    stop.set()
     try:
         err = p.communicate(timeout=30)[1].decode()
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         raise AssertionError("Ctrl-C did not stop the run")
+    w.join(timeout=5)
     assert p.returncode == 0, err
     assert "Traceback" not in err
     left = []
