@@ -16,7 +16,9 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 cimport numpy as cnp
 import numpy as np
 
-from packet cimport PacketRef
+from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
+                    LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
+                    LINKTYPE_LINUX_SLL2)
 from message cimport (
     HttpMsg, Span,
     MSG_REQUEST, MSG_RESPONSE,
@@ -46,18 +48,7 @@ cdef enum:
                                # default large_client_header_buffers size)
     MAX_METHOD_LEN = 17        # longest method token in the table (UPDATEREDIRECTREF)
 
-# Link types (pcap-linktype(7)); the same values as ext/packet.pxd LinkType.
-cdef enum:
-    LT_NULL = 0
-    LT_ETHERNET = 1
-    LT_RAW_ALT = 12
-    LT_RAW_ALT2 = 14
-    LT_RAW = 101
-    LT_LOOP = 108
-    LT_LINUX_SLL = 113
-    LT_IPV4 = 228
-    LT_IPV6 = 229
-    LT_LINUX_SLL2 = 276
+# Link types: LINKTYPE_* / DLT_RAW_ALT* of ext/packet.pxd.
 
 # Network-layer guess made by the link layer.
 cdef enum:
@@ -372,13 +363,13 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
     lines_too_long[0] = 0
 
     # --- link layer -------------------------------------------------------------------------
-    if linktype == LT_ETHERNET or linktype == LT_LINUX_SLL or linktype == LT_LINUX_SLL2:
-        if linktype == LT_ETHERNET:
+    if linktype == LINKTYPE_ETHERNET or linktype == LINKTYPE_LINUX_SLL or linktype == LINKTYPE_LINUX_SLL2:
+        if linktype == LINKTYPE_ETHERNET:
             if caplen < 14:
                 return DR_LINK_TRUNCATED
             etype = _be16(p + 12)
             off = 14
-        elif linktype == LT_LINUX_SLL:
+        elif linktype == LINKTYPE_LINUX_SLL:
             if caplen < 16:
                 return DR_LINK_TRUNCATED
             etype = _be16(p + 14)
@@ -406,18 +397,18 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
             net = NET_IPV6
         else:
             return DR_NOT_IP
-    elif linktype == LT_RAW or linktype == LT_RAW_ALT or linktype == LT_RAW_ALT2:
+    elif linktype == LINKTYPE_RAW or linktype == DLT_RAW_ALT or linktype == DLT_RAW_ALT2:
         net = NET_IP_ANY
-    elif linktype == LT_IPV4:
+    elif linktype == LINKTYPE_IPV4:
         net = NET_IPV4
-    elif linktype == LT_IPV6:
+    elif linktype == LINKTYPE_IPV6:
         net = NET_IPV6
-    elif linktype == LT_NULL or linktype == LT_LOOP:
+    elif linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
         if caplen < 4:
             return DR_LINK_TRUNCATED
         af_be = _be32(p)
         af_le = _le32(p)
-        if linktype == LT_LOOP:
+        if linktype == LINKTYPE_LOOP:
             af_le = af_be                  # LOOP: network byte order only
         # NULL: host byte order of the capturing machine, unknown to us: accept either.
         if af_be == 2 or af_le == 2:

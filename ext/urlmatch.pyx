@@ -56,7 +56,9 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import numpy as np
 
-from packet cimport PacketRef
+from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
+                    LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
+                    LINKTYPE_LINUX_SLL2)
 from message cimport (
     HttpMsg, MSG_REQUEST, METHOD_GET, MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE,
     MSGF_PAYLOAD_TRUNCATED,
@@ -80,18 +82,7 @@ cdef enum:
     MAX_IP6_EXT = 8
     FORGE_TTL = 64
 
-# Link types (pcap-linktype(7)); the same values as ext/packet.pxd LinkType.
-cdef enum:
-    LT_NULL = 0
-    LT_ETHERNET = 1
-    LT_RAW_ALT = 12
-    LT_RAW_ALT2 = 14
-    LT_RAW = 101
-    LT_LOOP = 108
-    LT_LINUX_SLL = 113
-    LT_IPV4 = 228
-    LT_IPV6 = 229
-    LT_LINUX_SLL2 = 276
+# Link types: LINKTYPE_* / DLT_RAW_ALT* of ext/packet.pxd.
 
 
 def sizeof_conn_timing():
@@ -185,13 +176,13 @@ cdef int _locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, Seg *s) n
     cdef uint16_t etype
     cdef uint32_t af
     cdef int ver, nxt, tags = 0
-    if linktype == LT_ETHERNET or linktype == LT_LINUX_SLL or linktype == LT_LINUX_SLL2:
-        if linktype == LT_ETHERNET:
+    if linktype == LINKTYPE_ETHERNET or linktype == LINKTYPE_LINUX_SLL or linktype == LINKTYPE_LINUX_SLL2:
+        if linktype == LINKTYPE_ETHERNET:
             if caplen < 14:
                 return -1
             etype = _be16(p + 12)
             off = 14
-        elif linktype == LT_LINUX_SLL:
+        elif linktype == LINKTYPE_LINUX_SLL:
             if caplen < 16:
                 return -1
             etype = _be16(p + 14)
@@ -209,12 +200,12 @@ cdef int _locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, Seg *s) n
             tags += 1
         if etype != 0x0800 and etype != 0x86DD:
             return -1
-    elif linktype == LT_NULL or linktype == LT_LOOP:
+    elif linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
         if caplen < 4:
             return -1
         off = 4
-    elif not (linktype == LT_RAW or linktype == LT_RAW_ALT or linktype == LT_RAW_ALT2
-              or linktype == LT_IPV4 or linktype == LT_IPV6):
+    elif not (linktype == LINKTYPE_RAW or linktype == DLT_RAW_ALT or linktype == DLT_RAW_ALT2
+              or linktype == LINKTYPE_IPV4 or linktype == LINKTYPE_IPV6):
         return -1
     if caplen < off + 20:
         return -1
@@ -655,7 +646,7 @@ cdef size_t _forge_one(const uint8_t *p, const HttpMsg *m, uint8_t *o, bint to_c
     seq_end = m.seq + m.payload_len + (1 if m.tcp_flags & 0x01 else 0)
     memcpy(o, p, link)
     if to_client:
-        if m.linktype == LT_ETHERNET and link >= 12:
+        if m.linktype == LINKTYPE_ETHERNET and link >= 12:
             memcpy(tmp, o, 6)
             memcpy(o, o + 6, 6)
             memcpy(o + 6, tmp, 6)
