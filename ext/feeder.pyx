@@ -21,7 +21,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, calloc
 from libc.string cimport memcpy, memset
 
-from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE
+from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, same_ip
 from pairing cimport fold_ip, eq2_hash
 
 
@@ -464,7 +464,7 @@ cdef class Dispatcher:
         for w in range(IR_WAYS):
             r = &self.iroute[b * IR_WAYS + w]
             if (r.cons >= 0 and r.seq == m.seq and r.sport == m.src_port and r.dport == m.dst_port
-                    and r.ipv == m.ip_version and memcmp16(r.src, m.src_ip) and memcmp16(r.dst, m.dst_ip)):
+                    and r.ipv == m.ip_version and same_ip(r.src, m.src_ip) and same_ip(r.dst, m.dst_ip)):
                 return r.cons
         return -1
 
@@ -481,7 +481,7 @@ cdef class Dispatcher:
                 victim = r
                 break
             if (r.seq == seq and r.sport == m.src_port and r.dport == m.dst_port
-                    and memcmp16(r.src, m.src_ip) and memcmp16(r.dst, m.dst_ip)):
+                    and same_ip(r.src, m.src_ip) and same_ip(r.dst, m.dst_ip)):
                 victim = r
                 break
             if victim == NULL or r.stamp < victim.stamp:
@@ -678,14 +678,6 @@ cdef class Dispatcher:
             spsc_commit(self.rings[c], size)
             a = e
         return 0
-
-
-cdef inline bint memcmp16(const uint8_t *a, const uint8_t *b) noexcept nogil:
-    cdef int i
-    for i in range(16):
-        if a[i] != b[i]:
-            return False
-    return True
 
 
 cdef inline uint32_t _span_end(Span s) noexcept nogil:

@@ -27,7 +27,7 @@ from libc.stdint cimport INT64_MIN, UINT64_MAX, int32_t, int64_t, uint8_t, uint1
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
-from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED
+from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED, same_ip
 from pairing cimport *
 
 
@@ -110,14 +110,6 @@ cdef int _grow_bytes(void **p, size_t nbytes) except -1 nogil:
             raise MemoryError(f"pairing: cannot allocate {nbytes} bytes")
     p[0] = q
     return 0
-
-
-cdef inline bint _same_ip(const uint8_t *a, const uint8_t *b) noexcept nogil:
-    cdef int i
-    for i in range(16):
-        if a[i] != b[i]:
-            return False
-    return True
 
 
 cdef inline size_t _utf8_seq_len(const uint8_t *p, size_t avail) noexcept nogil:
@@ -486,11 +478,11 @@ cdef class PairingTable:
                 w = &self.pool[j]
                 if w.key == e.key and w.ip_version == e.ip_version:
                     if (w.kind != e.kind and w.src_port == e.dst_port and w.dst_port == e.src_port
-                            and _same_ip(w.src_ip, e.dst_ip) and _same_ip(w.dst_ip, e.src_ip)):
+                            and same_ip(w.src_ip, e.dst_ip) and same_ip(w.dst_ip, e.src_ip)):
                         match = j
                         break
                     if (w.kind == e.kind and w.src_port == e.src_port and w.dst_port == e.dst_port
-                            and _same_ip(w.src_ip, e.src_ip) and _same_ip(w.dst_ip, e.dst_ip)):
+                            and same_ip(w.src_ip, e.src_ip) and same_ip(w.dst_ip, e.dst_ip)):
                         same += 1
                         if oldest_same == -1:
                             oldest_same = j
