@@ -937,9 +937,11 @@ class Comparison:
                  "tshark reassembly": self.response_times["tshark_reassembly"]},
                 title=f"Response time CCDF (KS: first-packet {ks['ks_first_packet']:.4f}, "
                       f"reassembly {ks['ks_reassembly']:.4f})"),
-            "status_codes": plot.counts(self.status_counts, "Status codes"),
-            "methods": plot.counts(self.method_counts, "Methods"),
-            "url_length": plot.url_length(self.url_lengths),
+            "status_codes": plot.counts(self.status_counts, "Status codes, webtap vs tshark",
+                                        xlabel="status code"),
+            "methods": plot.counts(self.method_counts, "Methods, webtap vs tshark",
+                                   xlabel="method"),
+            "url_length": plot.url_length(self.url_lengths, title="URL length (CDF, paper Fig. 4)"),
         }
 
     def write_report(self, directory: str) -> str:
