@@ -32,7 +32,7 @@ from httpanalyzer import records
 from webtap._ext import feeder as _fx
 
 __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "balance_table", "hash_histograms",
-           "hash_eq1", "hash_eq2", "hash_eq3"]
+           "hash_eq1", "hash_eq2", "hash_eq3", "trace_messages", "balance_runs", "balance_summary"]
 
 hash_eq1, hash_eq2, hash_eq3 = _fx.hash_eq1, _fx.hash_eq2, _fx.hash_eq3
 
@@ -436,3 +436,50 @@ def hash_histograms(msgs: np.ndarray, bins: int = 64, consumers: int | None = No
         out["eq1_share"] = np.bincount(e1 % consumers, minlength=consumers) / max(len(msgs), 1)
         out["eq3_share"] = np.bincount(e3 % consumers, minlength=consumers) / max(len(msgs), 1)
     return out
+
+
+def trace_messages(traces, bpf: str | None = None) -> np.ndarray:
+    """Every HTTP message (HttpMsg struct array, webtap.schema) of the traces, in one array:
+    the input of hash_histograms. Read and dissected in one pass (webtap.stream.messages)."""
+    from webtap.stream import messages
+
+    parts = [mb.msgs.copy() for _, mb in messages(traces, bpf=bpf, progress=False)]
+    if not parts:
+        from webtap.schema import MESSAGE_DTYPE
+
+        return np.zeros(0, MESSAGE_DTYPE)
+    return np.concatenate(parts)
+
+
+def balance_runs(traces, consumers=(2, 4, 8), gc_timeout: float = 60.0) -> dict:
+    """Run the feeder once per N in `consumers` over the traces; N -> balance_table (the paper's
+    Table 3 for each N). Each table's attrs hold the run's `paired` count (single source of truth
+    for the transactions the table must add up to)."""
+    from httpanalyzer.stream import Summary, iter_record_batches
+
+    out = {}
+    for n in consumers:
+        fb: dict = {}
+        s = Summary(detailed=False)
+        for _ in iter_record_batches(traces, consumers=int(n), feeder=fb, summary=s,
+                                     gc_timeout=gc_timeout, progress=False):
+            pass
+        t = balance_table(fb)
+        t.attrs["paired"] = int(s.pairing["paired"])
+        out[int(n)] = t
+    return out
+
+
+def balance_summary(tables: dict):
+    """The paper's Table 3 layout: one row per consumer, one column pair (messages %,
+    transactions %) per N; NaN where a consumer does not exist for that N."""
+    import pandas as pd
+
+    cols = {}
+    for n, t in tables.items():
+        cols[(f"N={n}", "messages %")] = t["messages_pct"]
+        cols[(f"N={n}", "transactions %")] = t["transactions_pct"]
+    df = pd.DataFrame(cols)
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    df.index.name = "consumer"
+    return df

@@ -252,11 +252,13 @@ def balance_figure(table, ax=None, title: str | None = None):
     ax.bar(x - 0.2, table["messages_pct"], width=0.4, label="messages")
     ax.bar(x + 0.2, table["transactions_pct"], width=0.4, label="transactions")
     ax.axhline(100 / max(len(table), 1), color="k", lw=0.8, ls="--", label="1/N")
+    top = float(np.nanmax([table["messages_pct"].max(), table["transactions_pct"].max(), 0]))
+    ax.set_ylim(0, max(top, 100 / max(len(table), 1)) * 1.4)     # room for the legend
     ax.set_xticks(x, [f"{c}" for c in table.index])
     ax.set_xlabel("consumer")
     ax.set_ylabel("share (%)")
     ax.set_title(title or f"Per-consumer share, N = {len(table)}")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, ncol=3, loc="upper center")
     return ax
 
 
