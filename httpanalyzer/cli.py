@@ -18,6 +18,9 @@ EPILOG = """examples:
   httpanalyzer compare trace.pcap --report out/ --json   accuracy against tshark (see
                                                           httpanalyzer compare --help)
   httpanalyzer big.pcap --consumers 4 -o out.parquet --summary   four pairing processes
+  httpanalyzer trace.pcap -o out.csv --plots figs/   + response-time CCDF, codes and methods,
+                                                     URL length, slowest hosts/URIs, unmatched
+                                                     over time (and the consumer balance) as PNG
 
 Line format: client IP|client port|server IP|server port|request ts|response ts|
 response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
@@ -47,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--summary", action="store_true",
                     help="print a summary table (to stderr when records go to stdout)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--plots", metavar="DIR",
+                    help="write the figures of the records (httpanalyzer.plot.analysis_figures, "
+                         "and the consumers' balance when there are consumers) as PNG to DIR; "
+                         "keeps the records in memory until the end")
     return ap
 
 
@@ -76,6 +83,7 @@ def main(argv=None) -> int:
     if consumers < 0:
         ap.error("--consumers must be >= 0")
     balance: dict = {}
+    kept: list = []                    # record batches, for --plots
     try:
         for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
                                          gc_timeout=a.gc_timeout, summary=summary,
@@ -83,6 +91,8 @@ def main(argv=None) -> int:
                                          max_pending=a.max_pending, consumers=consumers,
                                          feeder=balance):
             w.write(batch)
+            if a.plots:
+                kept.append(batch)
     except BrokenPipeError:
         # stdout closed early (`httpanalyzer t.pcap | head`): stop quietly, as Unix tools do
         import os
@@ -115,9 +125,33 @@ def main(argv=None) -> int:
             cols = ["messages", "messages_pct", "transactions", "transactions_pct", "packet_bytes",
                     "stall_ns", "dropped_messages"]
             print("\nFeeder balance (paper Table 3)\n" + df[cols].round(2).to_string(), file=out)
+    if a.plots:
+        for p in write_plots(kept, balance, a.plots):
+            print(f"httpanalyzer: wrote {p}", file=sys.stderr)
     if summary.unreadable and len(summary.unreadable) == len(a.traces or []):
         return 1                       # nothing could be read at all
     return 0
+
+
+def write_plots(batches, balance: dict, directory) -> list:
+    """The records' figures (and the feeder's balance) as DIR/*.png; returns the paths."""
+    import pyarrow as pa
+
+    from httpanalyzer import plot
+    from httpanalyzer.records import SCHEMA, to_pandas
+
+    df = to_pandas(pa.Table.from_batches(batches, schema=SCHEMA))
+    figs = plot.analysis_figures(df)
+    if balance.get("consumers"):
+        from matplotlib.figure import Figure
+
+        from httpanalyzer.feeder import balance_table
+
+        fig = Figure(figsize=(6, 3.8))
+        plot.balance_figure(balance_table(balance), ax=fig.add_subplot())
+        fig.tight_layout()
+        figs["consumer_balance"] = fig
+    return plot.save_figures(figs, directory)
 
 
 if __name__ == "__main__":

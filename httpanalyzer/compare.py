@@ -1179,6 +1179,9 @@ def cli(argv=None) -> int:
                     "(docs/ACCURACY.md).")
     ap.add_argument("traces", nargs="+", metavar="TRACE")
     ap.add_argument("--report", metavar="DIR", help="write summary.md/.html, PNG figures, CSVs")
+    ap.add_argument("--plots", metavar="DIR",
+                    help="write only the figures (the paper's Figs. 4-7: response-time CCDF, "
+                         "status codes, methods, URL length) as PNG to DIR")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--chunk-packets", type=int, default=1_000_000, metavar="N",
                     help="tshark reads traces longer than N packets in editcap chunks of N "
@@ -1199,6 +1202,11 @@ def cli(argv=None) -> int:
         return 1
     if a.report:
         c.write_report(a.report)
+    if a.plots:
+        from httpanalyzer.plot import save_figures
+
+        for p in save_figures(c.figures(), a.plots):
+            print(f"httpanalyzer compare: wrote {p}", file=sys.stderr)
     if a.json:
         print(json.dumps(c.summary()))
     else:

@@ -7,9 +7,9 @@
     urlfilter [--db PATH] match [--json] URL...
     urlfilter [--db PATH] stats [--json]
     urlfilter [--db PATH] export CSV | backup PATH | snapshot
-    urlfilter scan TRACE... --blacklist DB [-o OUT.csv|OUT.parquet] [--forged-out forged.pcap]
+    urlfilter scan TRACE... --blacklist DB [-o OUT.csv|OUT.parquet] [--forged-out forged.pcap] [--plots DIR]
     urlfilter run -i IFACE --blacklist DB [--inject-iface IFACE2] [--duration S] [-o HITS.csv]
-    urlfilter timing TRACE... --blacklist DB [--t-proc-us US] [-o OUT.csv] [--plot CDF.png] [--json]
+    urlfilter timing TRACE... --blacklist DB [--t-proc-us US] [-o OUT.csv] [--plot CDF.png] [--plots DIR] [--json]
 
 DB (scan, run, timing): a store made with `urlfilter --db DB import ...`, or its snapshot DB.tree.
 
@@ -82,6 +82,8 @@ def _parser():
     s.add_argument("--verify-checksums", action="store_true",
                    help="skip GETs with a wrong IPv4/TCP checksum (off: endpoint captures carry offload checksums)")
     s.add_argument("--json", action="store_true", help="counters as JSON")
+    s.add_argument("--plots", metavar="DIR",
+                   help="write hits by category and the match-time histogram as PNG to DIR")
     s = sub.add_parser("run", help="live filter: capture, match, inject FIN/RST")
     s.add_argument("-i", "--iface", required=True)
     s.add_argument("--blacklist", required=True)
@@ -98,6 +100,8 @@ def _parser():
     s.add_argument("--t-proc-us", type=float, help="use this T_proc instead of the measured match+forge time")
     s.add_argument("-o", "--output", help="per-connection report as .csv or .parquet")
     s.add_argument("--plot", help="CDF of the margin as an image")
+    s.add_argument("--plots", metavar="DIR",
+                   help="write the timing condition per connection (paper Fig. 11b) as PNG to DIR")
     s.add_argument("--bpf")
     s.add_argument("--json", action="store_true")
     return p
@@ -225,6 +229,11 @@ def _filter_cmd(args) -> int:
                    verify_checksums=args.verify_checksums)
         if args.output:
             write_records(res.table, args.output)
+        if args.plots:
+            from urlfilter.plot import save_figures, scan_figures
+
+            for p in save_figures(scan_figures(res.table), args.plots):
+                print(f"urlfilter: wrote {p}", file=sys.stderr)
         c = dict(res.counters, packets=res.totals.source["packets"], seconds=round(time.perf_counter() - t0, 3),
                  forged_written=res.forged_written)
         if args.json:
@@ -262,6 +271,11 @@ def _filter_cmd(args) -> int:
     if args.plot:
         from urlfilter.plot import margin_cdf
         margin_cdf(df, path=args.plot)
+    if args.plots:
+        from urlfilter.plot import save_figures, timing_figures
+
+        for p in save_figures(timing_figures(df), args.plots):
+            print(f"urlfilter: wrote {p}", file=sys.stderr)
     s = summary(df)
     if args.json:
         print(json.dumps(s), file=out)

@@ -123,7 +123,7 @@ def latency(m):
 
 def hits_by_category(table, gets: int | None = None):
     """Horizontal bars: blacklisted GETs per category (urlfilter.measure.hits_by_category)."""
-    fig = _figure(figsize=(6.4, 1.2 + 0.35 * max(len(table), 1)))
+    fig = _figure(figsize=(6.4, 2.2 + 0.35 * max(len(table), 1)))
     ax = fig.add_subplot()
     y = np.arange(len(table))[::-1]
     if len(table):
@@ -133,12 +133,16 @@ def hits_by_category(table, gets: int | None = None):
         ax.set_xlim(0, table["hits"].max() * 1.3)
     else:
         ax.barh([], [], color="C3", label="no GET matched the blacklist")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_ylim(-0.6, max(len(table), 1) + 0.5)          # the top row left free for the legend
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yticks(y)
     ax.set_yticklabels([str(c) for c in table.index], fontsize=8)
     ax.set_xlabel("GET requests (count)")
     ax.set_ylabel("category")
     ax.set_title("Blacklist hits by category" + (f" ({gets:,} GETs matched)" if gets else ""))
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 
