@@ -60,6 +60,7 @@ class TreeMeasurements:
     match_us: np.ndarray          # per query, prefix match (us)
     query_hit: np.ndarray         # bool per query
     queries: int
+    listed_queries: int           # the first ones: entries of the list itself (must all hit)
     paper: dict = field(default_factory=lambda: dict(PAPER))
 
     def table(self) -> pd.DataFrame:
@@ -110,7 +111,7 @@ def tree_measurements(urls, misses=(), seed: int = 1, max_queries: int = 200_000
         bytes_per_url=st["paper_bytes"] / n if n else 0.0,
         allocated_bytes_per_url=st["allocated_bytes"] / n if n else 0.0,
         height=int(st["height"]), insert_us=ins[codes == 0] / 1e3, match_us=mt / 1e3,
-        query_hit=np.asarray(res) > 0, queries=len(queries))
+        query_hit=np.asarray(res) > 0, queries=len(queries), listed_queries=len(hits))
 
 
 def hits_by_category(records) -> pd.DataFrame:

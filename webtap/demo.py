@@ -1,14 +1,23 @@
-"""`make demo`: the main job on a real trace, in one command.
+"""`make demo`: the main job on a real trace, in one command, with the papers' figures.
 
-1. Pick the trace: the largest shared capture with 100+ HTTP requests (by ../shared/traces/
-   PROVENANCE.md), or, on a machine without ../shared, real traffic captured here: a real HTTP
-   server and client talking over the loopback interface, captured with libpcap (needs root),
-   written to a pcap file, and said so plainly.
-2. httpanalyzer: pair requests and responses, print the summary table, write the records.
-3. urlfilter: import a real blacklist (UT1 categories from ../shared/blacklists) into a SQLite
-   store and match every GET URL of the trace against the compressed tree.
+1. Pick the trace: $WEBTAP_DEMO_TRACE when set; else the largest shared capture with 100+ HTTP
+   requests (by ../shared/traces/PROVENANCE.md); else, on a machine without ../shared, real
+   traffic captured here: a real HTTP server and client talking over the loopback interface,
+   captured with libpcap (needs root), written to a pcap file, and said so plainly.
+2. httpanalyzer: pair requests and responses, print the summary table, write the records and
+   the records' figures (response-time CCDF, codes and methods, URL length, slowest hosts and
+   URIs, unmatched over time); the feeder's Eq. 1 vs Eq. 3 histogram and per-consumer balance
+   (paper Fig. 8, Table 3); the comparison with tshark (paper Figs. 4-7) when tshark is there.
+3. urlfilter: import a real blacklist (UT1 categories from ../shared/blacklists; without them a
+   small blacklist of the loopback traffic's own URLs, printed) into a SQLite store, run the
+   pass-by filter over the same trace (urlfilter.scan), print the hits by category; figures:
+   hits, match time, the timing condition per connection (Fig. 11b), and the tree's compression
+   and insert/match time distributions against the paper (its URL lists).
+4. List every file written.
 
-Outputs go to ./demo-out/ (or $WEBTAP_DEMO_OUT).
+Outputs go to ./demo-output/ (or $WEBTAP_DEMO_OUT). Smaller runs (the tests): WEBTAP_DEMO_TRACE,
+WEBTAP_DEMO_CATEGORIES (comma-separated UT1 categories), WEBTAP_DEMO_TREE_URLS (URLs for the
+tree measurements), WEBTAP_DEMO_CONSUMERS (e.g. "2,4").
 """
 from __future__ import annotations
 
@@ -23,11 +32,14 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared"))
-OUT = pathlib.Path(os.environ.get("WEBTAP_DEMO_OUT", REPO / "demo-out"))
+OUT = pathlib.Path(os.environ.get("WEBTAP_DEMO_OUT", REPO / "demo-output"))
 
 #: Blacklist categories the demo imports (a mix of URL and domain lists of real size).
 DEMO_CATEGORIES = ("malware", "phishing", "publicite", "tracking", "cryptojacking", "shortener",
                    "adult")
+#: URL lists of the tree measurements (compression, insert/match times vs the paper)
+TREE_LISTS = ("ut1-history/phishing/urls.gz", "ut1-history/malware/urls.gz")
+TREE_MISSES = "benign/umbrella-top-100k.gz"
 
 
 def shared_trace() -> pathlib.Path | None:
@@ -102,19 +114,40 @@ def capture_loopback(path: pathlib.Path, requests: int = 300) -> pathlib.Path:
     return path
 
 
+def _env_list(name: str, default):
+    v = os.environ.get(name)
+    return tuple(x.strip() for x in v.split(",") if x.strip()) if v else tuple(default)
+
+
+def _section(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 72 - len(title)))
+
+
 def main() -> int:
     import httpanalyzer
+    from httpanalyzer import analysis, feeder
+    from httpanalyzer import plot as hplot
     from httpanalyzer.stream import Summary
 
     OUT.mkdir(parents=True, exist_ok=True)
-    trace = shared_trace()
-    if trace is not None:
-        print(f"trace: {trace} (the largest shared capture with 100+ HTTP requests)")
+    written: list[pathlib.Path] = []
+    loopback = False
+    trace = os.environ.get("WEBTAP_DEMO_TRACE")
+    if trace:
+        trace = pathlib.Path(trace)
+        print(f"trace: {trace} (WEBTAP_DEMO_TRACE)")
     else:
-        print(f"no shared traces at {SHARED}: capturing real traffic on the loopback interface")
-        trace = capture_loopback(OUT / "loopback-http.pcap")
+        trace = shared_trace()
+        if trace is not None:
+            print(f"trace: {trace} (the largest shared capture with 100+ HTTP requests)")
+        else:
+            print(f"no shared traces at {SHARED}: capturing real traffic on the loopback interface")
+            trace = capture_loopback(OUT / "loopback-http.pcap")
+            written.append(trace)
+            loopback = True
 
     # -- httpanalyzer --------------------------------------------------------------------------
+    _section("httpanalyzer: HTTP transactions (first request packet <-> first response packet)")
     summary = Summary()
     t0 = time.perf_counter()
     df = httpanalyzer.analyze(trace, summary=summary)
@@ -122,45 +155,118 @@ def main() -> int:
     print(summary.table())
     out_csv = OUT / "transactions.csv"
     df.to_csv(out_csv, index=False)
-    print(f"{len(df)} records in {dt:.2f} s -> {out_csv}")
+    written.append(out_csv)
+    s = analysis.summary(df)
+    print(f"{len(df)} records in {dt:.2f} s -> {out_csv}; median response time "
+          f"{s['response_time_median_s'] * 1e3:.1f} ms, slowest {s['response_time_max_s']:.3f} s")
+    print("\nslowest hosts (s):\n" + analysis.slowest(df, by="host", top=5).round(4).to_string())
+    written += hplot.save_figures(hplot.analysis_figures(df), OUT)
+
+    _section("feeder: Eq. 1 vs Eq. 3 and the per-consumer balance (paper Fig. 8, Table 3)")
+    msgs = feeder.trace_messages(trace)
+    ns = tuple(int(x) for x in _env_list("WEBTAP_DEMO_CONSUMERS", ("2", "4", "8")))
+    hist = feeder.hash_histograms(msgs, bins=32)
+    tables = feeder.balance_runs(trace, ns)
+    print(feeder.balance_summary(tables).round(2).to_string())
+    written += hplot.save_figures(hplot.load_balance_figures(hist, tables), OUT)
+
+    import shutil
+
+    if shutil.which("tshark"):
+        _section("accuracy: webtap vs the real tshark (paper Figs. 4-7)")
+        from httpanalyzer.compare import compare_traces
+
+        c = compare_traces([trace])
+        k, ks, cd = c.counts("first_packet"), c.ks(), c.code_difference("first_packet")
+        print(f"first-packet mode: {k['both']} transactions in both, {k['only_tshark']} only in "
+              f"tshark, {k['only_webtap']} only in webtap, {c.unexplained} unexplained; KS of the "
+              f"response times {ks['ks_first_packet']:.4f} (reassembly {ks['ks_reassembly']:.4f});"
+              f" status-code counts differ by {cd['mean_pct']:.2f} % mean / {cd['median_pct']:.2f} %"
+              f" median (paper: 2.6 % / 1.3 %)")
+        figs = {f"tshark_{n}": f for n, f in c.figures().items()}
+        written += hplot.save_figures(figs, OUT)
+    else:
+        print("\n(tshark not on PATH: the accuracy figures are skipped)")
 
     # -- urlfilter -----------------------------------------------------------------------------
+    from urlfilter import plot as uplot
+    from urlfilter.analyzer import load_blacklist
     from urlfilter.importers import import_path
+    from urlfilter.measure import blacklist_urls, hits_by_category, tree_measurements
+    from urlfilter.scan import scan
     from urlfilter.store import UrlManager
+    from urlfilter.timing import summary as timing_summary
+    from urlfilter.timing import timing
 
-    ut1 = SHARED / "blacklists" / "ut1"
-    if not ut1.is_dir():
-        print(f"no blacklists at {ut1}: URL filter part skipped")
-        return 0
+    _section("urlfilter: the pass-by filter over the same trace")
     db = OUT / "blacklist.db"
     for p in (db, pathlib.Path(str(db) + ".tree")):
         if p.exists():
             p.unlink()
     mgr = UrlManager(db)
+    ut1 = SHARED / "blacklists" / "ut1"
     t0 = time.perf_counter()
-    for cat in DEMO_CATEGORIES:
-        if (ut1 / cat).is_dir():
+    if ut1.is_dir():
+        cats = [c for c in _env_list("WEBTAP_DEMO_CATEGORIES", DEMO_CATEGORIES) if (ut1 / c).is_dir()]
+        for cat in cats:
             import_path(mgr.store, ut1 / cat, category=cat)
-    tree = mgr.load_tree()
-    print(f"\nblacklist: UT1 {', '.join(DEMO_CATEGORIES)} -> {len(tree)} entries, "
-          f"{tree.bytes_per_url():.1f} bytes/URL, imported in {time.perf_counter() - t0:.1f} s")
-    gets = df[(df["method"] == "GET") & df["host"].notna() & df["uri"].notna()]
-    uri = gets["uri"].astype(str)
-    absolute = uri.str.match(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-    urls = (gets["host"].astype(str) + uri).where(~absolute, uri).tolist()
-    ids = mgr.match_many(urls) if urls else []
-    hits = [(u, int(i)) for u, i in zip(urls, ids) if i > 0]
-    cats = mgr.store.categories()
-    print(f"GET URLs matched: {len(urls)}, blacklisted: {len(hits)}")
-    by_cat: dict[str, int] = {}
-    for u, i in hits:
-        c = cats.get(tree.payload(i)[0], "?")
-        by_cat[c] = by_cat.get(c, 0) + 1
-    for c, n in sorted(by_cat.items(), key=lambda kv: -kv[1]):
-        print(f"  {c:<16} {n}")
-    for u, i in hits[:10]:
-        print(f"  hit: {u[:90]}  (entry {tree.get(i)})")
+        what = f"UT1 {', '.join(cats)}"
+    else:
+        # no shared blacklists: a small documented one, the loopback traffic's own error pages
+        # and script (the URLs capture_loopback requests), so the filter has something to hit
+        hosts = sorted(set(df["host"].dropna().astype(str)))
+        entries = [f"{h}/missing" for h in hosts] + [f"{h}/static/app.js" for h in hosts]
+        for e in entries:
+            mgr.add(e, "demo")
+        what = "a small demo blacklist: " + ", ".join(entries[:4]) + (" ..." if len(entries) > 4 else "")
+    mgr.load_tree()
+    mgr.save_snapshot()
     mgr.close()
+    bl = load_blacklist(db)
+    print(f"blacklist: {what} -> {len(bl.tree)} entries, {bl.tree.bytes_per_url():.1f} bytes/URL, "
+          f"imported in {time.perf_counter() - t0:.1f} s")
+    res = scan(trace, bl)
+    written += [p for p in (db, pathlib.Path(str(db) + ".tree")) if p.exists()]
+    recs = res.table.to_pandas()
+    hits_csv = OUT / "urlfilter-gets.csv"
+    recs.to_csv(hits_csv, index=False)
+    written.append(hits_csv)
+    c = res.counters
+    print(f"GETs: {c['get']}, matched: {c['extracted']}, blacklisted: {c['hits']}, "
+          f"FIN/RST frames forged: {c['forged_frames']}")
+    hbc = hits_by_category(recs)
+    print(hbc.round(2).to_string() if len(hbc) else "no GET of this trace is on the blacklist")
+    for u, e in recs.loc[recs["hit"], ["url", "entry"]].head(8).itertuples(index=False):
+        print(f"  hit: {u[:90]}  (entry {e})")
+    written += uplot.save_figures(uplot.scan_figures(recs), OUT)
+    tm = timing(trace, bl)
+    ts = timing_summary(tm)
+    print(f"timing condition: the filter wins {ts['won']} of {ts['with_handshake']} connections "
+          f"with a handshake (median margin {ts['margin_ms_p50']:.3f} ms, median T_proc "
+          f"{ts['t_proc_us_p50']:.2f} us)")
+    written += uplot.save_figures(uplot.timing_figures(tm), OUT)
+
+    lists = [SHARED / "blacklists" / rel for rel in TREE_LISTS]
+    lists = [p for p in lists if p.exists()]
+    if lists:
+        _section("urlfilter: the compressed tree against the paper")
+        n = int(os.environ.get("WEBTAP_DEMO_TREE_URLS", "300000"))
+        urls = blacklist_urls(lists, limit=n)
+        benign = SHARED / "blacklists" / TREE_MISSES
+        misses = [b"https://" + d + b"/index.html" for d in blacklist_urls(benign, limit=n // 3)] \
+            if benign.exists() else []
+        m = tree_measurements(urls, misses)
+        print(f"{m.urls:,} URLs of {', '.join(str(p.relative_to(SHARED)) for p in lists)}:")
+        print(m.table().round(2).to_string())
+        written += uplot.save_figures({"tree_compression": uplot.compression(m),
+                                       "tree_latency": uplot.latency(m)}, OUT)
+
+    _section(f"files written to {OUT}")
+    if loopback:
+        print("(the trace is real HTTP traffic between http.server and urllib on 127.0.0.1, "
+              "captured here with libpcap)")
+    for p in written:
+        print(f"  {p}  ({p.stat().st_size:,} bytes)")
     return 0
 
 
