@@ -84,8 +84,9 @@ class TreeMeasurements:
 
 def tree_measurements(urls, misses=(), seed: int = 1, max_queries: int = 200_000) -> TreeMeasurements:
     """Insert `urls` one by one into a new tree (per-insert time), then prefix-match a query mix
-    (per-match time): listed entries, listed entries + '/index.html' (prefix hits) and `misses`
-    (URLs expected not to be listed, e.g. a benign top list), at most max_queries in all."""
+    (per-match time): k listed entries, k listed entries + '/index.html' (prefix hits) and up to
+    k `misses` (URLs expected not to be listed, e.g. a benign top list), k = min(max_queries / 3,
+    len(urls))."""
     urls = [u.encode() if isinstance(u, str) else bytes(u) for u in urls]
     rng = np.random.default_rng(seed)
     data, offsets = arrow_layout(urls)
@@ -97,8 +98,10 @@ def tree_measurements(urls, misses=(), seed: int = 1, max_queries: int = 200_000
     n = int(st["urls"])
     third = max_queries // 3
     order = rng.permutation(len(urls))
-    hits = [urls[i] for i in order[:third]]
-    deeper = [urls[i] + b"/index.html" for i in order[third:2 * third]]
+    k = min(third, len(urls))
+    hits = [urls[i] for i in order[:k]]
+    # from the other end of the permutation: disjoint from `hits` when the list is long enough
+    deeper = [urls[i] + b"/index.html" for i in order[::-1][:k]]
     misses = [u.encode() if isinstance(u, str) else bytes(u) for u in list(misses)[:third]]
     queries = hits + deeper + misses
     qd, qo = arrow_layout(queries)
