@@ -43,6 +43,9 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
 	$(BIN)/pip install -q marisa-trie
+	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
+	$(BIN)/pip install -q nbclient nbformat ipykernel
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (webtap .venv)" >/dev/null
 	touch $@
 
 venv: $(VENV)/.deps-stamp
