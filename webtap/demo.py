@@ -17,7 +17,7 @@
 
 Outputs go to ./demo-output/ (or $WEBTAP_DEMO_OUT). Smaller runs (the tests): WEBTAP_DEMO_TRACE,
 WEBTAP_DEMO_CATEGORIES (comma-separated UT1 categories), WEBTAP_DEMO_TREE_URLS (URLs for the
-tree measurements), WEBTAP_DEMO_CONSUMERS (e.g. "2,4").
+tree measurements), WEBTAP_DEMO_CONSUMERS (e.g. "2,4"), WEBTAP_DEMO_REQUESTS (loopback capture).
 """
 from __future__ import annotations
 
@@ -142,7 +142,8 @@ def main() -> int:
             print(f"trace: {trace} (the largest shared capture with 100+ HTTP requests)")
         else:
             print(f"no shared traces at {SHARED}: capturing real traffic on the loopback interface")
-            trace = capture_loopback(OUT / "loopback-http.pcap")
+            trace = capture_loopback(OUT / "loopback-http.pcap",
+                                     requests=int(os.environ.get("WEBTAP_DEMO_REQUESTS", "300")))
             written.append(trace)
             loopback = True
 

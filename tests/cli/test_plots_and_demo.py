@@ -84,3 +84,25 @@ def test_demo_writes_figures_and_lists_them(tmp_path):
     m = re.search(r"GETs: (\d+), matched: (\d+), blacklisted: (\d+)", text)
     assert m and int(m.group(3)) > 0 and "publicite" in text
     assert "N=2" in text and "N=4" in text
+
+
+def test_demo_without_shared_data_captures_loopback_traffic(tmp_path):
+    """No ../shared: the demo captures real HTTP traffic on lo (root), says so, filters it with
+    a small printed blacklist of that traffic's own URLs, and still writes every figure."""
+    if os.geteuid() != 0:
+        pytest.skip("live capture needs root")
+    out = tmp_path / "demo-output"
+    env = dict(os.environ, WEBTAP_DEMO_OUT=str(out), WEBTAP_SHARED=str(tmp_path / "no-shared"),
+               WEBTAP_DEMO_REQUESTS="40", WEBTAP_DEMO_CONSUMERS="2")
+    env.pop("WEBTAP_DEMO_TRACE", None)
+    r = subprocess.run([sys.executable, "-m", "webtap.demo"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "capturing real traffic on the loopback interface" in r.stdout
+    assert "captured here with libpcap" in r.stdout
+    assert "a small demo blacklist: 127.0.0.1:" in r.stdout
+    # 40 requests cycle over 5 paths: /missing/page and /static/app.js are 8 each
+    assert re.search(r"GETs: 40, matched: 40, blacklisted: 16\b", r.stdout), r.stdout[-2000:]
+    names = {p.name for p in out.iterdir()}
+    assert {"loopback-http.pcap", "hits_by_category.png", "timing_condition.png"} | RECORD_FIGURES <= names
+    assert "tree_latency.png" not in names          # no URL lists to measure the tree on
