@@ -161,7 +161,8 @@ def slowest(table, by: str = "host"):
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("response time (s)")
     ax.set_ylabel(by)
-    ax.set_title(f"Slowest {by}s by median response time")
+    plural = {"uri": "URIs", "host": "hosts", "server_ip": "servers", "client_ip": "clients"}
+    ax.set_title(f"Slowest {plural.get(by, by)} by median response time")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, axis="x", which="both", alpha=0.3)
     fig.tight_layout()

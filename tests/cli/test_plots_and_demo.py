@@ -53,6 +53,14 @@ def test_compare_plots(tmp_path, capsys):
     names = {p.name for p in d.iterdir()}
     assert names == {"response_time_ccdf.png", "status_codes.png", "methods.png", "url_length.png"}
     assert all(_png(d / n) for n in names)
+    from httpanalyzer.compare import compare_traces
+    from tests.figcheck import assert_labelled
+
+    figs = compare_traces([str(TRACE)]).figures()
+    for f in figs.values():
+        assert_labelled(f)
+    # three CCDFs (webtap, tshark both modes), each ending at its slowest transaction
+    assert len(figs["response_time_ccdf"].axes[0].get_lines()) == 3
 
 
 def test_demo_writes_figures_and_lists_them(tmp_path):
