@@ -55,8 +55,11 @@ def ccdf(samples: dict, title: str = "Response time CCDF"):
         keep = c["x"].to_numpy() > 0
         ax.step(c["x"].to_numpy()[keep], c["p"].to_numpy()[keep], style, where="pre",
                 label=f"{label} (n={int(np.isfinite(np.asarray(x, float)).sum())})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    if not ax.get_lines():
+        ax.plot([], [], label="no paired transactions")
+    else:                              # a log axis needs data > 0
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_xlabel("response time (s)")
     ax.set_ylabel("P(response time >= x)")
     ax.set_title(title, fontsize=9)
@@ -98,7 +101,10 @@ def url_length(lengths: dict, title: str = "URL length (CDF)"):
             continue
         ax.step(np.maximum(v, 1), np.arange(1, len(v) + 1) / len(v), style, where="post",
                 label=f"{label} (n={len(v)})")
-    ax.set_xscale("log")
+    if not ax.get_lines():
+        ax.plot([], [], label="no requests")
+    else:
+        ax.set_xscale("log")
     ax.set_xlabel("URL length (characters)")
     ax.set_ylabel("P(length <= x)")
     ax.set_title(title)

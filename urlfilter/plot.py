@@ -54,6 +54,8 @@ def margin_cdf(df, ax=None, path=None, label: str | None = None):
         y = np.arange(1, len(m) + 1) / len(m)
         won = float((m > 0).mean())
         ax.step(m, y, where="post", label=label or f"{len(m)} connections, {won:.0%} won")
+    else:
+        ax.plot([], [], label="no connection with a handshake")
     ax.axvline(0, color="k", ls="--", lw=1)
     # margins span microseconds to seconds, on both sides of zero: linear within +-10 us
     ax.set_xscale("symlog", linthresh=0.01)
@@ -159,7 +161,10 @@ def match_time(records):
             bins = np.logspace(np.log10(max(v.min(), 1e-3)), np.log10(v.max() * 1.05), 40)
             ax.hist(v, bins=bins, color=color, alpha=0.7,
                     label=f"{label} (n={len(v)}, median {np.median(v):.2f} us)")
-    ax.set_xscale("log")
+    if ax.patches:
+        ax.set_xscale("log")
+    else:
+        ax.plot([], [], label="no GET reached the matcher")
     ax.set_xlabel("tree match time per GET (us)")
     ax.set_ylabel("GET requests (count)")
     ax.set_title("Match time of the trace's GETs")
@@ -189,8 +194,8 @@ def timing(df):
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="T_proc + RTT(c,f) = RTT(c,s)")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_xlabel("RTT(client, server) (ms)")
     ax.set_ylabel("T_proc + RTT(client, filter) (ms)")
     ax.set_title(f"Timing condition per connection (n={len(j)})")

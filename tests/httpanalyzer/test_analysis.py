@@ -126,3 +126,21 @@ def test_figcheck_rejects_an_unlabelled_figure():
         assert_labelled(fig)
     ax.set_xlabel("time (s)")
     assert_labelled(fig)
+
+
+def test_figures_of_no_records(tmp_path):
+    """A trace without HTTP: every figure is still drawn, labelled, and saved."""
+    import warnings
+
+    import pyarrow as pa
+
+    from httpanalyzer.records import SCHEMA, empty_batch, to_pandas
+
+    df = to_pandas(pa.Table.from_batches([empty_batch()], schema=SCHEMA))
+    assert len(analysis.ccdf(analysis.response_times_s(df))) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no "no artists with labels" legends
+        figs = plot.analysis_figures(df)
+    for fig in figs.values():
+        assert_labelled(fig)
+    assert len(plot.save_figures(figs, tmp_path)) == 6

@@ -96,3 +96,27 @@ def test_figures_of_a_real_trace(shared, tmp_path):
     assert len(pts) == judged.sum()
     won = (pts[:, 1] < pts[:, 0]).sum()
     assert won == tm.loc[judged, "win"].sum()
+
+
+def test_figures_of_a_pass_without_gets(tmp_path):
+    """No GET in the trace: the figures are still drawn, labelled and saved."""
+    from tests.urlfilter.test_filter_cli import E1, IP, TCP
+    from scapy.all import wrpcap
+    from urlfilter.scan import scan
+    from urlfilter.timing import timing
+    from urlfilter.tree import UrlTree
+
+    tr = tmp_path / "nothing.pcap"
+    wrpcap(str(tr), [E1 / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(flags="S")])
+    from urlfilter.analyzer import Blacklist
+
+    t = UrlTree()
+    t.insert("evil.test")
+    t = Blacklist(t)
+    res = scan(str(tr), t)
+    tm = timing(str(tr), t)
+    assert res.table.num_rows == 0 and len(tm) == 0
+    figs = {**plot.scan_figures(res.table), **plot.timing_figures(tm)}
+    for f in figs.values():
+        assert_labelled(f)
+    assert len(plot.save_figures(figs, tmp_path / "p")) == 3
