@@ -352,9 +352,15 @@ def _maybe_kill(index: int) -> None:
     marker, _, k = spec.rpartition(":")
     if int(k) == index:
         try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
+            from distributed import get_worker
+
+            get_worker()                # only in a Dask worker process, never in the client
+        except (ImportError, ValueError):
             return
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except (FileExistsError, FileNotFoundError):
+            return                      # done once already, or not armed
         os.write(fd, str(os.getpid()).encode())
         os.close(fd)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,242 @@
+"""httpanalyzer.distributed: chunked analysis on Dask equals the one-process analyze() exactly.
+
+Equality is the multiset of records, paired and unmatched, every column. The sweeps run the
+tasks in this process (scheduler=None: the very functions the workers run, one after the
+other); the cluster tests start a real LocalCluster of worker processes, and one of them kills
+a worker in the middle of a run. Chunks of a few packets force a boundary every few packets;
+a small GC timeout puts checkpoints inside chunks, so the replay-and-compare path and the
+seeded re-run are both exercised (the tests assert they were).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import httpanalyzer
+from httpanalyzer import distributed as D
+from httpanalyzer.stream import Summary
+from tests.conftest import TRACES, shared_trace_files
+from webtap.capture import Batch, open_trace, write_pcap
+from webtap._ext.pairing import PairingTable
+
+
+def multiset(df: pd.DataFrame) -> Counter:
+    df = df.drop(columns=[c for c in ("chunk",) if c in df.columns])
+    return Counter(map(tuple, df.astype(str).values.tolist()))
+
+
+def same(paths, tmp, **kw):
+    """Run both ways; return (distributed result, one-process DataFrame)."""
+    s = Summary()
+    ref = httpanalyzer.analyze(paths, summary=s, gc_timeout=kw.get("gc_timeout", 60.0))
+    out = str(tmp / f"ds{len(list(tmp.iterdir()))}")
+    res = D.run(paths, out, **kw)
+    got = res.read_pandas()
+    assert len(got) == len(ref)
+    assert multiset(got) == multiset(ref), (paths, kw)
+    for k in ("messages", "paired", "paired_after_interim", "request_repeat",
+              "response_repeat", "request_unmatched_gc", "response_unmatched_gc",
+              "request_unmatched_end", "response_unmatched_end", "clock_reset",
+              "final_response_missing"):
+        assert res.summary.pairing.get(k, 0) == s.pairing[k], (k, paths, kw)
+    assert res.summary.source["packets"] == s.source["packets"]
+    assert res.summary.dissect == s.dissect
+    return res, ref
+
+
+@pytest.fixture(scope="module")
+def traces():
+    files = shared_trace_files()
+    if not files:
+        pytest.skip(f"shared traces absent: {TRACES}")
+    return files
+
+
+def _packets(path) -> int:
+    with open_trace(path) as t:
+        return sum(len(b) for b in t)
+
+
+def test_every_shared_trace(traces, tmp_path):
+    """Every shared trace (pcap, pcapng, gzip'd, damaged): ~6 chunks each, and chunks of 3
+    packets on every trace small enough for that to stay quick."""
+    tiny = 0
+    for p in traces:
+        try:
+            n = _packets(p)
+        except (OSError, ValueError):
+            n = 0                       # unreadable: both ways must say so and keep nothing
+        same([p], tmp_path, chunk_packets=max(1, n // 6 + 1))
+        if 0 < n <= 400:
+            res, _ = same([p], tmp_path, chunk_packets=3)
+            tiny += res.chunks > 1
+        shutil.rmtree(tmp_path)
+        tmp_path.mkdir()
+    assert tiny > 50
+
+
+@pytest.fixture(scope="module")
+def jumpy(traces, tmp_path_factory) -> pathlib.Path:
+    """The Ethernet shared traces concatenated into one pcap, in file order: the capture clock
+    jumps back and forth (clock resets, GC), 1xx, repeats and damaged files' leftovers included."""
+    out = tmp_path_factory.mktemp("jumpy") / "jumpy.pcap"
+    batches = []
+    for p in traces:
+        try:
+            with open_trace(p) as t:
+                bs = list(t)
+                if any(lt != 1 for lt, _ in t.interfaces):
+                    continue
+        except (OSError, ValueError):
+            continue
+        batches.extend(bs)
+    assert write_pcap(out, batches, linktype=1) > 50_000
+    return out
+
+
+@pytest.mark.parametrize("chunk_packets,gc", [(1013, 60.0), (5000, 60.0), (1500, 0.5), (40000, 2.0)])
+def test_clock_jumps(jumpy, tmp_path, chunk_packets, gc):
+    res, ref = same([str(jumpy)], tmp_path, chunk_packets=chunk_packets, gc_timeout=gc)
+    assert res.chunks > 3 and res.boundaries_replayed > 0
+    assert (ref.unmatched_reason == "clock_reset").any() and (ref.unmatched_reason == "gc").any()
+
+
+def test_checkpoints_and_reruns_are_exercised(jumpy, tmp_path):
+    """With a short GC window most chunks reach their checkpoint: the replayed table must equal
+    the chunk's own there (accepted), and some boundaries cannot (clock going back over them)."""
+    res, _ = same([str(jumpy)], tmp_path, chunk_packets=800, gc_timeout=0.2)
+    assert res.boundaries_replayed > 10
+    assert res.reruns >= 1
+    accepted = res.boundaries_replayed - res.reruns
+    assert accepted > 5
+
+
+def _split(src: pathlib.Path, dst: pathlib.Path, parts: int) -> list[str]:
+    """One capture cut into `parts` consecutive files (a rotating capture)."""
+    with open_trace(src) as t:
+        batches = list(t)
+        lt = t.interfaces[0][0]
+    n = sum(len(b) for b in batches)
+    edges = np.linspace(0, n, parts + 1).astype(int)
+    files = []
+    for k in range(parts):
+        sel, pos = [], 0
+        for b in batches:
+            idx = np.arange(pos, pos + len(b))
+            m = (idx >= edges[k]) & (idx < edges[k + 1])
+            if m.any():
+                sel.append(Batch(b.packets[m], b.data, b.source))
+            pos += len(b)
+        f = dst / f"part{k}.pcap"
+        write_pcap(f, sel, linktype=lt)
+        files.append(str(f))
+    return files
+
+
+def test_folder_of_consecutive_traces(traces, tmp_path):
+    """A folder of consecutive files, given out of order: one stream in capture-time order, as
+    the one-process CLI reads several traces (trace numbers follow the command line)."""
+    src = next(p for p in traces if p.name == "blackholev2.pcap")
+    d = tmp_path / "folder"
+    d.mkdir()
+    files = _split(src, d, 4)
+    order = [files[2], files[0], files[3], files[1]]
+    for cp in (7, 600, None):
+        res, ref = same(order, tmp_path, chunk_packets=cp)
+        assert ref.request_trace.nunique() > 1
+    # a gzip'd trace is one chunk (it cannot be entered in the middle)
+    gz = next(p for p in traces if p.name.endswith(".pcap.gz"))
+    res, _ = same([str(gz)], tmp_path, chunk_packets=5)
+    assert res.chunks == 1
+
+
+def test_overlapping_traces_are_refused(traces, tmp_path):
+    a = next(p for p in traces if p.name == "blackholev2.pcap")
+    d = tmp_path / "f"
+    d.mkdir()
+    files = _split(a, d, 2)
+    with pytest.raises(D.OverlappingTraces):
+        D.run([files[0], files[1], files[0]], str(tmp_path / "o"))
+
+
+def test_table_hand_over_roundtrip(jumpy):
+    """export_pending/import_pending keep every waiting entry, in order, with its text."""
+    from httpanalyzer.pairing import Pairer
+    from webtap.stream import messages
+
+    p = Pairer(gc_timeout=3600)
+    for _, mb in messages(str(jumpy)):
+        p.feed(mb.msgs, mb.data)
+        if p.pending > 200:
+            break
+    st = p.table.export_pending()
+    q = PairingTable(gc_timeout_ns=3600 * 10**9)
+    q.import_pending(*st)
+    assert q.pending == p.pending > 200
+    assert D.same_state(q.export_pending(), st)
+    p.flush()
+    q.flush()
+    from httpanalyzer.records import to_record_batch
+
+    a = to_record_batch(*q.take()).to_pandas()
+    b = p.take().to_pandas()
+    tail = b.iloc[len(b) - len(a):]
+    assert multiset(a) == multiset(tail.reset_index(drop=True))
+
+
+# ------------------------------------------------------------------------- a real cluster
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import Client, LocalCluster
+
+    kill_dir = tmp_path_factory.mktemp("kill") / "armed"
+    # Workers inherit this; it kills a worker only once the kill test creates kill_dir.
+    os.environ[D.KILL_ONCE_ENV] = f"{kill_dir}/marker:3"
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(c)
+    try:
+        yield client, kill_dir
+    finally:
+        client.close()
+        c.close()
+        os.environ.pop(D.KILL_ONCE_ENV, None)
+
+
+def test_local_cluster_dataset(cluster, jumpy, tmp_path):
+    """Two worker processes; the dataset is read back by pandas and by dask.dataframe."""
+    import dask.dataframe as dd
+
+    client, _ = cluster
+    res, ref = same([str(jumpy)], tmp_path, scheduler=client, chunk_packets=20000)
+    assert res.chunks > 3
+    pdf = pd.read_parquet(res.out_dir)
+    assert "chunk" in pdf.columns and pdf["chunk"].nunique() == res.chunks
+    assert multiset(pdf) == multiset(ref)
+    ddf = dd.read_parquet(res.out_dir)
+    assert ddf.npartitions > 1
+    assert multiset(ddf.compute()) == multiset(ref)
+
+
+def test_worker_killed_mid_run(cluster, jumpy, tmp_path):
+    client, kill_dir = cluster
+    kill_dir.mkdir()
+    before = set(client.scheduler_info()["workers"])
+    res, ref = same([str(jumpy)], tmp_path, scheduler=client, chunk_packets=9000)
+    marker = kill_dir / "marker"
+    assert marker.exists(), "the task at chunk 3 did not run"
+    pid = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)                 # that worker process is gone
+    assert set(client.scheduler_info()["workers"]) != before   # the nanny restarted it
+    # retried without a duplicate: one post file per chunk, records equal (checked in same())
+    posts = list(pathlib.Path(res.out_dir).glob("chunk=000003/*.parquet"))
+    assert len(posts) >= 1 and not list(pathlib.Path(res.out_dir).rglob("*.tmp"))
