@@ -333,12 +333,16 @@ def _chunk_dir(out_dir: str, index: int) -> str:
     return os.path.join(out_dir, f"chunk={index:06d}")
 
 
-def _write(out_dir: str, index: int, name: str, batches: list) -> int:
+def _write(out_dir: str, index: int, name: str, batches: list, always: bool = False) -> int:
     """Write record batches as one Parquet file of chunk `index`, atomically (a retried task
-    replaces its own file: nothing is duplicated)."""
+    replaces its own file: nothing is duplicated). Nothing is written for no records, unless
+    `always` (the end file: the dataset then always has a file and its schema)."""
+    table = pa.Table.from_batches([b for b in batches if b is not None], schema=records.SCHEMA)
+    if table.num_rows == 0 and not always:
+        _remove(out_dir, index, name)
+        return 0
     d = _chunk_dir(out_dir, index)
     os.makedirs(d, exist_ok=True)
-    table = pa.Table.from_batches([b for b in batches if b is not None], schema=records.SCHEMA)
     tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, os.path.join(d, f"{name}.parquet"))
@@ -736,7 +740,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     last = chunks[-1].index if chunks else 0
     p = _seeded_pairer(opts, E, clock, 0)
     p.flush()
-    _write(out_dir, last, "part-end", [p.take()])
+    _write(out_dir, last, "part-end", [p.take()], always=True)
     c = p.counters()
     for k in ("request_unmatched_end", "response_unmatched_end", "final_response_missing"):
         pairing[k] = pairing.get(k, 0) + c.get(k, 0)
