@@ -15,14 +15,15 @@ Three steps (docs/DISTRIBUTED.md tells why each is exact):
    gzip'd trace cannot be entered in the middle without inflating everything before: it is one
    chunk (several gzip'd files still run in parallel).
 2. **Map** (workers): a chunk is read, dissected and paired in a table of its own, starting
-   empty. Its records after its *checkpoint* (the first event at least one GC window after its
+   empty. Its records after its *checkpoint* (the first event at least two GC windows after its
    first message) go straight to the Parquet dataset; it returns the records and the messages
-   of its first window, its table's waiting entries at the checkpoint and at its end, and its
+   before the checkpoint, its table's waiting entries at the checkpoint and at its end, and its
    capture clock.
 3. **Repair** (here, in stream order): a real pairing table is seeded with the entries really
    waiting at the end of the previous chunk and the capture clock there, and replays the
-   chunk's first-window messages. Anything the previous chunks could change happens in that
-   window (every entry carried over is paired or collected by the checkpoint); if the replayed
+   chunk's messages up to the checkpoint. Anything the previous chunks could change starts in
+   the first window (every entry carried over is paired or collected by its end), and the
+   chunk's own entries that met them are collected in the second; if the replayed
    table then equals the chunk's own table at its checkpoint, entry for entry in the same order,
    the rest of the chunk's records are exactly those of one pass. If not (a cascade outliving the
    window, a clock running backwards over the boundary), the chunk is run again, seeded: exact
@@ -254,7 +255,7 @@ class ChunkResult:
     seeded: bool
     first_event: int | None     # the first clock event of the chunk (message ts or advance)
     end_clock: int | None
-    checkpoint: bool            # reached: window_* cover only the first GC window
+    checkpoint: bool            # reached: window_* cover only the first two GC windows
     window_events: list         # ("m", msgs, data) | ("a", value), in order
     window_records: pa.RecordBatch | None
     ckpt_state: tuple | None
@@ -399,7 +400,9 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
     def first(v):
         if st["first_event"] is None:
             st["first_event"] = int(v)
-            st["threshold"] = int(v) + T
+            # Two windows: by then every entry carried over has left (first window) and so has
+            # every entry of this chunk that met one of them (second), in both tables.
+            st["threshold"] = int(v) + 2 * T
 
     def checkpoint():
         nonlocal window_recs, ckpt_state, ckpt_counters
@@ -420,6 +423,7 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
                 window.append(("m",) + _compact(msgs[:j], data))
                 table.feed(msgs[:j], data)
             if j < len(msgs):
+                window.append(("a", int(ts[j])))    # the replay ends with the same GC
                 table.advance(int(ts[j]))
                 checkpoint()
                 table.feed(msgs[j:], data)
@@ -430,10 +434,9 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
         first(v)
         if not st["ckpt"]:
             table.advance(v)
+            window.append(("a", v))
             if v >= st["threshold"]:
                 checkpoint()
-            else:
-                window.append(("a", v))
         else:
             table.advance(v)
 
@@ -559,7 +562,9 @@ class DistributedResult:
     summary: Summary
     chunks: int = 0
     boundaries_replayed: int = 0          # boundaries with entries carried over (replayed)
-    reruns: int = 0                       # chunks run again, seeded (cascade or clock)
+    reruns: int = 0                       # chunks run again, seeded: the two causes below
+    reruns_clock: int = 0                 # the clock ran back over the boundary
+    reruns_mismatch: int = 0              # replayed table != the chunk's own at its checkpoint
     replayed_messages: int = 0
     seconds: dict = field(default_factory=dict)   # plan, map, repair, total
     chunk_seconds: list = field(default_factory=list)
@@ -699,6 +704,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
             if not r.seeded:
                 r = ex.one(analyze_chunk, ch, out_dir, bpf, opts, (E[0], E[1], clock))
                 res.reruns += 1
+                res.reruns_clock += 1
             _remove(out_dir, ch.index, "part-window")
             _add_counters(pairing, r.end_counters)
         elif _npending(E) == 0:
@@ -724,10 +730,11 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
                 else:
                     r = ex.one(analyze_chunk, ch, out_dir, bpf, opts, (E[0], E[1], clock))
                     res.reruns += 1
+                    res.reruns_mismatch += 1
                     _remove(out_dir, ch.index, "part-window")
                     _add_counters(pairing, r.end_counters)
             else:
-                # The whole chunk lies in its first window: the replay is the one pass.
+                # The whole chunk lies before its checkpoint: the replay is the one pass.
                 _write(out_dir, ch.index, "part-window", [p.take()])
                 _add_counters(pairing, p.counters())
                 r.end_state = p.table.export_pending()

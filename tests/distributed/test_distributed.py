@@ -146,9 +146,12 @@ def test_checkpoints_and_reruns_are_exercised(jumpy, tmp_path):
     the chunk's own there (accepted), and some boundaries cannot (clock going back over them)."""
     res, _ = same([str(jumpy)], tmp_path, chunk_packets=800, gc_timeout=0.2)
     assert res.boundaries_replayed > 10
-    assert res.reruns >= 1
+    assert res.reruns_clock >= 1        # the concatenation's clock runs back at file borders
     accepted = res.boundaries_replayed - res.reruns
-    assert accepted > 5
+    assert accepted > 20
+    # two windows are enough for the tables to agree again (responses whose request was carried
+    # over outlive the first window in the chunk's own table)
+    assert res.reruns_mismatch <= res.boundaries_replayed // 10
 
 
 def _split(src: pathlib.Path, dst: pathlib.Path, parts: int) -> list[str]:
