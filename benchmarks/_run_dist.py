@@ -15,6 +15,9 @@ import httpanalyzer
 
 def _warm() -> None:
     """Import what a task needs in each worker (an editable build checks itself on import)."""
+    import pandas  # noqa: F401  (pyarrow's record batches import it on first use)
+    import pyarrow.parquet  # noqa: F401
+
     import httpanalyzer.distributed  # noqa: F401
     import webtap.dissect  # noqa: F401
 

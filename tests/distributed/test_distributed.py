@@ -276,3 +276,25 @@ def test_worker_killed_mid_run(cluster, jumpy, tmp_path):
     # retried without a duplicate: one post file per chunk, records equal (checked in same())
     posts = list(pathlib.Path(res.out_dir).glob("chunk=000003/*.parquet"))
     assert len(posts) >= 1 and not list(pathlib.Path(res.out_dir).rglob("*.tmp"))
+
+
+def test_cli_scheduler_address(cluster, traces, tmp_path):
+    """`httpanalyzer TRACE --dask ADDRESS`: the same lines as one process; -o OUT.parquet is a
+    partitioned dataset; a bad filter is a usage error either way."""
+    from httpanalyzer import cli
+
+    client, _ = cluster
+    addr = client.scheduler.address
+    src = next(p for p in traces if p.name == "blackholev2.pcap")
+    one, dist = tmp_path / "one.csv", tmp_path / "dist.csv"
+    assert cli.main([str(src), "-o", str(one), "--consumers", "0", "--no-progress"]) == 0
+    assert cli.main([str(src), "-o", str(dist), "--dask", addr, "--chunk-packets", "700",
+                     "--no-progress"]) == 0
+    a = one.read_text().splitlines()
+    b = dist.read_text().splitlines()
+    assert a[0] == b[0] and sorted(a[1:]) == sorted(b[1:]) and len(a) > 30
+    pq_out = tmp_path / "recs.parquet"
+    assert cli.main([str(src), "-o", str(pq_out), "--dask", addr, "--no-progress"]) == 0
+    assert pq_out.is_dir() and list(pq_out.glob("chunk=*/*.parquet"))
+    assert len(pd.read_parquet(pq_out)) == len(a) - 1
+    assert cli.main([str(src), "--dask", addr, "-f", "tcp port", "-o", str(dist)]) == 2
