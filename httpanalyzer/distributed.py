@@ -566,6 +566,8 @@ class DistributedResult:
     reruns_clock: int = 0                 # the clock ran back over the boundary
     reruns_mismatch: int = 0              # replayed table != the chunk's own at its checkpoint
     replayed_messages: int = 0
+    remapped: int = 0                     # chunks mapped again: the last trace with messages
+                                          # was not the one latest in time
     seconds: dict = field(default_factory=dict)   # plan, map, repair, total
     chunk_seconds: list = field(default_factory=list)
     rows: int = 0
@@ -692,7 +694,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     t0 = time.perf_counter()
     multi = len(paths) > 1
     if multi:
-        chunks, results = _check_order(chunks, results, ex, out_dir, bpf, opts)
+        res.remapped = _check_order(chunks, results, ex, out_dir, bpf, opts)
     pairing: dict = {}
     E = (np.empty(0, np.uint8), np.empty(0, np.uint8))
     clock = None
@@ -804,4 +806,5 @@ def _check_order(chunks, results, ex, out_dir, bpf, opts):
             ch.marks_mode = "messages"
         for r in ex.map_chunks(analyze_chunk, redo, out_dir, bpf, opts):
             results[r.index] = r
-    return chunks, results
+        return len(redo)
+    return 0

@@ -193,6 +193,32 @@ def test_folder_of_consecutive_traces(traces, tmp_path):
     assert res.chunks == 1
 
 
+def test_folder_ending_with_a_trace_without_http(traces, tmp_path):
+    """One process advances the clock after the batches of the last trace that has messages;
+    when the trace latest in time has none, the plan's guess is wrong and corrected."""
+    src = next(p for p in traces if p.name == "blackholev2.pcap")
+    quiet = next(p for p in traces if p.name == "telegram.pcap")
+    d = tmp_path / "folder"
+    d.mkdir()
+    files = _split(src, d, 3)
+    with open_trace(src) as t:
+        end = max(int(b.packets["ts_ns"].max()) for b in t)
+    with open_trace(quiet) as t:
+        bs = list(t)
+    shift = end - min(int(b.packets["ts_ns"].min()) for b in bs) + 10**9
+    moved = []
+    for b in bs:
+        pk = b.packets.copy()
+        pk["ts_ns"] += shift
+        moved.append(Batch(pk, b.data, b.source))
+    later = d / "later.pcap"
+    write_pcap(later, moved, linktype=1)
+    for cp, gc in ((50, 60.0), (50, 0.3)):
+        res, ref = same([str(later)] + files, tmp_path, chunk_packets=cp, gc_timeout=gc)
+        assert res.summary.source["packets"] > sum(len(b) for b in bs)
+        assert res.remapped > 0
+
+
 def test_overlapping_traces_are_refused(traces, tmp_path):
     a = next(p for p in traces if p.name == "blackholev2.pcap")
     d = tmp_path / "f"
