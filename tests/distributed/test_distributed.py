@@ -213,7 +213,7 @@ def test_folder_ending_with_a_trace_without_http(traces, tmp_path):
         moved.append(Batch(pk, b.data, b.source))
     later = d / "later.pcap"
     write_pcap(later, moved, linktype=1)
-    for cp, gc in ((50, 60.0), (50, 0.3)):
+    for cp, gc in ((50, 60.0), (50, 0.3), (50, 0.01)):
         res, ref = same([str(later)] + files, tmp_path, chunk_packets=cp, gc_timeout=gc)
         assert res.summary.source["packets"] > sum(len(b) for b in bs)
         assert res.remapped > 0
