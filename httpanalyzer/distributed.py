@@ -42,6 +42,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Iterable
 
 import numpy as np
@@ -53,7 +54,7 @@ from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext import source as _source
 from webtap._ext.pairing import PairingTable
-from webtap.capture import DEFAULT_BATCH, DEFAULT_CHUNK, _GZIP_MAGIC, _GzipStream
+from webtap.capture import DEFAULT_BATCH, DEFAULT_CHUNK, _GZIP_MAGIC, Trace, _GzipStream
 from webtap.errors import BpfError
 from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
 
@@ -755,13 +756,24 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
         pairing[k] = pairing.get(k, 0) + c.get(k, 0)
     res.seconds["repair"] = time.perf_counter() - t0
 
-    for r in results.values():
+    per_file: dict = {}
+    for ch in chunks:
+        r = results[ch.index]
+        f = per_file.setdefault(ch.trace, (ch.path, {}, []))
         for k, v in r.source.items():
-            summary.source[k] += int(bool(v)) if k == "truncated" else v
+            f[1][k] = f[1].get(k, 0) + v
         for k, v in r.dissect.items():
             summary.dissect[k] += v
-        summary.warnings.extend(r.warnings)
+        f[2].extend(r.warnings)
         res.chunk_seconds.append(r.seconds)
+    for t in sorted(per_file):
+        path, counters, warnings = per_file[t]
+        # the warnings one process gives for this file, from its counters summed over chunks
+        ns = SimpleNamespace(counters=counters, warnings=warnings)
+        Trace._note_counters(ns)
+        summary.warnings.extend(f"{path}: {w}" for w in ns.warnings)
+        for k, v in counters.items():
+            summary.source[k] += int(bool(v)) if k == "truncated" else v
     summary.packets = summary.source.get("packets", 0)
     summary.bytes = summary.source.get("wire_bytes", 0)
     summary.pairing = pairing

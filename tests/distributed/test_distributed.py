@@ -82,6 +82,9 @@ def same(paths, tmp, reference=None, **kw):
         assert res.summary.pairing.get(k, 0) == s.pairing[k], (k, paths, kw)
     assert res.summary.source["packets"] == s.source["packets"]
     assert res.summary.dissect == s.dissect
+    assert res.summary.source == s.source
+    assert sorted(res.summary.warnings) == sorted(s.warnings)
+    assert res.summary.unreadable == s.unreadable
     return res, records.to_pandas(ref)
 
 
