@@ -127,13 +127,19 @@ def _open_stream(path: str, start: int, warnings: list):
 
 def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None,
                chunk_bytes: int, exact_packets: bool, batch_size: int = DEFAULT_BATCH,
-               chunk_size: int = DEFAULT_CHUNK) -> _FileScan:
+               chunk_size: int = DEFAULT_CHUNK, progress: bool = False) -> _FileScan:
     """One pass over the record headers, with the same reader, batch size and buffer sizes as
     webtap.capture.Trace, so the batches (and their clock advances) are the one-process run's.
     Chunk boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of
     a batch) or, without chunk_packets, at the first batch end past every chunk_bytes bytes."""
     warnings: list = []
     f, stream, gz = _open_stream(path, 0, warnings)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=os.fstat(f.fileno()).st_size, unit="B", unit_scale=True, leave=False,
+                   desc=f"plan {os.path.basename(path)}", file=sys.stderr)
     try:
         buf = np.empty(chunk_size, dtype=np.uint8)
         filled, final = _fill(stream, buf, 0)
@@ -201,17 +207,22 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
                 nxt[: len(tail)] = tail
                 buf_off += reader.position
                 filled, final = _fill(stream, nxt, len(tail))
+                if bar is not None:
+                    bar.update(f.tell() - bar.n)
                 buf = nxt
                 reader.set_buffer(buf[:filled], 0, final)
         starts[-1][3] = -1              # the last chunk reads to the end of the file
         return _FileScan(path, trace, gz, first_ts, [tuple(s) for s in starts],
                          np.array(m_idx, dtype=np.uint64), np.array(m_val, dtype=np.int64), total)
     finally:
+        if bar is not None:
+            bar.close()
         f.close()
 
 
 def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = None,
-         chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> tuple[list[Chunk], list[str]]:
+         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+         progress: bool = False) -> tuple[list[Chunk], list[str]]:
     """Chunks of every trace in stream order, and the traces that could not be read."""
     paths = [os.fspath(p) for p in paths]
     if bpf:
@@ -221,7 +232,8 @@ def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = No
     unreadable: list[str] = []
     for i, p in enumerate(paths):
         try:
-            scans.append(_scan_file(p, i, bpf, chunk_packets, chunk_bytes, exact_packets=single))
+            scans.append(_scan_file(p, i, bpf, chunk_packets, chunk_bytes, exact_packets=single,
+                                    progress=progress))
         except BpfError:
             raise
         except (OSError, ValueError, RuntimeError) as exc:
@@ -681,7 +693,8 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     summary = Summary()
     res = DistributedResult(out_dir=out_dir, summary=summary)
     t0 = time.perf_counter()
-    chunks, unreadable = plan(paths, bpf=bpf, chunk_packets=chunk_packets, chunk_bytes=chunk_bytes)
+    chunks, unreadable = plan(paths, bpf=bpf, chunk_packets=chunk_packets, chunk_bytes=chunk_bytes,
+                              progress=progress)
     summary.unreadable.extend(unreadable)
     res.chunks = len(chunks)
     res.seconds["plan"] = time.perf_counter() - t0
