@@ -225,8 +225,6 @@ def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = No
          progress: bool = False) -> tuple[list[Chunk], list[str]]:
     """Chunks of every trace in stream order, and the traces that could not be read."""
     paths = [os.fspath(p) for p in paths]
-    if bpf:
-        _source.compile_filter(bpf)             # a bad filter fails for every file: say so now
     single = len(paths) == 1
     scans: list[_FileScan] = []
     unreadable: list[str] = []
@@ -583,7 +581,6 @@ class DistributedResult:
                                           # was not the one latest in time
     seconds: dict = field(default_factory=dict)   # plan, map, repair, total
     chunk_seconds: list = field(default_factory=list)
-    rows: int = 0
 
     def read_pandas(self):
         """The dataset as one DataFrame (records.to_pandas dtypes; the partition column dropped)."""

@@ -67,7 +67,8 @@ def same(paths, tmp, reference=None, **kw):
     if reference is None:
         s = Summary()
         ref = pa.Table.from_batches(list(httpanalyzer.iter_record_batches(
-            paths, summary=s, gc_timeout=kw.get("gc_timeout", 60.0))), schema=records.SCHEMA)
+            paths, summary=s, gc_timeout=kw.get("gc_timeout", 60.0), bpf=kw.get("bpf"))),
+            schema=records.SCHEMA)
     else:
         ref, s = reference
     out = str(tmp / f"ds{len(list(tmp.iterdir()))}")
@@ -142,6 +143,14 @@ def test_clock_jumps(jumpy, tmp_path, chunk_packets, gc):
     res, ref = same([str(jumpy)], tmp_path, chunk_packets=chunk_packets, gc_timeout=gc)
     assert res.chunks > 3 and res.boundaries_replayed > 0
     assert (ref.unmatched_reason == "clock_reset").any() and (ref.unmatched_reason == "gc").any()
+
+
+def test_bpf_filter(jumpy, tmp_path):
+    """With a BPF filter the batches (and the clock advances at their ends) are those of the
+    filtered packets, in both runs."""
+    res, ref = same([str(jumpy)], tmp_path, chunk_packets=2500, gc_timeout=1.0,
+                    bpf="tcp port 80 or tcp port 8080")
+    assert res.summary.source["bpf_rejected"] > 1000 and len(ref) > 1000
 
 
 def test_checkpoints_and_reruns_are_exercised(jumpy, tmp_path):
