@@ -29,10 +29,11 @@ def main() -> None:
     if mode == "single":
         s = httpanalyzer.Summary(detailed=False)
         t1 = time.perf_counter()
+        c1 = time.process_time()
         n = 0
         for b in httpanalyzer.iter_record_batches(trace, summary=s, consumers=0):
             n += b.num_rows
-        out.update(loop_s=time.perf_counter() - t1, records=n, packets=s.packets, bytes=s.bytes,
+        out.update(loop_s=time.perf_counter() - t1, cpu_s=time.process_time() - c1, records=n, packets=s.packets, bytes=s.bytes,
                    paired=s.pairing.get("paired", 0), messages=s.pairing.get("messages", 0))
     else:
         from dask.distributed import Client, LocalCluster
@@ -49,15 +50,17 @@ def main() -> None:
         client.run(_warm)     # workers import once
         out["cluster_start_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
+        c1 = time.process_time()
         res = distributed.run(trace, out_dir, scheduler=client, chunk_bytes=int(chunk_mb * 2**20))
         out["loop_s"] = time.perf_counter() - t1
+        out["driver_cpu_s"] = time.process_time() - c1
         d = ds.dataset(out_dir, format="parquet", partitioning="hive")
         out.update(records=d.count_rows(), packets=res.summary.packets, bytes=res.summary.bytes,
                    paired=res.summary.pairing.get("paired", 0),
                    messages=res.summary.pairing.get("messages", 0), chunks=res.chunks,
                    boundaries_replayed=res.boundaries_replayed, reruns=res.reruns,
                    replayed_messages=res.replayed_messages, seconds=res.seconds,
-                   chunk_seconds=res.chunk_seconds)
+                   chunk_seconds=res.chunk_seconds, chunk_cpu_seconds=res.chunk_cpu_seconds)
         client.close()
         cluster.close()
     print(json.dumps(out))

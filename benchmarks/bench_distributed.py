@@ -60,6 +60,10 @@ def main(argv=None) -> int:
           f"{d['reruns']} chunks re-run; cluster start-up {d['cluster_start_s']:.1f} s (not counted)")
     print(f"speed-up over the single process (packets/s ratio): "
           f"{single['loop_s'] / d['loop_s']:.2f}x")
+    # CPU time says what a loaded machine's wall clock hides: the work the workers share
+    cpu = d["chunk_cpu_seconds"]
+    print(f"CPU seconds: single process {single['cpu_s']:.2f}; chunk tasks {sum(cpu):.2f} in all "
+          f"(largest {max(cpu):.2f}); driver (plan + repair + waiting) {d['driver_cpu_s']:.2f}")
     return 0
 
 

@@ -281,6 +281,7 @@ class ChunkResult:
     msg_max_ts: int | None
     packets: int
     seconds: float
+    cpu_seconds: float
     post_rows: int
 
 
@@ -390,6 +391,7 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
     from webtap.dissect import dissect
 
     t0 = time.perf_counter()
+    c0 = time.process_time()
     _maybe_kill(ch.index)
     pairer = Pairer(**table_options)
     table = pairer.table
@@ -500,7 +502,7 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
         end_counters=table.counters(), source=totals["source"], dissect=totals["dissect"],
         warnings=totals["warnings"], messages=st["msgs"], msg_first_ts=st["mfirst"],
         msg_max_ts=st["mmax"], packets=st["packets"], seconds=time.perf_counter() - t0,
-        post_rows=rows)
+        cpu_seconds=time.process_time() - c0, post_rows=rows)
 
 
 def _remove(out_dir: str, index: int, name: str) -> None:
@@ -580,7 +582,8 @@ class DistributedResult:
     remapped: int = 0                     # chunks mapped again: the last trace with messages
                                           # was not the one latest in time
     seconds: dict = field(default_factory=dict)   # plan, map, repair, total
-    chunk_seconds: list = field(default_factory=list)
+    chunk_seconds: list = field(default_factory=list)      # wall time of each chunk's task
+    chunk_cpu_seconds: list = field(default_factory=list)  # its CPU time
 
     def read_pandas(self):
         """The dataset as one DataFrame (records.to_pandas dtypes; the partition column dropped)."""
@@ -776,6 +779,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
             summary.dissect[k] += v
         f[2].extend(r.warnings)
         res.chunk_seconds.append(r.seconds)
+        res.chunk_cpu_seconds.append(r.cpu_seconds)
     for t in sorted(per_file):
         path, counters, warnings = per_file[t]
         # the warnings one process gives for this file, from its counters summed over chunks
