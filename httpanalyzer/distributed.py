@@ -683,6 +683,9 @@ def run(paths, out_dir: str, scheduler=None, bpf: str | None = None, gc_timeout:
         ex = _OnDask(client)
     try:
         return _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)      # no partial dataset left behind
+        raise
     finally:
         if owned is not None:
             client.close()

@@ -238,6 +238,7 @@ def test_overlapping_traces_are_refused(traces, tmp_path):
     files = _split(a, d, 2)
     with pytest.raises(D.OverlappingTraces):
         D.run([files[0], files[1], files[0]], str(tmp_path / "o"))
+    assert not (tmp_path / "o").exists()        # no partial dataset
 
 
 def test_table_hand_over_roundtrip(jumpy):
