@@ -666,10 +666,13 @@ def run(paths, out_dir: str, scheduler=None, bpf: str | None = None, gc_timeout:
         progress = sys.stderr.isatty()
     t_start = time.perf_counter()
     opts = dict(gc_timeout=gc_timeout, **table_options)
-    if os.path.exists(out_dir):
+    if os.path.lexists(out_dir):
         if not overwrite:
             raise FileExistsError(out_dir)
-        shutil.rmtree(out_dir)
+        if os.path.isdir(out_dir) and not os.path.islink(out_dir):
+            shutil.rmtree(out_dir)
+        else:
+            os.remove(out_dir)                  # e.g. a one-process run's OUT.parquet file
     os.makedirs(out_dir)
     owned = None
     client = None
