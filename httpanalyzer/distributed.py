@@ -146,6 +146,7 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
         if filled == 0:
             raise _source.NotACapture(f"{path}: empty file, not a capture")
         reader = _source.FileReader(buf[:filled], bpf, path, final)
+        spare = None
         buf_off = 0
         starts = [[0, None, 0, -1]]
         in_chunk = 0
@@ -203,13 +204,13 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
                 size = chunk_size
                 while len(tail) > size // 2:
                     size *= 2
-                nxt = np.empty(size, dtype=np.uint8)
+                nxt = spare if spare is not None and len(spare) == size else np.empty(size, np.uint8)
                 nxt[: len(tail)] = tail
                 buf_off += reader.position
                 filled, final = _fill(stream, nxt, len(tail))
                 if bar is not None:
                     bar.update(f.tell() - bar.n)
-                buf = nxt
+                spare, buf = buf, nxt           # two buffers in turn: their pages stay mapped
                 reader.set_buffer(buf[:filled], 0, final)
         starts[-1][3] = -1              # the last chunk reads to the end of the file
         return _FileScan(path, trace, gz, first_ts, [tuple(s) for s in starts],
@@ -310,6 +311,7 @@ def _read_chunk(ch: Chunk, bpf: str | None, totals: dict, batch_size: int = DEFA
     f, stream, gz = _open_stream(ch.path, ch.start, warnings)
     try:
         buf = np.empty(chunk_size, dtype=np.uint8)
+        pool = [buf]
         filled, final = _fill(stream, buf, 0)
         if ch.state is None:
             reader = _source.FileReader(buf[:filled], bpf, ch.path, final)
@@ -331,7 +333,14 @@ def _read_chunk(ch: Chunk, bpf: str | None, totals: dict, batch_size: int = DEFA
                 size = chunk_size
                 while len(tail) > size // 2:
                     size *= 2
-                nxt = np.empty(size, dtype=np.uint8)
+                # a buffer no batch still refers to (the caller has dissected and let go of
+                # the previous ones), else a new one
+                nxt = next((b for b in pool if len(b) == size and sys.getrefcount(b) <= 3), None)
+                if nxt is None:
+                    nxt = np.empty(size, dtype=np.uint8)
+                    pool.append(nxt)
+                    if len(pool) > 4:
+                        pool.pop(0)
                 nxt[: len(tail)] = tail
                 filled, final = _fill(stream, nxt, len(tail))
                 buf = nxt
