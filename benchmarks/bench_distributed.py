@@ -52,8 +52,9 @@ def main(argv=None) -> int:
     print(table(rows, npk, nbytes, "single process"))
     s = d["seconds"]
     tot = s["total"]
-    print(f"\n{dist}: {d['chunks']} chunks; plan (header scan) {s['plan']:.2f} s "
-          f"({100 * s['plan'] / tot:.1f} %), map {s['map']:.2f} s ({100 * s['map'] / tot:.1f} %), "
+    print(f"\n{dist}: {d['chunks']} chunks; plan (header scan; the map starts on each chunk as "
+          f"the scan passes it) done after {s['plan']:.2f} s, plan + map {s['map']:.2f} s "
+          f"({100 * s['map'] / tot:.1f} %), "
           f"boundary repair {s['repair']:.2f} s ({100 * s['repair'] / tot:.1f} % of the total); "
           f"{d['boundaries_replayed']} boundaries replayed ({d['replayed_messages']:,} messages, "
           f"{100 * d['replayed_messages'] / max(1, single['messages']):.2f} % of all), "

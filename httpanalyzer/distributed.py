@@ -43,7 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -90,18 +90,6 @@ class Chunk:
     gzip: bool = False
 
 
-@dataclass
-class _FileScan:
-    path: str
-    trace: int
-    gzip: bool
-    first_ts: int | None
-    starts: list                # (offset, state, first packet index, packets) per chunk
-    marks_idx: np.ndarray
-    marks_val: np.ndarray
-    packets: int
-
-
 def _fill(stream, buf: np.ndarray, start: int) -> tuple[int, bool]:
     view = memoryview(buf)
     pos = start
@@ -126,8 +114,17 @@ def _open_stream(path: str, start: int, warnings: list):
 
 
 def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None,
-               chunk_bytes: int, exact_packets: bool, batch_size: int = DEFAULT_BATCH,
-               chunk_size: int = DEFAULT_CHUNK, progress: bool = False) -> _FileScan:
+               chunk_bytes: int, exact_packets: bool, info: dict, batch_size: int = DEFAULT_BATCH,
+               chunk_size: int = DEFAULT_CHUNK, progress: bool = False):
+    """Generator of (offset, state, npackets, marks_idx, marks_val, gzip), one per chunk, each
+    as soon as the scan has passed its end (so its task can start while the scan goes on);
+    info receives the file's first packet time ('first_ts')."""
+    yield from _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets,
+                                 info, batch_size, chunk_size, progress)
+
+
+def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets, info,
+                      batch_size, chunk_size, progress):
     """One pass over the record headers, with the same reader, batch size and buffer sizes as
     webtap.capture.Trace, so the batches (and their clock advances) are the one-process run's.
     Chunk boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of
@@ -158,11 +155,31 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
         packets = np.empty(batch_size, dtype=PACKET_DTYPE)
         exact = bool(exact_packets and chunk_packets)
 
+        ready: list = []
+        assigned = 0
+
         def boundary():
             nonlocal in_chunk
             starts[-1][3] = in_chunk
-            starts.append([buf_off + reader.position, reader.export_state(), total, -1])
+            st = reader.export_state()
+            # the chunk's marks are known once the batch holding its last packet has ended
+            ready.append((starts[-1][0], starts[-1][1], in_chunk, st[5]))
+            starts.append([buf_off + reader.position, st, total, -1])
             in_chunk = 0
+
+        def complete():
+            """Ready chunks with the marks of the batches whose last packet they hold."""
+            nonlocal assigned
+            out = []
+            for off, state, npk, hi in ready:
+                k = assigned
+                while k < len(m_idx) and m_idx[k] < hi:
+                    k += 1
+                out.append((off, state, npk, np.array(m_idx[assigned:k], dtype=np.uint64),
+                            np.array(m_val[assigned:k], dtype=np.int64), gz))
+                assigned = k
+            ready.clear()
+            return out
 
         while True:
             nb = 0
@@ -197,6 +214,9 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
                         while next_bytes <= buf_off + reader.position:
                             next_bytes += chunk_bytes
                         boundary()
+            if ready:
+                info["first_ts"] = first_ts
+                yield from complete()
             if reader.eof:
                 break
             if reader.need_more:
@@ -212,49 +232,63 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
                     bar.update(f.tell() - bar.n)
                 spare, buf = buf, nxt           # two buffers in turn: their pages stay mapped
                 reader.set_buffer(buf[:filled], 0, final)
-        starts[-1][3] = -1              # the last chunk reads to the end of the file
-        return _FileScan(path, trace, gz, first_ts, [tuple(s) for s in starts],
-                         np.array(m_idx, dtype=np.uint64), np.array(m_val, dtype=np.int64), total)
+        info["first_ts"] = first_ts
+        yield from complete()
+        # the last chunk reads to the end of the file
+        yield (starts[-1][0], starts[-1][1], -1, np.array(m_idx[assigned:], dtype=np.uint64),
+               np.array(m_val[assigned:], dtype=np.int64), gz)
     finally:
         if bar is not None:
             bar.close()
         f.close()
 
 
+def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
+              chunk_packets: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+              progress: bool = False) -> Iterator[Chunk]:
+    """Chunks of every trace in stream order; traces that cannot be read go to `unreadable`.
+    One trace: each chunk as soon as the scan has passed it. Several: after all are scanned
+    (they are put in capture-time order by their first packets; checked on the messages later)."""
+    paths = [os.fspath(p) for p in paths]
+    single = len(paths) == 1
+    files = []
+    n = 0
+    for i, p in enumerate(paths):
+        info: dict = {}
+        got = []
+        try:
+            for off, state, npk, mi, mv, gz in _scan_file(p, i, bpf, chunk_packets, chunk_bytes,
+                                                          single, info, progress=progress):
+                if single:
+                    yield Chunk(n, p, i, off, state, npk, mi, mv, "all", gz)
+                    n += 1
+                else:
+                    got.append((off, state, npk, mi, mv, gz))
+        except BpfError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:
+            if single and n:
+                raise
+            unreadable.append(f"{p}: {exc}")
+            continue
+        files.append((info.get("first_ts"), i, p, got))
+    if single:
+        return
+    files.sort(key=lambda f: (f[0] if f[0] is not None else np.iinfo(np.int64).max, f[1]))
+    for fi, (_, i, p, got) in enumerate(files):
+        mode = "messages" if fi == len(files) - 1 else "none"
+        for off, state, npk, mi, mv, gz in got:
+            yield Chunk(n, p, i, off, state, npk, mi, mv, mode, gz)
+            n += 1
+
+
 def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = None,
          chunk_bytes: int = DEFAULT_CHUNK_BYTES,
          progress: bool = False) -> tuple[list[Chunk], list[str]]:
     """Chunks of every trace in stream order, and the traces that could not be read."""
-    paths = [os.fspath(p) for p in paths]
-    single = len(paths) == 1
-    scans: list[_FileScan] = []
-    unreadable: list[str] = []
-    for i, p in enumerate(paths):
-        try:
-            scans.append(_scan_file(p, i, bpf, chunk_packets, chunk_bytes, exact_packets=single,
-                                    progress=progress))
-        except BpfError:
-            raise
-        except (OSError, ValueError, RuntimeError) as exc:
-            unreadable.append(f"{p}: {exc}")
-    # Several traces: one stream in capture-time order (checked against the messages later).
-    scans.sort(key=lambda s: (s.first_ts if s.first_ts is not None else np.iinfo(np.int64).max,
-                              s.trace))
-    chunks: list[Chunk] = []
-    for fi, s in enumerate(scans):
-        mode = "all" if single else ("messages" if fi == len(scans) - 1 else "none")
-        for k, (off, state, first, npk) in enumerate(s.starts):
-            # marks of the batches whose last packet lies in this chunk
-            if state is None:
-                lo_idx = 0
-            else:
-                lo_idx = state[5]
-            hi_idx = s.starts[k + 1][1][5] if k + 1 < len(s.starts) else None
-            sel = s.marks_idx >= lo_idx
-            if hi_idx is not None:
-                sel &= s.marks_idx < hi_idx
-            chunks.append(Chunk(len(chunks), s.path, s.trace, off, state, npk,
-                                s.marks_idx[sel], s.marks_val[sel], mode, s.gzip))
+    unreadable: list = []
+    chunks = list(iter_plan(paths, unreadable, bpf=bpf, chunk_packets=chunk_packets,
+                            chunk_bytes=chunk_bytes, progress=progress))
     return chunks, unreadable
 
 
@@ -637,6 +671,8 @@ class _OnDask:
     def map_chunks(self, fn, chunks, *args, progress=None):
         from dask.distributed import as_completed
 
+        # `chunks` may be the plan itself, still scanning: each chunk is submitted as soon as
+        # it is known, so the workers start while the client scans on
         futs = [self.client.submit(fn, ch, *args, pure=False) for ch in chunks]
         bar = None
         if progress:
@@ -708,17 +744,23 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     summary = Summary()
     res = DistributedResult(out_dir=out_dir, summary=summary)
     t0 = time.perf_counter()
-    chunks, unreadable = plan(paths, bpf=bpf, chunk_packets=chunk_packets, chunk_bytes=chunk_bytes,
-                              progress=progress)
+    chunks: list[Chunk] = []
+    unreadable: list = []
+
+    def planned():
+        for ch in iter_plan(paths, unreadable, bpf=bpf, chunk_packets=chunk_packets,
+                            chunk_bytes=chunk_bytes, progress=progress):
+            chunks.append(ch)
+            yield ch
+        res.seconds["plan"] = time.perf_counter() - t0
+
+    results: dict[int, ChunkResult] = {}
+    for r in ex.map_chunks(analyze_chunk, planned(), out_dir, bpf, opts, progress=progress):
+        results[r.index] = r
+    # the map overlaps the plan (chunks are submitted as the scan finds them)
+    res.seconds["map"] = time.perf_counter() - t0
     summary.unreadable.extend(unreadable)
     res.chunks = len(chunks)
-    res.seconds["plan"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    results: dict[int, ChunkResult] = {}
-    for r in ex.map_chunks(analyze_chunk, chunks, out_dir, bpf, opts, progress=progress):
-        results[r.index] = r
-    res.seconds["map"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     multi = len(paths) > 1
