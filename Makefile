@@ -41,6 +41,8 @@ $(BIN)/python:
 $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(BUILD_REQS)
 	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
+	# Dask: the distributed analyzer (httpanalyzer --dask) and its LocalCluster tests
+	$(BIN)/pip install -q "dask[distributed,dataframe]"
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
 	$(BIN)/pip install -q marisa-trie
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv

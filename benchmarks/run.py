@@ -5,7 +5,7 @@ import importlib
 import sys
 
 BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
-              "benchmarks.bench_urltree", "benchmarks.bench_filter"]
+              "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed"]
 
 
 def main() -> int:

@@ -315,6 +315,109 @@ cdef class PairingTable:
         self.nrec = 0
         return recs, strings
 
+    # ------------------------------------------------------------------ hand-over (distributed)
+    # httpanalyzer.distributed runs one table per chunk of a trace and repairs the boundaries:
+    # the entries still waiting at a chunk's end are exported, and a table for the next chunk
+    # is seeded with them (and with the capture clock), so it goes on exactly as one table
+    # over the whole trace would.
+
+    @property
+    def clock(self):
+        """The capture clock (ns), or None before the first message or advance()."""
+        return self.now if self.has_now else None
+
+    def set_clock(self, int64_t now_ns):
+        """Set the capture clock without running the GC (seeding a table that takes over)."""
+        self.has_now = True
+        self.now = now_ns
+
+    @staticmethod
+    def pending_layout():
+        """(itemsize, {field: offset}) of the PendEntry struct that export_pending() hands out."""
+        cdef PendEntry e
+        cdef size_t b = <size_t>&e
+        return sizeof(PendEntry), {
+            "ts_ns": <size_t>&e.ts_ns - b, "stamp_ns": <size_t>&e.stamp_ns - b,
+            "pkt_index": <size_t>&e.pkt_index - b, "src_ip": <size_t>&e.src_ip - b,
+            "dst_ip": <size_t>&e.dst_ip - b, "tlen": <size_t>&e.tlen - b, "seq": <size_t>&e.seq - b,
+            "ack": <size_t>&e.ack - b, "key": <size_t>&e.key - b,
+            "payload_len": <size_t>&e.payload_len - b, "src_port": <size_t>&e.src_port - b,
+            "dst_port": <size_t>&e.dst_port - b, "status": <size_t>&e.status - b,
+            "vlan": <size_t>&e.vlan - b, "msg_flags": <size_t>&e.msg_flags - b,
+            "rflags": <size_t>&e.rflags - b, "kind": <size_t>&e.kind - b,
+            "method_id": <size_t>&e.method_id - b, "ip_version": <size_t>&e.ip_version - b,
+            "interim_done": <size_t>&e.interim_done - b, "trace": <size_t>&e.trace - b}
+
+    def export_pending(self):
+        """Every waiting entry, oldest change first (the age list; each collision list is that
+        order restricted to its cell), as (entries, text): entries a uint8 array of PendEntry
+        structs with the pointer and link fields zeroed, text their five text fields back to
+        back (lengths in tlen). The table is not changed."""
+        cdef size_t n = <size_t>self.npending
+        cdef size_t total = 0, toff = 0, k = 0
+        cdef int32_t j
+        cdef int f
+        cdef uint32_t tl
+        cdef PendEntry *o
+        j = self.age_head
+        while j != -1:
+            for f in range(T_N):
+                total += self.pool[j].tlen[f]
+            j = self.pool[j].age_next
+        ents = np.zeros(n * sizeof(PendEntry), dtype=np.uint8)
+        text = np.empty(total, dtype=np.uint8)
+        cdef uint8_t[::1] ev = ents
+        cdef uint8_t[::1] tv = text
+        j = self.age_head
+        while j != -1:
+            o = <PendEntry *>&ev[k * sizeof(PendEntry)]
+            memcpy(o, &self.pool[j], sizeof(PendEntry))
+            tl = 0
+            for f in range(T_N):
+                tl += o.tlen[f]
+            if tl:
+                memcpy(&tv[toff], self.pool[j].text, tl)
+                toff += tl
+            o.text = NULL
+            o.tcap = 0
+            o.next = -1
+            o.age_prev = -1
+            o.age_next = -1
+            k += 1
+            j = self.pool[j].age_next
+        return ents, text
+
+    def import_pending(self, const uint8_t[::1] entries, const uint8_t[::1] text):
+        """Append entries exported by export_pending() (of a table with the same rules) as
+        waiting messages, in the order given, with their stamps, keys and flags unchanged."""
+        cdef size_t n, i, toff = 0
+        cdef int32_t idx
+        cdef uint32_t cell
+        cdef int f
+        cdef PendEntry *e
+        cdef TextView tv
+        if entries.shape[0] % sizeof(PendEntry):
+            raise ValueError("import_pending: not a whole number of PendEntry structs")
+        n = entries.shape[0] // sizeof(PendEntry)
+        for i in range(n):
+            idx = self._alloc_entry()
+            e = &self.pool[idx]
+            memcpy(e, &entries[i * sizeof(PendEntry)], sizeof(PendEntry))
+            for f in range(T_N):
+                if toff + e.tlen[f] > <size_t>text.shape[0]:
+                    raise ValueError("import_pending: text shorter than the entries say")
+                tv.p[f] = &text[toff] if e.tlen[f] else NULL
+                tv.n[f] = e.tlen[f]
+                toff += e.tlen[f]
+            self._store_text(e, &tv)
+            cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key,
+                            e.ip_version) & (self.ncells - 1)
+            self._link(idx, cell)
+            if <uint64_t>self.npending > self.cnt[PC_PEAK_PENDING]:
+                self.cnt[PC_PEAK_PENDING] = self.npending
+            while self.npending > <int64_t>self.ncells and self.ncells < self.max_cells:
+                self._grow_cells()
+
     @property
     def pending(self):
         """Messages waiting in the table now."""

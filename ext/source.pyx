@@ -284,6 +284,46 @@ cdef class FileReader:
         self.final = final
         self.need_more = False
 
+    def export_state(self):
+        """The parser's state at `position`, which must lie between two records (pcap) or blocks
+        (pcapng), e.g. right after read_into() filled its array: what a reader resuming there,
+        in another process, needs (httpanalyzer.distributed splits a file with it). A picklable
+        tuple; see resume()."""
+        cdef bytes ifaces = (<char *>self.ifaces)[:self.n_ifaces * sizeof(Iface)] if self.n_ifaces else b""
+        return (self.format, self.swap, self.version_major, self.version_minor, ifaces,
+                self.next_index, self.last_ts)
+
+    @staticmethod
+    def resume(buf, state, bpf=None, name="<buffer>", bint final=True):
+        """A reader over `buf`, the file's bytes from the position where `state` (export_state())
+        was taken: packet indices, timestamps and interfaces go on as in one pass over the file.
+        Counters start at zero, so the counters of readers over consecutive parts add up to
+        those of one reader over the whole file."""
+        cdef FileReader r = FileReader.__new__(FileReader)
+        cdef bytes ifaces
+        cdef int i
+        fmt, swap, vmaj, vmin, ifaces, next_index, last_ts = state
+        r.set_buffer(buf, 0, final)
+        r.format = fmt
+        r.swap = swap
+        r.version_major = vmaj
+        r.version_minor = vmin
+        r.next_index = next_index
+        r.last_ts = last_ts
+        r.eof = False
+        r.resyncing = False
+        r.pending_iface = -1
+        r.section_start = 0             # resumed at a block boundary: aligned to the section
+        memset(r.counters, 0, sizeof(r.counters))
+        r.programs = _Programs(bpf) if bpf else None
+        if len(ifaces) % sizeof(Iface):
+            raise ValueError("resume: interface state of the wrong size (another build?)")
+        for i in range(len(ifaces) // sizeof(Iface)):
+            r._add_iface()
+            memcpy(&r.ifaces[i], <const char *>ifaces + i * sizeof(Iface), sizeof(Iface))
+            r.ifaces[i].prog = r.programs.index_for(r.ifaces[i].linktype) if r.programs is not None else -1
+        return r
+
     cdef _open_pcap(self, name, uint32_t magic):
         cdef Iface *ifc
         self.format = FMT_PCAP

@@ -15,6 +15,8 @@ EPILOG = """examples:
   httpanalyzer trace.pcap -f 'port 8080' -o out.csv --summary
   httpanalyzer trace.pcap --gc-timeout 120 -o out.txt
   httpanalyzer -i eth0 -f 'tcp port 80' -o live.csv   live, until Ctrl-C
+  httpanalyzer big.pcap --dask local:2 -o out.parquet   chunks on a 2-worker Dask cluster;
+                                                        out.parquet/ is a partitioned dataset
   httpanalyzer compare trace.pcap --report out/ --json   accuracy against tshark (see
                                                           httpanalyzer compare --help)
   httpanalyzer big.pcap --consumers 4 -o out.parquet --summary   four pairing processes
@@ -47,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--consumers", type=int, default=None, metavar="N",
                     help="pair in N consumer processes fed through shared memory (the paper's "
                          "packet feeder); 0: in this process; default: the number of cores")
+    ap.add_argument("--dask", metavar="SCHEDULER",
+                    help="run on Dask: 'local' or 'local:N' (a LocalCluster of N worker "
+                         "processes) or a scheduler address (tcp://host:8786); the trace is "
+                         "split into chunks and the boundaries repaired (docs/DISTRIBUTED.md). "
+                         "-o OUT.parquet is then a dataset directory partitioned by chunk")
+    ap.add_argument("--chunk-mb", type=float, default=256, metavar="MB",
+                    help="with --dask: chunk size in MiB of the trace (default 256)")
+    ap.add_argument("--chunk-packets", type=int, default=None, metavar="N",
+                    help="with --dask: chunks of N packets instead of --chunk-mb")
     ap.add_argument("--summary", action="store_true",
                     help="print a summary table (to stderr when records go to stdout)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -55,6 +66,75 @@ def build_parser() -> argparse.ArgumentParser:
                          "and the consumers' balance when there are consumers) as PNG to DIR; "
                          "keeps the records in memory until the end")
     return ap
+
+
+def _main_dask(a, ap) -> int:
+    """`httpanalyzer TRACE... --dask SCHED`: chunks on a Dask cluster, records as a Parquet
+    dataset (-o OUT.parquet) or, for the other outputs, streamed from a temporary dataset."""
+    import os
+    import shutil
+    import tempfile
+
+    import pyarrow.dataset as ds
+
+    from httpanalyzer import distributed
+
+    if a.chunk_packets is not None and a.chunk_packets < 1:
+        ap.error("--chunk-packets must be >= 1")
+    if not a.chunk_mb > 0:
+        ap.error("--chunk-mb must be > 0")
+    out = a.output
+    dataset_out = out not in (None, "-") and os.path.splitext(out)[1].lower() in (".parquet", ".pq")
+    try:
+        w = None if dataset_out else writers.writer_for(out)
+    except ValueError as e:
+        print(f"httpanalyzer: {e}", file=sys.stderr)
+        return 2
+    tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
+    target = out if dataset_out else os.path.join(tmp, "records")
+    progress = None if not a.no_progress else False
+    try:
+        try:
+            res = distributed.run(a.traces, target, scheduler=a.dask, bpf=a.bpf,
+                                  gc_timeout=a.gc_timeout, max_pending=a.max_pending,
+                                  chunk_packets=a.chunk_packets,
+                                  chunk_bytes=int(a.chunk_mb * (1 << 20)), progress=progress)
+        except BpfError as e:
+            print(f"httpanalyzer: {e}", file=sys.stderr)
+            return 2
+        except (OSError, ValueError, RuntimeError) as e:
+            print(f"httpanalyzer: {e}", file=sys.stderr)
+            return 1
+        summary = res.summary
+        summary.detailed = a.summary
+        dataset = ds.dataset(target, format="parquet", partitioning="hive")
+        for batch in dataset.to_batches():
+            batch = batch.drop_columns(["chunk"]) if "chunk" in batch.schema.names else batch
+            summary.add(batch)
+            if w is not None:
+                w.write(batch)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        if w is not None:
+            try:
+                w.close()
+            except BrokenPipeError:
+                pass
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for u in summary.unreadable:
+        print(f"httpanalyzer: skipped {u}", file=sys.stderr)
+    if a.summary:
+        dest = sys.stderr if out in (None, "-") else sys.stdout
+        print(summary.table(), file=dest)
+        print(f"\nDask: {res.chunks} chunks, {res.boundaries_replayed} boundaries replayed "
+              f"({res.replayed_messages} messages), {res.reruns} chunks re-run; seconds: "
+              + ", ".join(f"{k} {v:.2f}" for k, v in res.seconds.items()), file=dest)
+    if summary.unreadable and len(summary.unreadable) == len(a.traces):
+        return 1
+    return 0
 
 
 def main(argv=None) -> int:
@@ -69,6 +149,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(args)
     if bool(a.traces) == bool(a.interface):
         ap.error("give TRACE files or -i IFACE (not both)")
+    if a.dask:
+        if a.interface:
+            ap.error("--dask reads trace files, not a live interface")
+        return _main_dask(a, ap)
     try:
         w = writers.writer_for(a.output)
     except ValueError as e:

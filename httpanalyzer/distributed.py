@@ -1,0 +1,893 @@
+"""Traces larger than one machine: chunks analysed on a Dask cluster, boundaries repaired exactly.
+
+    >>> from httpanalyzer.distributed import run                      # doctest: +SKIP
+    >>> res = run(["big.pcap"], "out.parquet", scheduler="local:2")
+    >>> pandas.read_parquet("out.parquet")                            # or dask / DuckDB / Spark
+
+Three steps (docs/DISTRIBUTED.md tells why each is exact):
+
+1. **Plan** (here): each trace is scanned once, record headers only, with the very reader and
+   buffer sizes one process uses. Chunk boundaries are byte offsets at packet records (pcap) or
+   blocks (pcapng); at each the reader's state (byte order, interfaces, packet index) is
+   exported, so a worker resumes there without rewriting the file. The scan also notes where
+   the one-process run ends its batches and the batch's latest packet time: that run advances
+   the capture clock (the GC) there, and every chunk does the same at the same packets. A
+   gzip'd trace cannot be entered in the middle without inflating everything before: it is one
+   chunk (several gzip'd files still run in parallel).
+2. **Map** (workers): a chunk is read, dissected and paired in a table of its own, starting
+   empty. Its records after its *checkpoint* (the first event at least two GC windows after its
+   first message) go straight to the Parquet dataset; it returns the records and the messages
+   before the checkpoint, its table's waiting entries at the checkpoint and at its end, and its
+   capture clock.
+3. **Repair** (here, in stream order): a real pairing table is seeded with the entries really
+   waiting at the end of the previous chunk and the capture clock there, and replays the
+   chunk's messages up to the checkpoint. Anything the previous chunks could change starts in
+   the first window (every entry carried over is paired or collected by its end), and the
+   chunk's own entries that met them are collected in the second; if the replayed
+   table then equals the chunk's own table at its checkpoint, entry for entry in the same order,
+   the rest of the chunk's records are exactly those of one pass. If not (a cascade outliving the
+   window, a clock running backwards over the boundary), the chunk is run again, seeded: exact
+   in every case, and counted.
+
+The result is the multiset of records of ``httpanalyzer.analyze`` on the same input, unmatched
+ones included. Several traces form one stream as in the one-process CLI when they follow each
+other in capture time (a rotating capture); traces that overlap in time are refused with a
+clear error (one process merges them message by message; see docs/DISTRIBUTED.md).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from httpanalyzer import records
+from httpanalyzer.pairing import Pairer
+from httpanalyzer.stream import Summary
+from webtap._ext import source as _source
+from webtap._ext.pairing import PairingTable
+from webtap.capture import DEFAULT_BATCH, DEFAULT_CHUNK, _GZIP_MAGIC, Trace, _GzipStream
+from webtap.errors import BpfError
+from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
+
+__all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "parse_scheduler"]
+
+#: Default chunk size for the plan (bytes of the file); boundaries fall on the next batch end.
+DEFAULT_CHUNK_BYTES = 256 << 20
+
+#: env var of the worker-kill test: "MARKER_PATH:CHUNK" -- the first attempt at CHUNK creates
+#: MARKER_PATH and kills its own worker process (SIGKILL), so Dask must retry it elsewhere.
+KILL_ONCE_ENV = "WEBTAP_DASK_KILL_ONCE"
+
+
+class OverlappingTraces(ValueError):
+    """Several traces overlap in capture time: one stream would interleave them."""
+
+
+# ----------------------------------------------------------------------------------- the plan
+
+@dataclass
+class Chunk:
+    """One piece of one trace: where it starts, the reader state there, how many packets."""
+
+    index: int                  # position in the stream (chunks of all traces, in time order)
+    path: str
+    trace: int                  # position of the trace among the inputs (request_trace ...)
+    start: int                  # byte offset in the file where the chunk's first record begins
+    state: tuple | None         # FileReader.export_state() there; None: the file's start
+    npackets: int               # packets (passing the BPF filter) in the chunk; -1: to the end
+    marks_idx: np.ndarray       # packet indices after which the one-process run ends a batch
+    marks_val: np.ndarray       # ... and advances the capture clock to this value
+    marks_mode: str = "all"     # all | messages (only batches with messages) | none
+    gzip: bool = False
+
+
+def _fill(stream, buf: np.ndarray, start: int) -> tuple[int, bool]:
+    view = memoryview(buf)
+    pos = start
+    while pos < len(buf):
+        got = stream.readinto(view[pos:])
+        if not got:
+            return pos, True
+        pos += got
+    return pos, False
+
+
+def _open_stream(path: str, start: int, warnings: list):
+    f = open(path, "rb")
+    gz = f.peek(2)[:2] == _GZIP_MAGIC
+    if gz:
+        if start:
+            f.close()
+            raise ValueError(f"{path}: a gzip'd trace cannot be entered at byte {start}")
+        return f, _GzipStream(f, warnings), True
+    f.seek(start)
+    return f, f, False
+
+
+def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None,
+               chunk_bytes: int, exact_packets: bool, info: dict, batch_size: int = DEFAULT_BATCH,
+               chunk_size: int = DEFAULT_CHUNK, progress: bool = False):
+    """Generator of (offset, state, npackets, marks_idx, marks_val, gzip), one per chunk, each
+    as soon as the scan has passed its end (so its task can start while the scan goes on);
+    info receives the file's first packet time ('first_ts')."""
+    yield from _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets,
+                                 info, batch_size, chunk_size, progress)
+
+
+def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets, info,
+                      batch_size, chunk_size, progress):
+    """One pass over the record headers, with the same reader, batch size and buffer sizes as
+    webtap.capture.Trace, so the batches (and their clock advances) are the one-process run's.
+    Chunk boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of
+    a batch) or, without chunk_packets, at the first batch end past every chunk_bytes bytes."""
+    warnings: list = []
+    f, stream, gz = _open_stream(path, 0, warnings)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=os.fstat(f.fileno()).st_size, unit="B", unit_scale=True, leave=False,
+                   desc=f"plan {os.path.basename(path)}", file=sys.stderr)
+    try:
+        buf = np.empty(chunk_size, dtype=np.uint8)
+        filled, final = _fill(stream, buf, 0)
+        if filled == 0:
+            raise _source.NotACapture(f"{path}: empty file, not a capture")
+        reader = _source.FileReader(buf[:filled], bpf, path, final)
+        spare = None
+        buf_off = 0
+        starts = [[0, None, 0, -1]]
+        in_chunk = 0
+        total = 0
+        next_bytes = chunk_bytes
+        m_idx: list = []
+        m_val: list = []
+        first_ts = None
+        packets = np.empty(batch_size, dtype=PACKET_DTYPE)
+        exact = bool(exact_packets and chunk_packets)
+
+        ready: list = []
+        assigned = 0
+
+        def boundary():
+            nonlocal in_chunk
+            starts[-1][3] = in_chunk
+            st = reader.export_state()
+            # the chunk's marks are known once the batch holding its last packet has ended
+            ready.append((starts[-1][0], starts[-1][1], in_chunk, st[5]))
+            starts.append([buf_off + reader.position, st, total, -1])
+            in_chunk = 0
+
+        def complete():
+            """Ready chunks with the marks of the batches whose last packet they hold."""
+            nonlocal assigned
+            out = []
+            for off, state, npk, hi in ready:
+                k = assigned
+                while k < len(m_idx) and m_idx[k] < hi:
+                    k += 1
+                out.append((off, state, npk, np.array(m_idx[assigned:k], dtype=np.uint64),
+                            np.array(m_val[assigned:k], dtype=np.int64), gz))
+                assigned = k
+            ready.clear()
+            return out
+
+        while True:
+            nb = 0
+            bmax = None
+            last_idx = 0
+            while nb < batch_size:
+                want = batch_size - nb
+                if exact and not gz:
+                    want = min(want, chunk_packets - in_chunk)
+                n = reader.read_into(packets[:want])
+                if n:
+                    ts = packets["ts_ns"][:n]
+                    mx = int(ts.max())
+                    bmax = mx if bmax is None else max(bmax, mx)
+                    if first_ts is None:
+                        first_ts = int(ts[0])
+                    last_idx = int(packets["index"][n - 1])
+                    nb += n
+                    in_chunk += n
+                    total += n
+                if exact and not gz and in_chunk == chunk_packets:
+                    boundary()
+                if n < want:
+                    break
+            if nb:
+                m_idx.append(last_idx)
+                m_val.append(bmax)
+                if not gz and not exact and in_chunk:
+                    if chunk_packets and in_chunk >= chunk_packets:
+                        boundary()
+                    elif not chunk_packets and buf_off + reader.position >= next_bytes:
+                        while next_bytes <= buf_off + reader.position:
+                            next_bytes += chunk_bytes
+                        boundary()
+            if ready:
+                info["first_ts"] = first_ts
+                yield from complete()
+            if reader.eof:
+                break
+            if reader.need_more:
+                tail = buf[reader.position: reader.size]
+                size = chunk_size
+                while len(tail) > size // 2:
+                    size *= 2
+                nxt = spare if spare is not None and len(spare) == size else np.empty(size, np.uint8)
+                nxt[: len(tail)] = tail
+                buf_off += reader.position
+                filled, final = _fill(stream, nxt, len(tail))
+                if bar is not None:
+                    bar.update(f.tell() - bar.n)
+                spare, buf = buf, nxt           # two buffers in turn: their pages stay mapped
+                reader.set_buffer(buf[:filled], 0, final)
+        info["first_ts"] = first_ts
+        yield from complete()
+        # the last chunk reads to the end of the file
+        yield (starts[-1][0], starts[-1][1], -1, np.array(m_idx[assigned:], dtype=np.uint64),
+               np.array(m_val[assigned:], dtype=np.int64), gz)
+    finally:
+        if bar is not None:
+            bar.close()
+        f.close()
+
+
+def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
+              chunk_packets: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+              progress: bool = False) -> Iterator[Chunk]:
+    """Chunks of every trace in stream order; traces that cannot be read go to `unreadable`.
+    One trace: each chunk as soon as the scan has passed it. Several: after all are scanned
+    (they are put in capture-time order by their first packets; checked on the messages later)."""
+    paths = [os.fspath(p) for p in paths]
+    single = len(paths) == 1
+    files = []
+    n = 0
+    for i, p in enumerate(paths):
+        info: dict = {}
+        got = []
+        try:
+            for off, state, npk, mi, mv, gz in _scan_file(p, i, bpf, chunk_packets, chunk_bytes,
+                                                          single, info, progress=progress):
+                if single:
+                    yield Chunk(n, p, i, off, state, npk, mi, mv, "all", gz)
+                    n += 1
+                else:
+                    got.append((off, state, npk, mi, mv, gz))
+        except BpfError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:
+            if single and n:
+                raise
+            unreadable.append(f"{p}: {exc}")
+            continue
+        files.append((info.get("first_ts"), i, p, got))
+    if single:
+        return
+    files.sort(key=lambda f: (f[0] if f[0] is not None else np.iinfo(np.int64).max, f[1]))
+    for fi, (_, i, p, got) in enumerate(files):
+        mode = "messages" if fi == len(files) - 1 else "none"
+        for off, state, npk, mi, mv, gz in got:
+            yield Chunk(n, p, i, off, state, npk, mi, mv, mode, gz)
+            n += 1
+
+
+def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = None,
+         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+         progress: bool = False) -> tuple[list[Chunk], list[str]]:
+    """Chunks of every trace in stream order, and the traces that could not be read."""
+    unreadable: list = []
+    chunks = list(iter_plan(paths, unreadable, bpf=bpf, chunk_packets=chunk_packets,
+                            chunk_bytes=chunk_bytes, progress=progress))
+    return chunks, unreadable
+
+
+# ------------------------------------------------------------------------------ the map step
+
+@dataclass
+class ChunkResult:
+    index: int
+    trace: int
+    seeded: bool
+    first_event: int | None     # the first clock event of the chunk (message ts or advance)
+    end_clock: int | None
+    checkpoint: bool            # reached: window_* cover only the first two GC windows
+    window_events: list         # ("m", msgs, data) | ("a", value), in order
+    window_records: pa.RecordBatch | None
+    ckpt_state: tuple | None
+    ckpt_counters: dict | None
+    end_state: tuple
+    end_counters: dict
+    source: dict
+    dissect: dict
+    warnings: list
+    messages: int
+    msg_first_ts: int | None
+    msg_max_ts: int | None
+    packets: int
+    seconds: float
+    cpu_seconds: float
+    post_rows: int
+
+
+def _compact(msgs: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The messages with only the bytes their spans can point into (packet start to the end of
+    the captured payload), packed into a new buffer; pkt_offset rebased. No Python per message."""
+    msgs = msgs.copy()
+    n = len(msgs)
+    if n == 0:
+        return msgs, np.empty(0, np.uint8)
+    ln = (msgs["payload_off"].astype(np.int64) + msgs["payload_caplen"].astype(np.int64))
+    src = msgs["pkt_offset"].astype(np.int64)
+    dst = np.concatenate(([0], np.cumsum(ln)[:-1]))
+    total = int(ln.sum())
+    idx = np.repeat(src - dst, ln) + np.arange(total)
+    out = data[idx] if total else np.empty(0, np.uint8)
+    msgs["pkt_offset"] = dst.astype(np.uint64)
+    return msgs, np.ascontiguousarray(out)
+
+
+def _read_chunk(ch: Chunk, bpf: str | None, totals: dict, batch_size: int = DEFAULT_BATCH,
+                chunk_size: int = DEFAULT_CHUNK):
+    """(packets, buffer) batches of one chunk: the file from ch.start, its reader resumed from
+    ch.state, until ch.npackets packets (or the end of the file)."""
+    warnings = totals["warnings"]
+    f, stream, gz = _open_stream(ch.path, ch.start, warnings)
+    try:
+        buf = np.empty(chunk_size, dtype=np.uint8)
+        pool = [buf]
+        filled, final = _fill(stream, buf, 0)
+        if ch.state is None:
+            reader = _source.FileReader(buf[:filled], bpf, ch.path, final)
+        else:
+            reader = _source.FileReader.resume(buf[:filled], ch.state, bpf, ch.path, final)
+        remaining = ch.npackets
+        while remaining != 0:
+            want = batch_size if remaining < 0 else min(batch_size, remaining)
+            packets = np.empty(want, dtype=PACKET_DTYPE)
+            n = reader.read_into(packets)
+            if n:
+                if remaining > 0:
+                    remaining -= n
+                yield packets[:n], buf
+            if reader.eof:
+                break
+            if reader.need_more:
+                tail = buf[reader.position: reader.size]
+                size = chunk_size
+                while len(tail) > size // 2:
+                    size *= 2
+                # a buffer no batch still refers to (the caller has dissected and let go of
+                # the previous ones), else a new one
+                nxt = next((b for b in pool if len(b) == size and sys.getrefcount(b) <= 3), None)
+                if nxt is None:
+                    nxt = np.empty(size, dtype=np.uint8)
+                    pool.append(nxt)
+                    if len(pool) > 4:
+                        pool.pop(0)
+                nxt[: len(tail)] = tail
+                filled, final = _fill(stream, nxt, len(tail))
+                buf = nxt
+                reader.set_buffer(buf[:filled], 0, final)
+        for k, v in zip(SOURCE_REASONS, reader.counters):
+            totals["source"][k] = totals["source"].get(k, 0) + int(v)
+    finally:
+        f.close()
+
+
+def _chunk_dir(out_dir: str, index: int) -> str:
+    return os.path.join(out_dir, f"chunk={index:06d}")
+
+
+def _write(out_dir: str, index: int, name: str, batches: list, always: bool = False) -> int:
+    """Write record batches as one Parquet file of chunk `index`, atomically (a retried task
+    replaces its own file: nothing is duplicated). Nothing is written for no records, unless
+    `always` (the end file: the dataset then always has a file and its schema)."""
+    table = pa.Table.from_batches([b for b in batches if b is not None], schema=records.SCHEMA)
+    if table.num_rows == 0 and not always:
+        _remove(out_dir, index, name)
+        return 0
+    d = _chunk_dir(out_dir, index)
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, os.path.join(d, f"{name}.parquet"))
+    return table.num_rows
+
+
+def _maybe_kill(index: int) -> None:
+    spec = os.environ.get(KILL_ONCE_ENV)
+    if not spec:
+        return
+    marker, _, k = spec.rpartition(":")
+    if int(k) == index:
+        try:
+            from distributed import get_worker
+
+            get_worker()                # only in a Dask worker process, never in the client
+        except (ImportError, ValueError):
+            return
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except (FileExistsError, FileNotFoundError):
+            return                      # done once already, or not armed
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
+                  seed: tuple | None = None) -> ChunkResult:
+    """The map task: read, dissect and pair one chunk (see the module docstring). seed:
+    (entries, text, clock) the chunk's table starts from -- then the whole chunk is exact and
+    all its records are written; without, records up to the checkpoint are returned."""
+    from webtap.dissect import dissect
+
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    _maybe_kill(ch.index)
+    pairer = Pairer(**table_options)
+    table = pairer.table
+    table.trace = ch.trace
+    T = table.gc_timeout_ns
+    if seed is not None:
+        table.import_pending(seed[0], seed[1])
+        if seed[2] is not None:
+            table.set_clock(seed[2])
+    totals = {"source": {}, "dissect": {}, "warnings": []}
+    st = dict(first_event=None, threshold=None, ckpt=seed is not None, msgs=0, mfirst=None,
+              mmax=None, packets=0)
+    window: list = []
+    window_recs = None
+    ckpt_state = ckpt_counters = None
+    marks_idx, marks_val = ch.marks_idx, ch.marks_val
+    mpos = 0
+
+    def first(v):
+        if st["first_event"] is None:
+            st["first_event"] = int(v)
+            # Two windows: by then every entry carried over has left (first window) and so has
+            # every entry of this chunk that met one of them (second), in both tables.
+            st["threshold"] = int(v) + 2 * T
+
+    def checkpoint():
+        nonlocal window_recs, ckpt_state, ckpt_counters
+        st["ckpt"] = True
+        window_recs = pairer.take()
+        ckpt_state = table.export_pending()
+        ckpt_counters = table.counters()
+
+    def feed(msgs, data):
+        if not len(msgs):
+            return
+        first(msgs["ts_ns"][0])
+        if not st["ckpt"]:
+            ts = msgs["ts_ns"]
+            over = np.flatnonzero(ts >= st["threshold"])
+            j = int(over[0]) if len(over) else len(msgs)
+            if j:
+                window.append(("m",) + _compact(msgs[:j], data))
+                table.feed(msgs[:j], data)
+            if j < len(msgs):
+                window.append(("a", int(ts[j])))    # the replay ends with the same GC
+                table.advance(int(ts[j]))
+                checkpoint()
+                table.feed(msgs[j:], data)
+        else:
+            table.feed(msgs, data)
+
+    def advance(v):
+        first(v)
+        if not st["ckpt"]:
+            table.advance(v)
+            window.append(("a", v))
+            if v >= st["threshold"]:
+                checkpoint()
+        else:
+            table.advance(v)
+
+    post: list = []
+    for packets, buf in _read_chunk(ch, bpf, totals):
+        st["packets"] += len(packets)
+        mb = dissect(packets, buf)
+        for k, v in mb.counters.items():
+            totals["dissect"][k] = totals["dissect"].get(k, 0) + v
+        msgs = mb.msgs
+        if len(msgs):
+            st["msgs"] += len(msgs)
+            mts = msgs["ts_ns"]
+            st["mfirst"] = int(mts[0]) if st["mfirst"] is None else st["mfirst"]
+            mx = int(mts.max())
+            st["mmax"] = mx if st["mmax"] is None else max(st["mmax"], mx)
+        # the one-process run's batch ends that fall in this packet batch
+        last_idx = int(packets["index"][-1])
+        hi = int(np.searchsorted(marks_idx, last_idx, side="right"))
+        pos = 0
+        pidx = msgs["pkt_index"]
+        for m in range(mpos, hi):
+            cut = int(np.searchsorted(pidx, marks_idx[m], side="right"))
+            feed(msgs[pos:cut], mb.data)
+            had = cut > pos or (m == mpos and st.get("carry", False))
+            pos = cut
+            if ch.marks_mode == "all" or (ch.marks_mode == "messages" and had):
+                advance(int(marks_val[m]))
+            st["carry"] = False
+        mpos = hi
+        feed(msgs[pos:], mb.data)
+        if pos < len(msgs):
+            st["carry"] = True          # the current one-process batch has messages
+        if st["ckpt"]:
+            b = pairer.take()
+            if b.num_rows:
+                post.append(b)
+    if not st["ckpt"]:
+        window_recs = pairer.take()
+    end_state = table.export_pending()
+    rows = _write(out_dir, ch.index, "part-post", post) if (post or st["ckpt"]) else 0
+    if not st["ckpt"]:
+        _remove(out_dir, ch.index, "part-post")
+    return ChunkResult(
+        index=ch.index, trace=ch.trace, seeded=seed is not None, first_event=st["first_event"],
+        end_clock=table.clock, checkpoint=st["ckpt"] and seed is None,
+        window_events=window if seed is None else [],
+        window_records=window_recs if seed is None else None,
+        ckpt_state=ckpt_state, ckpt_counters=ckpt_counters, end_state=end_state,
+        end_counters=table.counters(), source=totals["source"], dissect=totals["dissect"],
+        warnings=totals["warnings"], messages=st["msgs"], msg_first_ts=st["mfirst"],
+        msg_max_ts=st["mmax"], packets=st["packets"], seconds=time.perf_counter() - t0,
+        cpu_seconds=time.process_time() - c0, post_rows=rows)
+
+
+def _remove(out_dir: str, index: int, name: str) -> None:
+    try:
+        os.remove(os.path.join(_chunk_dir(out_dir, index), f"{name}.parquet"))
+    except FileNotFoundError:
+        pass
+
+
+# ------------------------------------------------------------------------------- the repair
+
+_LAYOUT = PairingTable.pending_layout()
+
+
+def _entry_mask() -> np.ndarray:
+    """Bytes of a PendEntry that carry state (not pointers, links or padding)."""
+    size, offs = _LAYOUT
+    widths = {"ts_ns": 8, "stamp_ns": 8, "pkt_index": 8, "src_ip": 16, "dst_ip": 16, "tlen": 20,
+              "seq": 4, "ack": 4, "key": 4, "payload_len": 4, "src_port": 2, "dst_port": 2,
+              "status": 2, "vlan": 2, "msg_flags": 2, "rflags": 2, "kind": 1, "method_id": 1,
+              "ip_version": 1, "interim_done": 1, "trace": 2}
+    mask = np.zeros(size, dtype=bool)
+    for k, o in offs.items():
+        mask[o: o + widths[k]] = True
+    return mask
+
+
+_MASK = _entry_mask()
+
+
+def same_state(a: tuple, b: tuple) -> bool:
+    """Whether two exported tables wait on the same entries in the same order, field for field
+    (the pairing rules then treat every later message the same)."""
+    ea, ta = a
+    eb, tb = b
+    if len(ea) != len(eb) or len(ta) != len(tb):
+        return False
+    size = _LAYOUT[0]
+    return (np.array_equal(ea.reshape(-1, size)[:, _MASK], eb.reshape(-1, size)[:, _MASK])
+            and np.array_equal(ta, tb))
+
+
+def _seeded_pairer(table_options: dict, state: tuple, clock: int | None, trace: int) -> Pairer:
+    p = Pairer(**table_options)
+    p.table.import_pending(state[0], state[1])
+    if clock is not None:
+        p.table.set_clock(clock)
+    p.table.trace = trace
+    return p
+
+
+def _npending(state: tuple) -> int:
+    return len(state[0]) // _LAYOUT[0]
+
+
+_ADDITIVE_SKIP = ("peak_pending", "grows")
+
+
+def _add_counters(acc: dict, d: dict, sign: int = 1) -> None:
+    for k, v in d.items():
+        if k in _ADDITIVE_SKIP:
+            acc[k] = max(acc.get(k, 0), v)
+        else:
+            acc[k] = acc.get(k, 0) + sign * v
+
+
+@dataclass
+class DistributedResult:
+    out_dir: str
+    summary: Summary
+    chunks: int = 0
+    boundaries_replayed: int = 0          # boundaries with entries carried over (replayed)
+    reruns: int = 0                       # chunks run again, seeded: the two causes below
+    reruns_clock: int = 0                 # the clock ran back over the boundary
+    reruns_mismatch: int = 0              # replayed table != the chunk's own at its checkpoint
+    replayed_messages: int = 0
+    remapped: int = 0                     # chunks mapped again: the last trace with messages
+                                          # was not the one latest in time
+    seconds: dict = field(default_factory=dict)   # plan, map, repair, total
+    chunk_seconds: list = field(default_factory=list)      # wall time of each chunk's task
+    chunk_cpu_seconds: list = field(default_factory=list)  # its CPU time
+
+    def read_pandas(self):
+        """The dataset as one DataFrame (records.to_pandas dtypes; the partition column dropped)."""
+        import pyarrow.dataset as ds
+
+        t = ds.dataset(self.out_dir, format="parquet", partitioning="hive").to_table()
+        return records.to_pandas(t.drop_columns(["chunk"]) if "chunk" in t.column_names else t)
+
+
+# ------------------------------------------------------------------------------ scheduling
+
+def parse_scheduler(spec):
+    """A dask.distributed Client for 'local', 'local:N' (a LocalCluster of N worker processes,
+    one thread each) or a scheduler address ('tcp://host:8786'); (client, owned cluster)."""
+    from dask.distributed import Client, LocalCluster
+
+    if spec.startswith("local"):
+        n = int(spec.split(":", 1)[1]) if ":" in spec else (os.cpu_count() or 1)
+        if n < 1:
+            raise ValueError("local:N needs N >= 1")
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        return Client(cluster), cluster
+    return Client(spec), None
+
+
+class _InProcess:
+    """Runs the tasks here, one after the other (the same functions as on a cluster)."""
+
+    def map_chunks(self, fn, chunks, *args, progress=None):
+        for ch in chunks:
+            yield fn(ch, *args)
+
+    def one(self, fn, *args):
+        return fn(*args)
+
+
+class _OnDask:
+    def __init__(self, client):
+        self.client = client
+
+    def map_chunks(self, fn, chunks, *args, progress=None):
+        from dask.distributed import as_completed
+
+        # `chunks` may be the plan itself, still scanning: each chunk is submitted as soon as
+        # it is known, so the workers start while the client scans on
+        futs = [self.client.submit(fn, ch, *args, pure=False) for ch in chunks]
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(futs), unit="chunk", desc="dask map", file=sys.stderr)
+        try:
+            for fut in as_completed(futs):
+                res = fut.result()
+                fut.release()
+                if bar is not None:
+                    bar.update(1)
+                yield res
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def one(self, fn, *args):
+        return self.client.submit(fn, *args, pure=False).result()
+
+
+def run(paths, out_dir: str, scheduler=None, bpf: str | None = None, gc_timeout: float = 60.0,
+        chunk_packets: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        progress: bool | None = False, overwrite: bool = True,
+        **table_options) -> DistributedResult:
+    """Analyse traces as chunks on Dask and write the records as a Parquet dataset partitioned
+    by chunk (``out_dir/chunk=NNNNNN/*.parquet``). scheduler: None (tasks run in this process),
+    a dask.distributed Client, 'local[:N]' or a scheduler address. Workers must see the traces
+    and out_dir at the same paths (one machine, or a shared file system)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        raise ValueError("no traces")
+    if progress is None:
+        progress = sys.stderr.isatty()
+    t_start = time.perf_counter()
+    opts = dict(gc_timeout=gc_timeout, **table_options)
+    if os.path.lexists(out_dir):
+        if not overwrite:
+            raise FileExistsError(out_dir)
+        if os.path.isdir(out_dir) and not os.path.islink(out_dir):
+            shutil.rmtree(out_dir)
+        else:
+            os.remove(out_dir)                  # e.g. a one-process run's OUT.parquet file
+    os.makedirs(out_dir)
+    owned = None
+    client = None
+    if scheduler is None:
+        ex = _InProcess()
+    else:
+        if isinstance(scheduler, str):
+            client, owned = parse_scheduler(scheduler)
+        else:
+            client = scheduler
+        ex = _OnDask(client)
+    try:
+        return _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)      # no partial dataset left behind
+        raise
+    finally:
+        if owned is not None:
+            client.close()
+            owned.close()
+
+
+def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start):
+    summary = Summary()
+    res = DistributedResult(out_dir=out_dir, summary=summary)
+    t0 = time.perf_counter()
+    chunks: list[Chunk] = []
+    unreadable: list = []
+
+    def planned():
+        for ch in iter_plan(paths, unreadable, bpf=bpf, chunk_packets=chunk_packets,
+                            chunk_bytes=chunk_bytes, progress=progress):
+            chunks.append(ch)
+            yield ch
+        res.seconds["plan"] = time.perf_counter() - t0
+
+    results: dict[int, ChunkResult] = {}
+    for r in ex.map_chunks(analyze_chunk, planned(), out_dir, bpf, opts, progress=progress):
+        results[r.index] = r
+    # the map overlaps the plan (chunks are submitted as the scan finds them)
+    res.seconds["map"] = time.perf_counter() - t0
+    summary.unreadable.extend(unreadable)
+    res.chunks = len(chunks)
+
+    t0 = time.perf_counter()
+    multi = len(paths) > 1
+    if multi:
+        res.remapped = _check_order(chunks, results, ex, out_dir, bpf, opts)
+    pairing: dict = {}
+    E = (np.empty(0, np.uint8), np.empty(0, np.uint8))
+    clock = None
+    for ch in chunks:
+        r = results[ch.index]
+        valid = r.first_event is None or clock is None or r.first_event >= clock
+        if not valid or r.seeded:
+            # The clock runs backwards over the boundary: the chunk's own clock differed.
+            if not r.seeded:
+                r = ex.one(analyze_chunk, ch, out_dir, bpf, opts, (E[0], E[1], clock))
+                res.reruns += 1
+                res.reruns_clock += 1
+            _remove(out_dir, ch.index, "part-window")
+            _add_counters(pairing, r.end_counters)
+        elif _npending(E) == 0:
+            # Nothing carried over and the same clock: the chunk's own run is the one pass.
+            _write(out_dir, ch.index, "part-window", [r.window_records])
+            _add_counters(pairing, r.end_counters)
+        else:
+            res.boundaries_replayed += 1
+            p = _seeded_pairer(opts, E, clock, ch.trace)
+            for ev in r.window_events:
+                if ev[0] == "m":
+                    p.feed(ev[1], ev[2], trace=ch.trace)
+                    res.replayed_messages += len(ev[1])
+                else:
+                    p.advance(ev[1])
+            if r.checkpoint:
+                if same_state(p.table.export_pending(), r.ckpt_state):
+                    _write(out_dir, ch.index, "part-window", [p.take()])
+                    _add_counters(pairing, p.counters())
+                    _add_counters(pairing, r.end_counters)
+                    _add_counters(pairing, {k: v for k, v in r.ckpt_counters.items()
+                                            if k not in _ADDITIVE_SKIP}, -1)
+                else:
+                    r = ex.one(analyze_chunk, ch, out_dir, bpf, opts, (E[0], E[1], clock))
+                    res.reruns += 1
+                    res.reruns_mismatch += 1
+                    _remove(out_dir, ch.index, "part-window")
+                    _add_counters(pairing, r.end_counters)
+            else:
+                # The whole chunk lies before its checkpoint: the replay is the one pass.
+                _write(out_dir, ch.index, "part-window", [p.take()])
+                _add_counters(pairing, p.counters())
+                r.end_state = p.table.export_pending()
+                r.end_clock = p.table.clock
+        E = r.end_state
+        if r.end_clock is not None:
+            clock = r.end_clock
+        results[ch.index] = r
+    # End of the stream: what still waits leaves as unmatched records (reason 'end').
+    last = chunks[-1].index if chunks else 0
+    p = _seeded_pairer(opts, E, clock, 0)
+    p.flush()
+    _write(out_dir, last, "part-end", [p.take()], always=True)
+    c = p.counters()
+    for k in ("request_unmatched_end", "response_unmatched_end", "final_response_missing"):
+        pairing[k] = pairing.get(k, 0) + c.get(k, 0)
+    res.seconds["repair"] = time.perf_counter() - t0
+
+    per_file: dict = {}
+    for ch in chunks:
+        r = results[ch.index]
+        f = per_file.setdefault(ch.trace, (ch.path, {}, []))
+        for k, v in r.source.items():
+            f[1][k] = f[1].get(k, 0) + v
+        for k, v in r.dissect.items():
+            summary.dissect[k] += v
+        f[2].extend(r.warnings)
+        res.chunk_seconds.append(r.seconds)
+        res.chunk_cpu_seconds.append(r.cpu_seconds)
+    for t in sorted(per_file):
+        path, counters, warnings = per_file[t]
+        # the warnings one process gives for this file, from its counters summed over chunks
+        ns = SimpleNamespace(counters=counters, warnings=warnings)
+        Trace._note_counters(ns)
+        summary.warnings.extend(f"{path}: {w}" for w in ns.warnings)
+        for k, v in counters.items():
+            summary.source[k] += int(bool(v)) if k == "truncated" else v
+    summary.packets = summary.source.get("packets", 0)
+    summary.bytes = summary.source.get("wire_bytes", 0)
+    summary.pairing = pairing
+    res.seconds["total"] = time.perf_counter() - t_start
+    return res
+
+
+def _check_order(chunks, results, ex, out_dir, bpf, opts):
+    """Several traces are one stream only when each follows the previous in capture time (as
+    the one-process merge would feed them): check it on the messages, and let the advances of
+    the last trace with messages be the ones the one-process run makes."""
+    order: list[int] = []
+    seen: dict = {}
+    for ch in chunks:
+        r = results[ch.index]
+        d = seen.setdefault(ch.trace, {"first": None, "max": None, "n": 0, "pos": len(seen)})
+        if r.messages:
+            d["first"] = r.msg_first_ts if d["first"] is None else d["first"]
+            d["max"] = r.msg_max_ts if d["max"] is None else max(d["max"], r.msg_max_ts)
+            d["n"] += r.messages
+        if ch.trace not in order:
+            order.append(ch.trace)
+    with_msgs = [t for t in order if seen[t]["n"]]
+    key = sorted(with_msgs, key=lambda t: (seen[t]["first"], t))
+    if key != with_msgs:
+        raise OverlappingTraces("traces overlap in capture time (their first HTTP messages are "
+                                "in another order than their first packets); run them without "
+                                "--dask, which merges them message by message")
+    hi = None
+    names = {ch.trace: ch.path for ch in chunks}
+    for t in with_msgs:
+        if hi is not None and seen[t]["first"] < hi[0]:
+            raise OverlappingTraces(f"{names[hi[1]]} and {names[t]} overlap in capture time; "
+                                    "run them without --dask, which merges them message by "
+                                    "message")
+        hi = (seen[t]["max"], t) if hi is None or seen[t]["max"] >= hi[0] else hi
+    if with_msgs and with_msgs[-1] != order[-1]:
+        # The trace the one-process run ends with alone is another: its batches advance the clock.
+        last = with_msgs[-1]
+        redo = [ch for ch in chunks if ch.trace == last]
+        for ch in redo:
+            ch.marks_mode = "messages"
+        for r in ex.map_chunks(analyze_chunk, redo, out_dir, bpf, opts):
+            results[r.index] = r
+        return len(redo)
+    return 0

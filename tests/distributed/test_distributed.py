@@ -1,0 +1,339 @@
+"""httpanalyzer.distributed: chunked analysis on Dask equals the one-process analyze() exactly.
+
+Equality is the multiset of records, paired and unmatched, every column. The sweeps run the
+tasks in this process (scheduler=None: the very functions the workers run, one after the
+other); the cluster tests start a real LocalCluster of worker processes, and one of them kills
+a worker in the middle of a run. Chunks of a few packets force a boundary every few packets;
+a small GC timeout puts checkpoints inside chunks, so the replay-and-compare path and the
+seeded re-run are both exercised (the tests assert they were).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+import httpanalyzer
+from httpanalyzer import distributed as D
+from httpanalyzer import records
+from httpanalyzer.stream import Summary
+from tests.conftest import TRACES, shared_trace_files
+from webtap.capture import Batch, open_trace, write_pcap
+from webtap._ext.pairing import PairingTable
+
+
+def multiset(df: pd.DataFrame) -> Counter:
+    df = df.drop(columns=[c for c in ("chunk",) if c in df.columns])
+    return Counter(map(tuple, df.astype(str).values.tolist()))
+
+
+def loose(df: pd.DataFrame) -> Counter:
+    """Multiset of rows read by another library (its own dtypes): nulls as None, integral
+    floats as ints, timestamps as ns integers, categories as their values."""
+    df = df.drop(columns=[c for c in ("chunk",) if c in df.columns])
+    cols = {}
+    for c in df.columns:
+        s = df[c]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype(object)
+        if pd.api.types.is_datetime64_any_dtype(s.dtype) or pd.api.types.is_timedelta64_dtype(s.dtype):
+            v = [None if pd.isna(x) else int(x.value) for x in s]
+        else:
+            v = [None if (x is None or (not isinstance(x, str) and pd.isna(x))) else
+                 (int(x) if isinstance(x, (float, np.floating)) and float(x).is_integer() else
+                  (bool(x) if isinstance(x, (bool, np.bool_)) else
+                   (int(x) if isinstance(x, (np.integer,)) else x))) for x in s]
+        cols[c] = v
+    return Counter(zip(*cols.values()))
+
+
+def _sorted(t: pa.Table) -> pa.Table:
+    t = t.drop_columns([c for c in ("chunk",) if c in t.column_names]).cast(records.SCHEMA)
+    return t.sort_by([(c, "ascending") for c in t.column_names])
+
+
+def same(paths, tmp, reference=None, **kw):
+    """Run both ways and compare every column of every record, as a multiset (both sorted on
+    all columns). reference: the one-process (Arrow table, Summary) if already known.
+    Returns (distributed result, one-process records as a DataFrame)."""
+    if reference is None:
+        s = Summary()
+        ref = pa.Table.from_batches(list(httpanalyzer.iter_record_batches(
+            paths, summary=s, gc_timeout=kw.get("gc_timeout", 60.0), bpf=kw.get("bpf"))),
+            schema=records.SCHEMA)
+    else:
+        ref, s = reference
+    out = str(tmp / f"ds{len(list(tmp.iterdir()))}")
+    res = D.run(paths, out, **kw)
+    got = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert got.num_rows == ref.num_rows, (paths, kw)
+    assert _sorted(got).equals(_sorted(ref)), (paths, kw)
+    for k in ("messages", "paired", "paired_after_interim", "request_repeat",
+              "response_repeat", "request_unmatched_gc", "response_unmatched_gc",
+              "request_unmatched_end", "response_unmatched_end", "clock_reset",
+              "final_response_missing"):
+        assert res.summary.pairing.get(k, 0) == s.pairing[k], (k, paths, kw)
+    assert res.summary.source["packets"] == s.source["packets"]
+    assert res.summary.dissect == s.dissect
+    assert res.summary.source == s.source
+    assert sorted(res.summary.warnings) == sorted(s.warnings)
+    assert res.summary.unreadable == s.unreadable
+    return res, records.to_pandas(ref)
+
+
+@pytest.fixture(scope="module")
+def traces():
+    files = shared_trace_files()
+    if not files:
+        pytest.skip(f"shared traces absent: {TRACES}")
+    return files
+
+
+@pytest.mark.parametrize("part", range(3))
+def test_every_shared_trace(traces, tmp_path, part):
+    """Every shared trace (pcap, pcapng, gzip'd, damaged; a third per test so that xdist
+    spreads them): ~6 chunks each, and chunks of 3 packets on every trace small enough for
+    that to stay quick."""
+    tiny = 0
+    mine = traces[part::3]
+    for k, p in enumerate(mine):
+        s = Summary()
+        ref = pa.Table.from_batches(list(httpanalyzer.iter_record_batches([p], summary=s)),
+                                    schema=records.SCHEMA)
+        n = s.packets
+        same([p], tmp_path, reference=(ref, s), chunk_packets=max(1, n // 6 + 1))
+        if 0 < n <= 200:
+            res, _ = same([p], tmp_path, reference=(ref, s), chunk_packets=3)
+            tiny += res.chunks > 1
+        if k % 20 == 19:
+            shutil.rmtree(tmp_path)
+            tmp_path.mkdir()
+    assert tiny > 10
+
+
+@pytest.fixture(scope="module")
+def jumpy(traces, tmp_path_factory) -> pathlib.Path:
+    """The Ethernet shared traces concatenated into one pcap, in file order: the capture clock
+    jumps back and forth (clock resets, GC), 1xx, repeats and damaged files' leftovers included."""
+    out = tmp_path_factory.mktemp("jumpy") / "jumpy.pcap"
+    batches = []
+    for p in traces:
+        try:
+            with open_trace(p) as t:
+                bs = list(t)
+                if any(lt != 1 for lt, _ in t.interfaces):
+                    continue
+        except (OSError, ValueError):
+            continue
+        batches.extend(bs)
+    assert write_pcap(out, batches, linktype=1) > 50_000
+    return out
+
+
+@pytest.mark.parametrize("chunk_packets,gc", [(1013, 60.0), (5000, 60.0), (1500, 0.5), (40000, 2.0)])
+def test_clock_jumps(jumpy, tmp_path, chunk_packets, gc):
+    res, ref = same([str(jumpy)], tmp_path, chunk_packets=chunk_packets, gc_timeout=gc)
+    assert res.chunks > 3 and res.boundaries_replayed > 0
+    assert (ref.unmatched_reason == "clock_reset").any() and (ref.unmatched_reason == "gc").any()
+
+
+def test_bpf_filter(jumpy, tmp_path):
+    """With a BPF filter the batches (and the clock advances at their ends) are those of the
+    filtered packets, in both runs."""
+    res, ref = same([str(jumpy)], tmp_path, chunk_packets=2500, gc_timeout=1.0,
+                    bpf="tcp port 80 or tcp port 8080")
+    assert res.summary.source["bpf_rejected"] > 1000 and len(ref) > 1000
+
+
+def test_checkpoints_and_reruns_are_exercised(jumpy, tmp_path):
+    """With a short GC window most chunks reach their checkpoint: the replayed table must equal
+    the chunk's own there (accepted), and some boundaries cannot (clock going back over them)."""
+    res, _ = same([str(jumpy)], tmp_path, chunk_packets=800, gc_timeout=0.2)
+    assert res.boundaries_replayed > 10
+    assert res.reruns_clock >= 1        # the concatenation's clock runs back at file borders
+    accepted = res.boundaries_replayed - res.reruns
+    assert accepted > 20
+    # two windows are enough for the tables to agree again (responses whose request was carried
+    # over outlive the first window in the chunk's own table)
+    assert res.reruns_mismatch <= res.boundaries_replayed // 10
+
+
+def _split(src: pathlib.Path, dst: pathlib.Path, parts: int) -> list[str]:
+    """One capture cut into `parts` consecutive files (a rotating capture)."""
+    with open_trace(src) as t:
+        batches = list(t)
+        lt = t.interfaces[0][0]
+    n = sum(len(b) for b in batches)
+    edges = np.linspace(0, n, parts + 1).astype(int)
+    files = []
+    for k in range(parts):
+        sel, pos = [], 0
+        for b in batches:
+            idx = np.arange(pos, pos + len(b))
+            m = (idx >= edges[k]) & (idx < edges[k + 1])
+            if m.any():
+                sel.append(Batch(b.packets[m], b.data, b.source))
+            pos += len(b)
+        f = dst / f"part{k}.pcap"
+        write_pcap(f, sel, linktype=lt)
+        files.append(str(f))
+    return files
+
+
+def test_folder_of_consecutive_traces(traces, tmp_path):
+    """A folder of consecutive files, given out of order: one stream in capture-time order, as
+    the one-process CLI reads several traces (trace numbers follow the command line)."""
+    src = next(p for p in traces if p.name == "blackholev2.pcap")
+    d = tmp_path / "folder"
+    d.mkdir()
+    files = _split(src, d, 4)
+    order = [files[2], files[0], files[3], files[1]]
+    for cp in (7, 600, None):
+        res, ref = same(order, tmp_path, chunk_packets=cp)
+        assert ref.request_trace.nunique() > 1
+    # a gzip'd trace is one chunk (it cannot be entered in the middle)
+    gz = next(p for p in traces if p.name.endswith(".pcap.gz"))
+    res, _ = same([str(gz)], tmp_path, chunk_packets=5)
+    assert res.chunks == 1
+
+
+def test_folder_ending_with_a_trace_without_http(traces, tmp_path):
+    """One process advances the clock after the batches of the last trace that has messages;
+    when the trace latest in time has none, the plan's guess is wrong and corrected."""
+    src = next(p for p in traces if p.name == "blackholev2.pcap")
+    quiet = next(p for p in traces if p.name == "telegram.pcap")
+    d = tmp_path / "folder"
+    d.mkdir()
+    files = _split(src, d, 3)
+    with open_trace(src) as t:
+        end = max(int(b.packets["ts_ns"].max()) for b in t)
+    with open_trace(quiet) as t:
+        bs = list(t)
+    shift = end - min(int(b.packets["ts_ns"].min()) for b in bs) + 10**9
+    moved = []
+    for b in bs:
+        pk = b.packets.copy()
+        pk["ts_ns"] += shift
+        moved.append(Batch(pk, b.data, b.source))
+    later = d / "later.pcap"
+    write_pcap(later, moved, linktype=1)
+    for cp, gc in ((50, 60.0), (50, 0.3), (50, 0.01)):
+        res, ref = same([str(later)] + files, tmp_path, chunk_packets=cp, gc_timeout=gc)
+        assert res.summary.source["packets"] > sum(len(b) for b in bs)
+        assert res.remapped > 0
+
+
+def test_overlapping_traces_are_refused(traces, tmp_path):
+    a = next(p for p in traces if p.name == "blackholev2.pcap")
+    d = tmp_path / "f"
+    d.mkdir()
+    files = _split(a, d, 2)
+    with pytest.raises(D.OverlappingTraces):
+        D.run([files[0], files[1], files[0]], str(tmp_path / "o"))
+    assert not (tmp_path / "o").exists()        # no partial dataset
+
+
+def test_table_hand_over_roundtrip(jumpy):
+    """export_pending/import_pending keep every waiting entry, in order, with its text."""
+    from httpanalyzer.pairing import Pairer
+    from webtap.stream import messages
+
+    p = Pairer(gc_timeout=3600)
+    for _, mb in messages(str(jumpy)):
+        p.feed(mb.msgs, mb.data)
+        if p.pending > 200:
+            break
+    st = p.table.export_pending()
+    q = PairingTable(gc_timeout_ns=3600 * 10**9)
+    q.import_pending(*st)
+    assert q.pending == p.pending > 200
+    assert D.same_state(q.export_pending(), st)
+    p.flush()
+    q.flush()
+    from httpanalyzer.records import to_record_batch
+
+    a = to_record_batch(*q.take()).to_pandas()
+    b = p.take().to_pandas()
+    tail = b.iloc[len(b) - len(a):]
+    assert multiset(a) == multiset(tail.reset_index(drop=True))
+
+
+# ------------------------------------------------------------------------- a real cluster
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    pytest.importorskip("dask.distributed")
+    from dask.distributed import Client, LocalCluster
+
+    kill_dir = tmp_path_factory.mktemp("kill") / "armed"
+    # Workers inherit this; it kills a worker only once the kill test creates kill_dir.
+    os.environ[D.KILL_ONCE_ENV] = f"{kill_dir}/marker:3"
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(c)
+    try:
+        yield client, kill_dir
+    finally:
+        client.close()
+        c.close()
+        os.environ.pop(D.KILL_ONCE_ENV, None)
+
+
+def test_local_cluster_dataset(cluster, jumpy, tmp_path):
+    """Two worker processes; the dataset is read back by pandas and by dask.dataframe."""
+    import dask.dataframe as dd
+
+    client, _ = cluster
+    res, ref = same([str(jumpy)], tmp_path, scheduler=client, chunk_packets=20000)
+    assert res.chunks > 3
+    pdf = pd.read_parquet(res.out_dir)
+    assert "chunk" in pdf.columns and pdf["chunk"].nunique() > 1
+    assert loose(pdf) == loose(ref)
+    ddf = dd.read_parquet(res.out_dir)
+    assert ddf.npartitions > 1
+    assert loose(ddf.compute()) == loose(ref)
+
+
+def test_worker_killed_mid_run(cluster, jumpy, tmp_path):
+    client, kill_dir = cluster
+    kill_dir.mkdir()
+    before = set(client.scheduler_info()["workers"])
+    res, ref = same([str(jumpy)], tmp_path, scheduler=client, chunk_packets=9000)
+    marker = kill_dir / "marker"
+    assert marker.exists(), "the task at chunk 3 did not run"
+    pid = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)                 # that worker process is gone
+    assert set(client.scheduler_info()["workers"]) != before   # the nanny restarted it
+    # retried without a duplicate: one post file per chunk, records equal (checked in same())
+    posts = list(pathlib.Path(res.out_dir).glob("chunk=000003/*.parquet"))
+    assert len(posts) >= 1 and not list(pathlib.Path(res.out_dir).rglob("*.tmp"))
+
+
+def test_cli_scheduler_address(cluster, traces, tmp_path):
+    """`httpanalyzer TRACE --dask ADDRESS`: the same lines as one process; -o OUT.parquet is a
+    partitioned dataset; a bad filter is a usage error either way."""
+    from httpanalyzer import cli
+
+    client, _ = cluster
+    addr = client.scheduler.address
+    src = next(p for p in traces if p.name == "blackholev2.pcap")
+    one, dist = tmp_path / "one.csv", tmp_path / "dist.csv"
+    assert cli.main([str(src), "-o", str(one), "--consumers", "0", "--no-progress"]) == 0
+    assert cli.main([str(src), "-o", str(dist), "--dask", addr, "--chunk-packets", "700",
+                     "--no-progress"]) == 0
+    a = one.read_text().splitlines()
+    b = dist.read_text().splitlines()
+    assert a[0] == b[0] and sorted(a[1:]) == sorted(b[1:]) and len(a) > 30
+    pq_out = tmp_path / "recs.parquet"
+    assert cli.main([str(src), "-o", str(pq_out), "--dask", addr, "--no-progress"]) == 0
+    assert pq_out.is_dir() and list(pq_out.glob("chunk=*/*.parquet"))
+    assert len(pd.read_parquet(pq_out)) == len(a) - 1
+    assert cli.main([str(src), "--dask", addr, "-f", "tcp port", "-o", str(dist)]) == 2
