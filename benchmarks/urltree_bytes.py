@@ -126,6 +126,7 @@ def main():
     d_best = np.zeros(n, np.int64)
     d_pred = np.zeros(n, np.int64)
     hdr_par = np.zeros(n, np.int64)
+    hdr_best = np.zeros(n, np.int64)
     ref_bytes = np.zeros(n, np.int64)
     cp_par = np.zeros(n, np.int64)
     tails_par, tails_best = [], []
@@ -142,6 +143,9 @@ def main():
         rb = varint_len((((pre[i] - (pre[p] if p >= 0 else 0)) << 1)))
         ref_bytes[i] = rb
         hdr_par[i] = varint_len(mp) + varint_len(len(k) - mp) + rb + 1   # + payload (category 0)
+        f = (hi_f[i] if mh > ml else lo_f[i]) if mb else -1
+        rbf = varint_len((abs(pre[i] - (pre[f] if f >= 0 else 0)) << 1))
+        hdr_best[i] = varint_len(mb << 1) + varint_len(len(k) - mb) + rbf + 1   # cp carries the side bit
         tails_par.append(k[mp:])
         tails_best.append(k[mb:])
     fixed = 12
@@ -151,6 +155,8 @@ def main():
     print(f"record header mean B (parent coding, varint cp/len/ref + 1 payload): {hdr_par.mean():.2f} "
           f"(RefID {ref_bytes.mean():.2f}); share of cp < 128: {(cp_par < 128).mean():.3f}")
     print(f"=> bytes/URL now (build_sorted layout): {fixed + hdr_par.mean() + d_par.mean():.2f}")
+    print(f"best flanking ancestor: header {hdr_best.mean():.2f} B (cp << 1 | side, RefID may be a farther "
+          f"ancestor) => bytes/URL {fixed + hdr_best.mean() + d_best.mean():.2f}")
     for name, tails in (("parent", tails_par), ("best flank", tails_best)):
         blob = b"".join(tails)
         counts = np.bincount(np.frombuffer(blob, np.uint8), minlength=256)
