@@ -90,6 +90,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
@@ -605,7 +606,9 @@ cdef class UrlTree:
         cdef size_t i = 0, n, rem
         cdef uint32_t r = self.nodes[x].right & ID_MASK
         # start loading the right child's slots while this record is fetched (the left child,
-        # x + 1 after optimize(), usually shares their cache lines already)
+        # x + 1 after optimize(), usually shares their cache lines already). Prefetching both
+        # children's records instead (a dependent load of their DataPtr) was tried: no
+        # difference beyond the noise of the shared machine.
         WEBTAP_PREFETCH(&self.nodes[r])
         WEBTAP_PREFETCH(&self.dataptr[r])
         p = _get_varint(p, &h)
@@ -995,7 +998,8 @@ cdef class UrlTree:
         return hit
 
     # ---- Python API -----------------------------------------------------------------------
-    cdef ptrdiff_t _canon_q(self, const uint8_t *s, size_t n) except -2 nogil:
+    cdef ptrdiff_t _canon_q(self, const uint8_t *s, size_t n) except -100 nogil:
+        # not "except -2": that is CANON_BAD_CHAR, a normal answer (it made find("\x00") fail)
         self._qreserve(3 * n + 16)
         return webtap_canon(s, n, self.qbuf, self.qcap, CANON_KEY)
 
@@ -1121,26 +1125,30 @@ cdef class UrlTree:
         if hit != uid:
             raise TreeCorrupt(f"re-key gave id {hit}, expected {uid}")
 
-    def find_key(self, const uint8_t[::1] key):
-        """Exact match of a key; id or 0."""
-        return self._search(self.root, &key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], 0, 0)
+    def find_key(self, key):
+        """Exact match of a key (bytes or any buffer); id or 0."""
+        cdef bytes k = _qbytes(key)
+        return self._search(self.root, <const uint8_t *>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), 0, 0)
 
-    def prefix_key(self, const uint8_t[::1] key):
+    def prefix_key(self, key):
         """Prefix match of a key; id of the longest entry on a boundary, or 0."""
-        return self._prefix(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+        cdef bytes k = _qbytes(key)
+        return self._prefix(<const uint8_t *>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k))
 
+    # find/match/find_key/prefix_key take the bytes object's own buffer: acquiring a typed
+    # memoryview costs more than canonicalising a URL (single calls from Python, issue 7)
     def find(self, url):
         """Exact match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
-        cdef const uint8_t[::1] u = _as_bytes(url)
-        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        cdef bytes u = _qbytes(url)
+        cdef ptrdiff_t n = self._canon_q(<const uint8_t *>PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
         if n < 0:
             return <int>n
         return self._search(self.root, self.qbuf, n, 0, 0)
 
     def match(self, url):
         """Prefix match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
-        cdef const uint8_t[::1] u = _as_bytes(url)
-        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        cdef bytes u = _qbytes(url)
+        cdef ptrdiff_t n = self._canon_q(<const uint8_t *>PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
         if n < 0:
             return <int>n
         return self._prefix(self.qbuf, n)
@@ -1680,6 +1688,15 @@ cdef class UrlTree:
         t.root, t.free_head = root, free_head
         t.tag = tag
         return t
+
+
+cdef inline bytes _qbytes(url):
+    """url as a bytes object (str: UTF-8 with surrogateescape, as _as_bytes)."""
+    if type(url) is bytes:
+        return <bytes>url
+    if isinstance(url, str):
+        return (<str>url).encode("utf-8", "surrogateescape")
+    return bytes(url)
 
 
 cdef const uint8_t[::1] _as_bytes(url):

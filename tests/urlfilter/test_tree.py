@@ -412,3 +412,21 @@ def test_nodes_are_encoded_against_the_closer_flanking_ancestor():
         ref, side, cp = t.node(x)[3:6]
         assert ref in (0, lo, hi) and (ref == 0 or ref == (hi if side else lo))
     assert sorted(t.keys()) == t.keys()
+
+
+def test_single_match_fast_path_agrees_with_the_python_canonicaliser():
+    """find/match canonicalise in C and fall back to urlfilter.canon (IDN hosts as punycode) only
+    when C rejects the host; every input kind answers as the key form would."""
+    t = UrlTree()
+    uid, _ = t.insert("http://bücher.example/Katalog")          # stored as punycode
+    did, _ = t.insert("shop.example.org")
+    assert t.find("https://BÜCHER.example/Katalog#x") == uid
+    assert t.match("bücher.example/Katalog/2?x") == uid
+    assert t.match("xn--bcher-kva.example/Katalog") == uid
+    for q, exact in (("www.shop.example.org/a", 0), (b"www.shop.example.org/a", 0),
+                     (bytearray(b"shop.example.org:80/"), did), (memoryview(b"http://shop.example.org"), did)):
+        assert t.match(q) == did
+        assert t.find(q) == exact
+    for bad in ("", "http://exa mple.org/", "http://[::1/x", "bad host^.org/", b"\x00"):
+        assert t.match(bad) == 0 and t.find(bad) == 0
+    assert t.find_key(b"org.example.shop") == did and t.prefix_key(bytearray(b"org.example.shop.www/a")) == did
