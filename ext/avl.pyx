@@ -237,6 +237,7 @@ cdef enum:
     KCACHE_SLOTS = 128            # KeyCache: direct-mapped by id, per insert/delete
     GROUP = 16                    # queries matched in lockstep by match_batch (_match_group)
     KCACHE_ARENA = 256 * 1024
+    KSTRIDE = MAX_KEY + 8         # optimize(): one decoded ancestor key per depth
 
 
 cdef void *_checked_grow(void *p, size_t used, size_t n) except NULL nogil:
@@ -1424,61 +1425,104 @@ cdef class UrlTree:
             raise TreeCorrupt(f"{free_ids} free + {self.count} live != {self.n_slots - 1} ids")
         return seen
 
+    cdef int _opt_rec(self, uint32_t x, int depth, int dlo, int dhi, uint32_t *new_of, uint8_t *keys,
+                      uint32_t *klen, uint32_t *kid, TreeNode *nn, uint32_t *nd, uint8_t *nb, size_t bcap,
+                      size_t *o, uint32_t *next_id) except -1 nogil:
+        """optimize()'s pre-order walk: give x the next id and write its record re-encoded against
+        the better flank. keys[d * KSTRIDE]: the full key of the ancestor at depth d (klen, kid:
+        its length and old id); dlo/dhi: the depths of x's flanks (-1: none)."""
+        cdef Rec rec
+        cdef uint32_t nx = next_id[0], l, r, ref = 0, side = 0
+        cdef uint8_t *kx = keys + <size_t>depth * KSTRIDE
+        cdef uint8_t *p
+        cdef size_t n, ml = 0, mh = 0, m = 0, src
+        if depth >= MAX_DEPTH:
+            with gil:
+                raise TreeCorrupt("tree deeper than MAX_DEPTH")
+        next_id[0] += 1
+        new_of[x] = nx
+        _read_rec(self.blob + self.dataptr[x], x, &rec)
+        if rec.ref != 0:
+            src = <size_t>(dhi if rec.side else dlo)
+            if (dhi if rec.side else dlo) < 0 or kid[src] != rec.ref or rec.cp > klen[src]:
+                with gil:
+                    raise TreeCorrupt(f"node {x}: RefID {rec.ref} is not the flank its side bit names")
+            memcpy(kx, keys + src * KSTRIDE, rec.cp)
+        elif rec.cp != 0:
+            with gil:
+                raise TreeCorrupt(f"node {x}: full key with cPrefix {rec.cp}")
+        if rec.cp + rec.dlen > MAX_KEY:
+            with gil:
+                raise TreeCorrupt(f"node {x}: key longer than {MAX_KEY} bytes")
+        memcpy(kx + rec.cp, rec.diff, rec.dlen)
+        n = rec.cp + rec.dlen
+        klen[depth] = <uint32_t>n
+        kid[depth] = x
+        if dlo >= 0:
+            p = keys + <size_t>dlo * KSTRIDE
+            while ml < n and ml < klen[dlo] and kx[ml] == p[ml]:
+                ml += 1
+        if dhi >= 0:
+            p = keys + <size_t>dhi * KSTRIDE
+            while mh < n and mh < klen[dhi] and kx[mh] == p[mh]:
+                mh += 1
+        if mh > ml:
+            ref, side, m = new_of[kid[dhi]], 1, mh
+        elif ml > 0:
+            ref, side, m = new_of[kid[dlo]], 0, ml
+        if o[0] + n + 32 > bcap:
+            with gil:
+                raise TreeCorrupt("optimize: records larger than estimated")
+        nd[nx] = <uint32_t>o[0]
+        p = _put_varint(nb + o[0], <uint32_t>((m << 1) | side))
+        p = _put_varint(p, <uint32_t>(n - m))
+        memcpy(p, kx + m, n - m)
+        p += n - m
+        p = _put_varint(p, _zigzag(nx, ref))
+        p = _put_payload(p, rec.cat, rec.period)
+        o[0] = <size_t>(p - nb)
+        l, r = self._left(x), self._right(x)
+        if l != 0:
+            self._opt_rec(l, depth + 1, dlo, depth, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id)
+        if r != 0:
+            self._opt_rec(r, depth + 1, depth, dhi, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id)
+        nn[nx].left = (self.nodes[x].left & ~(<uint32_t>ID_MASK)) | (new_of[l] if l else 0)
+        nn[nx].right = (self.nodes[x].right & ~(<uint32_t>ID_MASK)) | (new_of[r] if r else 0)
+        return 0
+
     cdef int _optimize(self, uint32_t *new_of) except -1 nogil:
-        cdef size_t n = self.count, k, o = 0, sp = 0, bcap
-        cdef uint32_t *order
-        cdef uint32_t stack[MAX_DEPTH * 2]
-        cdef uint32_t x, nx, l, r, nref
+        """Pre-order ids and records, every node re-encoded against its better flank (a tree
+        built by inserts keeps some valid but second-best references after rotations)."""
+        cdef size_t n = self.count, o = 0, bcap
+        cdef uint32_t next_id = 1
         cdef TreeNode *nn
         cdef uint32_t *nd
         cdef uint8_t *nb
-        cdef uint8_t *p
-        cdef Rec rec
-        order = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
-        k = 0
-        if self.root != 0:
-            stack[sp] = self.root
-            sp += 1
-        while sp > 0:
-            sp -= 1
-            x = stack[sp]
-            if k >= n:
-                free(order)
-                with gil:
-                    raise TreeCorrupt("pre-order walk found more nodes than count")
-            order[k] = x
-            new_of[x] = <uint32_t>(k + 1)
-            k += 1
-            if self._right(x) != 0:
-                stack[sp] = self._right(x)
-                sp += 1
-            if self._left(x) != 0:
-                stack[sp] = self._left(x)
-                sp += 1
+        cdef uint8_t *keys
+        cdef uint32_t klen[MAX_DEPTH]
+        cdef uint32_t kid[MAX_DEPTH]
+        cdef bint ok = False
         nn = <TreeNode *>_checked_grow(NULL, 0, (n + 1) * sizeof(TreeNode))
         nd = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
-        bcap = self.blob_used - self.dead + 5 * n + 4096
+        bcap = self.blob_used - self.dead + 6 * n + 4096
         nb = <uint8_t *>_checked_grow(NULL, 0, bcap)
+        keys = <uint8_t *>_checked_realloc(NULL, <size_t>MAX_DEPTH * KSTRIDE)
         nn[0].left = 0
         nn[0].right = 0
         nd[0] = FREE_PTR
-        for k in range(n):
-            x = order[k]
-            nx = <uint32_t>(k + 1)
-            l, r = self._left(x), self._right(x)
-            nn[nx].left = (self.nodes[x].left & ~(<uint32_t>ID_MASK)) | (new_of[l] if l else 0)
-            nn[nx].right = (self.nodes[x].right & ~(<uint32_t>ID_MASK)) | (new_of[r] if r else 0)
-            _read_rec(self.blob + self.dataptr[x], x, &rec)
-            nref = new_of[rec.ref] if rec.ref else 0
-            nd[nx] = <uint32_t>o
-            p = _put_varint(nb + o, (rec.cp << 1) | rec.side)
-            p = _put_varint(p, rec.dlen)
-            memcpy(p, rec.diff, rec.dlen)
-            p += rec.dlen
-            p = _put_varint(p, _zigzag(nx, nref))
-            p = _put_payload(p, rec.cat, rec.period)
-            o = <size_t>(p - nb)
-        free(order)
+        try:
+            if self.root != 0:
+                self._opt_rec(self.root, 0, -1, -1, new_of, keys, klen, kid, nn, nd, nb, bcap, &o, &next_id)
+            if next_id != n + 1:
+                with gil:
+                    raise TreeCorrupt(f"pre-order walk found {next_id - 1} nodes, count is {n}")
+            ok = True
+        finally:
+            free(keys)
+            if not ok:
+                free(nn)
+                free(nd)
+                free(nb)
         free(self.nodes)
         free(self.dataptr)
         free(self.blob)

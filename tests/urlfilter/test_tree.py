@@ -412,6 +412,14 @@ def test_nodes_are_encoded_against_the_closer_flanking_ancestor():
         ref, side, cp = t.node(x)[3:6]
         assert ref in (0, lo, hi) and (ref == 0 or ref == (hi if side else lo))
     assert sorted(t.keys()) == t.keys()
+    # optimize() re-encodes every node against its better flank: the bulk-built optimum
+    keys_before = t.keys()
+    t.optimize()
+    t.check()
+    assert t.keys() == keys_before
+    for x, lo, hi in _flanks(t):
+        k, cp = t.get_key(x), t.node(x)[5]
+        assert cp == max(_lcp(k, t.get_key(lo)) if lo else 0, _lcp(k, t.get_key(hi)) if hi else 0)
 
 
 def test_single_match_fast_path_agrees_with_the_python_canonicaliser():
