@@ -1523,13 +1523,14 @@ cdef class UrlTree:
                 free(nn)
                 free(nd)
                 free(nb)
+        nb = <uint8_t *>_checked_grow(nb, o, o + 4096)     # drop the estimate's slack (~6 B/URL)
         free(self.nodes)
         free(self.dataptr)
         free(self.blob)
         self.nodes, self.dataptr, self.blob = nn, nd, nb
         self.n_slots = self.cap_slots = n + 1
         self.blob_used = o
-        self.blob_cap = bcap
+        self.blob_cap = o + 4096
         self.dead = 0
         self.free_head = 0
         self.root = 1 if n else 0
