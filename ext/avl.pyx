@@ -17,36 +17,50 @@ The three arrays (as in the paper)
   of each holds half of the node's 8-bit AVL height. id 0 means "no node", so at most 2^28 - 1 URLs.
 * ``DataPtr[id]`` (4 bytes): byte offset of the node's record in CompressedURL (0xFFFFFFFF: free id).
   The URL id *is* the node id, so lookup by id is one array read plus a decode.
-* ``CompressedURL``: records, each ``varint cPrefix | varint len | DiffURL bytes | varint RefID |
-  varint (category << 1 | has_period) [| varint period]``. The search reads only the first three
-  fields. RefID is
-  stored as the zig-zag coded difference id - RefID (one byte for most nodes after optimize()).
+* ``CompressedURL``: records, each ``varint (cPrefix << 1 | side) | varint len | DiffURL bytes |
+  varint RefID | varint (category << 1 | has_period) [| varint period]``. The search reads only
+  the first three fields. RefID is stored as the zig-zag coded difference id - RefID (one byte
+  for most nodes after optimize()).
 
-Encoding: every node is encoded against its tree parent
--------------------------------------------------------
-Invariant: ``RefID(x) == parent(x)`` (0 for the root, whose record holds the whole key), and
-``key(x) = key(RefID)[:cPrefix] + DiffURL``. A search for q descends from the root carrying
-``m = lcp(q, key(parent))`` and the direction ``d`` it took at the parent; at node x:
+Encoding: every node is encoded against the closer of its two flanking ancestors
+-------------------------------------------------------------------------------
+The flanking ancestors of x are lo(x), the nearest ancestor with x in its right subtree (the
+greatest ancestor key below key(x)), and hi(x), the nearest with x in its left subtree (0 when
+there is none). The parent is always one of them. Invariant: ``RefID(x)`` is 0 (the record holds
+the whole key; the root, and any node sharing nothing with both) or the flank named by ``side``
+(0: lo, 1: hi), and ``key(x) = key(RefID)[:cPrefix] + DiffURL`` with cPrefix the exact lcp. The
+better flank is chosen when a node is encoded. For a leaf the flanks are its neighbours in key
+order, so this reaches the sorted-predecessor floor of front coding: on the three UT1 URL lists
+21.6 DiffURL bytes per URL against 25.1 with the parent (benchmarks/urltree_bytes.py).
 
-* ``cPrefix > m``: key(x) agrees with key(parent) beyond the point where q left it, so q compares
-  with key(x) exactly as with key(parent): go ``d`` again, lcp stays m. *No key byte is read.*
-* ``cPrefix <= m``: q and key(x) agree on the first cPrefix bytes; compare q[cPrefix:] with DiffURL
-  only, which gives the new lcp and direction.
+A search for q keeps ``mlo = lcp(q, key(lo))`` and ``mhi = lcp(q, key(hi))`` of the current
+node's flanks (q lies strictly between those keys); at node x, with ``mref`` the one its side
+bit names:
 
-So a match never decodes a reference chain; it reads each visited record's header and at most the
-bytes of its DiffURL that differ from what is already known. Insertion gets the new leaf's
-encoding for free (cPrefix = lcp with the parent computed on the way down).
+* ``cPrefix > mref``: key(x) agrees with its reference beyond the point where q leaves it, so q is
+  on the same side of key(x) as of the reference: right of a low flank, left of a high one; lcp
+  stays mref. *No key byte is read.*
+* ``cPrefix <= mref``: q and key(x) agree on the first cPrefix bytes; compare q[cPrefix:] with
+  DiffURL only, which gives the new lcp and direction.
+
+Going left, x becomes the high flank (mhi = the new lcp); going right, the low one. So a match
+never decodes a reference chain; it reads each visited record's header and at most the bytes of
+its DiffURL that differ from what is already known. Insertion gets the new leaf's encoding for
+free: its flanks are its key-order neighbours and both lcps are known from the descent.
 
 Keeping the encoding valid
 --------------------------
-All child pointers are set through ``_link(parent, side, child)``, which re-encodes the child
-against its new parent whenever its RefID differs. Rotations (at most three parent changes each),
-the delete's successor splice and the root change all go through it, so the invariant holds after
-every operation. Re-encoding decodes both keys by following RefIDs up to the root (O(height) diffs,
-done only for the few nodes a rotation moves) and appends a new record; the old one becomes dead
-bytes. During a rotation two nodes can briefly reference each other (A encoded against B while B
-is still encoded against A); ``_reencode`` detects that the new reference leads back to the node
-and first rewrites the reference as a full key (RefID 0), so chains never loop.
+Flanks change only for the nodes a rotation moves and the nodes whose flank a delete removes:
+a rotation of a (flanks lo, hi) with child b gives b (lo, hi) and a (b, hi) or (lo, b), and the
+subtree passed between them keeps (b, a) -- every other node keeps its flanks. A delete removes
+the flank of exactly the right spine of the removed node's left subtree and the left spine of
+its right subtree (O(height) nodes); the successor that replaces it takes its flanks. ``_fix``
+re-encodes a node only when its RefID is no longer one of its flanks; _rotate fixes b before a,
+and _del fixes the successor before the spines, so new references always point up the tree and
+chains cannot loop (``_reencode`` still detects a reference that would lead back to the node and
+first rewrites that reference as a full key). Re-encoding decodes both keys by following RefIDs
+up to the root (O(height) diffs, for the few nodes an operation moves) and rewrites the record in
+place when it fits, else appends it; the old bytes become dead.
 
 Compaction copies live records into a fresh buffer in one pass (O(live bytes), ~10 ms per
 million URLs; lookups are blocked only for that pass) when dead bytes exceed the live ones, or on
@@ -59,7 +73,8 @@ proper prefix of q, either p is on q's path, or the first node X on the path wit
 ``lcp(q, key(X)) >= len(p)`` has ``p < key(X) < q`` -- q turned right there and p lies in X's left
 subtree, where a short search for p (starting with lcp = len(p)) finds it. Candidates are the
 boundary positions b <= max lcp on the path, tried from the longest, so a miss costs one descent
-plus one short sub-search per boundary shared with some entry.
+plus one short sub-search per boundary shared with some entry (it starts with X as the high flank,
+lcp b, and X's low flank, whose lcp with q is below b).
 
 Thread safety: readers may run concurrently (batch calls release the GIL), writers need exclusive
 access. A tree loaded from a snapshot maps the file read-only (shared by every process that loads
@@ -75,6 +90,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
@@ -96,7 +112,7 @@ cdef enum:
 
 cdef uint32_t FREE_PTR = 0xFFFFFFFFU
 cdef size_t BLOB_LIMIT = 0xFFFFFFF0U   # CompressedURL must stay addressable by 32-bit DataPtr
-SNAPSHOT_MAGIC = b"WTAVL001"
+SNAPSHOT_MAGIC = b"WTAVL002"   # 002: cPrefix carries the side bit, RefID is a flanking ancestor
 HEADER = struct.Struct("<8sQQQQIIQ8x")   # SnapshotHeader; the Q after the ids is reserved[0] = tag
 MAX_URLS = MAX_ID
 MAX_KEY_BYTES = MAX_KEY
@@ -115,6 +131,7 @@ def sizeof_snapshot_header():
 
 ctypedef struct Rec:
     uint32_t cp          # bytes shared with key(ref)
+    uint32_t side        # 0: ref is the low flanking ancestor (key(ref) < key(x)), 1: the high one
     uint32_t dlen        # bytes of DiffURL
     const uint8_t *diff  # DiffURL (points into CompressedURL: valid until the next write)
     uint32_t ref         # RefID, 0 for a full key
@@ -126,6 +143,7 @@ ctypedef struct Rec:
 ctypedef struct PathStep:
     uint32_t x           # node id
     uint32_t m           # lcp(q, key(x))
+    uint32_t mlo         # lcp(q, key(low flanking ancestor of x)), 0 if none
     int c                # comparison of q with key(x): -1, 0, 1
     int kp               # 1 when key(x) is a prefix of q (m == len(key(x)))
 
@@ -173,7 +191,9 @@ cdef inline uint8_t *_put_payload(uint8_t *p, uint32_t cat, uint32_t period) noe
 cdef inline void _read_rec(const uint8_t *p, uint32_t x, Rec *r) noexcept nogil:
     cdef const uint8_t *s = p
     cdef uint32_t v
-    p = _get_varint(p, &r.cp)
+    p = _get_varint(p, &v)
+    r.cp = v >> 1
+    r.side = v & 1
     p = _get_varint(p, &r.dlen)
     r.diff = p
     p += r.dlen
@@ -217,6 +237,7 @@ cdef enum:
     KCACHE_SLOTS = 128            # KeyCache: direct-mapped by id, per insert/delete
     GROUP = 16                    # queries matched in lockstep by match_batch (_match_group)
     KCACHE_ARENA = 256 * 1024
+    KSTRIDE = MAX_KEY + 8         # optimize(): one decoded ancestor key per depth
 
 
 cdef void *_checked_grow(void *p, size_t used, size_t n) except NULL nogil:
@@ -458,8 +479,8 @@ cdef class UrlTree:
             self.kc_cur = 1
         self.kc_used = 0
 
-    cdef int _append(self, uint32_t x, uint32_t ref, uint32_t cp, const uint8_t *diff, uint32_t dlen,
-                     uint32_t cat, uint32_t period) except -1 nogil:
+    cdef int _append(self, uint32_t x, uint32_t ref, uint32_t side, uint32_t cp, const uint8_t *diff,
+                     uint32_t dlen, uint32_t cat, uint32_t period) except -1 nogil:
         """Write x's record (diff must not point into CompressedURL) and point DataPtr at it: in
         place when it fits in x's current record (the rest of that becomes dead bytes), else
         appended (the whole old record becomes dead). Rotations re-encode a few nodes per insert,
@@ -469,7 +490,7 @@ cdef class UrlTree:
         cdef uint8_t *p
         cdef uint8_t *h
         cdef size_t hlen, tail, at
-        h = _put_varint(tmp, cp)
+        h = _put_varint(tmp, (cp << 1) | side)
         h = _put_varint(h, dlen)
         hlen = <size_t>(h - tmp)
         h = _put_varint(h, _zigzag(x, ref))
@@ -496,64 +517,110 @@ cdef class UrlTree:
         self.dataptr[x] = <uint32_t>at
         return 0
 
-    cdef int _reencode(self, uint32_t x, uint32_t p) except -1 nogil:
-        """Re-encode x against p (0: as a full key), keeping its payload."""
+    cdef int _reencode(self, uint32_t x, uint32_t lo, uint32_t hi) except -1 nogil:
+        """Re-encode x against whichever of lo and hi (its flanking ancestors, 0: none) shares the
+        longer prefix with it; lo = hi = 0 stores the full key. Keeps the payload."""
         cdef Rec r
-        cdef uint32_t y = p, cat, period
+        cdef uint32_t y, p = 0, side = 0, cat, period
         cdef ptrdiff_t kn, pn
-        cdef size_t m = 0
+        cdef size_t m = 0, ml = 0, mh = 0
         cdef int steps = 0
+        _read_rec(self.blob + self.dataptr[x], x, &r)
+        cat, period = r.cat, r.period
+        kn = self._decode(x, self.kbuf)
+        if lo != 0:
+            pn = self._decode(lo, self.kbuf2)
+            while ml < <size_t>kn and ml < <size_t>pn and self.kbuf[ml] == self.kbuf2[ml]:
+                ml += 1
+        if hi != 0:
+            pn = self._decode(hi, self.kbuf2)
+            while mh < <size_t>kn and mh < <size_t>pn and self.kbuf[mh] == self.kbuf2[mh]:
+                mh += 1
+        if mh > ml:
+            p, side, m = hi, 1, mh
+        elif ml > 0:
+            p, side, m = lo, 0, ml
+        y = p
         while y != 0:            # would x's new reference lead back to x?
             if y == x:
-                self._reencode(p, 0)
+                self._reencode(p, 0, 0)
+                kn = self._decode(x, self.kbuf)    # kbuf was reused by the recursive call
                 break
             y = self._ref(y)
             steps += 1
             if steps > MAX_DEPTH * 2:
                 with gil:
                     raise TreeCorrupt("reference loop")
-        _read_rec(self.blob + self.dataptr[x], x, &r)
-        cat, period = r.cat, r.period
-        kn = self._decode(x, self.kbuf)
-        if p != 0:
-            pn = self._decode(p, self.kbuf2)
-            while m < <size_t>kn and m < <size_t>pn and self.kbuf[m] == self.kbuf2[m]:
-                m += 1
-        self._append(x, p, <uint32_t>m, self.kbuf + m, <uint32_t>(kn - m), cat, period)
+        self._append(x, p, side, <uint32_t>m, self.kbuf + m, <uint32_t>(kn - m), cat, period)
         return 0
 
-    cdef int _link(self, uint32_t p, int side, uint32_t c) except -1 nogil:
+    cdef inline bint _valid_ref(self, uint32_t x, uint32_t lo, uint32_t hi) noexcept nogil:
+        """Is x's encoding valid at a position whose flanking ancestors are lo and hi? Its RefID
+        must be 0 (a full key) or the flank its side bit names."""
+        cdef Rec r
+        _read_rec(self.blob + self.dataptr[x], x, &r)
+        if r.ref == 0:
+            return r.cp == 0
+        return r.ref == (hi if r.side else lo)
+
+    cdef int _fix(self, uint32_t x, uint32_t lo, uint32_t hi) except -1 nogil:
+        """x now sits where lo and hi are its flanking ancestors: re-encode it if its RefID is
+        neither (a rotation or delete moved it, or removed its reference)."""
+        if x != 0 and not self._valid_ref(x, lo, hi):
+            self._reencode(x, lo, hi)
+        return 0
+
+    cdef int _fix_spine(self, uint32_t y, int side, uint32_t lo, uint32_t hi) except -1 nogil:
+        """_fix the spine of the subtree y (whose flanks are lo, hi) on `side`: after a delete the
+        removed node was the flank of exactly these nodes (the right spine of its left subtree
+        and the left spine of its right subtree)."""
+        while y != 0:
+            self._fix(y, lo, hi)
+            if side > 0:
+                lo = y
+                y = self._right(y)
+            else:
+                hi = y
+                y = self._left(y)
+        return 0
+
+    cdef inline void _link(self, uint32_t p, int side, uint32_t c) noexcept nogil:
+        """Set a child pointer. The callers keep the encoding valid (_rotate, _del, _fix)."""
         if side < 0:
             self.nodes[p].left = (self.nodes[p].left & ~(<uint32_t>ID_MASK)) | c
         else:
             self.nodes[p].right = (self.nodes[p].right & ~(<uint32_t>ID_MASK)) | c
-        if c != 0 and self._ref(c) != p:
-            self._reencode(c, p)
-        return 0
 
     cdef int _set_root(self, uint32_t c) except -1 nogil:
         self.root = c
-        if c != 0 and self._ref(c) != 0:
-            self._reencode(c, 0)
+        self._fix(c, 0, 0)
         return 0
 
     # ---- search ---------------------------------------------------------------------------
-    cdef inline int _step(self, uint32_t x, const uint8_t *q, size_t qn, size_t m_par, int dir_par,
+    cdef inline int _step(self, uint32_t x, const uint8_t *q, size_t qn, size_t mlo, size_t mhi,
                           size_t *m_out, int *kp) noexcept nogil:
-        """Compare q with key(x) given m_par = lcp(q, key(parent)) and the direction taken there."""
+        """Compare q with key(x) given mlo and mhi, q's lcp with the keys of x's low and high
+        flanking ancestors (q lies between them): -1, 0, 1 and m_out = lcp(q, key(x))."""
         cdef const uint8_t *p = self.blob + self.dataptr[x]
-        cdef uint32_t cp, dlen
+        cdef uint32_t cp, dlen, h
+        cdef size_t mref
         cdef size_t i = 0, n, rem
         cdef uint32_t r = self.nodes[x].right & ID_MASK
         # start loading the right child's slots while this record is fetched (the left child,
-        # x + 1 after optimize(), usually shares their cache lines already)
+        # x + 1 after optimize(), usually shares their cache lines already). Prefetching both
+        # children's records instead (a dependent load of their DataPtr) was tried: no
+        # difference beyond the noise of the shared machine.
         WEBTAP_PREFETCH(&self.nodes[r])
         WEBTAP_PREFETCH(&self.dataptr[r])
-        p = _get_varint(p, &cp)
-        if cp > m_par:
-            m_out[0] = m_par
+        p = _get_varint(p, &h)
+        cp = h >> 1
+        mref = mhi if h & 1 else mlo
+        if cp > mref:
+            # key(x) agrees with its reference beyond where q leaves it, so q is on the same side
+            # of key(x) as of the reference: below the high flank, above the low one
+            m_out[0] = mref
             kp[0] = 0
-            return dir_par
+            return -1 if h & 1 else 1
         p = _get_varint(p, &dlen)
         q += cp
         rem = qn - cp
@@ -572,14 +639,19 @@ cdef class UrlTree:
         kp[0] = 1
         return 1
 
-    cdef uint32_t _search(self, uint32_t x, const uint8_t *q, size_t qn, size_t m, int d) noexcept nogil:
-        """Exact search for q in the subtree x whose parent shares m bytes with q (direction d)."""
+    cdef uint32_t _search(self, uint32_t x, const uint8_t *q, size_t qn, size_t mlo, size_t mhi) noexcept nogil:
+        """Exact search for q in the subtree x whose flanking ancestors share mlo and mhi bytes
+        with q (0 and 0 from the root)."""
         cdef int c, kp
+        cdef size_t m
         while x != 0:
-            c = self._step(x, q, qn, m, d, &m, &kp)
+            c = self._step(x, q, qn, mlo, mhi, &m, &kp)
             if c == 0:
                 return x
-            d = c
+            if c < 0:
+                mhi = m
+            else:
+                mlo = m
             x = self._child(x, c)
         return 0
 
@@ -588,18 +660,23 @@ cdef class UrlTree:
         cdef PathStep path[MAX_DEPTH]
         cdef int depth = 0, c = 0, kp
         cdef uint32_t x = self.root
-        cdef size_t m = 0, mx = 0
+        cdef size_t m = 0, mx = 0, mlo = 0, mhi = 0
         while x != 0 and depth < MAX_DEPTH:
-            c = self._step(x, q, qn, m, c, &m, &kp)
+            c = self._step(x, q, qn, mlo, mhi, &m, &kp)
             if c == 0:
                 return x
             path[depth].x = x
             path[depth].m = <uint32_t>m
+            path[depth].mlo = <uint32_t>mlo
             path[depth].c = c
             path[depth].kp = kp
             depth += 1
             if m > mx:
                 mx = m
+            if c < 0:
+                mhi = m
+            else:
+                mlo = m
             x = self._child(x, c)
         return self._prefix_tail(path, depth, mx, q, qn)
 
@@ -623,7 +700,9 @@ cdef class UrlTree:
                         if path[j].kp and path[j].m == b:
                             return path[j].x
                         if path[j].c > 0:
-                            found = self._search(self._left(path[j].x), q, b, b, -1)
+                            # q[:b] lies between x's low flank and x: its lcp with x is b
+                            found = self._search(self._left(path[j].x), q, b,
+                                                 path[j].mlo if path[j].mlo < b else b, b)
                             if found:
                                 return found
                             break
@@ -636,17 +715,18 @@ cdef class UrlTree:
         query's next record, then takes one step for each, so one query's cache misses overlap
         with the others' work (the descents are independent). paths: g * MAX_DEPTH steps."""
         cdef uint32_t x[GROUP]
-        cdef size_t m[GROUP]
+        cdef size_t mlo[GROUP]
+        cdef size_t mhi[GROUP]
         cdef size_t mx[GROUP]
-        cdef int c[GROUP]
         cdef int depth[GROUP]
         cdef int i, live = g, kp, cc
+        cdef size_t m
         cdef PathStep *ps
         for i in range(g):
             x[i] = self.root
-            m[i] = 0
+            mlo[i] = 0
+            mhi[i] = 0
             mx[i] = 0
-            c[i] = 0
             depth[i] = 0
             out[i] = 0
             if x[i] == 0:
@@ -658,7 +738,7 @@ cdef class UrlTree:
             for i in range(g):
                 if x[i] == 0:
                     continue
-                cc = self._step(x[i], qs[i], qn[i], m[i], c[i], &m[i], &kp)
+                cc = self._step(x[i], qs[i], qn[i], mlo[i], mhi[i], &m, &kp)
                 if cc == 0:
                     out[i] = <int32_t>x[i]
                     x[i] = 0
@@ -668,13 +748,17 @@ cdef class UrlTree:
                 if depth[i] < MAX_DEPTH:
                     ps = paths + i * MAX_DEPTH + depth[i]
                     ps.x = x[i]
-                    ps.m = <uint32_t>m[i]
+                    ps.m = <uint32_t>m
+                    ps.mlo = <uint32_t>mlo[i]
                     ps.c = cc
                     ps.kp = kp
                     depth[i] += 1
-                if m[i] > mx[i]:
-                    mx[i] = m[i]
-                c[i] = cc
+                if m > mx[i]:
+                    mx[i] = m
+                if cc < 0:
+                    mhi[i] = m
+                else:
+                    mlo[i] = m
                 x[i] = self._child(x[i], cc)
                 if x[i] != 0:
                     WEBTAP_PREFETCH(&self.dataptr[x[i]])
@@ -704,95 +788,129 @@ cdef class UrlTree:
         self.dataptr[x] = FREE_PTR
         return x
 
-    cdef uint32_t _rotate(self, uint32_t a, int side) except? 0 nogil:
-        """Rotate a towards `side` (RIGHT: a's left child b becomes the subtree root)."""
+    cdef uint32_t _rotate(self, uint32_t a, int side, uint32_t lo, uint32_t hi) except? 0 nogil:
+        """Rotate a (flanking ancestors lo, hi) towards `side` (RIGHT: a's left child b becomes the
+        subtree root). Only a and b change flanks: b takes a's (lo, hi), a gets b and one of its
+        own; the subtree moving between them keeps (b, a). b is fixed first, so a's new
+        reference never leads back to a."""
         cdef uint32_t b = self._child(a, -side)
+        self._fix(b, lo, hi)
         self._link(a, -side, self._child(b, side))
         self._fix_height(a)
         self._link(b, side, a)
+        if side > 0:
+            self._fix(a, b, hi)
+        else:
+            self._fix(a, lo, b)
         self._fix_height(b)
         return b
 
-    cdef uint32_t _balance(self, uint32_t x) except? 0 nogil:
+    cdef uint32_t _balance(self, uint32_t x, uint32_t lo, uint32_t hi) except? 0 nogil:
         cdef uint32_t l = self._left(x), r = self._right(x)
         cdef int hl = self._height(l), hr = self._height(r)
         if hl > hr + 1:
             if self._height(self._left(l)) < self._height(self._right(l)):
-                self._link(x, LEFT, self._rotate(l, LEFT))
-            return self._rotate(x, RIGHT)
+                self._link(x, LEFT, self._rotate(l, LEFT, lo, x))
+            return self._rotate(x, RIGHT, lo, hi)
         if hr > hl + 1:
             if self._height(self._right(r)) < self._height(self._left(r)):
-                self._link(x, RIGHT, self._rotate(r, RIGHT))
-            return self._rotate(x, LEFT)
+                self._link(x, RIGHT, self._rotate(r, RIGHT, x, hi))
+            return self._rotate(x, LEFT, lo, hi)
         self._set_height(x, (hl if hl > hr else hr) + 1)
         return x
 
-    cdef int _ins(self, uint32_t x, uint32_t par, size_t m, int d, const uint8_t *k, size_t kn,
-                  uint32_t cat, uint32_t period, uint32_t *out, uint32_t *hit) except -1 nogil:
-        """Insert k below x (parent par shares m bytes with k). out: new subtree root; hit: the
-        node holding k (new or existing). Returns 1 when k was new, 0 when it existed."""
+    cdef int _ins(self, uint32_t x, uint32_t lo, uint32_t hi, size_t mlo, size_t mhi, const uint8_t *k,
+                  size_t kn, uint32_t cat, uint32_t period, uint32_t *out, uint32_t *hit) except -1 nogil:
+        """Insert k below x, whose flanking ancestors lo and hi share mlo and mhi bytes with k.
+        out: new subtree root; hit: the node holding k (new or existing). Returns 1 when k was
+        new, 0 when it existed. A new leaf's flanks are k's neighbours in key order, and its
+        encoding against the closer one comes free from the descent."""
         cdef int c, kp, rc
         cdef uint32_t sub
+        cdef size_t m
         if x == 0:
             x = self._alloc_id()
-            self._append(x, par, <uint32_t>m, k + m, <uint32_t>(kn - m), cat, period)
+            if mhi > mlo:
+                self._append(x, hi, 1, <uint32_t>mhi, k + mhi, <uint32_t>(kn - mhi), cat, period)
+            else:
+                self._append(x, lo if mlo else 0, 0, <uint32_t>mlo, k + mlo, <uint32_t>(kn - mlo), cat, period)
             self._set_height(x, 1)
             out[0] = x
             hit[0] = x
             self.count += 1
             return 1
-        c = self._step(x, k, kn, m, d, &m, &kp)
+        c = self._step(x, k, kn, mlo, mhi, &m, &kp)
         if c == 0:
             out[0] = x
             hit[0] = x
             return 0
-        rc = self._ins(self._child(x, c), x, m, c, k, kn, cat, period, &sub, hit)
+        if c < 0:
+            rc = self._ins(self._left(x), lo, x, mlo, m, k, kn, cat, period, &sub, hit)
+        else:
+            rc = self._ins(self._right(x), x, hi, m, mhi, k, kn, cat, period, &sub, hit)
         if rc == 0:
             out[0] = x
             return 0
         self._link(x, c, sub)
-        out[0] = self._balance(x)
+        out[0] = self._balance(x, lo, hi)
         return 1
 
-    cdef int _del_min(self, uint32_t x, uint32_t *out, uint32_t *s) except -1 nogil:
+    cdef int _del_min(self, uint32_t x, uint32_t lo, uint32_t hi, uint32_t *out, uint32_t *s) except -1 nogil:
+        """Unlink the smallest node of the subtree x (flanks lo, hi) into s; out: the new root.
+        s's right child keeps its encoding: s is its low flank again once s replaces the
+        deleted node, and _del fixes that spine."""
         cdef uint32_t sub
         if self._left(x) == 0:
             s[0] = x
             out[0] = self._right(x)
             return 0
-        self._del_min(self._left(x), &sub, s)
+        self._del_min(self._left(x), lo, x, &sub, s)
         self._link(x, LEFT, sub)
-        out[0] = self._balance(x)
+        out[0] = self._balance(x, lo, hi)
         return 0
 
-    cdef int _del(self, uint32_t x, size_t m, int d, const uint8_t *k, size_t kn,
-                  uint32_t *out, uint32_t *hit) except -1 nogil:
-        """Remove k from the subtree x; out: its new root; hit: the removed node (0: absent)."""
+    cdef int _del(self, uint32_t x, uint32_t lo, uint32_t hi, size_t mlo, size_t mhi, const uint8_t *k,
+                  size_t kn, uint32_t *out, uint32_t *hit) except -1 nogil:
+        """Remove k from the subtree x (flanks lo, hi); out: its new root; hit: the removed node
+        (0: absent). The removed node was the flank of the right spine of its left subtree and
+        the left spine of its right subtree only; those are re-encoded before it is released."""
         cdef int c, kp
         cdef uint32_t sub, s, l, r
+        cdef size_t m
         if x == 0:
             out[0] = 0
             return 0
-        c = self._step(x, k, kn, m, d, &m, &kp)
+        c = self._step(x, k, kn, mlo, mhi, &m, &kp)
         if c != 0:
-            self._del(self._child(x, c), m, c, k, kn, &sub, hit)
+            if c < 0:
+                self._del(self._left(x), lo, x, mlo, m, k, kn, &sub, hit)
+            else:
+                self._del(self._right(x), x, hi, m, mhi, k, kn, &sub, hit)
             if hit[0] == 0:
                 out[0] = x
                 return 0
             self._link(x, c, sub)
-            out[0] = self._balance(x)
+            out[0] = self._balance(x, lo, hi)
             return 0
         hit[0] = x
         l, r = self._left(x), self._right(x)
         if l == 0 or r == 0:
-            out[0] = l if l else r
+            if l != 0:
+                self._fix_spine(l, RIGHT, lo, hi)
+                out[0] = l
+            else:
+                self._fix_spine(r, LEFT, lo, hi)
+                out[0] = r
             return 0
-        self._del_min(r, &sub, &s)
+        self._del_min(r, x, hi, &sub, &s)
         self.nodes[s].left = 0
         self.nodes[s].right = 0
         self._link(s, LEFT, l)
         self._link(s, RIGHT, sub)
-        out[0] = self._balance(s)
+        self._fix(s, lo, hi)
+        self._fix_spine(l, RIGHT, lo, s)
+        self._fix_spine(sub, LEFT, s, hi)
+        out[0] = self._balance(s, lo, hi)
         return 0
 
     cdef int _release(self, uint32_t x) except -1 nogil:
@@ -858,7 +976,7 @@ cdef class UrlTree:
         self._kc_reset()
         self.kc_on = True
         try:
-            rc = self._ins(self.root, 0, 0, 0, k, kn, cat, period, &out, hit)
+            rc = self._ins(self.root, 0, 0, 0, 0, k, kn, cat, period, &out, hit)
             if rc:
                 self._set_root(out)
                 self._maybe_compact()
@@ -871,7 +989,7 @@ cdef class UrlTree:
         self._kc_reset()
         self.kc_on = True
         try:
-            self._del(self.root, 0, 0, k, kn, &out, &hit)
+            self._del(self.root, 0, 0, 0, 0, k, kn, &out, &hit)
             if hit:
                 self._set_root(out)
                 self._release(hit)
@@ -881,7 +999,8 @@ cdef class UrlTree:
         return hit
 
     # ---- Python API -----------------------------------------------------------------------
-    cdef ptrdiff_t _canon_q(self, const uint8_t *s, size_t n) except -2 nogil:
+    cdef ptrdiff_t _canon_q(self, const uint8_t *s, size_t n) except -100 nogil:
+        # not "except -2": that is CANON_BAD_CHAR, a normal answer (it made find("\x00") fail)
         self._qreserve(3 * n + 16)
         return webtap_canon(s, n, self.qbuf, self.qcap, CANON_KEY)
 
@@ -950,6 +1069,15 @@ cdef class UrlTree:
             return None
         return key_to_url(key)
 
+    def node(self, uint32_t uid):
+        """The arrays' fields of id uid, for tests and inspection: (left, right, height, RefID,
+        side, cPrefix, DiffURL length); None for a free or unknown id."""
+        cdef Rec r
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            return None
+        _read_rec(self.blob + self.dataptr[uid], uid, &r)
+        return (self._left(uid), self._right(uid), self._height(uid), r.ref, r.side, r.cp, r.dlen)
+
     def payload(self, uint32_t uid):
         """(category, period) of id uid, or None."""
         cdef Rec r
@@ -968,7 +1096,7 @@ cdef class UrlTree:
         self._own()
         _read_rec(self.blob + self.dataptr[uid], uid, &r)
         memcpy(self.kbuf, r.diff, r.dlen)
-        self._append(uid, r.ref, r.cp, self.kbuf, r.dlen, category, period)
+        self._append(uid, r.ref, r.side, r.cp, self.kbuf, r.dlen, category, period)
         self._maybe_compact()
 
     def rekey(self, uint32_t uid, new_url):
@@ -998,26 +1126,30 @@ cdef class UrlTree:
         if hit != uid:
             raise TreeCorrupt(f"re-key gave id {hit}, expected {uid}")
 
-    def find_key(self, const uint8_t[::1] key):
-        """Exact match of a key; id or 0."""
-        return self._search(self.root, &key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], 0, 0)
+    def find_key(self, key):
+        """Exact match of a key (bytes or any buffer); id or 0."""
+        cdef bytes k = _qbytes(key)
+        return self._search(self.root, <const uint8_t *>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), 0, 0)
 
-    def prefix_key(self, const uint8_t[::1] key):
+    def prefix_key(self, key):
         """Prefix match of a key; id of the longest entry on a boundary, or 0."""
-        return self._prefix(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+        cdef bytes k = _qbytes(key)
+        return self._prefix(<const uint8_t *>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k))
 
+    # find/match/find_key/prefix_key take the bytes object's own buffer: acquiring a typed
+    # memoryview costs more than canonicalising a URL (single calls from Python, issue 7)
     def find(self, url):
         """Exact match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
-        cdef const uint8_t[::1] u = _as_bytes(url)
-        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        cdef bytes u = _qbytes(url)
+        cdef ptrdiff_t n = self._canon_q(<const uint8_t *>PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
         if n < 0:
             return <int>n
         return self._search(self.root, self.qbuf, n, 0, 0)
 
     def match(self, url):
         """Prefix match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
-        cdef const uint8_t[::1] u = _as_bytes(url)
-        cdef ptrdiff_t n = self._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        cdef bytes u = _qbytes(url)
+        cdef ptrdiff_t n = self._canon_q(<const uint8_t *>PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
         if n < 0:
             return <int>n
         return self._prefix(self.qbuf, n)
@@ -1243,12 +1375,14 @@ cdef class UrlTree:
         return [self.get_key(x) for x in self.ids()]
 
     def check(self):
-        """Verify every invariant: AVL balance and heights, key order, RefID == parent, counts,
-        the free list and DataPtr. Raises TreeCorrupt; returns the number of nodes checked."""
+        """Verify every invariant: AVL balance and heights, key order, RefID a flanking ancestor
+        (side bit and cPrefix included), counts, the free list and DataPtr. Raises TreeCorrupt;
+        returns the number of nodes checked."""
         cdef size_t seen = 0
-        stack = [(self.root, 0)]
+        cdef Rec rec
+        stack = [(self.root, 0, 0)]
         while stack:
-            x, par = stack.pop()
+            x, lo, hi = stack.pop()
             if x == 0:
                 continue
             seen += 1
@@ -1256,14 +1390,19 @@ cdef class UrlTree:
                 raise TreeCorrupt("more nodes reachable than count")
             if self.dataptr[x] == FREE_PTR:
                 raise TreeCorrupt(f"node {x} reachable but free")
-            if self._ref(x) != par:
-                raise TreeCorrupt(f"node {x}: RefID {self._ref(x)} != parent {par}")
+            if not self._valid_ref(x, lo, hi):
+                raise TreeCorrupt(f"node {x}: RefID {self._ref(x)} is not its flank {lo} or {hi}")
+            _read_rec(self.blob + self.dataptr[x], x, &rec)
+            if rec.ref != 0:
+                kx, kr = self.get_key(x), self.get_key(rec.ref)
+                if not (kr < kx if rec.side == 0 else kr > kx) or rec.cp != len(os.path.commonprefix([kx, kr])):
+                    raise TreeCorrupt(f"node {x}: side bit or cPrefix disagree with its reference {rec.ref}")
             l, r = self._left(x), self._right(x)
             hl, hr = self._height(l), self._height(r)
             if abs(hl - hr) > 1 or self._height(x) != max(hl, hr) + 1:
                 raise TreeCorrupt(f"node {x}: heights {hl}/{hr}/{self._height(x)}")
-            stack.append((l, x))
-            stack.append((r, x))
+            stack.append((l, lo, x))
+            stack.append((r, x, hi))
         if seen != self.count:
             raise TreeCorrupt(f"{seen} nodes reachable, count {self.count}")
         keys = self.keys()
@@ -1286,68 +1425,112 @@ cdef class UrlTree:
             raise TreeCorrupt(f"{free_ids} free + {self.count} live != {self.n_slots - 1} ids")
         return seen
 
+    cdef int _opt_rec(self, uint32_t x, int depth, int dlo, int dhi, uint32_t *new_of, uint8_t *keys,
+                      uint32_t *klen, uint32_t *kid, TreeNode *nn, uint32_t *nd, uint8_t *nb, size_t bcap,
+                      size_t *o, uint32_t *next_id) except -1 nogil:
+        """optimize()'s pre-order walk: give x the next id and write its record re-encoded against
+        the better flank. keys[d * KSTRIDE]: the full key of the ancestor at depth d (klen, kid:
+        its length and old id); dlo/dhi: the depths of x's flanks (-1: none)."""
+        cdef Rec rec
+        cdef uint32_t nx = next_id[0], l, r, ref = 0, side = 0
+        cdef uint8_t *kx = keys + <size_t>depth * KSTRIDE
+        cdef uint8_t *p
+        cdef size_t n, ml = 0, mh = 0, m = 0, src
+        if depth >= MAX_DEPTH:
+            with gil:
+                raise TreeCorrupt("tree deeper than MAX_DEPTH")
+        next_id[0] += 1
+        new_of[x] = nx
+        _read_rec(self.blob + self.dataptr[x], x, &rec)
+        if rec.ref != 0:
+            src = <size_t>(dhi if rec.side else dlo)
+            if (dhi if rec.side else dlo) < 0 or kid[src] != rec.ref or rec.cp > klen[src]:
+                with gil:
+                    raise TreeCorrupt(f"node {x}: RefID {rec.ref} is not the flank its side bit names")
+            memcpy(kx, keys + src * KSTRIDE, rec.cp)
+        elif rec.cp != 0:
+            with gil:
+                raise TreeCorrupt(f"node {x}: full key with cPrefix {rec.cp}")
+        if rec.cp + rec.dlen > MAX_KEY:
+            with gil:
+                raise TreeCorrupt(f"node {x}: key longer than {MAX_KEY} bytes")
+        memcpy(kx + rec.cp, rec.diff, rec.dlen)
+        n = rec.cp + rec.dlen
+        klen[depth] = <uint32_t>n
+        kid[depth] = x
+        if dlo >= 0:
+            p = keys + <size_t>dlo * KSTRIDE
+            while ml < n and ml < klen[dlo] and kx[ml] == p[ml]:
+                ml += 1
+        if dhi >= 0:
+            p = keys + <size_t>dhi * KSTRIDE
+            while mh < n and mh < klen[dhi] and kx[mh] == p[mh]:
+                mh += 1
+        if mh > ml:
+            ref, side, m = new_of[kid[dhi]], 1, mh
+        elif ml > 0:
+            ref, side, m = new_of[kid[dlo]], 0, ml
+        if o[0] + n + 32 > bcap:
+            with gil:
+                raise TreeCorrupt("optimize: records larger than estimated")
+        nd[nx] = <uint32_t>o[0]
+        p = _put_varint(nb + o[0], <uint32_t>((m << 1) | side))
+        p = _put_varint(p, <uint32_t>(n - m))
+        memcpy(p, kx + m, n - m)
+        p += n - m
+        p = _put_varint(p, _zigzag(nx, ref))
+        p = _put_payload(p, rec.cat, rec.period)
+        o[0] = <size_t>(p - nb)
+        l, r = self._left(x), self._right(x)
+        if l != 0:
+            self._opt_rec(l, depth + 1, dlo, depth, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id)
+        if r != 0:
+            self._opt_rec(r, depth + 1, depth, dhi, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id)
+        nn[nx].left = (self.nodes[x].left & ~(<uint32_t>ID_MASK)) | (new_of[l] if l else 0)
+        nn[nx].right = (self.nodes[x].right & ~(<uint32_t>ID_MASK)) | (new_of[r] if r else 0)
+        return 0
+
     cdef int _optimize(self, uint32_t *new_of) except -1 nogil:
-        cdef size_t n = self.count, k, o = 0, sp = 0, bcap
-        cdef uint32_t *order
-        cdef uint32_t stack[MAX_DEPTH * 2]
-        cdef uint32_t x, nx, l, r, nref
+        """Pre-order ids and records, every node re-encoded against its better flank (a tree
+        built by inserts keeps some valid but second-best references after rotations)."""
+        cdef size_t n = self.count, o = 0, bcap
+        cdef uint32_t next_id = 1
         cdef TreeNode *nn
         cdef uint32_t *nd
         cdef uint8_t *nb
-        cdef uint8_t *p
-        cdef Rec rec
-        order = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
-        k = 0
-        if self.root != 0:
-            stack[sp] = self.root
-            sp += 1
-        while sp > 0:
-            sp -= 1
-            x = stack[sp]
-            if k >= n:
-                free(order)
-                with gil:
-                    raise TreeCorrupt("pre-order walk found more nodes than count")
-            order[k] = x
-            new_of[x] = <uint32_t>(k + 1)
-            k += 1
-            if self._right(x) != 0:
-                stack[sp] = self._right(x)
-                sp += 1
-            if self._left(x) != 0:
-                stack[sp] = self._left(x)
-                sp += 1
+        cdef uint8_t *keys
+        cdef uint32_t klen[MAX_DEPTH]
+        cdef uint32_t kid[MAX_DEPTH]
+        cdef bint ok = False
         nn = <TreeNode *>_checked_grow(NULL, 0, (n + 1) * sizeof(TreeNode))
         nd = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
-        bcap = self.blob_used - self.dead + 5 * n + 4096
+        bcap = self.blob_used - self.dead + 6 * n + 4096
         nb = <uint8_t *>_checked_grow(NULL, 0, bcap)
+        keys = <uint8_t *>_checked_realloc(NULL, <size_t>MAX_DEPTH * KSTRIDE)
         nn[0].left = 0
         nn[0].right = 0
         nd[0] = FREE_PTR
-        for k in range(n):
-            x = order[k]
-            nx = <uint32_t>(k + 1)
-            l, r = self._left(x), self._right(x)
-            nn[nx].left = (self.nodes[x].left & ~(<uint32_t>ID_MASK)) | (new_of[l] if l else 0)
-            nn[nx].right = (self.nodes[x].right & ~(<uint32_t>ID_MASK)) | (new_of[r] if r else 0)
-            _read_rec(self.blob + self.dataptr[x], x, &rec)
-            nref = new_of[rec.ref] if rec.ref else 0
-            nd[nx] = <uint32_t>o
-            p = _put_varint(nb + o, rec.cp)
-            p = _put_varint(p, rec.dlen)
-            memcpy(p, rec.diff, rec.dlen)
-            p += rec.dlen
-            p = _put_varint(p, _zigzag(nx, nref))
-            p = _put_payload(p, rec.cat, rec.period)
-            o = <size_t>(p - nb)
-        free(order)
+        try:
+            if self.root != 0:
+                self._opt_rec(self.root, 0, -1, -1, new_of, keys, klen, kid, nn, nd, nb, bcap, &o, &next_id)
+            if next_id != n + 1:
+                with gil:
+                    raise TreeCorrupt(f"pre-order walk found {next_id - 1} nodes, count is {n}")
+            ok = True
+        finally:
+            free(keys)
+            if not ok:
+                free(nn)
+                free(nd)
+                free(nb)
+        nb = <uint8_t *>_checked_grow(nb, o, o + 4096)     # drop the estimate's slack (~6 B/URL)
         free(self.nodes)
         free(self.dataptr)
         free(self.blob)
         self.nodes, self.dataptr, self.blob = nn, nd, nb
         self.n_slots = self.cap_slots = n + 1
         self.blob_used = o
-        self.blob_cap = bcap
+        self.blob_cap = o + 4096
         self.dead = 0
         self.free_head = 0
         self.root = 1 if n else 0
@@ -1355,13 +1538,14 @@ cdef class UrlTree:
 
     cdef uint32_t _build(self, const uint8_t *data, const int64_t *starts, const int64_t *ends,
                          const int64_t *uniq, const uint32_t *cats, const uint32_t *pers,
-                         int64_t lo, int64_t hi, int64_t par, uint32_t par_id, uint32_t *next_id,
-                         int *height) except? 0 nogil:
-        """Balanced subtree of the sorted unique keys uniq[lo:hi], ids in pre-order."""
+                         int64_t lo, int64_t hi, int64_t flo, int64_t fhi, uint32_t flo_id, uint32_t fhi_id,
+                         uint32_t *next_id, int *height) except? 0 nogil:
+        """Balanced subtree of the sorted unique keys uniq[lo:hi], ids in pre-order; flo/fhi are
+        the positions (-1: none) and flo_id/fhi_id the ids of its flanking ancestors."""
         cdef int64_t mid, k
         cdef uint32_t x, l, r
         cdef int hl, hr
-        cdef size_t m = 0, kn, pn
+        cdef size_t ml = 0, mh = 0, kn, pn
         cdef const uint8_t *key
         cdef const uint8_t *pkey
         if lo >= hi:
@@ -1373,16 +1557,25 @@ cdef class UrlTree:
         next_id[0] += 1
         key = data + starts[k]
         kn = <size_t>(ends[k] - starts[k])
-        if par >= 0:
-            pkey = data + starts[uniq[par]]
-            pn = <size_t>(ends[uniq[par]] - starts[uniq[par]])
-            while m < kn and m < pn and key[m] == pkey[m]:
-                m += 1
-        memcpy(self.kbuf, key + m, kn - m)
+        if flo >= 0:
+            pkey = data + starts[uniq[flo]]
+            pn = <size_t>(ends[uniq[flo]] - starts[uniq[flo]])
+            while ml < kn and ml < pn and key[ml] == pkey[ml]:
+                ml += 1
+        if fhi >= 0:
+            pkey = data + starts[uniq[fhi]]
+            pn = <size_t>(ends[uniq[fhi]] - starts[uniq[fhi]])
+            while mh < kn and mh < pn and key[mh] == pkey[mh]:
+                mh += 1
         self.dataptr[x] = FREE_PTR
-        self._append(x, par_id, <uint32_t>m, self.kbuf, <uint32_t>(kn - m), cats[k], pers[k])
-        l = self._build(data, starts, ends, uniq, cats, pers, lo, mid, mid, x, next_id, &hl)
-        r = self._build(data, starts, ends, uniq, cats, pers, mid + 1, hi, mid, x, next_id, &hr)
+        if mh > ml:
+            memcpy(self.kbuf, key + mh, kn - mh)
+            self._append(x, fhi_id, 1, <uint32_t>mh, self.kbuf, <uint32_t>(kn - mh), cats[k], pers[k])
+        else:
+            memcpy(self.kbuf, key + ml, kn - ml)
+            self._append(x, flo_id if ml else 0, 0, <uint32_t>ml, self.kbuf, <uint32_t>(kn - ml), cats[k], pers[k])
+        l = self._build(data, starts, ends, uniq, cats, pers, lo, mid, flo, mid, flo_id, x, next_id, &hl)
+        r = self._build(data, starts, ends, uniq, cats, pers, mid + 1, hi, mid, fhi, x, fhi_id, next_id, &hr)
         self.nodes[x].left = l
         self.nodes[x].right = r
         height[0] = (hl if hl > hr else hr) + 1
@@ -1446,7 +1639,7 @@ cdef class UrlTree:
             self.n_slots = <size_t>m + 1
             self.root = self._build(base, &st[0] if st.shape[0] else NULL, &en[0] if en.shape[0] else NULL,
                                     &uniq[0], &cats[0] if cats.shape[0] else NULL,
-                                    &pers[0] if pers.shape[0] else NULL, 0, m, -1, 0, &next_id, &h)
+                                    &pers[0] if pers.shape[0] else NULL, 0, m, -1, -1, 0, 0, &next_id, &h)
             self.count = <size_t>m
         return m
 
@@ -1540,6 +1733,15 @@ cdef class UrlTree:
         t.root, t.free_head = root, free_head
         t.tag = tag
         return t
+
+
+cdef inline bytes _qbytes(url):
+    """url as a bytes object (str: UTF-8 with surrogateescape, as _as_bytes)."""
+    if type(url) is bytes:
+        return <bytes>url
+    if isinstance(url, str):
+        return (<str>url).encode("utf-8", "surrogateescape")
+    return bytes(url)
 
 
 cdef const uint8_t[::1] _as_bytes(url):

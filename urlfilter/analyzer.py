@@ -120,7 +120,7 @@ def load_blacklist(path: str | os.PathLike) -> Blacklist:
         raise FileNotFoundError(f"no blacklist at {p}")
     with open(p, "rb") as f:
         magic = f.read(16)
-    if magic.startswith(b"WTAVL001"):
+    if magic.startswith(b"WTAVL"):      # UrlTree.load refuses other versions with a clear error
         return Blacklist(UrlTree.load(p), {}, None, p, p.stat().st_mtime)
     if not magic.startswith(b"SQLite format 3"):
         raise ValueError(f"{p}: neither an SQLite store nor a tree snapshot")

@@ -18,6 +18,7 @@ __all__ = ["UrlTree", "TREE_NODE_DTYPE", "MAX_URLS", "arrow_layout"]
 TREE_NODE_DTYPE = _avl.TREE_NODE_DTYPE
 MAX_URLS = _avl.MAX_URLS
 TreeCorrupt = _avl.TreeCorrupt
+_BAD_HOST = -3          # CANON_BAD_HOST (ext/urlcanon.h): the only code urlfilter.canon retries
 
 
 def arrow_layout(urls) -> tuple[np.ndarray, np.ndarray]:
@@ -64,15 +65,21 @@ class UrlTree(_avl.UrlTree):
 
     def find(self, url) -> int:
         """Exact match of one URL: id or 0."""
-        try:
-            return self.find_key(canon.to_key(url))
+        r = _avl.UrlTree.find(self, url)       # canonicalised in C: no Python per byte
+        if r >= 0:
+            return r
+        try:                                   # rejected in C: an IDN host is retried as punycode
+            return self.find_key(canon.to_key(url)) if r == _BAD_HOST else 0
         except InvalidUrl:
             return 0
 
     def match(self, url) -> int:
         """Prefix match of one URL (longest entry on a component boundary): id or 0."""
+        r = _avl.UrlTree.match(self, url)
+        if r >= 0:
+            return r
         try:
-            return self.prefix_key(canon.to_key(url))
+            return self.prefix_key(canon.to_key(url)) if r == _BAD_HOST else 0
         except InvalidUrl:
             return 0
 

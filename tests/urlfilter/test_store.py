@@ -200,3 +200,25 @@ def test_import_folder_of_plain_lists_and_empty_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError):
         import_path(s, tmp_path / "empty")
+
+
+def test_format_1_snapshot_is_refused_and_rebuilt_from_the_store(tmp_path):
+    """Snapshots of the parent-coded format (magic WTAVL001) cannot be read as format 2: loading
+    one raises ValueError, and the manager rebuilds the tree from the store instead."""
+    from urlfilter.tree import UrlTree
+
+    db = tmp_path / "m.db"
+    m = UrlManager(db)
+    m.add("evil.com", "malware")
+    m.add("bad.org/p", "phishing")
+    m.load_tree()
+    m.save_snapshot(force=True)
+    raw = m.snapshot.read_bytes()
+    assert raw[:8] == b"WTAVL002"
+    m.snapshot.write_bytes(b"WTAVL001" + raw[8:])
+    with pytest.raises(ValueError):
+        UrlTree.load(m.snapshot)
+    m2 = UrlManager(db)
+    t = m2.load_tree()
+    assert t.match("x.evil.com/a") > 0 and t.match("bad.org/p/q") > 0 and len(t) == 2
+    t.check()

@@ -168,7 +168,8 @@ def test_snapshot_round_trip(tmp_path):
 
 class TreeMachine(RuleBasedStateMachine):
     """Any sequence of insert/delete/update/match behaves like a dict keyed by canonical key, and
-    the AVL invariants and the RefID == parent encoding hold after every step."""
+    the AVL invariants and the encoding (RefID a flanking ancestor, side bit, cPrefix) hold after
+    every step."""
 
     ids = Bundle("ids")
 
@@ -344,3 +345,96 @@ def test_too_many_urls_is_refused_cleanly():
         UrlTree(max_ids=3).build_sorted(b"abcd", [0, 1, 2, 3], [1, 2, 3, 4], [0, 1, 2, 3])
     with pytest.raises(ValueError):
         UrlTree(max_ids=2**28)
+
+
+def _lcp(a: bytes, b: bytes) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _flanks(t):
+    """(id, low flank id, high flank id) of every node, walked from the root in Python."""
+    out, root = [], None
+    ids = set(int(i) for i in t.ids())
+    children = {i: t.node(i)[:2] for i in ids}
+    for i in ids:                       # the root is the one id that is nobody's child
+        if not any(i in c for c in children.values()):
+            root = i
+    stack = [(root, 0, 0)]
+    while stack:
+        x, lo, hi = stack.pop()
+        if x:
+            out.append((x, lo, hi))
+            stack.append((children[x][0], lo, x))
+            stack.append((children[x][1], x, hi))
+    return out
+
+
+def test_nodes_are_encoded_against_the_closer_flanking_ancestor():
+    """A bulk-built tree encodes every node against whichever of its two flanking ancestors
+    shares the longer prefix (for a leaf these are its neighbours in key order), which stores
+    fewer DiffURL bytes than encoding against the parent; after inserts and deletes (rotations,
+    successor splices) every RefID is still one of the flanks with the exact cPrefix."""
+    rng = np.random.default_rng(7)
+    hosts = [f"h{i}.example{i % 7}.com" for i in range(40)]
+    urls_ = sorted({f"{hosts[rng.integers(40)]}/{'/'.join(str(rng.integers(9)) for _ in range(rng.integers(0, 4)))}"
+                    for _ in range(3000)})
+    bulk = UrlTree()
+    keys = [to_key(u) for u in urls_]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    data = np.frombuffer(b"".join(keys), np.uint8)
+    ends = np.cumsum([len(k) for k in keys])
+    bulk.build_sorted(data, ends - [len(k) for k in keys], ends, order)
+    bulk.check()
+    diff_flank = diff_parent = 0
+    for x, lo, hi in _flanks(bulk):
+        _, _, _, ref, side, cp, dlen = bulk.node(x)
+        k = bulk.get_key(x)
+        best = max(_lcp(k, bulk.get_key(lo)) if lo else 0, _lcp(k, bulk.get_key(hi)) if hi else 0)
+        assert cp == best and dlen == len(k) - best
+        assert ref == (0 if best == 0 else (hi if side else lo))
+        diff_flank += dlen
+        parent = lo if (lo and bulk.node(lo)[1] == x) else (hi if hi and bulk.node(hi)[0] == x else 0)
+        diff_parent += len(k) - (_lcp(k, bulk.get_key(parent)) if parent else 0)
+    assert diff_flank < diff_parent
+    # dynamic: random inserts and deletes (two-child deletes included), then the same answers
+    t = UrlTree()
+    for i in rng.permutation(len(urls_)):
+        t.insert(urls_[i])
+    for i in rng.permutation(len(urls_))[:1500]:
+        assert t.delete(urls_[i]) > 0
+    t.check()
+    for x, lo, hi in _flanks(t):
+        ref, side, cp = t.node(x)[3:6]
+        assert ref in (0, lo, hi) and (ref == 0 or ref == (hi if side else lo))
+    assert sorted(t.keys()) == t.keys()
+    # optimize() re-encodes every node against its better flank: the bulk-built optimum
+    keys_before = t.keys()
+    t.optimize()
+    t.check()
+    assert t.keys() == keys_before
+    for x, lo, hi in _flanks(t):
+        k, cp = t.get_key(x), t.node(x)[5]
+        assert cp == max(_lcp(k, t.get_key(lo)) if lo else 0, _lcp(k, t.get_key(hi)) if hi else 0)
+
+
+def test_single_match_fast_path_agrees_with_the_python_canonicaliser():
+    """find/match canonicalise in C and fall back to urlfilter.canon (IDN hosts as punycode) only
+    when C rejects the host; every input kind answers as the key form would."""
+    t = UrlTree()
+    uid, _ = t.insert("http://bücher.example/Katalog")          # stored as punycode
+    did, _ = t.insert("shop.example.org")
+    assert t.find("https://BÜCHER.example/Katalog#x") == uid
+    assert t.match("bücher.example/Katalog/2?x") == uid
+    assert t.match("xn--bcher-kva.example/Katalog") == uid
+    for q, exact in (("www.shop.example.org/a", 0), (b"www.shop.example.org/a", 0),
+                     (bytearray(b"shop.example.org:80/"), did), (memoryview(b"http://shop.example.org"), did)):
+        assert t.match(q) == did
+        assert t.find(q) == exact
+    for bad in ("", "http://exa mple.org/", "http://[::1/x", "bad host^.org/", b"\x00"):
+        assert t.match(bad) == 0 and t.find(bad) == 0
+    assert t.find_key(b"org.example.shop") == did and t.prefix_key(bytearray(b"org.example.shop.www/a")) == did
