@@ -24,16 +24,19 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
-                     progress: bool | None = None, read_ahead: bool = False) -> Iterator[tuple]:
+                     progress: bool | None = None, read_ahead: bool = False,
+                     dissector=None) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
     file does not end the stream: it is listed in stats.unreadable and the others are read.
-    read_ahead: read and dissect in a thread, a batch or two ahead of the caller."""
+    read_ahead: read and dissect in a thread, a batch or two ahead of the caller.
+    dissector: webtap.stream.messages' (the feeder's reader passes classify_packets: msgs are
+    then the HTTP first packets, which its consumers dissect)."""
     from webtap.stream import Totals, messages
 
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
-                   skip_unreadable=True)
+                   skip_unreadable=True, dissector=dissector)
     try:
         for batch, mb in (_prefetched(gen) if read_ahead else gen):
             pk = batch.packets
@@ -211,22 +214,26 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     if live and len(sources) != 1:
         raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
+    dissector = None
     if consumers:
-        from httpanalyzer.feeder import FeederPairer
+        from httpanalyzer.feeder import FeederPairer, classify_packets
 
         pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live,
                               **(feeder_options or {}), **table_options)
+        # The paper's split: the reader walks each packet to TCP and the first payload bytes
+        # (the dissector's own rule), routes the HTTP first packets; the consumers dissect them.
+        dissector = classify_packets
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     if consumers and len(sources) == 1 and not live:
-        # With consumers pairing elsewhere, reading + dissecting is the reader's whole job: one
-        # thread reads, one dissects, the caller dispatches, each a batch ahead of the next
-        # (capture and dissect release the GIL). Not live: Ctrl-C must reach the capture loop,
-        # which only the main thread sees.
+        # Reading and classifying are the reader's whole job: one thread reads, the caller
+        # classifies and dispatches, a batch ahead (capture releases the GIL). Not live: Ctrl-C
+        # must reach the capture loop, which only the main thread sees.
         gens = [_prefetched(_message_batches(sources[0], bpf, stats, progress=progress,
-                                             read_ahead=True))]
+                                             dissector=dissector))]
     else:
-        gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
+        gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector)
+                for p in sources]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
@@ -303,6 +310,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     finally:
         stats.pairing = pairer.counters()
         if consumers:
+            from httpanalyzer.feeder import MESSAGE_COUNTERS
+
+            dc = pairer.dissect_counters()
+            for k in MESSAGE_COUNTERS:
+                stats.dissect[k] += dc[k]
             if feeder is not None:
                 feeder.update(pairer.balance())
             pairer.close()
