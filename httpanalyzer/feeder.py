@@ -217,6 +217,7 @@ class FeederPairer:
         self._batches: list[pa.RecordBatch] = []
         self._rows = [0] * consumers
         self._failed: ConsumerFailed | None = None
+        self._last_take = time.monotonic()
         self.dispatcher = None
         self.rings: list = []
         tag = f"webtap-feeder-{os.getpid()}-{secrets.token_hex(4)}"
@@ -336,7 +337,16 @@ class FeederPairer:
         self._check()
         self.dispatcher.tick(int(now_ns))
 
+    def due(self) -> bool:
+        """Whether take() is worth calling now (as Pairer.due): records the consumers sent
+        amount to SEND_RECORDS, or some waited SEND_EVERY_S."""
+        if not self._batches:
+            return False
+        return (sum(b.num_rows for b in self._batches) >= SEND_RECORDS
+                or time.monotonic() - self._last_take >= SEND_EVERY_S)
+
     def take(self) -> pa.RecordBatch:
+        self._last_take = time.monotonic()
         self._poll()
         if self._failed is not None:
             raise self._failed

@@ -258,12 +258,17 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 return
             if len(gens) == 1:
                 pairer.advance(last)
-                b = pairer.take()
-                stats.add(b)
-                if b.num_rows:
-                    ready.append(b)
+                if pairer.due():
+                    b = pairer.take()
+                    stats.add(b)
+                    if b.num_rows:
+                        ready.append(b)
 
-    from httpanalyzer.feeder import ConsumerFailed
+    if consumers:
+        from httpanalyzer.feeder import ConsumerFailed
+    else:
+        class ConsumerFailed(Exception):     # never raised: no consumers (and no import)
+            pass
 
     try:
         for i in range(len(gens)):
@@ -291,10 +296,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 refill(i)
             else:
                 heads[i][2] = end
-            b = pairer.take()
-            stats.add(b)
-            if b.num_rows:
-                yield b
+            if pairer.due():
+                b = pairer.take()
+                stats.add(b)
+                if b.num_rows:
+                    yield b
         pairer.flush()
         b = pairer.take()
         stats.add(b)
