@@ -29,22 +29,36 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
     file does not end the stream: it is listed in stats.unreadable and the others are read.
-    read_ahead: read and dissect in a thread, a batch or two ahead of the caller.
     dissector: webtap.stream.messages' (the feeder's reader passes classify_packets: msgs are
-    then the HTTP first packets, which its consumers dissect)."""
+    then the HTTP first packets, which its consumers dissect).
+    read_ahead: capture runs in a thread a batch or two ahead (it releases the GIL while it
+    reads and parses); the dissector then runs here, in the caller's thread."""
+    from webtap.dissect import dissect
     from webtap.stream import Totals, messages
 
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
-                   skip_unreadable=True, dissector=dissector)
+                   skip_unreadable=True, dissector=_undissected if read_ahead else dissector)
     try:
         for batch, mb in (_prefetched(gen) if read_ahead else gen):
+            if read_ahead:
+                mb = (dissector or dissect)(batch.packets, batch.data)
+                totals.add_dissect(mb.counters)
             pk = batch.packets
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
         gen.close()
         stats.absorb(totals)
+
+
+class _Undissected:
+    counters: dict = {}
+
+
+def _undissected(packets, data):
+    """The read-ahead thread's dissector: none (the caller's thread dissects)."""
+    return _Undissected
 
 
 def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
@@ -226,11 +240,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     if consumers and len(sources) == 1 and not live:
-        # Reading and classifying are the reader's whole job: one thread reads, the caller
-        # classifies and dispatches, a batch ahead (capture releases the GIL). Not live: Ctrl-C
-        # must reach the capture loop, which only the main thread sees.
-        gens = [_prefetched(_message_batches(sources[0], bpf, stats, progress=progress,
-                                             dissector=dissector))]
+        # Reading and classifying are the reader's whole job: one thread reads a batch or two
+        # ahead (capture releases the GIL), the caller classifies and dispatches. Not live:
+        # Ctrl-C must reach the capture loop, which only the main thread sees.
+        gens = [_message_batches(sources[0], bpf, stats, progress=progress, read_ahead=True,
+                                 dissector=dissector)]
     else:
         gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector)
                 for p in sources]
