@@ -765,6 +765,8 @@ cdef class Dispatcher:
         cdef int64_t ts
         cdef int32_t c
         cdef const FeedPkt *x
+        cdef uint64_t lim = (spsc_max_frame(self.rings[0]) - sizeof(spsc_frame)
+                             - sizeof(PacketRef) - sizeof(int64_t)) & ~(<uint64_t>7)
         while i < n:
             j = i
             while j < n:
@@ -795,6 +797,10 @@ cdef class Dispatcher:
                     self.ext[j] = <uint32_t>(buflen - x.ref.offset)
                 else:
                     self.ext[j] = x.ref.caplen
+                if self.ext[j] > lim:
+                    # a packet larger than a frame (a snaplen over ~1 MiB): its first bytes
+                    # hold the HTTP head, which is all the consumer's dissector reads
+                    self.ext[j] = lim
                 j += 1
             self._write_segment(<const HttpMsg *>NULL, i, j, buf, trace, m)
             i = j
