@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import OUT, REPO, SHARED, best_of, bench_trace, table, warm
+from benchmarks.common import OUT, PYTHON, REPO, SHARED, best_of, bench_trace, table, warm, webtap_cmd
 
 TSHARK_FP = ["-o", "tcp.desegment_tcp_streams:FALSE", "-o", "http.desegment_headers:FALSE",
              "-o", "http.desegment_body:FALSE"]
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     wall, rss, out = best_of([pcap_loop_binary(), str(trace)], a.repeat)
     npk, nbytes = map(int, out.split()[:2])
     rows.append({"name": "libpcap loop (C)", "seconds": wall, "rss": rss})
-    wall, rss, out = best_of([sys.executable, "-m", "benchmarks._run_webtap", str(trace)], a.repeat)
+    wall, rss, out = best_of(webtap_cmd("_run_webtap", str(trace)), a.repeat)
     wt = json.loads(out)
     rows.append({"name": "webtap httpanalyzer", "seconds": wall, "rss": rss})
     rows.append({"name": "  (same, without interpreter start)", "seconds": wt["loop_s"], "rss": rss})
@@ -143,6 +143,8 @@ def main(argv=None) -> int:
           f"{wt['messages']:,} HTTP messages, {wt['paired']:,} pairs"
           + (f"; tshark first-packet {ts_pairs:,} pairs" if ts_pairs is not None else ""))
     print(table(rows, npk, nbytes, "webtap httpanalyzer"))
+    print(f"webtap ran under {PYTHON} ({'wheel install' if 'wheel-venv' in PYTHON else 'this interpreter'}); "
+          f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
     # last: the core benchmark grows this process, and children forked after it would inherit
     # that RSS in their ru_maxrss
     return _core()

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks.common import OUT, REPO, best_of, bench_trace, table, warm
+from benchmarks.common import OUT, REPO, best_of, bench_trace, table, warm, webtap_cmd
 
 TSHARK_FIELDS = ["frame.number", "http.request.method", "http.request.uri", "http.host",
                  "http.user_agent", "http.response.code", "http.response.phrase"]
@@ -38,21 +38,20 @@ def main() -> int:
     trace = bench_trace()
     warm(trace)
     repeats = int(os.environ.get("WEBTAP_BENCH_REPEATS", "3"))
-    py = sys.executable
     rows = []
 
     wall, rss, out = best_of([build_pcap_loop(), str(trace)], repeats)
     packets, captured = map(int, out.split())
     rows.append({"name": "libpcap pcap_next_ex loop (C)", "seconds": wall, "rss": rss})
 
-    wall, rss, out = best_of([py, "-m", "benchmarks.worker", "read", str(trace)], repeats)
+    wall, rss, out = best_of(webtap_cmd("worker", "read", str(trace)), repeats)
     read = json.loads(out)
     rows.append({"name": "webtap read", "seconds": wall, "rss": rss})
     rows.append({"name": "  (its loop, without Python start)", "seconds": read["loop_seconds"],
                  "rss": rss})
     wire = read["counters"]["wire_bytes"]
 
-    wall, rss, out = best_of([py, "-m", "benchmarks.worker", "dissect", str(trace)], repeats)
+    wall, rss, out = best_of(webtap_cmd("worker", "dissect", str(trace)), repeats)
     dis = json.loads(out)
     rows.append({"name": "webtap read+dissect", "seconds": wall, "rss": rss})
     rows.append({"name": "  (its loop, without Python start)", "seconds": dis["loop_seconds"],

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from benchmarks.common import best_of, bench_trace, table, warm
+from benchmarks.common import PYTHON, best_of, bench_trace, table, warm, webtap_cmd
 
 
 def main(argv=None) -> int:
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     trace = bench_trace()
     warm(trace)
-    run = [sys.executable, "-m", "benchmarks._run_feeder", str(trace)]
+    run = webtap_cmd("_run_feeder", str(trace))
     rows, results = [], {}
     contenders = [("single process", ["0"])]
     contenders += [(f"feeder, {n} consumer{'s' if n > 1 else ''}", [str(n)])
@@ -50,6 +50,8 @@ def main(argv=None) -> int:
           f"messages, {ref['records']:,} records; {cores} cores available (consumers + the reader "
           f"share them); seconds = in-process loop, min of {a.repeat}")
     print(table(rows, npk, nbytes, "single process"))
+    print(f"webtap ran under {PYTHON} ({'wheel install' if 'wheel-venv' in PYTHON else 'this interpreter'}); "
+          f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
     print("\nspeed-up over the single process (packets/s ratio): " + ", ".join(
         f"{r['name']}: {rows[0]['seconds'] / r['seconds']:.2f}x" for r in rows[1:]))
     for name, res in results.items():

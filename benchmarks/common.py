@@ -16,6 +16,15 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared"))
 OUT = REPO / "bench-out"
+#: the interpreter that runs webtap contenders: $WEBTAP_BENCH_PYTHON (`make bench` points it at
+#: a venv with webtap installed from a wheel, benchmarks/wheel_env.py), else this one
+PYTHON = os.environ.get("WEBTAP_BENCH_PYTHON", sys.executable)
+
+
+def webtap_cmd(module: str, *args: str) -> list[str]:
+    """Command running benchmarks/<module>.py under PYTHON. By path, not with -m, so that the
+    repository's source packages do not shadow an installed webtap."""
+    return [PYTHON, str(REPO / "benchmarks" / f"{module}.py"), *args]
 
 
 def bench_trace() -> pathlib.Path:

@@ -16,9 +16,10 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 cimport numpy as cnp
 import numpy as np
 
-from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
-                    LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
-                    LINKTYPE_LINUX_SLL2)
+from packet cimport PacketRef
+from l34 cimport L34, L34_DATA, l34_parse
+from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
+                        http_status_code)
 from message cimport (
     HttpMsg, Span,
     MSG_REQUEST, MSG_RESPONSE,
@@ -40,66 +41,20 @@ cdef extern from "arpa/inet.h" nogil:
 cnp.import_array()
 
 # Bounds. Work per packet is linear in its captured bytes whatever they hold; these bound the
-# loops that could otherwise be driven by hostile headers.
+# loops that could otherwise be driven by hostile headers. (VLAN tags and IPv6 extension headers
+# are bounded in ext/l34.pxd, method tokens in ext/httpmethods.h.)
 cdef enum:
-    MAX_VLAN_TAGS = 8          # 802.1Q/802.1ad tags followed before giving up (not_ip)
-    MAX_IP6_EXT = 8            # IPv6 extension headers followed before ip_bad_header
     MAX_HEADER_LINE = 8192     # header lines longer than this are flagged, not parsed (nginx's
                                # default large_client_header_buffers size)
-    MAX_METHOD_LEN = 17        # longest method token in the table (UPDATEREDIRECTREF)
 
-# Link types: LINKTYPE_* / DLT_RAW_ALT* of ext/packet.pxd.
-
-# Network-layer guess made by the link layer.
-cdef enum:
-    NET_IP_ANY = 0             # raw IP: the version nibble decides
-    NET_IPV4 = 4
-    NET_IPV6 = 6
-
-# ---------------------------------------------------------------------------------------------
-# Method table. Index = MethodId; mirrors webtap.schema.METHOD_NAMES (a test checks).
-# ---------------------------------------------------------------------------------------------
-_METHODS = (
-    None,
-    b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"CONNECT", b"OPTIONS", b"TRACE", b"PATCH",
-    b"PROPFIND", b"PROPPATCH", b"MKCOL", b"COPY", b"MOVE", b"LOCK", b"UNLOCK", b"SEARCH",
-    b"VERSION-CONTROL", b"REPORT", b"CHECKOUT", b"CHECKIN", b"UNCHECKOUT", b"MKWORKSPACE",
-    b"UPDATE", b"LABEL", b"MERGE", b"BASELINE-CONTROL", b"MKACTIVITY", b"ORDERPATCH", b"ACL",
-    b"MKCALENDAR", b"BIND", b"UNBIND", b"REBIND", b"MKREDIRECTREF", b"UPDATEREDIRECTREF",
-    b"NOTIFY", b"SUBSCRIBE", b"UNSUBSCRIBE", b"POLL", b"BCOPY", b"BMOVE", b"BDELETE",
-    b"BPROPFIND", b"BPROPPATCH", b"CCM_POST", b"RPC_CONNECT", b"RPC_IN_DATA", b"RPC_OUT_DATA",
-    b"SSTP_DUPLEX_POST",
-)
-cdef enum:
-    N_METHODS_MAX = 64         # capacity of the C copy of the method table
-cdef int _n_methods = len(_METHODS)
-cdef char _method_text[N_METHODS_MAX][MAX_METHOD_LEN + 1]
-cdef int _method_len[N_METHODS_MAX]
-
-
-cdef _init_methods():
-    cdef int i
-    cdef bytes m
-    if _n_methods > N_METHODS_MAX:
-        raise RuntimeError("method table larger than N_METHODS_MAX")
-    memset(_method_text, 0, sizeof(_method_text))
-    for i in range(_n_methods):
-        m = _METHODS[i]
-        if m is None:
-            _method_len[i] = 0
-            continue
-        if len(m) > MAX_METHOD_LEN:
-            raise RuntimeError("method longer than MAX_METHOD_LEN")
-        memcpy(_method_text[i], <const char *>m, len(m))
-        _method_len[i] = len(m)
-
-
-_init_methods()
+# Link types: LINKTYPE_* of ext/packet.pxd, walked by ext/l34.pxd. Methods: ext/httpmethods.h
+# (index = MethodId; mirrors webtap.schema.METHOD_NAMES, a test checks).
 
 
 def method_names():
     """The method table in MethodId order (None for METHOD_OTHER), for schema checks."""
-    return tuple(None if m is None else m.decode() for m in _METHODS)
+    return (None,) + tuple(wt_methods[i].name[:wt_methods[i].len].decode()
+                           for i in range(1, WT_N_METHODS))
 
 
 def sizeof_http_msg():
@@ -143,18 +98,6 @@ cdef extern from *:
     uint32_t wt_line_end(const uint8_t *p, uint32_t pos, uint32_t n) nogil
 
 
-cdef inline uint16_t _be16(const uint8_t *p) noexcept nogil:
-    return (<uint16_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t _be32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint32_t _le32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[3] << 24) | (<uint32_t>p[2] << 16) | (<uint32_t>p[1] << 8) | p[0]
-
-
 cdef inline bint _is_eol(uint8_t c) noexcept nogil:
     return c == 13 or c == 10
 
@@ -194,17 +137,6 @@ cdef inline bint _is_version(const uint8_t *p, uint32_t n) noexcept nogil:
             and p[6] == 46 and p[7] >= 48 and p[7] <= 57)
 
 
-cdef inline int _match_method(const uint8_t *p, uint32_t n) noexcept nogil:
-    """MethodId of the token p[0:n], or -1 when it is not a known method (case-sensitive)."""
-    cdef int i
-    if n == 0 or n > MAX_METHOD_LEN:
-        return -1
-    for i in range(1, _n_methods):
-        if <uint32_t>_method_len[i] == n and memcmp(p, _method_text[i], n) == 0:
-            return i
-    return -1
-
-
 # ---------------------------------------------------------------------------------------------
 # HTTP: classify and parse the first line and the header block held in this packet.
 # p points at the packet's first byte; the payload is p[off : off+n]; spans are packet-relative.
@@ -213,64 +145,52 @@ cdef inline int _match_method(const uint8_t *p, uint32_t n) noexcept nogil:
 # ---------------------------------------------------------------------------------------------
 cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_len,
                      HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
-    cdef uint32_t s = 0, e, t, eol, line_start, colon, v0, v1, k, ln
-    cdef int mid, base
+    """Classify (ext/httpstart.pxd) and parse; for parse_http_payload."""
+    cdef uint32_t s = 0, t = 0
+    cdef int mid = 0, kind
+    lines_too_long[0] = 0
+    kind = http_start(p + off, n, wire_len, &s, &t, &mid)
+    if kind == 0:
+        return DR_NOT_HTTP
+    return _parse_message(p, off, n, kind, s, t, mid, m, lines_too_long)
+
+
+cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, uint32_t s,
+                        uint32_t t, int mid, HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
+    """Parse the message http_start found in the payload p[off:off+n]: kind, first-line start
+    s, and for a request the space after the method (t) and its MethodId."""
+    cdef uint32_t e, eol, line_start, colon, v0, v1, k, ln
+    cdef int code
     cdef bint have_host = False, have_ua = False, line_complete
     cdef const uint8_t *q = p + off
     cdef const uint8_t *hit
     lines_too_long[0] = 0
-    # RFC 9112 2.2: a server SHOULD ignore an empty line before the request line. tshark skips
-    # one leading CRLF when more than 3 bytes are on the wire; we do the same.
-    if wire_len > 3 and n >= 2 and q[0] == 13 and q[1] == 10:
-        s = 2
-    if s >= n:
-        return DR_NOT_HTTP
-    # Classify on the first bytes before looking for the end of the line: most payloads are
-    # message bodies, and scanning a 1460-byte body for a CR/LF it may not have would cost more
-    # than the rest of the dissection.
-    if n - s >= 5 and memcmp(q + s, b"HTTP/", 5) == 0:
+    # Classified on the first bytes (http_start) before looking for the end of the line: most
+    # payloads are message bodies, and scanning a 1460-byte body for a CR/LF it may not have
+    # would cost more than the rest of the dissection.
+    if kind == MSG_RESPONSE:
         eol = _line_end(q, s, n)
         line_complete = eol < n
         # Status line: version SP+ code SP+ reason. Any payload starting "HTTP/" is a response
         # (the paper's filter and tshark agree); a bad version or code is flagged, not dropped.
         m.kind = MSG_RESPONSE
         m.method_id = METHOD_OTHER
-        t = s
-        while t < eol and q[t] != 32:
-            t += 1
+        code = http_status_code(q, s, n, &e, &t)
         m.version.off = off + s
-        m.version.len = t - s
-        if not _is_version(q + s, t - s):
+        m.version.len = e - s
+        if not _is_version(q + s, e - s):
             m.flags |= MSGF_BAD_VERSION
-        while t < eol and q[t] == 32:
-            t += 1
-        k = t
-        while t < eol and q[t] != 32:
-            t += 1
-        if (t - k == 3 and q[k] >= 48 and q[k] <= 57 and q[k + 1] >= 48 and q[k + 1] <= 57
-                and q[k + 2] >= 48 and q[k + 2] <= 57):
-            m.status = (q[k] - 48) * 100 + (q[k + 1] - 48) * 10 + (q[k + 2] - 48)
-        else:
+        if code < 0:
             m.status = 0
             m.flags |= MSGF_BAD_STATUS
+        else:
+            m.status = <uint16_t>code
         while t < eol and q[t] == 32:
             t += 1
         m.reason.off = off + t
         m.reason.len = eol - t
     else:
-        # Request line: method SP request-target SP HTTP-version. The method must be a known
-        # token followed by a space (RFC 2774's "M-" prefix is accepted, as tshark does).
-        base = s
-        if n - s >= 2 and q[s] == 77 and q[s + 1] == 45:      # "M-"
-            base = s + 2
-        t = base
-        while t < n and t - base <= MAX_METHOD_LEN and q[t] != 32 and not _is_eol(q[t]):
-            t += 1
-        if t >= n or q[t] != 32:
-            return DR_NOT_HTTP
-        mid = _match_method(q + base, t - base)
-        if mid < 0:
-            return DR_NOT_HTTP
+        # Request line: method SP request-target SP HTTP-version (http_start found the method).
         eol = _line_end(q, t, n)          # no CR/LF before t: the token scan stopped at a space
         line_complete = eol < n
         m.kind = MSG_REQUEST
@@ -355,175 +275,43 @@ cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_l
 # ---------------------------------------------------------------------------------------------
 cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
                          HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
-    cdef uint32_t off = 0, ip_off, ip_end_wire, ip_end_cap, hl, tot, frag, tcp_off, doff
-    cdef uint32_t pay_off, pay_cap, pay_wire, plen, ext_len
-    cdef uint16_t etype, tci
-    cdef uint32_t af_le, af_be
-    cdef int net = NET_IP_ANY, nxt, tags = 0, ver
+    """Link, IP and TCP by ext/l34.pxd, the HTTP decision by ext/httpstart.pxd (the walk and
+    the rule the feeder's reader shares), then the message's fields. Only an HTTP first
+    packet writes *m (cleared first); any other packet leaves it untouched."""
+    cdef L34 l
+    cdef uint32_t s = 0, t = 0
+    cdef int mid = 0, kind, r
     lines_too_long[0] = 0
-
-    # --- link layer -------------------------------------------------------------------------
-    if linktype == LINKTYPE_ETHERNET or linktype == LINKTYPE_LINUX_SLL or linktype == LINKTYPE_LINUX_SLL2:
-        if linktype == LINKTYPE_ETHERNET:
-            if caplen < 14:
-                return DR_LINK_TRUNCATED
-            etype = _be16(p + 12)
-            off = 14
-        elif linktype == LINKTYPE_LINUX_SLL:
-            if caplen < 16:
-                return DR_LINK_TRUNCATED
-            etype = _be16(p + 14)
-            off = 16
-        else:
-            if caplen < 20:
-                return DR_LINK_TRUNCATED
-            etype = _be16(p)
-            off = 20
-        # 802.1Q (0x8100), 802.1ad (0x88a8) and the pre-standard QinQ types 0x9100/0x9200.
-        while etype == 0x8100 or etype == 0x88A8 or etype == 0x9100 or etype == 0x9200:
-            if tags == MAX_VLAN_TAGS:
-                return DR_NOT_IP
-            if caplen < off + 4:
-                return DR_LINK_TRUNCATED
-            tci = _be16(p + off)
-            if tags == 0:
-                m.vlan = tci & 0x0FFF
-            etype = _be16(p + off + 2)
-            off += 4
-            tags += 1
-        if etype == 0x0800:
-            net = NET_IPV4
-        elif etype == 0x86DD:
-            net = NET_IPV6
-        else:
-            return DR_NOT_IP
-    elif linktype == LINKTYPE_RAW or linktype == DLT_RAW_ALT or linktype == DLT_RAW_ALT2:
-        net = NET_IP_ANY
-    elif linktype == LINKTYPE_IPV4:
-        net = NET_IPV4
-    elif linktype == LINKTYPE_IPV6:
-        net = NET_IPV6
-    elif linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
-        if caplen < 4:
-            return DR_LINK_TRUNCATED
-        af_be = _be32(p)
-        af_le = _le32(p)
-        if linktype == LINKTYPE_LOOP:
-            af_le = af_be                  # LOOP: network byte order only
-        # NULL: host byte order of the capturing machine, unknown to us: accept either.
-        if af_be == 2 or af_le == 2:
-            net = NET_IPV4
-        elif (af_be == 24 or af_be == 28 or af_be == 30 or af_be == 10 or
-              af_le == 24 or af_le == 28 or af_le == 30 or af_le == 10):
-            net = NET_IPV6
-        else:
-            return DR_NOT_IP
-        off = 4
+    r = l34_parse(p, caplen, linktype, &l)
+    if r != L34_DATA:
+        return r
+    kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
+    if kind == 0:
+        return DR_NOT_HTTP
+    _clear_msg(m)
+    m.vlan = l.vlan
+    m.ip_version = l.ip_version
+    m.ttl = l.ttl
+    if l.ip_version == 4:
+        memcpy(m.src_ip, l.src, 4)
+        memcpy(m.dst_ip, l.dst, 4)
     else:
-        return DR_LINK_UNSUPPORTED
-
-    # --- IP -----------------------------------------------------------------------------------
-    ip_off = off
-    if caplen <= ip_off:
-        return DR_IP_TRUNCATED
-    ver = p[ip_off] >> 4
-    if net == NET_IP_ANY:
-        if ver == 4:
-            net = NET_IPV4
-        elif ver == 6:
-            net = NET_IPV6
-        else:
-            return DR_IP_BAD_HEADER
-    if ver != net:
-        return DR_IP_BAD_HEADER
-    if net == NET_IPV4:
-        if caplen < ip_off + 20:
-            return DR_IP_TRUNCATED
-        hl = (p[ip_off] & 0x0F) * 4
-        if hl < 20:
-            return DR_IP_BAD_HEADER
-        tot = _be16(p + ip_off + 2)
-        if tot == 0:
-            tot = caplen - ip_off          # TSO/GSO capture: length left 0, trust the capture
-        if tot < hl:
-            return DR_IP_BAD_HEADER
-        if caplen < ip_off + hl:
-            return DR_IP_TRUNCATED
-        frag = _be16(p + ip_off + 6)
-        if (frag & 0x2000) or (frag & 0x1FFF):
-            return DR_IP_FRAGMENT
-        if p[ip_off + 9] != 6:
-            return DR_NOT_TCP
-        m.ip_version = 4
-        m.ttl = p[ip_off + 8]
-        memcpy(m.src_ip, p + ip_off + 12, 4)
-        memcpy(m.dst_ip, p + ip_off + 16, 4)
-        tcp_off = ip_off + hl
-        ip_end_wire = ip_off + tot
-    else:
-        if caplen < ip_off + 40:
-            return DR_IP_TRUNCATED
-        plen = _be16(p + ip_off + 4)
-        if plen == 0:
-            plen = caplen - ip_off - 40    # jumbogram or TSO capture: trust the capture
-        ip_end_wire = ip_off + 40 + plen
-        nxt = p[ip_off + 6]
-        tcp_off = ip_off + 40
-        tags = 0
-        while nxt != 6:
-            if nxt == 0 or nxt == 43 or nxt == 60 or nxt == 51:
-                if tags == MAX_IP6_EXT:
-                    return DR_IP_BAD_HEADER
-                if caplen < tcp_off + 8:
-                    return DR_IP_TRUNCATED
-                if nxt == 51:
-                    ext_len = (<uint32_t>p[tcp_off + 1] + 2) * 4
-                else:
-                    ext_len = (<uint32_t>p[tcp_off + 1] + 1) * 8
-                if tcp_off + ext_len > ip_end_wire:
-                    return DR_IP_BAD_HEADER
-                nxt = p[tcp_off]
-                tcp_off += ext_len
-                tags += 1
-            elif nxt == 44:
-                return DR_IP_FRAGMENT
-            else:
-                return DR_NOT_TCP
-        m.ip_version = 6
-        m.ttl = p[ip_off + 7]
-        memcpy(m.src_ip, p + ip_off + 8, 16)
-        memcpy(m.dst_ip, p + ip_off + 24, 16)
-    m.ip_off = <uint16_t>ip_off
-
-    # --- TCP ----------------------------------------------------------------------------------
-    ip_end_cap = ip_end_wire if ip_end_wire < caplen else caplen   # drops Ethernet padding
-    if tcp_off + 20 > ip_end_wire:
-        return DR_TCP_BAD_OFFSET if tcp_off + 20 <= caplen else DR_TCP_TRUNCATED
-    if tcp_off + 20 > ip_end_cap:
-        return DR_TCP_TRUNCATED
-    doff = (p[tcp_off + 12] >> 4) * 4
-    if doff < 20 or tcp_off + doff > ip_end_wire:
-        return DR_TCP_BAD_OFFSET
-    if tcp_off + doff > ip_end_cap:
-        return DR_TCP_TRUNCATED
-    m.tcp_off = <uint16_t>tcp_off
-    m.src_port = _be16(p + tcp_off)
-    m.dst_port = _be16(p + tcp_off + 2)
-    m.seq = _be32(p + tcp_off + 4)
-    m.ack = _be32(p + tcp_off + 8)
-    m.tcp_flags = p[tcp_off + 13]
-    m.window = _be16(p + tcp_off + 14)
-    pay_off = tcp_off + doff
-    pay_wire = ip_end_wire - pay_off
-    pay_cap = ip_end_cap - pay_off
-    m.payload_off = pay_off
-    m.payload_len = pay_wire
-    m.payload_caplen = pay_cap
-    if pay_wire == 0 or pay_cap == 0:
-        return DR_NO_PAYLOAD
-    if pay_cap < pay_wire:
+        memcpy(m.src_ip, l.src, 16)
+        memcpy(m.dst_ip, l.dst, 16)
+    m.ip_off = <uint16_t>l.ip_off
+    m.tcp_off = <uint16_t>l.tcp_off
+    m.src_port = l.src_port
+    m.dst_port = l.dst_port
+    m.seq = l.seq
+    m.ack = l.ack
+    m.tcp_flags = l.tcp_flags
+    m.window = l.window
+    m.payload_off = l.payload_off
+    m.payload_len = l.payload_len
+    m.payload_caplen = l.payload_caplen
+    if l.payload_caplen < l.payload_len:
         m.flags |= MSGF_PAYLOAD_TRUNCATED
-    return _parse_http(p, pay_off, pay_cap, pay_wire, m, lines_too_long)
+    return _parse_message(p, l.payload_off, l.payload_caplen, kind, s, t, mid, m, lines_too_long)
 
 
 cdef inline void _count_msg(uint64_t *cnt, const HttpMsg *m, uint32_t lines_too_long) noexcept nogil:
@@ -609,7 +397,6 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
                 caplen = 0
             elif caplen > size - poff:
                 caplen = size - poff
-            _clear_msg(&msgs[k])
             if caplen == 0:
                 r = DR_LINK_TRUNCATED
             else:

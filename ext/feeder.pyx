@@ -21,8 +21,13 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, calloc
 from libc.string cimport memcpy, memset
 
-from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, same_ip
+from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, same_ip, DR_PACKETS,
+                     DR_LINK_TRUNCATED, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE,
+                     DR_PAYLOAD_TRUNCATED, DR_N)
+from packet cimport PacketRef
 from pairing cimport fold_ip, eq2_hash
+from l34 cimport L34, L34_DATA, l34_parse
+from httpstart cimport http_start, http_status_code
 
 
 cdef extern from "spsc.h" nogil:
@@ -43,6 +48,7 @@ cdef extern from "spsc.h" nogil:
         SPSC_FRAME_TICK
         SPSC_FRAME_PAD
         SPSC_FRAME_END
+        SPSC_FRAME_PKTS
     uint64_t spsc_align8(uint64_t n)
     spsc_ctl *spsc_init(void *region, uint64_t region_bytes)
     uint8_t *spsc_data(spsc_ctl *c)
@@ -90,6 +96,7 @@ cdef extern from *:
 FRAME_MSGS = SPSC_FRAME_MSGS
 FRAME_TICK = SPSC_FRAME_TICK
 FRAME_END = SPSC_FRAME_END
+FRAME_PKTS = SPSC_FRAME_PKTS
 RING_HEADER_BYTES = SPSC_HDR
 FRAME_HEADER_BYTES = sizeof(spsc_frame)
 
@@ -122,11 +129,16 @@ cdef inline uint32_t msg_key(const HttpMsg *m) noexcept nogil:
     return m.ack if m.kind == MSG_REQUEST else m.seq
 
 
-cdef inline uint32_t eq3_value(const HttpMsg *m, uint32_t key) noexcept nogil:
+cdef inline uint32_t eq3_of(const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
+                           uint8_t ipv, uint32_t key) noexcept nogil:
     """Eq. 3: Eq. 1 ^ key ^ (key's four bytes XOR'ed together); folding the bytes stirs the
-    low bits that the modulo keeps."""
+    low bits that the modulo keeps. Addresses in the HttpMsg layout."""
     cdef uint32_t fold = (key ^ (key >> 8) ^ (key >> 16) ^ (key >> 24)) & 0xFF
-    return eq1_hash(m) ^ key ^ fold
+    return fold_ip(src, ipv) ^ sport ^ fold_ip(dst, ipv) ^ dport ^ key ^ fold
+
+
+cdef inline uint32_t eq3_value(const HttpMsg *m, uint32_t key) noexcept nogil:
+    return eq3_of(m.src_ip, m.src_port, m.dst_ip, m.dst_port, m.ip_version, key)
 
 
 cdef const HttpMsg *_msgs_ptr(msgs, size_t *n) except NULL:
@@ -178,6 +190,145 @@ def hash_eq3(msgs):
         for i in range(n):
             o[i] = eq3_value(&m[i], msg_key(&m[i]))
     return out
+
+
+# ---------------------------------------------------------------------------------- reader: packets
+
+# One HTTP first packet as the reader found it: where it lies, and what routing needs. The reader
+# walks only link/IP/TCP (ext/l34.pxd) and the first bytes of the payload (ext/httpstart.pxd,
+# the dissector's own rule), so it takes exactly the packets the dissector makes messages of;
+# the consumers dissect them.
+ctypedef struct FeedPkt:
+    PacketRef ref        # the packet (offset into the batch buffer, caplen clipped to it)
+    uint8_t src_ip[16]   # addresses in the HttpMsg layout (IPv4 in bytes 0-3, zeros after)
+    uint8_t dst_ip[16]
+    uint32_t seq
+    uint32_t hash        # Eq. 3 before the modulo (key: ACK of a request, SEQ of a response)
+    uint32_t next_seq    # a 1xx response: SEQ + payload length, where its final response starts
+    uint16_t src_port
+    uint16_t dst_port
+    uint8_t kind         # MSG_REQUEST / MSG_RESPONSE
+    uint8_t interim      # 1: a 1xx response other than 101
+    uint8_t ip_version
+    uint8_t _pad[5]
+
+
+cdef object _FEED_DTYPE = None
+
+
+def feed_dtype():
+    """numpy dtype of FeedPkt: the PacketRef fields (ts_ns, index, offset, caplen, ...) then
+    src_ip, dst_ip, seq, hash, next_seq, src_port, dst_port, kind, interim, ip_version."""
+    global _FEED_DTYPE
+    cdef FeedPkt x
+    cdef size_t b = <size_t>&x
+    if _FEED_DTYPE is None:
+        from webtap.schema import PACKET_DTYPE
+        if PACKET_DTYPE.itemsize != sizeof(PacketRef):
+            raise RuntimeError("webtap.schema.PACKET_DTYPE does not match ext/packet.pxd")
+        names, formats, offsets = [], [], []
+        for name in PACKET_DTYPE.names:
+            dt, off = PACKET_DTYPE.fields[name][:2]
+            names.append(name); formats.append(dt); offsets.append(off)
+        for name, dt, off in (
+                ("src_ip", ("u1", 16), <size_t>&x.src_ip - b), ("dst_ip", ("u1", 16), <size_t>&x.dst_ip - b),
+                ("seq", "<u4", <size_t>&x.seq - b), ("hash", "<u4", <size_t>&x.hash - b),
+                ("next_seq", "<u4", <size_t>&x.next_seq - b), ("src_port", "<u2", <size_t>&x.src_port - b),
+                ("dst_port", "<u2", <size_t>&x.dst_port - b), ("kind", "u1", <size_t>&x.kind - b),
+                ("interim", "u1", <size_t>&x.interim - b), ("ip_version", "u1", <size_t>&x.ip_version - b)):
+            names.append(name); formats.append(dt); offsets.append(off)
+        _FEED_DTYPE = np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                                "itemsize": sizeof(FeedPkt)})
+    return _FEED_DTYPE
+
+
+cdef extern from *:
+    """
+    #define wt_feed_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
+    """
+    void _prefetch "wt_feed_prefetch"(const void *p) nogil
+
+
+def classify_batch(packets, const uint8_t[::1] data):
+    """The reader's pass over one packet batch (PACKET_DTYPE array, its byte buffer): which
+    packets are HTTP first packets, their kind, consumer hash and 1xx routing. Returns
+    (pkts, counters): pkts, a feed_dtype() array in packet order; counters, uint64 indexed by
+    DissectReason, equal to the dissector's for the same batch except uri_truncated,
+    headers_incomplete and line_too_long, which only parsing the message can tell (the
+    consumers count those)."""
+    from webtap.schema import PACKET_DTYPE
+    pk = np.ascontiguousarray(np.asarray(packets))
+    if pk.dtype != PACKET_DTYPE or pk.ndim != 1:
+        raise TypeError("packets must be a 1-D webtap.schema.PACKET_DTYPE array")
+    cdef Py_ssize_t n = pk.shape[0], i, k = 0
+    out = np.empty(n, dtype=feed_dtype())
+    counters = np.zeros(<int>DR_N, dtype=np.uint64)
+    cdef const uint8_t[::1] pkb = pk.view(np.uint8).reshape(-1)
+    cdef uint8_t[::1] outb = out.view(np.uint8).reshape(-1)
+    cdef uint64_t[::1] cntv = counters
+    cdef const PacketRef *refs = <const PacketRef *>&pkb[0] if n else NULL
+    cdef FeedPkt *fp = <FeedPkt *>&outb[0] if n else NULL
+    cdef uint64_t *cnt = &cntv[0]
+    cdef uint64_t size = data.shape[0], caplen, poff
+    cdef const uint8_t *base = &data[0] if size > 0 else NULL
+    cdef const uint8_t *p
+    cdef L34 l
+    cdef int r, kind, mid = 0, code
+    cdef uint32_t s = 0, t = 0, e = 0, alen
+    cdef FeedPkt *f
+    with nogil:
+        for i in range(n):
+            if i + 4 < n and refs[i + 4].offset + 128 <= size:
+                _prefetch(base + refs[i + 4].offset)
+                _prefetch(base + refs[i + 4].offset + 64)
+            poff = refs[i].offset
+            caplen = refs[i].caplen
+            if poff >= size:
+                caplen = 0
+            elif caplen > size - poff:
+                caplen = size - poff
+            cnt[<int>DR_PACKETS] += 1
+            if caplen == 0:
+                cnt[<int>DR_LINK_TRUNCATED] += 1
+                continue
+            p = base + poff
+            r = l34_parse(p, <uint32_t>caplen, refs[i].linktype, &l)
+            if r != L34_DATA:
+                cnt[r] += 1
+                continue
+            kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
+            if kind == 0:
+                cnt[<int>DR_NOT_HTTP] += 1
+                continue
+            f = &fp[k]
+            k += 1
+            memcpy(&f.ref, &refs[i], sizeof(PacketRef))
+            f.ref.caplen = <uint32_t>caplen
+            memset(f.src_ip, 0, 32)
+            alen = 4 if l.ip_version == 4 else 16
+            memcpy(f.src_ip, l.src, alen)
+            memcpy(f.dst_ip, l.dst, alen)
+            f.seq = l.seq
+            f.src_port = l.src_port
+            f.dst_port = l.dst_port
+            f.ip_version = l.ip_version
+            f.kind = <uint8_t>kind
+            f.interim = 0
+            f.next_seq = 0
+            memset(f._pad, 0, 5)
+            if l.payload_caplen < l.payload_len:
+                cnt[<int>DR_PAYLOAD_TRUNCATED] += 1
+            if kind == MSG_REQUEST:
+                cnt[<int>DR_HTTP_REQUEST] += 1
+                f.hash = eq3_of(f.src_ip, f.src_port, f.dst_ip, f.dst_port, f.ip_version, l.ack)
+            else:
+                cnt[<int>DR_HTTP_RESPONSE] += 1
+                f.hash = eq3_of(f.src_ip, f.src_port, f.dst_ip, f.dst_port, f.ip_version, l.seq)
+                code = http_status_code(p + l.payload_off, s, l.payload_caplen, &e, &t)
+                if code >= 100 and code < 200 and code != 101:
+                    f.interim = 1
+                    f.next_seq = l.seq + l.payload_len
+    return out[:k], counters
 
 
 # ---------------------------------------------------------------------------------- rings
@@ -268,9 +419,10 @@ cdef class Ring:
 
     def next_frame(self, double timeout=0.1):
         """Consumer: wait up to `timeout` s for the next frame; None if none came. Returns
-        (kind, trace, tick_ns, msgs, clocks, data, size): msgs (MESSAGE_DTYPE), clocks (int64)
-        and data (uint8) are views into the ring, valid until release(size, nmsgs)."""
-        from webtap.schema import MESSAGE_DTYPE
+        (kind, trace, tick_ns, msgs, clocks, data, size): msgs (MESSAGE_DTYPE; PACKET_DTYPE for
+        a PKTS frame), clocks (int64) and data (uint8) are views into the ring, valid until
+        release(size, nmsgs)."""
+        from webtap.schema import MESSAGE_DTYPE, PACKET_DTYPE
         cdef spsc_frame *f = NULL
         cdef int spins = 0
         cdef int64_t deadline = wt_now_ns() + <int64_t>(timeout * 1e9)
@@ -284,10 +436,11 @@ cdef class Ring:
             return None
         cdef size_t base = <uint8_t *>f - &self.mv[0]
         cdef size_t mo = base + sizeof(spsc_frame)
-        cdef size_t co = mo + f.nmsgs * sizeof(HttpMsg)
+        cdef bint pk = f.kind == SPSC_FRAME_PKTS
+        cdef size_t co = mo + f.nmsgs * (sizeof(PacketRef) if pk else sizeof(HttpMsg))
         cdef size_t do = co + f.nmsgs * sizeof(int64_t)
         arr = np.asarray(self.mv)
-        msgs = arr[mo:co].view(MESSAGE_DTYPE)
+        msgs = arr[mo:co].view(PACKET_DTYPE if pk else MESSAGE_DTYPE)
         clocks = arr[co:do].view(np.int64)
         data = arr[do:do + f.data_len]
         return f.kind, f.trace, f.tick_ns, msgs, clocks, data, f.size
@@ -457,21 +610,23 @@ cdef class Dispatcher:
         h ^= h >> 16
         return h & (IR_BUCKETS - 1)
 
-    cdef int32_t _ir_find(self, const HttpMsg *m) noexcept nogil:
-        cdef uint32_t b = self._ir_bucket(m.src_ip, m.src_port, m.dst_ip, m.dst_port, m.seq, m.ip_version)
+    cdef int32_t _ir_find(self, const uint8_t *src, uint16_t sport, const uint8_t *dst,
+                          uint16_t dport, uint32_t seq, uint8_t ipv) noexcept nogil:
+        """The consumer a response at this 4-tuple and SEQ must go to after a 1xx; -1: none."""
+        cdef uint32_t b = self._ir_bucket(src, sport, dst, dport, seq, ipv)
         cdef IRoute *r
         cdef int w
         for w in range(IR_WAYS):
             r = &self.iroute[b * IR_WAYS + w]
-            if (r.cons >= 0 and r.seq == m.seq and r.sport == m.src_port and r.dport == m.dst_port
-                    and r.ipv == m.ip_version and same_ip(r.src, m.src_ip) and same_ip(r.dst, m.dst_ip)):
+            if (r.cons >= 0 and r.seq == seq and r.sport == sport and r.dport == dport
+                    and r.ipv == ipv and same_ip(r.src, src) and same_ip(r.dst, dst)):
                 return r.cons
         return -1
 
-    cdef void _ir_add(self, const HttpMsg *m, int32_t c) noexcept nogil:
-        """The final response after 1xx m starts at m.seq + its payload length: route it to c."""
-        cdef uint32_t seq = m.seq + m.payload_len
-        cdef uint32_t b = self._ir_bucket(m.src_ip, m.src_port, m.dst_ip, m.dst_port, seq, m.ip_version)
+    cdef void _ir_add(self, const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
+                      uint32_t seq, uint8_t ipv, int32_t c) noexcept nogil:
+        """A 1xx went to c: its final response starts at `seq` (1xx SEQ + its payload length)."""
+        cdef uint32_t b = self._ir_bucket(src, sport, dst, dport, seq, ipv)
         cdef IRoute *r
         cdef IRoute *victim = NULL
         cdef int w
@@ -480,20 +635,20 @@ cdef class Dispatcher:
             if r.cons < 0:
                 victim = r
                 break
-            if (r.seq == seq and r.sport == m.src_port and r.dport == m.dst_port
-                    and same_ip(r.src, m.src_ip) and same_ip(r.dst, m.dst_ip)):
+            if (r.seq == seq and r.sport == sport and r.dport == dport
+                    and same_ip(r.src, src) and same_ip(r.dst, dst)):
                 victim = r
                 break
             if victim == NULL or r.stamp < victim.stamp:
                 victim = r
-        if victim.cons >= 0 and not (victim.seq == seq and victim.sport == m.src_port):
+        if victim.cons >= 0 and not (victim.seq == seq and victim.sport == sport):
             self.interim_overwritten += 1
-        memcpy(victim.src, m.src_ip, 16)
-        memcpy(victim.dst, m.dst_ip, 16)
+        memcpy(victim.src, src, 16)
+        memcpy(victim.dst, dst, 16)
         victim.seq = seq
-        victim.sport = m.src_port
-        victim.dport = m.dst_port
-        victim.ipv = m.ip_version
+        victim.sport = sport
+        victim.dport = dport
+        victim.ipv = ipv
         victim.stamp = self.now
         victim.cons = c
 
@@ -570,13 +725,14 @@ cdef class Dispatcher:
                     self.has_now = True
                 c = -1
                 if x.kind == MSG_RESPONSE:
-                    c = self._ir_find(x)
+                    c = self._ir_find(x.src_ip, x.src_port, x.dst_ip, x.dst_port, x.seq, x.ip_version)
                     if c >= 0:
                         self.st[c, S_INTERIM] += 1
                 if c < 0:
                     c = eq3_value(x, msg_key(x)) % <uint32_t>self.n
                 if x.kind == MSG_RESPONSE and x.status >= 100 and x.status < 200 and x.status != 101:
-                    self._ir_add(x, c)
+                    self._ir_add(x.src_ip, x.src_port, x.dst_ip, x.dst_port,
+                                 x.seq + x.payload_len, x.ip_version, c)
                 self.cons[j] = c
                 self.ext[j] = _extent(x, buflen)
                 j += 1
@@ -584,8 +740,74 @@ cdef class Dispatcher:
             i = j
         return 0
 
+    def feed_packets(self, pkts, const uint8_t[::1] data, uint32_t trace=0):
+        """Dispatch the HTTP first packets classify_batch found (a feed_dtype() array whose
+        offsets index `data`): same clock, Eq. 3 routing and 1xx routes as feed(), but the
+        frames carry the packets (PKTS) and the consumers dissect them."""
+        if pkts.dtype != feed_dtype() or not pkts.flags.c_contiguous:
+            raise TypeError("pkts must be a C-contiguous feed_dtype() array")
+        cdef size_t n = len(pkts)
+        if n == 0:
+            return
+        self._scratch(n)
+        cdef const uint8_t[::1] raw = pkts.view(np.uint8).reshape(-1)
+        cdef const FeedPkt *m = <const FeedPkt *>&raw[0]
+        cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
+        cdef size_t buflen = data.shape[0]
+        with nogil:
+            self._feed_pkts(m, n, buf, buflen, trace)
+
+    cdef int _feed_pkts(self, const FeedPkt *m, size_t n, const uint8_t *buf, size_t buflen,
+                        uint32_t trace) except -1 nogil:
+        """_feed for packets: every FeedPkt is a message (classify_batch's rule is the
+        dissector's), so the clock moves exactly as over the dissected messages."""
+        cdef size_t i = 0, j
+        cdef int64_t ts
+        cdef int32_t c
+        cdef const FeedPkt *x
+        cdef uint64_t lim = (spsc_max_frame(self.rings[0]) - sizeof(spsc_frame)
+                             - sizeof(PacketRef) - sizeof(int64_t)) & ~(<uint64_t>7)
+        while i < n:
+            j = i
+            while j < n:
+                x = &m[j]
+                ts = x.ref.ts_ns
+                if self.has_now and ts < self.now and self.now - ts > self.gc_timeout_ns:
+                    if j > i:
+                        break
+                    self._clock_to(ts)
+                self.clk[j] = self.now if self.has_now else ts
+                if not self.has_now or ts > self.now:
+                    self.now = ts
+                    self.has_now = True
+                c = -1
+                if x.kind == MSG_RESPONSE:
+                    c = self._ir_find(x.src_ip, x.src_port, x.dst_ip, x.dst_port, x.seq, x.ip_version)
+                    if c >= 0:
+                        self.st[c, S_INTERIM] += 1
+                if c < 0:
+                    c = x.hash % <uint32_t>self.n
+                if x.interim:
+                    self._ir_add(x.src_ip, x.src_port, x.dst_ip, x.dst_port, x.next_seq,
+                                 x.ip_version, c)
+                self.cons[j] = c
+                if x.ref.offset >= buflen:
+                    self.ext[j] = 0
+                elif x.ref.caplen > buflen - x.ref.offset:
+                    self.ext[j] = <uint32_t>(buflen - x.ref.offset)
+                else:
+                    self.ext[j] = x.ref.caplen
+                if self.ext[j] > lim:
+                    # a packet larger than a frame (a snaplen over ~1 MiB): its first bytes
+                    # hold the HTTP head, which is all the consumer's dissector reads
+                    self.ext[j] = lim
+                j += 1
+            self._write_segment(<const HttpMsg *>NULL, i, j, buf, trace, m)
+            i = j
+        return 0
+
     cdef int _write_segment(self, const HttpMsg *m, size_t i, size_t j, const uint8_t *buf,
-                            uint32_t trace) except -1 nogil:
+                            uint32_t trace, const FeedPkt *pk=NULL) except -1 nogil:
         """Frames for messages i..j-1 (no clock reset among them), one run per consumer."""
         cdef int c
         cdef size_t k, cnt, start
@@ -611,17 +833,20 @@ cdef class Dispatcher:
         start = i
         for c in range(self.n):
             # after the scatter cnts[c] is the end of c's run
-            self._write_run(c, m, start, <size_t>cnts[c], buf, trace)
+            self._write_run(c, m, start, <size_t>cnts[c], buf, trace, pk)
             start = cnts[c]
         if cnts != counts:
             free(cnts)
         return 0
 
     cdef int _write_run(self, int c, const HttpMsg *m, size_t a, size_t b, const uint8_t *buf,
-                        uint32_t trace) except -1 nogil:
-        """Messages order[a:b] (all for consumer c) as one or more frames in ring c."""
+                        uint32_t trace, const FeedPkt *pk) except -1 nogil:
+        """Messages order[a:b] (all for consumer c) as one or more frames in ring c: MSGS
+        frames of m, or with pk PKTS frames of those packets."""
         cdef uint64_t maxf = spsc_max_frame(self.rings[c])
-        cdef uint64_t per_msg = sizeof(HttpMsg) + sizeof(int64_t)
+        cdef uint64_t per_msg = (sizeof(PacketRef) if pk != NULL else sizeof(HttpMsg)) + sizeof(int64_t)
+        cdef PacketRef *orf
+        cdef const FeedPkt *y
         cdef uint64_t size, dlen, need, off
         cdef size_t e, k, q
         cdef spsc_frame *f
@@ -650,11 +875,36 @@ cdef class Dispatcher:
                 a = e
                 continue
             f.size = size
-            f.kind = SPSC_FRAME_MSGS
+            f.kind = SPSC_FRAME_PKTS if pk != NULL else SPSC_FRAME_MSGS
             f.trace = trace
             f.nmsgs = e - a
             f.data_len = dlen
             f.tick_ns = 0
+            if pk != NULL:
+                orf = <PacketRef *>(<uint8_t *>f + sizeof(spsc_frame))
+                oc = <int64_t *>(orf + (e - a))
+                od = <uint8_t *>(oc + (e - a))
+                off = 0
+                for q in range(e - a):
+                    k = self.order[a + q]
+                    y = &pk[k]
+                    memcpy(&orf[q], &y.ref, sizeof(PacketRef))
+                    orf[q].offset = off
+                    orf[q].caplen = self.ext[k]
+                    oc[q] = self.clk[k]
+                    if self.ext[k]:
+                        memcpy(od + off, buf + y.ref.offset, self.ext[k])
+                    off += self.ext[k]
+                    self.st[c, S_MSGS] += 1
+                    if y.kind == MSG_REQUEST:
+                        self.st[c, S_REQ] += 1
+                    else:
+                        self.st[c, S_RESP] += 1
+                self.st[c, S_BYTES] += dlen
+                self.st[c, S_FRAMES] += 1
+                spsc_commit(self.rings[c], size)
+                a = e
+                continue
             om = <HttpMsg *>(<uint8_t *>f + sizeof(spsc_frame))
             oc = <int64_t *>(om + (e - a))
             od = <uint8_t *>(oc + (e - a))

@@ -41,13 +41,16 @@ typedef struct {
     uint64_t size;
     uint32_t kind;      /* SPSC_FRAME_* */
     uint32_t trace;     /* position of the messages' trace among the inputs */
-    uint64_t nmsgs;     /* HttpMsg records in the body */
+    uint64_t nmsgs;     /* HttpMsg (MSGS) or PacketRef (PKTS) records in the body */
     uint64_t data_len;  /* packet bytes in the body (after the messages and their clocks) */
     int64_t tick_ns;    /* TICK: the capture clock to advance to */
     uint64_t _reserved;
 } spsc_frame;
 
-enum { SPSC_FRAME_MSGS = 1, SPSC_FRAME_TICK = 2, SPSC_FRAME_PAD = 3, SPSC_FRAME_END = 4 };
+/* MSGS: HttpMsg records, one clock each, the bytes their spans need. PKTS: PacketRef records of
+   HTTP first packets, one clock each, the packets' captured bytes (the consumer dissects). */
+enum { SPSC_FRAME_MSGS = 1, SPSC_FRAME_TICK = 2, SPSC_FRAME_PAD = 3, SPSC_FRAME_END = 4,
+       SPSC_FRAME_PKTS = 5 };
 
 static inline uint64_t spsc_align8(uint64_t n) { return (n + 7u) & ~(uint64_t)7u; }
 

@@ -44,9 +44,8 @@ the RST (what Linux puts in its own resets). The link header (Ethernet, with eve
 any other link type) is copied from the request; for Ethernet the two MAC addresses are swapped
 in the frame that goes to the client.
 
-Link/IP/TCP parsing here is a lean copy of what ext/dissect.pyx does (that one is fused with
-message filling and HTTP parsing); both follow the same rules (VLAN tags, IPv6 extension headers,
-IP fragments skipped).
+Link/IP/TCP parsing is ext/l34.pxd, the walk ext/dissect.pyx and the feeder's reader use: the
+same rules everywhere (VLAN tags, IPv6 extension headers, IP fragments skipped).
 """
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -56,9 +55,8 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import numpy as np
 
-from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
-                    LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
-                    LINKTYPE_LINUX_SLL2)
+from packet cimport PacketRef, LINKTYPE_ETHERNET
+from l34 cimport L34, be16, be32, l34_parse
 from message cimport (
     HttpMsg, MSG_REQUEST, METHOD_GET, MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE,
     MSGF_PAYLOAD_TRUNCATED,
@@ -78,11 +76,8 @@ assert len(FILTER_REASONS) == FR_N
 
 cdef enum:
     MAX_URL = 8192            # Host + URI longer than this are not matched (FR_CANON_FAILED)
-    MAX_VLAN_TAGS = 8
-    MAX_IP6_EXT = 8
     FORGE_TTL = 64
 
-# Link types: LINKTYPE_* / DLT_RAW_ALT* of ext/packet.pxd.
 
 
 def sizeof_conn_timing():
@@ -95,14 +90,6 @@ def sizeof_http_msg():
 
 def sizeof_packet_ref():
     return sizeof(PacketRef)
-
-
-cdef inline uint16_t _be16(const uint8_t *p) noexcept nogil:
-    return (<uint16_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t _be32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
 
 
 cdef inline void _put16(uint8_t *p, uint16_t v) noexcept nogil:
@@ -160,106 +147,12 @@ cdef uint32_t _pseudo(int ver, const uint8_t *src, const uint8_t *dst, uint32_t 
 # ---------------------------------------------------------------------------------------------
 # Link -> IP -> TCP of one packet, for the handshake table
 # ---------------------------------------------------------------------------------------------
-ctypedef struct Seg:
-    const uint8_t *src      # source address (4 or 16 bytes)
-    const uint8_t *dst
-    uint16_t sport, dport
-    uint32_t seq, ack
-    uint32_t plen           # payload bytes on the wire
-    uint8_t flags
-    uint8_t ver
-
-
-cdef int _locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, Seg *s) noexcept nogil:
-    """Fill *s for a TCP segment. Returns 0, or -1 for anything else (not TCP, truncated, fragment)."""
-    cdef uint32_t off = 0, hl, tot, tcp_off, end, doff, ext
-    cdef uint16_t etype
-    cdef uint32_t af
-    cdef int ver, nxt, tags = 0
-    if linktype == LINKTYPE_ETHERNET or linktype == LINKTYPE_LINUX_SLL or linktype == LINKTYPE_LINUX_SLL2:
-        if linktype == LINKTYPE_ETHERNET:
-            if caplen < 14:
-                return -1
-            etype = _be16(p + 12)
-            off = 14
-        elif linktype == LINKTYPE_LINUX_SLL:
-            if caplen < 16:
-                return -1
-            etype = _be16(p + 14)
-            off = 16
-        else:
-            if caplen < 20:
-                return -1
-            etype = _be16(p)
-            off = 20
-        while etype == 0x8100 or etype == 0x88A8 or etype == 0x9100 or etype == 0x9200:
-            if tags == MAX_VLAN_TAGS or caplen < off + 4:
-                return -1
-            etype = _be16(p + off + 2)
-            off += 4
-            tags += 1
-        if etype != 0x0800 and etype != 0x86DD:
-            return -1
-    elif linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
-        if caplen < 4:
-            return -1
-        off = 4
-    elif not (linktype == LINKTYPE_RAW or linktype == DLT_RAW_ALT or linktype == DLT_RAW_ALT2
-              or linktype == LINKTYPE_IPV4 or linktype == LINKTYPE_IPV6):
-        return -1
-    if caplen < off + 20:
-        return -1
-    ver = p[off] >> 4
-    if ver == 4:
-        hl = (p[off] & 0x0F) * 4
-        tot = _be16(p + off + 2)
-        if tot == 0:
-            tot = caplen - off
-        if hl < 20 or tot < hl or caplen < off + hl:
-            return -1
-        if (_be16(p + off + 6) & 0x3FFF) or p[off + 9] != 6:
-            return -1
-        s.src = p + off + 12
-        s.dst = p + off + 16
-        tcp_off = off + hl
-        end = off + tot
-    elif ver == 6:
-        if caplen < off + 40:
-            return -1
-        tot = _be16(p + off + 4)
-        if tot == 0:
-            tot = caplen - off - 40
-        end = off + 40 + tot
-        nxt = p[off + 6]
-        tcp_off = off + 40
-        tags = 0
-        while nxt != 6:
-            if (nxt == 0 or nxt == 43 or nxt == 60 or nxt == 51) and tags < MAX_IP6_EXT:
-                if caplen < tcp_off + 8:
-                    return -1
-                ext = (<uint32_t>p[tcp_off + 1] + 2) * 4 if nxt == 51 else (<uint32_t>p[tcp_off + 1] + 1) * 8
-                nxt = p[tcp_off]
-                tcp_off += ext
-                tags += 1
-            else:
-                return -1
-        s.src = p + off + 8
-        s.dst = p + off + 24
-    else:
-        return -1
-    if tcp_off + 20 > end or tcp_off + 20 > caplen:
-        return -1
-    doff = (p[tcp_off + 12] >> 4) * 4
-    if doff < 20 or tcp_off + doff > end:
-        return -1
-    s.ver = ver
-    s.sport = _be16(p + tcp_off)
-    s.dport = _be16(p + tcp_off + 2)
-    s.seq = _be32(p + tcp_off + 4)
-    s.ack = _be32(p + tcp_off + 8)
-    s.flags = p[tcp_off + 13]
-    s.plen = end - tcp_off - doff
-    return 0
+cdef inline int _locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, L34 *s) noexcept nogil:
+    """Fill *s for a TCP segment whose fixed header is in the capture (ext/l34.pxd: the
+    dissector's own walk, so both take the same packets for TCP). Returns 0, or -1 for anything
+    else (not TCP, truncated, fragment). TCP options cut by the snaplen do not matter here."""
+    l34_parse(p, caplen, linktype, s)
+    return 0 if s.tcp_ok else -1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,7 +273,7 @@ cdef class ConnTable:
         cdef const PacketRef *refs = <const PacketRef *>&pk[0] if n else NULL
         cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
         cdef size_t dlen = data.shape[0]
-        cdef Seg s
+        cdef L34 s
         cdef ConnTiming *e
         cdef bint fwd
         with nogil:
@@ -389,10 +282,10 @@ cdef class ConnTable:
                     continue
                 if _locate(base + refs[i].offset, refs[i].caplen, refs[i].linktype, &s) != 0:
                     continue
-                if (s.flags & 0x12) == 0x02:          # SYN without ACK: a new connection
+                if (s.tcp_flags & 0x12) == 0x02:          # SYN without ACK: a new connection
                     if 2 * (self.used + 1) > self.cap:
                         self._rebuild(refs[i].ts_ns)
-                    e = self._find(s.src, s.dst, s.sport, s.dport, s.ver, True)
+                    e = self._find(s.src, s.dst, s.src_port, s.dst_port, s.ip_version, True)
                     if e.state & CS_SYN and e.client_isn != s.seq:   # port reuse: start over
                         memset(&e.state, 0, sizeof(ConnTiming) - (<size_t>&e.state - <size_t>e))
                     if not (e.state & CS_SYN):
@@ -402,28 +295,28 @@ cdef class ConnTable:
                     e.t_last = refs[i].ts_ns
                     continue
                 fwd = True
-                e = self._find(s.src, s.dst, s.sport, s.dport, s.ver, False)
+                e = self._find(s.src, s.dst, s.src_port, s.dst_port, s.ip_version, False)
                 if e == NULL:
                     fwd = False
-                    e = self._find(s.dst, s.src, s.dport, s.sport, s.ver, False)
+                    e = self._find(s.dst, s.src, s.dst_port, s.src_port, s.ip_version, False)
                     if e == NULL:
                         continue
                 e.t_last = refs[i].ts_ns
                 if not fwd:
-                    if (s.flags & 0x12) == 0x12:
+                    if (s.tcp_flags & 0x12) == 0x12:
                         if not (e.state & CS_SYNACK) and s.ack == e.client_isn + 1:
                             e.state |= CS_SYNACK
                             e.server_isn = s.seq
                             e.t_synack = refs[i].ts_ns
-                    elif s.plen and (e.state & CS_REQ) and not (e.state & CS_RESP):
+                    elif s.payload_len and (e.state & CS_REQ) and not (e.state & CS_RESP):
                         e.state |= CS_RESP
                         e.t_resp = refs[i].ts_ns
                 else:
-                    if ((e.state & CS_SYNACK) and not (e.state & CS_ACK) and (s.flags & 0x10)
+                    if ((e.state & CS_SYNACK) and not (e.state & CS_ACK) and (s.tcp_flags & 0x10)
                             and s.ack == e.server_isn + 1):
                         e.state |= CS_ACK
                         e.t_ack = refs[i].ts_ns
-                    if s.plen and not (e.state & CS_REQ):
+                    if s.payload_len and not (e.state & CS_REQ):
                         e.state |= CS_REQ
                         e.t_req = refs[i].ts_ns
 
@@ -748,10 +641,10 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
         hl = (p[ip_off] & 0x0F) * 4
         if _fold(_sum(p + ip_off, hl, 0)) != 0:
             return False
-        tcp_len = _be16(p + ip_off + 2) - hl
+        tcp_len = be16(p + ip_off + 2) - hl
         acc = _pseudo(4, p + ip_off + 12, p + ip_off + 16, tcp_len)
     else:
         hl = 40
-        tcp_len = _be16(p + ip_off + 4)
+        tcp_len = be16(p + ip_off + 4)
         acc = _pseudo(6, p + ip_off + 8, p + ip_off + 24, tcp_len)
     return _fold(_sum(p + ip_off + hl, tcp_len, acc)) == 0

@@ -30,11 +30,39 @@ import pyarrow as pa
 
 from httpanalyzer import records
 from webtap._ext import feeder as _fx
+from webtap.schema import DISSECT_REASONS
 
 __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "balance_table", "hash_histograms",
-           "hash_eq1", "hash_eq2", "hash_eq3", "trace_messages", "balance_runs", "balance_summary"]
+           "hash_eq1", "hash_eq2", "hash_eq3", "trace_messages", "balance_runs", "balance_summary",
+           "classify_packets", "FEED_DTYPE"]
 
 hash_eq1, hash_eq2, hash_eq3 = _fx.hash_eq1, _fx.hash_eq2, _fx.hash_eq3
+#: dtype of the reader's HTTP first packets (ext/feeder.pyx FeedPkt)
+FEED_DTYPE = _fx.feed_dtype()
+#: dissector counters only parsing a message can tell: the consumers count these, the reader
+#: (classify_packets) counts every other one
+MESSAGE_COUNTERS = ("uri_truncated", "headers_incomplete", "line_too_long")
+
+
+class PacketBatch:
+    """The reader's view of one packet batch: `msgs`, its HTTP first packets (FEED_DTYPE, with
+    ts_ns like a message batch, so the stream merges traces the same way) and the dissector
+    `counters` the reader can give without parsing the messages."""
+
+    __slots__ = ("msgs", "data", "counters")
+
+    def __init__(self, msgs, data, counters):
+        self.msgs, self.data, self.counters = msgs, data, counters
+
+    def __len__(self):
+        return len(self.msgs)
+
+
+def classify_packets(packets: np.ndarray, data: np.ndarray) -> PacketBatch:
+    """The reader's pass (a drop-in for webtap.dissect.dissect in webtap.stream.messages):
+    link/IP/TCP and the first payload bytes of every packet, no HTTP parsing."""
+    pk, cnt = _fx.classify_batch(packets, data)
+    return PacketBatch(pk, data, {name: int(cnt[i]) for i, name in enumerate(DISSECT_REASONS)})
 
 #: bytes of one ring (frames of up to a quarter of it). Small on purpose: a ring that stays in
 #: the cache and whose pages are touched once beats a large one (measured: 32 MiB rings made
@@ -44,6 +72,8 @@ SHM_DIR = "/dev/shm"
 #: a consumer sends its records when this many wait, or when the oldest waited SEND_EVERY_S
 SEND_RECORDS = 16384
 SEND_EVERY_S = 0.25
+#: the reader looks at the consumers' pipes and exit codes at most this often while it feeds
+POLL_EVERY_S = 0.02
 _TAG_BATCH = b"B"
 _TAG_CTRL = b"P"
 _EMPTY = records.empty_batch()
@@ -97,8 +127,11 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
             os.close(fd)
         ring = _fx.Ring(mm)
         _send_ctrl(conn, ("ready", cid))
+        from webtap._ext.dissect import dissect_batch
+
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
         table = pairer.table
+        dissect_counts = np.zeros(len(DISSECT_REASONS), dtype=np.uint64)
         pair_s = send_s = 0.0
         last_send = time.perf_counter()
         while True:
@@ -114,6 +147,16 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
             kind, trace, tick, msgs, clocks, data, size = fr
             if drain_only:
                 pass
+            elif kind == _fx.FRAME_PKTS:
+                # HTTP first packets: dissect here (the reader only routed them), then pair
+                found, cnt = dissect_batch(msgs, data)
+                dissect_counts += cnt
+                if len(found) != len(msgs):
+                    raise RuntimeError(f"reader and dissector disagree: {len(msgs)} HTTP first "
+                                       f"packets routed, {len(found)} messages dissected")
+                table.trace = trace
+                table.feed(found, data, clocks)
+                del found
             elif kind == _fx.FRAME_MSGS:
                 table.trace = trace
                 table.feed(msgs, data, clocks)
@@ -137,7 +180,8 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
         b = pairer.take()
         if b.num_rows:
             _send_batch(conn, b)
-        _send_ctrl(conn, ("done", cid, pairer.counters(), {"pair_s": pair_s, "send_s": send_s}))
+        _send_ctrl(conn, ("done", cid, pairer.counters(), {"pair_s": pair_s, "send_s": send_s},
+                          dict(zip(DISSECT_REASONS, map(int, dissect_counts)))))
     except BaseException:
         try:
             _send_ctrl(conn, ("error", cid, traceback.format_exc()))
@@ -171,10 +215,13 @@ class FeederPairer:
         self._ready = [False] * consumers
         self._done = [False] * consumers
         self._counters: list[dict | None] = [None] * consumers
+        self._dissect: list[dict] = [{} for _ in range(consumers)]
         self._times: list[dict] = [{} for _ in range(consumers)]
         self._batches: list[pa.RecordBatch] = []
         self._rows = [0] * consumers
         self._failed: ConsumerFailed | None = None
+        self._last_take = time.monotonic()
+        self._last_poll = 0.0
         self.dispatcher = None
         self.rings: list = []
         tag = f"webtap-feeder-{os.getpid()}-{secrets.token_hex(4)}"
@@ -230,6 +277,7 @@ class FeederPairer:
             self._done[c] = True
             self._counters[c] = msg[2]
             self._times[c] = msg[3]
+            self._dissect[c] = msg[4]
         elif msg[0] == "error":
             self._fail(c, msg[2])
 
@@ -269,9 +317,17 @@ class FeederPairer:
     def _check(self) -> None:
         """Called by the dispatcher while a ring is full: drain the pipes (a consumer blocked
         on a full pipe would never free its ring) and stop if a consumer failed."""
+        self._last_poll = time.monotonic()
         self._poll()
         if self._failed is not None:
             raise self._failed
+
+    def _check_now_and_then(self) -> None:
+        """_check at most every POLL_EVERY_S: a poll of N pipes and N exit codes costs ~0.3 ms,
+        once per capture batch that was a third of the reader's dispatch time. A full ring
+        still checks every ~20 ms (Dispatcher), a failure is reported at the next check."""
+        if time.monotonic() - self._last_poll >= POLL_EVERY_S or self._failed is not None:
+            self._check()
 
     @property
     def pids(self) -> list[int]:
@@ -281,14 +337,28 @@ class FeederPairer:
     # -- the Pairer interface
 
     def feed(self, msgs: np.ndarray, data: np.ndarray, trace: int = 0) -> None:
-        self._check()
-        self.dispatcher.feed(msgs, data, trace)
+        """msgs: a MESSAGE_DTYPE batch (the consumers pair it), or the HTTP first packets of a
+        packet batch as classify_packets() gives them (the consumers dissect, then pair)."""
+        self._check_now_and_then()
+        if msgs.dtype == FEED_DTYPE:
+            self.dispatcher.feed_packets(msgs, data, trace)
+        else:
+            self.dispatcher.feed(msgs, data, trace)
 
     def advance(self, now_ns: int) -> None:
-        self._check()
+        self._check_now_and_then()
         self.dispatcher.tick(int(now_ns))
 
+    def due(self) -> bool:
+        """Whether take() is worth calling now (as Pairer.due): records the consumers sent
+        amount to SEND_RECORDS, or some waited SEND_EVERY_S."""
+        if not self._batches:
+            return False
+        return (sum(b.num_rows for b in self._batches) >= SEND_RECORDS
+                or time.monotonic() - self._last_take >= SEND_EVERY_S)
+
     def take(self) -> pa.RecordBatch:
+        self._last_take = self._last_poll = time.monotonic()
         self._poll()
         if self._failed is not None:
             raise self._failed
@@ -338,6 +408,15 @@ class FeederPairer:
         except TimeoutError:
             return False
         return True
+
+    def dissect_counters(self) -> dict[str, int]:
+        """What the consumers' dissectors counted (PKTS frames), summed; of these only
+        MESSAGE_COUNTERS are not already in the reader's classify_packets() counts."""
+        out: dict[str, int] = dict.fromkeys(DISSECT_REASONS, 0)
+        for d in self._dissect:
+            for k, v in d.items():
+                out[k] += v
+        return out
 
     def counters(self) -> dict[str, int]:
         """Pairing counters summed over the consumers (peak_pending: the largest)."""

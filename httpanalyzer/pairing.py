@@ -3,6 +3,8 @@ batches out. The rules (which response pairs with which request, GC, caps) are d
 extension's docstring and in docs/PAIRING.md."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 
@@ -10,6 +12,15 @@ from httpanalyzer import records
 from webtap._ext.pairing import COUNTER_NAMES, PairingTable
 
 __all__ = ["Pairer", "COUNTER_NAMES"]
+
+#: the stream takes records out when this many wait, or when some waited TAKE_EVERY_S (so live
+#: runs stream): building an Arrow batch costs ~1 ms whatever its size, per capture batch that
+#: was a quarter of the benchmark's pairing-and-records time
+TAKE_RECORDS = 16384
+TAKE_EVERY_S = 0.25
+
+
+_EMPTY = records.empty_batch()
 
 
 class Pairer:
@@ -27,6 +38,13 @@ class Pairer:
         self.table = PairingTable(gc_timeout_ns=int(round(gc_timeout * 1e9)), max_pending=max_pending,
                                   max_per_key=max_per_key, initial_cells=initial_cells,
                                   arena_max_bytes=arena_max_bytes)
+        self._last_take = time.monotonic()
+
+    def due(self) -> bool:
+        """Whether take() is worth calling now: TAKE_RECORDS records wait, or some have waited
+        TAKE_EVERY_S."""
+        w = self.table.records_waiting
+        return w >= TAKE_RECORDS or (w > 0 and time.monotonic() - self._last_take >= TAKE_EVERY_S)
 
     def feed(self, msgs: np.ndarray, data: np.ndarray, trace: int = 0) -> None:
         """Offer one message batch; `data` is the byte buffer its spans point into; `trace` is
@@ -44,6 +62,9 @@ class Pairer:
 
     def take(self) -> pa.RecordBatch:
         """The records emitted since the last take(), as one Arrow batch (possibly empty)."""
+        self._last_take = time.monotonic()
+        if not self.table.records_waiting:
+            return _EMPTY
         recs, strings = self.table.take()
         return records.to_record_batch(recs, strings)
 

@@ -110,6 +110,55 @@ def _strings(n: int, parts) -> pa.Array:
     )
 
 
+def _bits(b: np.ndarray):
+    return pa.py_buffer(np.packbits(b, bitorder="little"))
+
+
+def _num(values: np.ndarray, typ: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
+    """A primitive Arrow array over a numpy column, built from its buffers: pa.array() would
+    import pandas (~0.3 s) on its first call, which streaming never needs."""
+    values = np.ascontiguousarray(values)
+    n = len(values)
+    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
+    return pa.Array.from_buffers(typ, n, [_bits(valid) if nulls else None, pa.py_buffer(values)],
+                                 null_count=nulls)
+
+
+def _bool(b: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(pa.bool_(), len(b), [None, _bits(b)], null_count=0)
+
+
+class _Codes:
+    """Strings named by small integer codes (outcome, unmatched reason), turned into an Arrow
+    string column with numpy (a dictionary cast would import pyarrow.compute, ~40 ms)."""
+
+    def __init__(self, items):
+        enc = [(x or "").encode() for x in items]
+        width = max(1, max(len(e) for e in enc))
+        self.table = np.zeros((len(enc), width), np.uint8)
+        for i, e in enumerate(enc):
+            self.table[i, :len(e)] = np.frombuffer(e, np.uint8)
+        self.lens = np.array([len(e) for e in enc], np.int32)
+        self.cols = np.arange(width)
+
+    def column(self, codes: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+        n = len(codes)
+        lens = self.lens[codes]
+        if valid is not None:
+            lens = np.where(valid, lens, 0)
+        offs = np.zeros(n + 1, np.int32)
+        np.cumsum(lens, out=offs[1:])
+        data = self.table[codes][self.cols[None, :] < lens[:, None]]
+        nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
+        return pa.Array.from_buffers(pa.string(), n, [_bits(valid) if nulls else None,
+                                                      pa.py_buffer(offs), pa.py_buffer(data)],
+                                     null_count=nulls)
+
+
+_OUTCOME_CODES = _Codes(OUTCOMES)
+_REASON_CODES = _Codes(UNMATCHED_REASONS)     # code 0 (paired) is always null
+
+
 def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
     """Arrow batch from PairingTable.take() output: one pyarrow call per column."""
     r = raw_records.view(RECORD_DTYPE)
@@ -120,51 +169,45 @@ def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
     rf = r["rflags"]
     cols = {
         "client_ip": _strings(n, strings["client_ip"]),
-        "client_port": pa.array(r["client_port"]),
+        "client_port": _num(r["client_port"], pa.uint16()),
         "server_ip": _strings(n, strings["server_ip"]),
-        "server_port": pa.array(r["server_port"]),
-        "request_ts": pa.array(r["request_ts_ns"], type=_TS, mask=~has_req),
-        "response_ts": pa.array(r["response_ts_ns"], type=_TS, mask=~has_resp),
-        "response_time": pa.array(
+        "server_port": _num(r["server_port"], pa.uint16()),
+        "request_ts": _num(r["request_ts_ns"], _TS, has_req),
+        "response_ts": _num(r["response_ts_ns"], _TS, has_resp),
+        "response_time": _num(
             np.where(paired, r["response_ts_ns"], 0) - np.where(paired, r["request_ts_ns"], 0),
-            type=pa.duration("ns"),
-            mask=~paired,
-        ),
+            pa.duration("ns"), paired),
         "reason": _strings(n, strings["reason"]),
-        "status": pa.array(r["status"], mask=~has_resp),
+        "status": _num(r["status"], pa.uint16(), has_resp),
         "method": _strings(n, strings["method"]),
         "user_agent": _strings(n, strings["user_agent"]),
         "host": _strings(n, strings["host"]),
         "uri": _strings(n, strings["uri"]),
-        "request_ack": pa.array(r["request_ack"], mask=~has_req),
-        "response_seq": pa.array(r["response_seq"], mask=~has_resp),
-        "matched": pa.array(paired),
-        "uri_truncated": pa.array((rf & RF_URI_TRUNCATED) != 0),
-        "outcome": pa.DictionaryArray.from_arrays(
-            r["outcome"].astype(np.int8), pa.array(OUTCOMES)
-        ).cast(pa.string()),
-        "unmatched_reason": pa.DictionaryArray.from_arrays(
-            pa.array(r["unmatched_reason"].astype(np.int8), mask=paired),
-            pa.array(UNMATCHED_REASONS, pa.string()),
-        ).cast(pa.string()),
-        "interim": pa.array((rf & RF_INTERIM) != 0),
-        "after_interim": pa.array((rf & RF_AFTER_INTERIM) != 0),
-        "request_repeat": pa.array((rf & RF_REQUEST_REPEAT) != 0),
-        "response_repeat": pa.array((rf & RF_RESPONSE_REPEAT) != 0),
-        "out_of_order": pa.array((rf & RF_OUT_OF_ORDER) != 0),
-        "text_clipped": pa.array((rf & RF_TEXT_CLIPPED) != 0),
-        "ip_version": pa.array(r["ip_version"]),
-        "vlan": pa.array(r["vlan"], mask=r["vlan"] == 0xFFFF),
-        "request_frame": pa.array(r["request_pkt_index"], mask=r["request_pkt_index"] == _NO_IDX),
-        "response_frame": pa.array(r["response_pkt_index"], mask=r["response_pkt_index"] == _NO_IDX),
-        "request_trace": pa.array(r["request_trace"], mask=~has_req),
-        "response_trace": pa.array(r["response_trace"], mask=~has_resp),
+        "request_ack": _num(r["request_ack"], pa.uint32(), has_req),
+        "response_seq": _num(r["response_seq"], pa.uint32(), has_resp),
+        "matched": _bool(paired),
+        "uri_truncated": _bool((rf & RF_URI_TRUNCATED) != 0),
+        "outcome": _OUTCOME_CODES.column(r["outcome"]),
+        "unmatched_reason": _REASON_CODES.column(r["unmatched_reason"], ~paired),
+        "interim": _bool((rf & RF_INTERIM) != 0),
+        "after_interim": _bool((rf & RF_AFTER_INTERIM) != 0),
+        "request_repeat": _bool((rf & RF_REQUEST_REPEAT) != 0),
+        "response_repeat": _bool((rf & RF_RESPONSE_REPEAT) != 0),
+        "out_of_order": _bool((rf & RF_OUT_OF_ORDER) != 0),
+        "text_clipped": _bool((rf & RF_TEXT_CLIPPED) != 0),
+        "ip_version": _num(r["ip_version"], pa.uint8()),
+        "vlan": _num(r["vlan"], pa.uint16(), r["vlan"] != 0xFFFF),
+        "request_frame": _num(r["request_pkt_index"], pa.uint64(), r["request_pkt_index"] != _NO_IDX),
+        "response_frame": _num(r["response_pkt_index"], pa.uint64(), r["response_pkt_index"] != _NO_IDX),
+        "request_trace": _num(r["request_trace"], pa.uint16(), has_req),
+        "response_trace": _num(r["response_trace"], pa.uint16(), has_resp),
     }
     return pa.RecordBatch.from_arrays(list(cols.values()), schema=SCHEMA)
 
 
 def empty_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=SCHEMA)
+    # pa.nulls, not from_pylist or pa.array([]): those import pandas (~0.3 s) to check for its types
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in SCHEMA], schema=SCHEMA)
 
 
 def to_pandas(table):

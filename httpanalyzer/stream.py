@@ -15,7 +15,6 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from httpanalyzer import records
 from httpanalyzer.pairing import Pairer
@@ -24,24 +23,41 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
-                     progress: bool | None = None, read_ahead: bool = False) -> Iterator[tuple]:
+                     progress: bool | None = None, read_ahead: bool = False,
+                     dissector=None) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
     file does not end the stream: it is listed in stats.unreadable and the others are read.
-    read_ahead: read and dissect in a thread, a batch or two ahead of the caller."""
+    dissector: webtap.stream.messages' (the feeder's reader passes classify_packets: msgs are
+    then the HTTP first packets, which its consumers dissect).
+    read_ahead: capture runs in a thread a batch or two ahead (it releases the GIL while it
+    reads and parses); the dissector then runs here, in the caller's thread."""
+    from webtap.dissect import dissect
     from webtap.stream import Totals, messages
 
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
-                   skip_unreadable=True)
+                   skip_unreadable=True, dissector=_undissected if read_ahead else dissector)
     try:
         for batch, mb in (_prefetched(gen) if read_ahead else gen):
+            if read_ahead:
+                mb = (dissector or dissect)(batch.packets, batch.data)
+                totals.add_dissect(mb.counters)
             pk = batch.packets
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
         gen.close()
         stats.absorb(totals)
+
+
+class _Undissected:
+    counters: dict = {}
+
+
+def _undissected(packets, data):
+    """The read-ahead thread's dissector: none (the caller's thread dissects)."""
+    return _Undissected
 
 
 def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
@@ -129,10 +145,11 @@ class Summary:
             return
         self.records += batch.num_rows
         if not self.detailed:
-            n_paired = pc.sum(batch.column("matched")).as_py() or 0
+            n_paired = batch.column("matched").true_count
             self.outcomes["paired"] += n_paired
             self.outcomes["unmatched"] += batch.num_rows - n_paired
             return
+        import pyarrow.compute as pc     # here: ~40 ms of import the plain stream does not need
         for name, col in (("outcome", self.outcomes), ("status", self.status),
                           ("method", self.methods)):
             vc = pc.value_counts(batch.column(name).drop_null())
@@ -211,22 +228,26 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     if live and len(sources) != 1:
         raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
+    dissector = None
     if consumers:
-        from httpanalyzer.feeder import FeederPairer
+        from httpanalyzer.feeder import FeederPairer, classify_packets
 
         pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live,
                               **(feeder_options or {}), **table_options)
+        # The paper's split: the reader walks each packet to TCP and the first payload bytes
+        # (the dissector's own rule), routes the HTTP first packets; the consumers dissect them.
+        dissector = classify_packets
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     if consumers and len(sources) == 1 and not live:
-        # With consumers pairing elsewhere, reading + dissecting is the reader's whole job: one
-        # thread reads, one dissects, the caller dispatches, each a batch ahead of the next
-        # (capture and dissect release the GIL). Not live: Ctrl-C must reach the capture loop,
-        # which only the main thread sees.
-        gens = [_prefetched(_message_batches(sources[0], bpf, stats, progress=progress,
-                                             read_ahead=True))]
+        # Reading and classifying are the reader's whole job: one thread reads a batch or two
+        # ahead (capture releases the GIL), the caller classifies and dispatches. Not live:
+        # Ctrl-C must reach the capture loop, which only the main thread sees.
+        gens = [_message_batches(sources[0], bpf, stats, progress=progress, read_ahead=True,
+                                 dissector=dissector)]
     else:
-        gens = [_message_batches(p, bpf, stats, live=live, progress=progress) for p in sources]
+        gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector)
+                for p in sources]
     heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
     ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
@@ -251,12 +272,17 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 return
             if len(gens) == 1:
                 pairer.advance(last)
-                b = pairer.take()
-                stats.add(b)
-                if b.num_rows:
-                    ready.append(b)
+                if pairer.due():
+                    b = pairer.take()
+                    stats.add(b)
+                    if b.num_rows:
+                        ready.append(b)
 
-    from httpanalyzer.feeder import ConsumerFailed
+    if consumers:
+        from httpanalyzer.feeder import ConsumerFailed
+    else:
+        class ConsumerFailed(Exception):     # never raised: no consumers (and no import)
+            pass
 
     try:
         for i in range(len(gens)):
@@ -284,10 +310,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 refill(i)
             else:
                 heads[i][2] = end
-            b = pairer.take()
-            stats.add(b)
-            if b.num_rows:
-                yield b
+            if pairer.due():
+                b = pairer.take()
+                stats.add(b)
+                if b.num_rows:
+                    yield b
         pairer.flush()
         b = pairer.take()
         stats.add(b)
@@ -303,6 +330,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     finally:
         stats.pairing = pairer.counters()
         if consumers:
+            from httpanalyzer.feeder import MESSAGE_COUNTERS
+
+            dc = pairer.dissect_counters()
+            for k in MESSAGE_COUNTERS:
+                stats.dissect[k] += dc[k]
             if feeder is not None:
                 feeder.update(pairer.balance())
             pairer.close()
@@ -331,6 +363,8 @@ def _sort_by_time(table: pa.Table) -> pa.Table:
     no request), then response time, then packet index."""
     if table.num_rows == 0:
         return table
+    import pyarrow.compute as pc
+
     t = pc.coalesce(table.column("request_ts"), table.column("response_ts"))
     keyed = table.append_column("_t", t)
     keyed = keyed.sort_by([("_t", "ascending"), ("response_ts", "ascending"),

@@ -64,9 +64,12 @@ def open_source(src: str | os.PathLike, bpf: str | None = None, live: bool = Fal
 
 def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str | None = None,
              totals: Totals | None = None, live: bool = False, progress: bool | None = None,
-             skip_unreadable: bool = False, **kw) -> Iterator[tuple[Batch, MessageBatch]]:
+             skip_unreadable: bool = False, dissector=None, **kw) -> Iterator[tuple[Batch, MessageBatch]]:
     """Yield (packet batch, HTTP message batch) for every batch of every source.
 
+    dissector: what turns (packets, data) into the second item (default webtap.dissect.dissect;
+    anything returning an object with a `counters` dict, e.g. the feeder reader's
+    httpanalyzer.feeder.classify_packets, which only finds the HTTP first packets).
     skip_unreadable: a file that cannot be opened (missing, not a capture) is recorded in
     `totals.unreadable` and the others are still read; a bad BPF filter always raises, since
     it would fail for every file.
@@ -74,6 +77,7 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     totals = totals if totals is not None else Totals()
+    dissector = dissector if dissector is not None else dissect
     for src in sources:
         try:
             s = open_source(src, bpf=bpf, live=live, progress=progress, **kw)
@@ -88,7 +92,7 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
             totals.files += 1
             try:
                 for batch in s:
-                    mb = dissect(batch.packets, batch.data)
+                    mb = dissector(batch.packets, batch.data)
                     totals.add_dissect(mb.counters)
                     yield batch, mb
             finally:

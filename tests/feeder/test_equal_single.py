@@ -50,6 +50,9 @@ def test_all_traces_as_one_stream(all_traces, n):
     # the counters that do not depend on how the table is split add up
     for k in ("messages", "paired", "paired_after_interim", "request_repeat", "response_repeat"):
         assert s.pairing[k] == s1.pairing[k], k
+    # the reader counts what it walked, the consumers what only parsing tells: same totals
+    assert dict(s.dissect) == dict(s1.dissect)
+    assert s.dissect["http_request"] + s.dissect["http_response"] == s1.pairing["messages"]
     rows = fb["consumers"]
     assert sum(r["messages"] for r in rows) == s1.pairing["messages"]
     assert sum(r["transactions"] for r in rows) == s1.pairing["paired"]

@@ -16,7 +16,7 @@ T0 = 1_700_000_000 * S
 
 def fake_traces(monkeypatch, traces):
     """traces: {path: [MsgBuilder, ...]} -> each builder is one batch of that trace."""
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False):
+    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None):
         for b in traces[path]:
             msgs, data = b.build()
             stats.packets += len(msgs)
@@ -48,8 +48,10 @@ def test_gc_runs_on_batch_end_time_in_single_trace(monkeypatch):
     a2.req(T0 + 61 * S, "10.0.0.1", 1001, "10.0.0.2", 80, 1, 200)
     fake_traces(monkeypatch, {"a": [a1, a2]})
     batches = list(an.iter_record_batches("a"))
-    assert [b.num_rows for b in batches] == [1, 1]
-    assert batches[0].column("unmatched_reason").to_pylist() == ["gc"]
+    # records leave in few large batches (Pairer.due); the first request left by the GC when
+    # the second batch's time came, not at the end
+    reasons = [r for b in batches for r in b.column("unmatched_reason").to_pylist()]
+    assert reasons == ["gc", "end"]
 
 
 def test_idle_batches_advance_the_clock(monkeypatch):
@@ -57,7 +59,7 @@ def test_idle_batches_advance_the_clock(monkeypatch):
     a1 = MsgBuilder()
     a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
 
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False):
+    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None):
         msgs, data = a1.build()
         yield msgs, data, T0
         yield msgs[:0], data, T0 + 61 * S          # no messages, 61 s later
@@ -73,7 +75,7 @@ def test_keyboard_interrupt_ends_input_and_flushes(monkeypatch):
     a1 = MsgBuilder()
     a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
 
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False):
+    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None):
         msgs, data = a1.build()
         yield msgs, data, T0
         raise KeyboardInterrupt

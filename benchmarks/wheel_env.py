@@ -1,0 +1,64 @@
+"""The interpreter the benchmarks time webtap with: webtap installed from a wheel, as a user
+gets it, in bench-out/wheel-venv.
+
+Why: the development install is an editable meson-python install. Its import hook checks the
+build (runs ninja) every time `webtap` is first imported, ~0.1-0.2 s per process that a user
+installing the wheel never pays, and which would be counted in every "process" time.
+
+    python -m benchmarks.wheel_env      # builds the wheel, (re)creates the venv, prints its python
+
+The venv has no packages of its own besides webtap: a .pth line puts the development venv's
+site-packages (numpy, pyarrow, ...) after it on sys.path. Only the development venv's own .pth
+files (the editable hook among them) are not run, since that directory is not a site directory
+of the bench venv. `make bench` sets WEBTAP_BENCH_PYTHON to the printed path.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+from benchmarks.common import OUT, REPO
+
+
+def _newest_source() -> float:
+    files = [REPO / "meson.build", REPO / "pyproject.toml"]
+    for d in ("ext", "webtap", "httpanalyzer", "urlfilter"):
+        files += [p for p in (REPO / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return max(p.stat().st_mtime for p in files)
+
+
+def main() -> int:
+    wheel_dir = OUT / "wheel"
+    venv = OUT / "wheel-venv"
+    wheels = glob.glob(str(wheel_dir / "webtap-*.whl"))
+    if len(wheels) != 1 or os.path.getmtime(wheels[0]) < _newest_source():   # else: up to date
+        shutil.rmtree(wheel_dir, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                        "-w", str(wheel_dir), str(REPO)], check=True, stdout=sys.stderr)
+    wheels = glob.glob(str(wheel_dir / "webtap-*.whl"))
+    if len(wheels) != 1:
+        sys.exit(f"expected one webtap wheel in {wheel_dir}, found {wheels}")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    dev_site = sysconfig.get_paths()["purelib"]
+    with open(os.path.join(purelib, "webtap-bench-deps.pth"), "w") as f:
+        f.write(dev_site + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                    "--no-index", wheels[0]], check=True, stdout=sys.stderr)
+    # the installed webtap must be the wheel's, not the editable one
+    where = subprocess.run([str(py), "-c", "import webtap, httpanalyzer; print(webtap.__file__)"],
+                           check=True, capture_output=True, text=True, cwd=OUT).stdout.strip()
+    if not where.startswith(purelib):
+        sys.exit(f"bench venv imports webtap from {where}, not from {purelib}")
+    print(py)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
