@@ -117,3 +117,25 @@ def test_cli_exit_1_when_nothing_could_be_read(corpus):
     assert bad
     assert _cli("webtap.cli", ["info"] + bad).returncode == 1
     assert _cli("httpanalyzer.cli", bad + ["--consumers", "0"]).returncode == 1
+
+
+def test_dissect_and_scan_skip_unreadable_files(corpus, tmp_path):
+    """webtap dissect raised a traceback for a missing file and urlfilter scan stopped at the first
+    unreadable file (exit 2, nothing scanned); both now skip it, say so, and exit 0, or 1 when
+    nothing at all could be read."""
+    from tests.tools.hostile import make_blacklist
+
+    out, cases = corpus
+    bad = [str(out / c.name) for c in cases if c.unreadable] + [str(tmp_path / "missing.pcap")]
+    good = [str(out / c.name) for c in cases if c.kind == "truncated_in_data"][:3]
+    bl = tmp_path / "bl.tree"
+    make_blacklist(bl)
+    p = _cli("webtap.cli", ["dissect"] + bad)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    p = _cli("webtap.cli", ["dissect"] + bad + good + ["-o", str(tmp_path / "d.csv")])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "missing.pcap" in p.stderr and (tmp_path / "d.csv").exists() or "read: packets=" in p.stderr
+    p = _cli("urlfilter.cli", ["scan"] + bad + ["--blacklist", str(bl)])
+    assert p.returncode == 1 and "urlfilter: skipped" in p.stderr, p.stderr[-2000:]
+    p = _cli("urlfilter.cli", ["scan"] + bad + good + ["--blacklist", str(bl), "-o", str(tmp_path / "s.csv")])
+    assert p.returncode == 0 and "urlfilter: skipped" in p.stderr, p.stderr[-2000:]
