@@ -160,7 +160,8 @@ def import_csv(store: Store, path: Path, category: str | None = None, source: st
     limit = csv.field_size_limit()
     csv.field_size_limit(max(limit, len(text) + 1))
     try:
-        rows = list(csv.reader(io.StringIO(text)))
+        # newline="": a bare CR ends a row as csv expects, instead of raising inside a field
+        rows = list(csv.reader(io.StringIO(text, newline="")))
     finally:
         csv.field_size_limit(limit)
     header = [h.strip().lower() for h in rows[0]] if rows else []
