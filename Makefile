@@ -105,7 +105,7 @@ fuzz: fuzz-build
 	  echo "== fuzz $$t for $(FUZZ_TIME) s"; \
 	  $(BIN)/python -m tests.fuzz.run $$t --seconds $(FUZZ_TIME) --ext-dir build/fuzz-ext/ext \
 	    > build/fuzz-$$t.log 2>&1 || { tail -60 build/fuzz-$$t.log; exit 1; }; \
-	  grep -E "^#[0-9]+ +DONE|^Done|stat::" build/fuzz-$$t.log; \
+	  grep -E "DONE|^Done|stat::" build/fuzz-$$t.log; \
 	done
 
 sanitize: build
