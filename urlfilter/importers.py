@@ -21,6 +21,7 @@ import io
 import json
 import os
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +66,13 @@ def _read(path: Path) -> bytes:
     with open(path, "rb") as f:
         head = f.read(2)
     if head == b"\x1f\x8b":
-        with gzip.open(path, "rb") as f:
-            return f.read()
+        try:
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        except (OSError, EOFError, zlib.error) as exc:
+            # gzip raises BadGzipFile, EOFError or zlib.error for damage: one clear OSError, as
+            # for any file that cannot be read (the CLI's "urlfilter: error: ...", exit 2)
+            raise OSError(f"{path}: damaged or truncated gzip file ({exc})") from exc
     return path.read_bytes()
 
 

@@ -24,3 +24,25 @@ def test_csv_field_longer_than_csv_module_limit():
         import csv
 
         assert csv.field_size_limit() == 131072      # the process-wide limit is restored
+
+
+def test_truncated_gzip_list_is_one_clear_oserror():
+    """A list file with gzip's magic but cut short raised EOFError (not the documented OSError,
+    so the CLI printed a traceback); a bad header raised gzip.BadGzipFile (found by fuzzing,
+    tests/fuzz/regressions/blacklist/gzip-bad-method)."""
+    import gzip
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    from urlfilter import importers
+    from urlfilter.store import Store
+
+    z = gzip.compress(b"a.example\nb.example\n" * 1000)
+    check_blacklist(b"\0" + z[: len(z) // 2])
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "list"
+        p.write_bytes(z[: len(z) // 2])
+        with pytest.raises(OSError, match="damaged or truncated gzip"):
+            importers.import_path(Store(":memory:"), p, fmt="list")
