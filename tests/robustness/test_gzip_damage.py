@@ -19,7 +19,11 @@ def test_damage_inside_deflate_data_keeps_the_packets_before_it(tmp_path):
     with open_trace(p) as t:
         got = [b.packet(i) for b in t for i in range(len(b))]
         warnings = t.warnings
-    # random payloads barely compress: the damage sits near the middle packet
-    assert 100 < len(got) < 300
-    assert got == [d for _, d in pkts[: len(got)]]
+    # Everything inflated before zlib notices the damage is kept. The damaged bytes themselves
+    # may inflate into wrong bytes first (a stored block copies them as they are; a Huffman
+    # block may decode them as other literals), and gzip's CRC comes only at the end: the
+    # packet(s) around the damage can differ, every other packet delivered is intact.
+    assert len(got) > 100
+    bad = [i for i, (g, (_, d)) in enumerate(zip(got, pkts)) if g != d]
+    assert len(bad) <= 2 and (not bad or bad[-1] - bad[0] <= 1), bad
     assert any("gzip stream damaged" in w for w in warnings)
