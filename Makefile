@@ -19,7 +19,7 @@ APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute
 # runtime/test dependencies declared in pyproject.toml.
 BUILD_REQS := meson-python meson ninja Cython numpy
 
-.PHONY: all sysdeps venv build demo test bench bench-urltree bench-filter accuracy fuzz clean
+.PHONY: all sysdeps venv build demo test bench bench-urltree bench-filter accuracy fuzz fuzz-sysdeps fuzz-build sanitize clean
 
 all: build
 
@@ -43,6 +43,8 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
 	# Dask: the distributed analyzer (httpanalyzer --dask) and its LocalCluster tests
 	$(BIN)/pip install -q "dask[distributed,dataframe]"
+	# atheris: the coverage-guided fuzzer of tests/fuzz (smoke runs in make test, long runs in make fuzz)
+	$(BIN)/pip install -q atheris
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
 	$(BIN)/pip install -q marisa-trie
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
@@ -79,6 +81,47 @@ bench-urltree: build
 accuracy: build
 	$(BIN)/python -m tests.tools.compare_table $(WEBTAP_SHARED)/traces --report build/accuracy
 	$(BIN)/python -m tests.tools.compare_table --traces-table build/accuracy/per_trace.csv $(WEBTAP_SHARED)/traces
+
+# Robustness (issue 10, docs/ROBUSTNESS.md). `make fuzz` builds a copy of the extensions with
+# clang, libFuzzer coverage and ASan/UBSan (build/fuzz-ext, used through WEBTAP_EXT_DIR) and
+# fuzzes every target FUZZ_TIME seconds; the corpus grows in build/fuzz/corpus. `make sanitize`
+# builds the extensions with gcc's ASan/UBSan (build/sanitize) and runs SANITIZE_TESTS under them
+# (not the tshark comparisons: Wireshark's tools hang at start with the ASan runtime preloaded).
+FUZZ_TIME ?= 180
+FUZZ_TARGETS ?= source dissect http canon blacklist tree
+FUZZ_APT_PKGS := clang-14 libclang-rt-14-dev
+FUZZ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=pointer-overflow \
+  -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only
+SANITIZE_CFLAGS := -fsanitize=address,undefined -fno-sanitize=pointer-overflow \
+  -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+SANITIZE_TESTS ?= tests/capture tests/dissect tests/urlfilter tests/httpanalyzer tests/fuzz tests/robustness
+SANITIZE_ENV = LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  PYTHONMALLOC=malloc WEBTAP_EXT_DIR=$(abspath build/sanitize/ext)
+
+fuzz-sysdeps:
+	@$(MAKE) --no-print-directory sysdeps APT_PKGS="$(FUZZ_APT_PKGS)"
+
+fuzz-build: build fuzz-sysdeps
+	@test -f build/fuzz-ext/build.ninja || CC=clang-14 $(BIN)/meson setup build/fuzz-ext \
+	  -Dbuildtype=debugoptimized -Db_ndebug=false -Db_lundef=false \
+	  -Dc_args="$(FUZZ_CFLAGS)" -Dc_link_args="-fsanitize=fuzzer-no-link,address,undefined"
+	$(BIN)/ninja -C build/fuzz-ext
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz $$t for $(FUZZ_TIME) s"; \
+	  $(BIN)/python -m tests.fuzz.run $$t --seconds $(FUZZ_TIME) --ext-dir build/fuzz-ext/ext \
+	    > build/fuzz-$$t.log 2>&1 || { tail -60 build/fuzz-$$t.log; exit 1; }; \
+	  grep -E "DONE|^Done|stat::" build/fuzz-$$t.log; \
+	done
+
+sanitize: build
+	@test -f build/sanitize/build.ninja || $(BIN)/meson setup build/sanitize \
+	  -Dbuildtype=debugoptimized -Db_ndebug=false -Db_lundef=false \
+	  -Dc_args="$(SANITIZE_CFLAGS)" -Dc_link_args="-fsanitize=address,undefined"
+	$(BIN)/ninja -C build/sanitize
+	$(SANITIZE_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not tshark" $(SANITIZE_TESTS)
 
 clean:
 	rm -rf build builddir $(VENV)

@@ -177,7 +177,8 @@ cdef inline uint32_t _zigzag(uint32_t x, uint32_t ref) noexcept nogil:
     """RefID is stored as the zig-zag coded difference x - ref: after optimize() (pre-order ids)
     a left child is x - 1 and most right children are close too, so it is usually one byte."""
     cdef int64_t d = <int64_t>x - <int64_t>ref
-    return <uint32_t>((d << 1) ^ (d >> 63))
+    # shift the unsigned bits: d << 1 of a negative d is undefined in C (UBSan, make fuzz)
+    return <uint32_t>((<uint64_t>d << 1) ^ <uint64_t>(d >> 63))
 
 
 cdef inline uint8_t *_put_payload(uint8_t *p, uint32_t cat, uint32_t period) noexcept nogil:

@@ -227,6 +227,10 @@ def _filter_cmd(args) -> int:
         t0 = time.perf_counter()
         res = scan(args.traces, bl, forged_out=args.forged_out, bpf=args.bpf,
                    verify_checksums=args.verify_checksums)
+        for u in res.totals.unreadable:
+            print(f"urlfilter: skipped {u}", file=sys.stderr)
+        if res.totals.unreadable and not res.totals.files:
+            return 1                   # nothing could be read at all
         if args.output:
             write_records(res.table, args.output)
         if args.plots:

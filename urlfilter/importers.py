@@ -21,6 +21,7 @@ import io
 import json
 import os
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +66,13 @@ def _read(path: Path) -> bytes:
     with open(path, "rb") as f:
         head = f.read(2)
     if head == b"\x1f\x8b":
-        with gzip.open(path, "rb") as f:
-            return f.read()
+        try:
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        except (OSError, EOFError, zlib.error) as exc:
+            # gzip raises BadGzipFile, EOFError or zlib.error for damage: one clear OSError, as
+            # for any file that cannot be read (the CLI's "urlfilter: error: ...", exit 2)
+            raise OSError(f"{path}: damaged or truncated gzip file ({exc})") from exc
     return path.read_bytes()
 
 
@@ -141,15 +147,29 @@ def _import_entries(store: Store, packed, offsets, is_comment, categories, sourc
     return res
 
 
+def _category_text(name: str) -> str:
+    """A category name as valid text: bytes that were not UTF-8 (kept as surrogates by the
+    surrogateescape decoding of a file or of a file name) become U+FFFD, which SQLite can store."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def import_list(store: Store, path: Path, category: str | None = None, source: str | None = None) -> ImportResult:
-    cat = category or path.name.split(".")[0]
+    cat = _category_text(category or path.name.split(".")[0])
     packed, offsets, is_comment = split_lines(_read(path))
     return _import_entries(store, packed, offsets, is_comment, cat, source or str(path), cat)
 
 
 def import_csv(store: Store, path: Path, category: str | None = None, source: str | None = None) -> ImportResult:
     text = _read(path).decode("utf-8", "surrogateescape")
-    rows = list(csv.reader(io.StringIO(text)))
+    # csv's default field limit (128 KiB) would raise on one over-long field and lose the whole
+    # file; the field is read and rejected as too_long like an over-long line of a plain list.
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text) + 1))
+    try:
+        # newline="": a bare CR ends a row as csv expects, instead of raising inside a field
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    finally:
+        csv.field_size_limit(limit)
     header = [h.strip().lower() for h in rows[0]] if rows else []
     has_header = "url" in header or "category" in header
     ui = header.index("url") if "url" in header else 0
@@ -159,7 +179,7 @@ def import_csv(store: Store, path: Path, category: str | None = None, source: st
     for r in body:
         lines.append(r[ui].encode("utf-8", "surrogateescape") if len(r) > ui else b"")
         c = r[ci].strip() if ci is not None and len(r) > ci else ""
-        cats.append(c or category or path.stem)
+        cats.append(_category_text(c or category or path.stem))
     offsets = np.zeros(len(lines) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in lines], out=offsets[1:])
     packed = b"".join(lines)

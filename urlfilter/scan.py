@@ -100,7 +100,9 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
     writer = ForgedPcapWriter(forged_out) if forged_out else None
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, on_forged=writer,
                      handshakes=handshakes)
-    totals = run(traces, [an, *also], bpf=bpf, progress=False)
+    # a file that cannot be read (missing, not a capture) is skipped and listed in
+    # totals.unreadable; the others are still scanned (docs/ROBUSTNESS.md, exit codes)
+    totals = run(traces, [an, *also], bpf=bpf, progress=False, skip_unreadable=True)
     n = writer.close() if writer else 0
     return ScanResult(an.table(), dict(an.counters), totals, n, an)
 

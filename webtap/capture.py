@@ -113,9 +113,15 @@ class _GzipStream:
         self.in_member = False
         self.done = False
         self.out = 0
+        self.salvaged = b""           # inflated before a damaged spot, not yet handed out
 
     def readinto(self, view) -> int:
         want, got = len(view), 0
+        if self.salvaged:
+            got = min(want, len(self.salvaged))
+            view[:got] = self.salvaged[:got]
+            self.salvaged = self.salvaged[got:]
+            self.out += got
         while got < want and not self.done:
             if not self.pending:
                 self.pending = self.raw.read(1 << 20)
@@ -125,11 +131,21 @@ class _GzipStream:
                                              f"bytes inflated before the end")
                     self.done = True
                     break
+            before = self.d.copy()
             try:
                 data = self.d.decompress(self.pending, want - got)
             except zlib.error as exc:
-                self.warnings.append(f"gzip stream damaged after {self.out} inflated bytes: {exc}")
+                # zlib gives nothing of a call that fails: inflate the same input again from
+                # the state before it, in small steps, to keep what precedes the damage.
+                self.salvaged = self._salvage(before, self.pending)
                 self.done = True
+                self.warnings.append(f"gzip stream damaged after {self.out + len(self.salvaged)} "
+                                     f"inflated bytes: {exc}")
+                n = min(want - got, len(self.salvaged))
+                view[got: got + n] = self.salvaged[:n]
+                self.salvaged = self.salvaged[n:]
+                got += n
+                self.out += n
                 break
             self.in_member = True
             self.pending = self.d.unconsumed_tail
@@ -141,6 +157,16 @@ class _GzipStream:
                 self.d = zlib.decompressobj(zlib.MAX_WBITS | 16)
                 self.in_member = False
         return got
+
+    @staticmethod
+    def _salvage(d, data: bytes, step: int = 512) -> bytes:
+        out = []
+        for i in range(0, len(data), step):
+            try:
+                out.append(d.decompress(data[i: i + step]))
+            except zlib.error:
+                break
+        return b"".join(out)
 
 
 class Trace:

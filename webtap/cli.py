@@ -61,16 +61,21 @@ def cmd_dissect(args) -> int:
     if live:
         signal.signal(signal.SIGINT, lambda *a: stop.append(True))
     try:
+        # a trace that cannot be read is reported and skipped; the others are still dissected
         for _, mb in messages(sources, bpf=args.filter, totals=totals, live=live,
-                              progress=args.progress):
+                              progress=args.progress, skip_unreadable=True):
             if len(mb):
                 tables.append(pa.Table.from_pandas(mb.to_pandas(), preserve_index=False))
             if stop:
                 break
-    except (NotACapture, CaptureError) as exc:
+    except (NotACapture, CaptureError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if not tables:
             return 1
+    for u in totals.unreadable:
+        print(f"error: {u}", file=sys.stderr)
+    if not live and totals.unreadable and not totals.files:
+        return 1                       # nothing could be read at all
     table = pa.concat_tables(tables) if tables else None
     if args.output and table is not None:
         if args.output.endswith(".parquet"):

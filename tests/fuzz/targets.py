@@ -1,0 +1,485 @@
+"""Fuzz targets: one ``check_<name>(data: bytes)`` per parser of webtap (issue 10).
+
+Each target feeds arbitrary bytes to one parser and checks more than "no crash": every output
+index stays inside its input, every input unit is accounted for by a counter, and, where a
+reference exists, the result agrees with it (the tree against a dict model, the batch
+canonicaliser against the single one, the canonical form against itself). An AssertionError or
+any unexpected exception is a finding; the parsers' documented rejections (NotACapture,
+InvalidUrl, ...) are not.
+
+The same functions serve the atheris driver (tests/fuzz/run.py, ``make fuzz``), its smoke runs
+in ``make test`` and the regression tests that replay every input ever found
+(tests/fuzz/regressions/<target>/).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree")
+
+
+# ---------------------------------------------------------------------------------------------
+# source: the pcap/pcapng reader (ext/source.pyx FileReader, webtap.capture for gzip)
+
+def check_source(data: bytes) -> None:
+    from webtap._ext import source as _source
+    from webtap.capture import NotACapture, open_trace
+    from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
+
+    if data[:2] == b"\x1f\x8b":
+        # gzip: through the file path (webtap.capture._GzipStream), as a user would meet it
+        fd, path = tempfile.mkstemp(prefix="wtfuzz", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        try:
+            os.write(fd, data)
+            os.close(fd)
+            try:
+                with open_trace(path, chunk_size=2 * 1024 * 1024) as t:
+                    n = sum(len(b) for b in t)
+                    assert n == t.counters["packets"]
+            except NotACapture:
+                pass
+        finally:
+            os.unlink(path)
+        return
+    # The first byte picks the batch size, so that batches end at every possible place.
+    batch = 1 + (data[0] % 7) if data else 1
+    try:
+        r = _source.FileReader(data, None, "<fuzz>", True)
+    except NotACapture:
+        return
+    size = len(data)
+    total = 0
+    calls = 0
+    last_index = -1
+    while not r.eof:
+        pk = np.zeros(batch, dtype=PACKET_DTYPE)
+        n = r.read_into(pk)
+        calls += 1
+        # Every call makes progress: at most one call per byte (and one more to see the end).
+        assert calls <= size + 2, "reader does not progress"
+        assert not r.need_more, "need_more on a final buffer"
+        pk = pk[:n]
+        if n:
+            end = pk["offset"].astype(np.int64) + pk["caplen"].astype(np.int64)
+            assert (pk["offset"] >= 16).all() and (end <= size).all(), "packet outside the buffer"
+            idx = pk["index"].astype(np.int64)
+            assert idx[0] > last_index and (np.diff(idx) > 0).all(), "indices not increasing"
+            last_index = int(idx[-1])
+        total += n
+        assert r.position <= size
+    c = dict(zip(SOURCE_REASONS, r.counters))
+    assert c["packets"] == total
+    assert c["skipped_bytes"] <= size
+    assert c["captured_bytes"] <= size
+
+
+def seeds_source(shared: str | None) -> list[bytes]:
+    """Small real captures (whole, when short, else their first 3 KB) and built edge cases."""
+    from tests import pcapbuild as pb
+
+    out = []
+    pkt = _http_packets()
+    out.append(pb.pcap([(i * 1000, p) for i, p in enumerate(pkt)]))
+    out.append(pb.pcap([(i * 1000, p) for i, p in enumerate(pkt)], nano=True, big_endian=True))
+    out.append(pb.shb() + pb.idb(tsresol=9) + b"".join(pb.epb(0, i, p) for i, p in enumerate(pkt))
+               + pb.spb(pkt[0]) + pb.unknown_block())
+    out.append(pb.shb(big_endian=True) + pb.idb(big_endian=True) + pb.epb(0, 5, pkt[1], big_endian=True))
+    out.append(gzip.compress(out[0], mtime=0))
+    for path in _shared_files(shared, "traces", (".pcap", ".pcapng", ".cap"), 12):
+        with open(path, "rb") as f:
+            out.append(f.read(3000))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# dissect: link -> IP -> TCP -> HTTP (ext/dissect.pyx dissect_batch, span/IP columns)
+
+_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147)
+
+
+def check_dissect(data: bytes) -> None:
+    from webtap import dissect as wd
+    from webtap.schema import DISSECT_REASONS, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE, SPAN_FIELDS
+
+    if len(data) < 2:
+        return
+    # Header: link type, then packets split at 0xFF 0x00 0xFF markers (so the fuzzer can make
+    # several packets of one batch); a packet ref may overhang the buffer (flag bit).
+    lt = _LINKTYPES[data[0] % len(_LINKTYPES)]
+    overhang = data[1] & 1
+    body = data[2:]
+    parts = body.split(b"\xff\x00\xff")[:64]
+    buf = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    pk = np.zeros(len(parts), dtype=PACKET_DTYPE)
+    off = 0
+    for i, p in enumerate(parts):
+        pk[i]["offset"] = off
+        pk[i]["caplen"] = len(p) + (40 if overhang and i == len(parts) - 1 else 0)
+        pk[i]["wirelen"] = len(p) + (data[1] >> 1)
+        pk[i]["linktype"] = lt
+        pk[i]["index"] = i
+        off += len(p)
+    reasons = np.zeros(len(parts), dtype=np.uint8)
+    mb = wd.dissect(pk, buf, reasons)
+    c = mb.counters
+    assert c["packets"] == len(parts)
+    per_reason = np.bincount(reasons, minlength=len(DISSECT_REASONS))
+    # every packet ends in exactly one terminal reason (the message flags are counted apart)
+    terminal = [k for k in DISSECT_REASONS[1:12]] + ["http_request", "http_response"]
+    assert sum(c[k] for k in terminal) == len(parts), c
+    assert len(mb) == c["http_request"] + c["http_response"] == int(per_reason[12] + per_reason[13])
+    m = mb.msgs
+    size = len(buf)
+    for i in range(len(m)):
+        row = m[i]
+        assert row["kind"] in (MSG_REQUEST, MSG_RESPONSE)
+        base = int(row["pkt_offset"])
+        pend = base + int(row["payload_off"]) + int(row["payload_caplen"])
+        assert pend <= size, "payload outside the buffer"
+        for f in SPAN_FIELDS:
+            o, ln = int(row[f]["off"]), int(row[f]["len"])
+            if ln:
+                # spans are packet-relative (ext/message.pxd) and lie inside the payload
+                p0 = int(row["payload_off"])
+                assert p0 <= o and o + ln <= p0 + int(row["payload_caplen"]), f"span {f} outside the payload"
+    for f in SPAN_FIELDS:
+        assert len(mb.column(f)) == len(m)
+        assert len(mb.column(f, "tshark")) == len(m)
+    assert len(mb.column("src_ip")) == len(m)
+    assert len(mb.column("dst_ip")) == len(m)
+
+
+def seeds_dissect(shared: str | None) -> list[bytes]:
+    out = [bytes([0, 0]) + b"\xff\x00\xff".join(_http_packets())]
+    for path in _shared_files(shared, "traces", (".pcap",), 12):
+        pk = _first_packets(path, 4)
+        if pk:
+            lt, frames = pk
+            if lt in _LINKTYPES:
+                out.append(bytes([_LINKTYPES.index(lt), 0]) + b"\xff\x00\xff".join(frames))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# http: the first-line and header parser (ext/dissect.pyx parse_http_payload)
+
+def check_http(data: bytes) -> None:
+    from webtap.dissect import parse_http
+    from webtap.schema import METHOD_NAMES, SPAN_FIELDS
+
+    if not data:
+        return
+    wire = len(data) + (data[0] % 3) * 100
+    res = parse_http(data[1:], wire)
+    payload = data[1:]
+    if res is None:
+        return
+    for f in SPAN_FIELDS:
+        o, ln = res[f + "_span"]
+        assert o + ln <= len(payload), f"span {f} outside the payload"
+    if res["kind"] == "request":
+        name = METHOD_NAMES[res["method_id"]] if res["method_id"] < len(METHOD_NAMES) else None
+        o, ln = res["method_span"]
+        assert ln > 0
+        if name is not None:
+            # RFC 2774's "M-" prefix is part of the token, as in tshark
+            assert payload[o:o + ln] in (name.encode(), b"M-" + name.encode()), (name, payload[o:o + ln])
+    else:
+        assert 0 <= res["status"] <= 999
+
+
+def seeds_http(shared: str | None) -> list[bytes]:
+    out = [b"\0" + p for p in (
+        b"GET /a/b?c=1 HTTP/1.1\r\nHost: www.example.com\r\nUser-Agent: x/1\r\n\r\n",
+        b"POST / HTTP/1.0\nhost:a\n\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 404 Not Found\r\nServer: y\r\n",
+        b"PROPFIND /x HTTP/1.1\r\nHost: [::1]:8080\r\nHost: b\r\n\r\n",
+        b"M-SEARCH * HTTP/1.1\r\n\r\n",
+    )]
+    for path in _shared_files(shared, "traces", (".pcap",), 20):
+        pk = _first_packets(path, 40)
+        if pk:
+            for f in pk[1]:
+                i = max(f.find(b"GET "), f.find(b"HTTP/1."))
+                if i >= 0:
+                    out.append(b"\0" + f[i:i + 600])
+    return out[:40]
+
+
+# ---------------------------------------------------------------------------------------------
+# canon: the URL canonicaliser (ext/urlcanon.h through ext/canon.pyx)
+
+def check_canon(data: bytes) -> None:
+    from webtap._ext import canon as _c
+
+    res = {}
+    for key in (False, True):
+        out, code = _c.canonicalize_bytes(data, key)
+        res[key] = (out, code)
+        if code:
+            assert code in _c.CODES and out == b""
+            continue
+        assert len(out) <= 3 * len(data) + 8
+        assert out.isascii() and not any(b <= 0x20 or b == 0x7F for b in out), out
+        again, code2 = _c.canonicalize_bytes(out, False) if not key else (None, 0)
+        if not key:
+            assert code2 == 0 and again == out, f"not idempotent: {data!r} -> {out!r} -> {again!r} ({code2})"
+    assert res[True][1] == res[False][1]
+    if res[False][1] == 0:
+        assert _c.key_flip(res[False][0]) == res[True][0]
+        assert _c.key_flip(res[True][0]) == res[False][0]
+    # the batch form over the lines of data equals the single form
+    lines = data.split(b"\n")
+    flat = b"".join(lines)
+    fo = np.concatenate(([0], np.cumsum([len(x) for x in lines]))).astype(np.int64)
+    out, oo, codes = _c.canonicalize_batch(flat, fo, True)
+    for i, ln in enumerate(lines[:16]):
+        one, code = _c.canonicalize_bytes(ln, True)
+        assert codes[i] == code and out[oo[i]:oo[i + 1]] == one
+
+
+def seeds_canon(shared: str | None) -> list[bytes]:
+    out = [b"http://User@WWW.Example.COM:0080/a/./b/../%7e%2fc//d?q=%zz#frag",
+           b"  //a..b.:443/%2e%2E/x?", b"HTTPS://[2001:db8::1]:8080/p", b"xn--bcher-kva.ch/\xc3\xa9",
+           b"a.b/%41%4g%", b"https://bank.com@evil.net/"]
+    for path in _shared_files(shared, "blacklists", ("urls.gz", "domains.gz", ".gz", ".csv"), 10):
+        head = _head(path, 4000)
+        out.extend(x for x in head.split(b"\n")[1:5] if x)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# blacklist: the list / CSV line parser (urlfilter.importers) into a Store
+
+def check_blacklist(data: bytes) -> None:
+    from urlfilter import importers
+    from urlfilter.store import Store
+
+    if not data:
+        return
+    fmt = "csv" if data[0] & 1 else "list"
+    body = data[1:]
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as d:
+        path = os.path.join(d, "fuzzcat" + (".csv" if fmt == "csv" else ""))
+        with open(path, "wb") as f:
+            f.write(body)
+        store = Store(":memory:")
+        try:
+            try:
+                res = importers.import_path(store, path, fmt=fmt)
+            except OSError as exc:
+                # documented: a file that cannot be read (here: a damaged gzip) raises OSError
+                assert body[:2] == b"\x1f\x8b" and "gzip" in str(exc), exc
+                return
+            for r in res:
+                r.check()
+                if fmt == "list":
+                    n_lines = body.count(b"\n") + (1 if body and not body.endswith(b"\n") else 0)
+                    assert r.lines == n_lines, (r.lines, n_lines)
+            added = sum(r.added for r in res)
+            assert store.count() == added
+        finally:
+            store.close()
+
+
+def seeds_blacklist(shared: str | None) -> list[bytes]:
+    out = [b"\0example.com\n# comment\n  ! also\nwww.a.b/x/y?z\n\nbad host!\n\xc3\xa9.fr\n",
+           b"\1url,category\nhttp://a.b/,adult\n\"x,y\",z\nc.d\n"]
+    for path in _shared_files(shared, "blacklists", ("urls.gz", "domains.gz", ".gz", ".csv"), 8):
+        head = _head(path, 3000)
+        out.append((b"\1" if path.endswith(".csv") else b"\0") + head[:head.rfind(b"\n") + 1])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# tree: random operations on the URL tree checked against a dict model (as the hypothesis
+# state machine of tests/urlfilter/test_tree.py). Snapshot files are not fuzzed: UrlTree.load maps
+# them in O(1) and trusts their body (docs/ROBUSTNESS.md, "Known limits").
+
+_LABELS = (b"a", b"b", b"ab", b"xn--bcher-kva", b"10", b"A")
+_SEGS = (b"x", b"y", b"xy", b".", b"..", b"", b"%78", b"%2F", b"Q")
+_PORTS = (b"", b"", b":80", b":8080", b":443")
+_QUERIES = (b"", b"?", b"?q", b"?q=1", b"?q=/x")
+
+
+class _Bytes:
+    """A tiny FuzzedDataProvider that also works without atheris (regressions, smoke)."""
+
+    def __init__(self, data: bytes):
+        self.d = data
+        self.i = 0
+
+    def left(self) -> int:
+        return len(self.d) - self.i
+
+    def byte(self) -> int:
+        if self.i >= len(self.d):
+            return 0
+        self.i += 1
+        return self.d[self.i - 1]
+
+    def pick(self, seq):
+        return seq[self.byte() % len(seq)]
+
+    def raw(self, n: int) -> bytes:
+        s = self.d[self.i:self.i + n]
+        self.i += len(s)
+        return s
+
+
+def _url(b: _Bytes) -> bytes:
+    if b.byte() == 0xFF:                      # now and then a raw, probably invalid URL
+        return b.raw(b.byte() % 24)
+    host = b".".join(b.pick(_LABELS) for _ in range(1 + b.byte() % 3))
+    path = b"".join(b"/" + b.pick(_SEGS) for _ in range(b.byte() % 4))
+    return host + b.pick(_PORTS) + path + b.pick(_QUERIES)
+
+
+def check_tree(data: bytes) -> None:
+    from tests.strategies import naive_prefix
+    from urlfilter.canon import to_key
+    from urlfilter.errors import InvalidUrl
+    from urlfilter.tree import UrlTree
+
+    b = _Bytes(data)
+    t = UrlTree()
+    model: dict[bytes, tuple[int, int, int]] = {}
+    ops = 0
+    while b.left() and ops < 200:
+        ops += 1
+        op = b.byte() % 7
+        u = _url(b)
+        try:
+            k = to_key(u)
+        except InvalidUrl:
+            k = None
+        live = {v[0]: kk for kk, v in model.items()}
+        if op in (0, 1):
+            cat, per = b.byte(), b.byte() % 4
+            if k is None:
+                try:
+                    t.insert(u, cat, per)
+                except InvalidUrl:
+                    continue
+                raise AssertionError(f"insert accepted {u!r}, which to_key rejects")
+            uid, created = t.insert(u, cat, per)
+            assert created == (k not in model)
+            if created:
+                assert uid not in live
+                model[k] = (uid, cat, per)
+            else:
+                assert uid == model[k][0]
+        elif op == 2 and k is not None:
+            want = model[k][0] if k in model else 0
+            assert t.delete(u) == want
+            model.pop(k, None)
+        elif op == 3:
+            uid = b.byte() % (len(model) + 3)
+            assert t.delete_id(uid) == (uid in live)
+            if uid in live:
+                del model[live[uid]]
+        elif op == 4 and k is not None:
+            uid = b.byte() % (len(model) + 3)
+            if uid in live and not (k in model and model[k][0] != uid):
+                t.update(uid, url=u)
+                model[k] = model.pop(live[uid])
+            else:
+                try:
+                    t.update(uid, url=u)
+                except KeyError:
+                    pass
+                else:
+                    raise AssertionError("update onto a taken key or a dead id accepted")
+        elif op == 5 and k is not None:
+            best = naive_prefix(model, k)
+            assert t.match(u) == (model[best][0] if best is not None else 0)
+            assert t.find(u) == (model[k][0] if k in model else 0)
+        elif op == 6:
+            cat = b.byte() | (b.byte() << 8)
+            uid = b.byte() % (len(model) + 3)
+            if uid in live:
+                t.update(uid, category=cat, period=1)
+                model[live[uid]] = (uid, cat, 1)
+        if ops % 16 == 0:
+            t.check()
+    assert len(t) == len(model)
+    t.check()
+    for k, (uid, cat, per) in model.items():
+        assert t.get_key(uid) == k
+        assert t.payload(uid) == (cat, per)
+    if model:
+        from urlfilter.canon import from_key
+
+        keys = list(model)
+        got = t.match_many([from_key(k) for k in keys])
+        assert got.tolist() == [model[k][0] for k in keys]
+
+
+def seeds_tree(shared: str | None) -> list[bytes]:
+
+    rng = np.random.default_rng(7)
+    out = [bytes(rng.integers(0, 256, 400, dtype=np.uint8)) for _ in range(4)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+def _http_packets() -> list[bytes]:
+    """Ethernet/IPv4/TCP frames of a small HTTP exchange (built by hand: no scapy import)."""
+    def frame(payload: bytes, sport: int, dport: int, flags: int = 0x18) -> bytes:
+        tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 1, 5 << 4, flags, 65535, 0, 0)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 1, 0, 64, 6, 0,
+                         bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+        return b"\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\x08\x00" + ip + tcp + payload
+    return [frame(b"GET /x?y HTTP/1.1\r\nHost: a.example\r\nUser-Agent: f\r\n\r\n", 40000, 80),
+            frame(b"HTTP/1.1 200 OK\r\nServer: s\r\n\r\n", 80, 40000),
+            frame(b"", 40000, 80, 0x10)]
+
+
+def _shared_files(shared: str | None, sub: str, suffixes, limit: int) -> list[str]:
+    if not shared:
+        return []
+    root = os.path.join(shared, sub)
+    found = []
+    for dirpath, _dirs, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith(suffixes) or name in suffixes:
+                found.append(os.path.join(dirpath, name))
+    found.sort(key=lambda p: (os.path.getsize(p), p))
+    # spread over sizes: a few of the smallest and a few larger ones
+    step = max(1, len(found) // limit)
+    return found[::step][:limit]
+
+
+def _head(path: str, n: int) -> bytes:
+    """The first n bytes of a file, inflated when it is gzip-compressed."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    opener = gzip.open if magic == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        return f.read(n)
+
+
+def _first_packets(path: str, n: int):
+    """(linktype, first n frames) of a classic pcap, or None."""
+    try:
+        from webtap.capture import open_trace
+
+        with open_trace(path) as t:
+            for b in t:
+                lt = int(b.packets["linktype"][0]) if len(b) else 1
+                return lt, [b.packet(i) for i in range(min(n, len(b)))]
+    except Exception:
+        return None
+    return None
+
+
+CHECKS = {name: globals()["check_" + name] for name in TARGETS}
+SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}

@@ -1,0 +1,141 @@
+"""The corrupt-trace corpus (tests/tools/corrupt_corpus.py): every damaged file is read as far as
+it can be, what was skipped is counted under its reason, nothing crashes or hangs, and the CLIs
+exit 0 (1 only when nothing at all could be read)."""
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from tests.tools.corrupt_corpus import ROOT, default_traces, generate
+from webtap.capture import NotACapture, open_trace
+from webtap.dissect import dissect
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from tests.urlfilter.conftest import shared_dir
+
+    traces = default_traces(shared_dir())
+    if not traces:
+        pytest.skip("no shared traces")
+    out = tmp_path_factory.mktemp("corrupt")
+    return out, generate(out, traces, max_cuts=8)
+
+
+@contextmanager
+def deadline(seconds):
+    def fire(*_):
+        raise TimeoutError(f"no answer within {seconds} s (hang)")
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def read_all(path):
+    """(packets, counters, warnings, dissect counters) of one file, in-process."""
+    with open_trace(path, progress=False) as t:
+        n = 0
+        http = 0
+        for b in t:
+            n += len(b)
+            http += len(dissect(b.packets, b.data))
+        return n, t.counters, list(t.warnings), http
+
+
+def test_every_corrupt_file_is_read_as_far_as_it_can_be(corpus):
+    out, cases = corpus
+    kinds = {c.kind for c in cases}
+    for k in ("truncated_at_boundary", "truncated_in_header", "truncated_in_data", "flipped_length",
+              "caplen_gt_snaplen", "zero_length_packet", "unknown_blocks", "wrong_byte_order_magic",
+              "gzip", "gzip_truncated"):
+        assert k in kinds, f"no case of kind {k}"
+    failures = []
+    for c in cases:
+        try:
+            with deadline(20):
+                try:
+                    n, counters, warnings, _ = read_all(out / c.name)
+                except NotACapture:
+                    if not c.unreadable:
+                        failures.append(f"{c.name}: refused as not a capture")
+                    continue
+        except Exception as exc:           # a crash of the reader is a failure, whatever it is
+            failures.append(f"{c.name}: {type(exc).__name__}: {exc}")
+            continue
+        if c.unreadable:
+            failures.append(f"{c.name}: expected to be refused, read {n} packets")
+            continue
+        if c.packets is not None and n != c.packets:
+            failures.append(f"{c.name} ({c.kind}): {n} packets, expected {c.packets}")
+        if c.min_packets is not None and n < c.min_packets:
+            failures.append(f"{c.name} ({c.kind}): {n} packets, expected >= {c.min_packets}")
+        for k in c.counters:
+            if not counters[k]:
+                failures.append(f"{c.name} ({c.kind}): counter {k} is 0: {counters}")
+        for k in c.zero:
+            if counters[k]:
+                failures.append(f"{c.name} ({c.kind}): counter {k} is {counters[k]}")
+        if (counters["truncated"] or counters["bad_record"]) and not warnings:
+            failures.append(f"{c.name}: skipped bytes without a warning")
+        if c.kind.startswith("gzip_") and not any("gzip" in w for w in warnings):
+            failures.append(f"{c.name}: damaged gzip stream not reported: {warnings}")
+    assert not failures, "\n".join(failures[:40])
+
+
+def _cli(tool, args, timeout=300):
+    return subprocess.run([sys.executable, "-m", tool] + args, cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_reads_the_whole_corpus_and_exits_0(corpus, tmp_path):
+    out, cases = corpus
+    files = [str(out / c.name) for c in cases]
+    p = _cli("webtap.cli", ["info"] + files)
+    assert p.returncode == 0, p.stderr[-3000:]
+    for c in cases:
+        if c.unreadable:
+            assert f"{out / c.name}: error:" in p.stderr
+        else:
+            assert f"{out / c.name}\n  read:" in p.stdout or c.packets == 0
+    assert "the file ends in the middle of a packet record" in p.stdout
+    assert "pcapng block(s) of unknown type skipped" in p.stdout
+    assert "corrupt record/block header(s)" in p.stdout
+    p = _cli("httpanalyzer.cli", files + ["-o", str(tmp_path / "r.csv"), "--summary", "--consumers", "0"])
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "httpanalyzer: skipped" in p.stderr
+
+
+def test_cli_exit_1_when_nothing_could_be_read(corpus):
+    out, cases = corpus
+    bad = [str(out / c.name) for c in cases if c.unreadable]
+    assert bad
+    assert _cli("webtap.cli", ["info"] + bad).returncode == 1
+    assert _cli("httpanalyzer.cli", bad + ["--consumers", "0"]).returncode == 1
+
+
+def test_dissect_and_scan_skip_unreadable_files(corpus, tmp_path):
+    """webtap dissect raised a traceback for a missing file and urlfilter scan stopped at the first
+    unreadable file (exit 2, nothing scanned); both now skip it, say so, and exit 0, or 1 when
+    nothing at all could be read."""
+    from tests.tools.hostile import make_blacklist
+
+    out, cases = corpus
+    bad = [str(out / c.name) for c in cases if c.unreadable] + [str(tmp_path / "missing.pcap")]
+    good = [str(out / c.name) for c in cases if c.kind == "truncated_in_data"][:3]
+    bl = tmp_path / "bl.tree"
+    make_blacklist(bl)
+    p = _cli("webtap.cli", ["dissect"] + bad)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    p = _cli("webtap.cli", ["dissect"] + bad + good + ["-o", str(tmp_path / "d.csv")])
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "missing.pcap" in p.stderr and (tmp_path / "d.csv").exists() or "read: packets=" in p.stderr
+    p = _cli("urlfilter.cli", ["scan"] + bad + ["--blacklist", str(bl)])
+    assert p.returncode == 1 and "urlfilter: skipped" in p.stderr, p.stderr[-2000:]
+    p = _cli("urlfilter.cli", ["scan"] + bad + good + ["--blacklist", str(bl), "-o", str(tmp_path / "s.csv")])
+    assert p.returncode == 0 and "urlfilter: skipped" in p.stderr, p.stderr[-2000:]
