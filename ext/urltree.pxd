@@ -1,6 +1,6 @@
 # The compressed AVL URL tree's arrays (ext/avl.pyx; design in its module docstring). The snapshot
 # file is SnapshotHeader, then TreeNode[n_slots], then uint32 DataPtr[n_slots], then the
-# CompressedURL bytes (record format 2, magic WTAVL002); urlfilter.tree mirrors these layouts as
+# CompressedURL bytes (record format 2, magic WTAVL003); urlfilter.tree mirrors these layouts as
 # NumPy dtypes and a test checks the sizes agree.
 from libc.stdint cimport uint32_t, uint64_t
 
@@ -9,11 +9,13 @@ ctypedef struct TreeNode:
     uint32_t right   # bits 0-27: id of the right child (0 = none); bits 28-31: height >> 4
 
 ctypedef struct SnapshotHeader:
-    char magic[8]          # b"WTAVL002"
+    char magic[8]          # b"WTAVL003"
     uint64_t n_slots       # entries in TreeNode and DataPtr (ids 1..n_slots-1; id 0 is "none")
     uint64_t count         # live URLs
     uint64_t blob_used     # bytes of CompressedURL in the file
     uint64_t dead_bytes    # bytes of CompressedURL that no live record uses (0 after compaction)
     uint32_t root          # id of the root node, 0 when the tree is empty
     uint32_t free_head     # first free id, the free list is chained through TreeNode.left; 0 = none
-    uint64_t reserved[2]   # zero
+    uint64_t tag           # the caller's number (urlfilter: the store's replayed change sequence)
+    uint32_t crc32         # CRC-32 of this header (with crc32 = 0) and the three arrays after it
+    uint32_t pad           # zero

@@ -166,6 +166,47 @@ def test_snapshot_round_trip(tmp_path):
         UrlTree.load(tmp_path / "trunc")
 
 
+def test_snapshot_with_any_byte_damaged_is_refused(tmp_path):
+    """The header's CRC-32 covers the header and the three arrays: one changed byte anywhere
+    (header field, TreeNode, DataPtr or CompressedURL) makes load() refuse the file, where a
+    damaged node used to load and let a match read outside the arrays. verify=False skips it."""
+    import random
+
+    t = UrlTree()
+    t.insert_many([f"h{i}.example/p/{i}" for i in range(500)] + ["dom.example"], categories=3)
+    t.save(tmp_path / "t.snap", tag=9)
+    raw = (tmp_path / "t.snap").read_bytes()
+    hs = avl.HEADER.size
+    nodes_end = hs + (len(raw) - hs)  # whole body
+    rng = random.Random(7)
+    # every header byte, and a sample of positions in each array
+    positions = list(range(hs)) + rng.sample(range(hs, nodes_end), 300) + [len(raw) - 1]
+    for pos in positions:
+        bad = bytearray(raw)
+        bad[pos] ^= 1 << rng.randrange(8)
+        (tmp_path / "bad.snap").write_bytes(bytes(bad))
+        with pytest.raises(ValueError):
+            UrlTree.load(tmp_path / "bad.snap")
+    # unverified load maps the damaged body (for files this process just checked)
+    bad = bytearray(raw)
+    bad[len(raw) - 1] ^= 0x20
+    (tmp_path / "bad.snap").write_bytes(bytes(bad))
+    assert len(UrlTree.load(tmp_path / "bad.snap", verify=False)) == len(t)
+    u = UrlTree.load(tmp_path / "t.snap")
+    assert u.tag == 9 and len(u) == len(t)
+    u.check()
+
+
+def test_older_snapshot_format_is_named_in_the_error(tmp_path):
+    t = UrlTree()
+    t.insert("a.example/x")
+    t.save(tmp_path / "t.snap")
+    raw = (tmp_path / "t.snap").read_bytes()
+    (tmp_path / "old.snap").write_bytes(b"WTAVL002" + raw[8:])
+    with pytest.raises(ValueError, match="format 002.*rebuild"):
+        UrlTree.load(tmp_path / "old.snap")
+
+
 class TreeMachine(RuleBasedStateMachine):
     """Any sequence of insert/delete/update/match behaves like a dict keyed by canonical key, and
     the AVL invariants and the encoding (RefID a flanking ancestor, side bit, cPrefix) hold after
