@@ -698,11 +698,40 @@ cdef class Dispatcher:
                 self._tick_one(c, 0, SPSC_FRAME_END)
                 wt_ring_set_done(self.rings[c])
 
+    cdef inline int _clock_step(self, size_t i, size_t j, int64_t ts) except -1 nogil:
+        """The single table's clock for message j of a segment that starts at i: 0 when a clock
+        reset (ts earlier than the clock by more than the GC window) must start a new segment
+        first; else clk[j] = the clock the single table has when j arrives, before its own
+        step, and the clock moves on (a reset at j == i is broadcast by _clock_to)."""
+        if self.has_now and ts < self.now and self.now - ts > self.gc_timeout_ns:
+            if j > i:
+                return 0
+            self._clock_to(ts)
+        self.clk[j] = self.now if self.has_now else ts
+        if not self.has_now or ts > self.now:
+            self.now = ts
+            self.has_now = True
+        return 1
+
+    cdef inline int32_t _route(self, uint8_t kind, const uint8_t *src, uint16_t sport,
+                               const uint8_t *dst, uint16_t dport, uint32_t seq, uint8_t ipv,
+                               uint32_t hash, bint interim, uint32_t next_seq) noexcept nogil:
+        """The consumer of a message: where an earlier 1xx on this 4-tuple and SEQ went, else
+        Eq. 3 (`hash`) mod N; a 1xx (`interim`) routes the final response at next_seq the same way."""
+        cdef int32_t c = -1
+        if kind == MSG_RESPONSE:
+            c = self._ir_find(src, sport, dst, dport, seq, ipv)
+            if c >= 0:
+                self.st[c, S_INTERIM] += 1
+        if c < 0:
+            c = hash % <uint32_t>self.n
+        if interim:
+            self._ir_add(src, sport, dst, dport, next_seq, ipv, c)
+        return c
+
     cdef int _feed(self, const HttpMsg *m, size_t n, const uint8_t *buf, size_t buflen,
                    uint32_t trace) except -1 nogil:
         cdef size_t i = 0, j
-        cdef int64_t ts
-        cdef int32_t c
         cdef const HttpMsg *x
         while i < n:
             j = i
@@ -713,27 +742,13 @@ cdef class Dispatcher:
                     self.cons[j] = -1
                     j += 1
                     continue
-                ts = x.ts_ns
-                if self.has_now and ts < self.now and self.now - ts > self.gc_timeout_ns:
-                    if j > i:
-                        break          # a clock reset: dispatch what precedes it first
-                    self._clock_to(ts)  # broadcasts the reset; the clock is now ts
-                # the clock the single table has when this message arrives, before its own step
-                self.clk[j] = self.now if self.has_now else ts
-                if not self.has_now or ts > self.now:
-                    self.now = ts
-                    self.has_now = True
-                c = -1
-                if x.kind == MSG_RESPONSE:
-                    c = self._ir_find(x.src_ip, x.src_port, x.dst_ip, x.dst_port, x.seq, x.ip_version)
-                    if c >= 0:
-                        self.st[c, S_INTERIM] += 1
-                if c < 0:
-                    c = eq3_value(x, msg_key(x)) % <uint32_t>self.n
-                if x.kind == MSG_RESPONSE and x.status >= 100 and x.status < 200 and x.status != 101:
-                    self._ir_add(x.src_ip, x.src_port, x.dst_ip, x.dst_port,
-                                 x.seq + x.payload_len, x.ip_version, c)
-                self.cons[j] = c
+                if not self._clock_step(i, j, x.ts_ns):
+                    break              # a clock reset: dispatch what precedes it first
+                self.cons[j] = self._route(x.kind, x.src_ip, x.src_port, x.dst_ip, x.dst_port,
+                                           x.seq, x.ip_version, eq3_value(x, msg_key(x)),
+                                           x.kind == MSG_RESPONSE and x.status >= 100
+                                           and x.status < 200 and x.status != 101,
+                                           x.seq + x.payload_len)
                 self.ext[j] = _extent(x, buflen)
                 j += 1
             self._write_segment(m, i, j, buf, trace)
@@ -762,8 +777,6 @@ cdef class Dispatcher:
         """_feed for packets: every FeedPkt is a message (classify_batch's rule is the
         dissector's), so the clock moves exactly as over the dissected messages."""
         cdef size_t i = 0, j
-        cdef int64_t ts
-        cdef int32_t c
         cdef const FeedPkt *x
         cdef uint64_t lim = (spsc_max_frame(self.rings[0]) - sizeof(spsc_frame)
                              - sizeof(PacketRef) - sizeof(int64_t)) & ~(<uint64_t>7)
@@ -771,26 +784,10 @@ cdef class Dispatcher:
             j = i
             while j < n:
                 x = &m[j]
-                ts = x.ref.ts_ns
-                if self.has_now and ts < self.now and self.now - ts > self.gc_timeout_ns:
-                    if j > i:
-                        break
-                    self._clock_to(ts)
-                self.clk[j] = self.now if self.has_now else ts
-                if not self.has_now or ts > self.now:
-                    self.now = ts
-                    self.has_now = True
-                c = -1
-                if x.kind == MSG_RESPONSE:
-                    c = self._ir_find(x.src_ip, x.src_port, x.dst_ip, x.dst_port, x.seq, x.ip_version)
-                    if c >= 0:
-                        self.st[c, S_INTERIM] += 1
-                if c < 0:
-                    c = x.hash % <uint32_t>self.n
-                if x.interim:
-                    self._ir_add(x.src_ip, x.src_port, x.dst_ip, x.dst_port, x.next_seq,
-                                 x.ip_version, c)
-                self.cons[j] = c
+                if not self._clock_step(i, j, x.ref.ts_ns):
+                    break
+                self.cons[j] = self._route(x.kind, x.src_ip, x.src_port, x.dst_ip, x.dst_port,
+                                           x.seq, x.ip_version, x.hash, x.interim, x.next_seq)
                 if x.ref.offset >= buflen:
                     self.ext[j] = 0
                 elif x.ref.caplen > buflen - x.ref.offset:

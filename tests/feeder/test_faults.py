@@ -17,8 +17,11 @@ from tests.msgbuild import MsgBuilder
 from tests.strategies import S, T0
 
 
-def shm_files() -> set[str]:
-    return {f for f in os.listdir("/dev/shm") if f.startswith("webtap-feeder")}
+def shm_files(pid: int | None = None) -> set[str]:
+    """The feeder's shared-memory segments created by process `pid` (default: this one); other
+    pytest workers run feeders of their own at the same time."""
+    prefix = f"webtap-feeder-{os.getpid() if pid is None else pid}-"
+    return {f for f in os.listdir("/dev/shm") if f.startswith(prefix)}
 
 
 def gone(pid: int) -> bool:
@@ -167,7 +170,6 @@ def test_ctrl_c_stops_a_cli_run_cleanly(tmp_path):
 
     w = threading.Thread(target=writer, daemon=True)
     w.start()
-    before = shm_files()
     out = tmp_path / "out.csv"
     cmd = [sys.executable, "-m", "httpanalyzer.cli", str(fifo), "--consumers", "2", "--no-progress",
            "-o", str(out)]
@@ -198,4 +200,4 @@ def test_ctrl_c_stops_a_cli_run_cleanly(tmp_path):
             if int(fields[2]) == p.pid:        # still in the CLI run's process group
                 left.append(d)
     assert not left
-    assert not shm_files() - before
+    assert not shm_files(p.pid)

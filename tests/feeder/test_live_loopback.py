@@ -29,7 +29,8 @@ def test_live_ctrl_c_through_two_consumers(tmp_path):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     port = srv.server_address[1]
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    before = {f for f in os.listdir("/dev/shm") if f.startswith("webtap-feeder")}
+    mine = f"webtap-feeder-{os.getpid()}-"          # other pytest workers run feeders too
+    before = {f for f in os.listdir("/dev/shm") if f.startswith(mine)}
 
     def client():
         time.sleep(1.0)                          # the capture and the consumers are up
@@ -53,4 +54,4 @@ def test_live_ctrl_c_through_two_consumers(tmp_path):
     assert sum(r["messages"] for r in fb["consumers"]) == 80
     assert all(r["messages"] > 0 for r in fb["consumers"])
     assert not multiprocessing.active_children()
-    assert not {f for f in os.listdir("/dev/shm") if f.startswith("webtap-feeder")} - before
+    assert not {f for f in os.listdir("/dev/shm") if f.startswith(mine)} - before
