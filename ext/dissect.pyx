@@ -17,7 +17,7 @@ cimport numpy as cnp
 import numpy as np
 
 from packet cimport PacketRef
-from l34 cimport L34, L34_DATA, l34_parse
+from l34 cimport L34, L34_DATA, batch_caplen, l34_parse
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
                         http_status_code)
 from message cimport (
@@ -73,7 +73,6 @@ def sizeof_packet_ref():
 cdef extern from *:
     """
     #include <string.h>
-    #define wt_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
     /* First CR or LF in p[pos:n], or n: eight bytes per step. (v - 0x01..) & ~v & 0x80.. sets
        the top bit of every zero byte of v and possibly of bytes above the first zero (borrows),
        never below it, so the lowest set bit of x|y is the first CR or LF (little-endian). */
@@ -94,7 +93,6 @@ cdef extern from *:
         return pos;
     }
     """
-    void _prefetch "wt_prefetch"(const void *p) nogil
     uint32_t wt_line_end(const uint8_t *p, uint32_t pos, uint32_t n) nogil
 
 
@@ -386,17 +384,8 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
             rsp = &rs[0]
     with nogil:
         for i in range(n):
-            # The packet headers of a batch are scattered over megabytes of the mapped file:
-            # ask for a packet a few iterations ahead so its first cache lines are on the way.
-            if i + 4 < n and refs[i + 4].offset + 128 <= size:
-                _prefetch(base + refs[i + 4].offset)
-                _prefetch(base + refs[i + 4].offset + 64)
             poff = refs[i].offset
-            caplen = refs[i].caplen
-            if poff >= size:
-                caplen = 0
-            elif caplen > size - poff:
-                caplen = size - poff
+            caplen = batch_caplen(refs, i, n, base, size)
             if caplen == 0:
                 r = DR_LINK_TRUNCATED
             else:

@@ -26,7 +26,7 @@ from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, same_ip, DR_PACK
                      DR_PAYLOAD_TRUNCATED, DR_N)
 from packet cimport PacketRef
 from pairing cimport fold_ip, eq2_hash
-from l34 cimport L34, L34_DATA, l34_parse
+from l34 cimport L34, L34_DATA, batch_caplen, l34_parse
 from httpstart cimport http_start, http_status_code
 
 
@@ -242,13 +242,6 @@ def feed_dtype():
     return _FEED_DTYPE
 
 
-cdef extern from *:
-    """
-    #define wt_feed_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
-    """
-    void _prefetch "wt_feed_prefetch"(const void *p) nogil
-
-
 def classify_batch(packets, const uint8_t[::1] data):
     """The reader's pass over one packet batch (PACKET_DTYPE array, its byte buffer): which
     packets are HTTP first packets, their kind, consumer hash and 1xx routing. Returns
@@ -278,15 +271,8 @@ def classify_batch(packets, const uint8_t[::1] data):
     cdef FeedPkt *f
     with nogil:
         for i in range(n):
-            if i + 4 < n and refs[i + 4].offset + 128 <= size:
-                _prefetch(base + refs[i + 4].offset)
-                _prefetch(base + refs[i + 4].offset + 64)
             poff = refs[i].offset
-            caplen = refs[i].caplen
-            if poff >= size:
-                caplen = 0
-            elif caplen > size - poff:
-                caplen = size - poff
+            caplen = batch_caplen(refs, i, n, base, size)
             cnt[<int>DR_PACKETS] += 1
             if caplen == 0:
                 cnt[<int>DR_LINK_TRUNCATED] += 1

@@ -5,9 +5,10 @@
 # cdef functions through runtime cimports; everything here is `cdef inline ... noexcept nogil`
 # and is compiled into each module that cimports it. The rules (and their tshark counterparts)
 # are written down in docs/ACCURACY.md; tests/dissect/test_link_ip_tcp.py pins them.
-from libc.stdint cimport uint8_t, uint16_t, uint32_t
+from libc.stddef cimport size_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 
-from packet cimport (LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
+from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
                     LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
                     LINKTYPE_LINUX_SLL2)
 from message cimport (DR_LINK_UNSUPPORTED, DR_LINK_TRUNCATED, DR_NOT_IP, DR_IP_TRUNCATED,
@@ -41,6 +42,30 @@ cdef enum:
     L34_DATA = 0x100         # l34_parse result: a TCP segment with payload in the capture
     L34_MAX_VLAN_TAGS = 8    # 802.1Q/802.1ad tags followed before giving up (not_ip)
     L34_MAX_IP6_EXT = 8      # IPv6 extension headers followed before ip_bad_header
+
+
+cdef extern from *:
+    """
+    #define wt_l34_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
+    """
+    void l34_prefetch "wt_l34_prefetch"(const void *p) noexcept nogil
+
+
+cdef inline uint64_t batch_caplen(const PacketRef *refs, size_t i, size_t n, const uint8_t *base,
+                                  uint64_t size) noexcept nogil:
+    """Bytes of packet i of a capture batch that lie in its buffer (base, size): caplen clamped
+    to the buffer, 0 when the offset is outside it. Asks first for the first two cache lines of
+    packet i + 4: a batch's packets are scattered over megabytes, so the loops that walk them
+    (dissect_batch, the feeder's classify_batch) hide the misses by looking a few ahead."""
+    if i + 4 < n and refs[i + 4].offset + 128 <= size:
+        l34_prefetch(base + refs[i + 4].offset)
+        l34_prefetch(base + refs[i + 4].offset + 64)
+    cdef uint64_t poff = refs[i].offset, caplen = refs[i].caplen
+    if poff >= size:
+        return 0
+    if caplen > size - poff:
+        return size - poff
+    return caplen
 
 
 cdef inline uint16_t be16(const uint8_t *p) noexcept nogil:
