@@ -239,7 +239,6 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
     while (a < b && _canon_ws(in[a])) a++;
     while (b > a && _canon_ws(in[b - 1])) b--;
     if (a == b) return CANON_EMPTY;
-    if (_canon_has_bad(in + a, b - a)) return CANON_BAD_CHAR;
     /* R2 */
     i = a;
     {   /* a scheme is at most 32 bytes: look for "://" there instead of scanning the host */
@@ -258,6 +257,9 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
         ptrdiff_t r = _canon_fast(in, a, b, out, cap, flags);
         if (r != _CANON_SLOW || (flags & CANON_FAST_ONLY)) return r;
     }
+    /* R1, checked only now: the fast path has looked at every byte of in[a:b] (and R2 at those
+     * before a) and accepts none that is bad */
+    if (_canon_has_bad(in + i, b - i)) return CANON_BAD_CHAR;
     /* R3 */
     auth_end = a;
     while (auth_end < b && !(_canon_cls[in[auth_end]] & CC_AEND)) auth_end++;
