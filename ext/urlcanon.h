@@ -48,6 +48,9 @@ enum {
     CANON_TOO_LONG = -5,  /* output larger than the caller's buffer */
 };
 #define CANON_KEY 1       /* flag: emit the key form (host labels reversed) */
+#define CANON_FULL 2      /* flag: skip the fast path (tests compare both paths) */
+#define _CANON_SLOW (-100)    /* internal: the fast path cannot handle this input */
+#define CANON_FAST_ONLY 4 /* flag: fast path only; returns _CANON_SLOW (-100) where it would fall back */
 
 /* byte classes, one table lookup per byte (GNU range initialisers; the build uses gnu11) */
 #define CC_UNRES 1   /* unreserved: A-Z a-z 0-9 - . _ ~ */
@@ -56,15 +59,20 @@ enum {
 #define CC_BAD 8     /* rejected anywhere: <= 0x20 and 0x7f */
 #define CC_WS 16     /* trimmed at both ends: space \t \r \n \v \f */
 #define CC_AEND 32   /* ends the authority: / ? # */
+#define CC_SEG 64    /* kept literally inside a path segment: unreserved and keep, but not / ? */
+#define CC_UPPER 128 /* A-Z (the fast path lower-cases the host only when it saw one) */
 static const uint8_t _canon_cls[256] = {
     [0 ... 0x20] = CC_BAD, [0x7f] = CC_BAD,
     ['\t'] = CC_BAD | CC_WS, ['\n'] = CC_BAD | CC_WS, ['\v'] = CC_BAD | CC_WS, ['\f'] = CC_BAD | CC_WS,
     ['\r'] = CC_BAD | CC_WS, [' '] = CC_BAD | CC_WS,
-    ['a' ... 'z'] = CC_UNRES | CC_HOST, ['A' ... 'Z'] = CC_UNRES | CC_HOST, ['0' ... '9'] = CC_UNRES | CC_HOST,
-    ['-'] = CC_UNRES | CC_HOST, ['.'] = CC_UNRES | CC_HOST, ['_'] = CC_UNRES | CC_HOST, ['~'] = CC_UNRES,
-    ['!'] = CC_KEEP, ['$'] = CC_KEEP, ['&'] = CC_KEEP, ['\''] = CC_KEEP, ['('] = CC_KEEP, [')'] = CC_KEEP,
-    ['*'] = CC_KEEP, ['+'] = CC_KEEP, [','] = CC_KEEP, [';'] = CC_KEEP, ['='] = CC_KEEP, [':'] = CC_KEEP,
-    ['@'] = CC_KEEP, ['/'] = CC_KEEP | CC_AEND, ['?'] = CC_KEEP | CC_AEND, ['#'] = CC_AEND,
+    ['a' ... 'z'] = CC_UNRES | CC_HOST | CC_SEG, ['A' ... 'Z'] = CC_UNRES | CC_HOST | CC_SEG | CC_UPPER,
+    ['0' ... '9'] = CC_UNRES | CC_HOST | CC_SEG,
+    ['-'] = CC_UNRES | CC_HOST | CC_SEG, ['.'] = CC_UNRES | CC_HOST | CC_SEG, ['_'] = CC_UNRES | CC_HOST | CC_SEG,
+    ['~'] = CC_UNRES | CC_SEG,
+    ['!'] = CC_KEEP | CC_SEG, ['$'] = CC_KEEP | CC_SEG, ['&'] = CC_KEEP | CC_SEG, ['\''] = CC_KEEP | CC_SEG,
+    ['('] = CC_KEEP | CC_SEG, [')'] = CC_KEEP | CC_SEG, ['*'] = CC_KEEP | CC_SEG, ['+'] = CC_KEEP | CC_SEG,
+    [','] = CC_KEEP | CC_SEG, [';'] = CC_KEEP | CC_SEG, ['='] = CC_KEEP | CC_SEG, [':'] = CC_KEEP | CC_SEG,
+    ['@'] = CC_KEEP | CC_SEG, ['/'] = CC_KEEP | CC_AEND, ['?'] = CC_KEEP | CC_AEND, ['#'] = CC_AEND,
 };
 
 static inline int _canon_hexval(uint8_t c) {
@@ -161,6 +169,68 @@ static inline int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t c
     return 0;
 }
 
+/* Fast path for the common input that is canonical already up to the scheme, the host's case
+ * and empty path segments: in[a:b] (trimmed, scheme and "//" dropped, no bad byte) with a host
+ * of [A-Za-z0-9-_.] only (no leading, trailing or repeated dot; so no userinfo, port or IPv6
+ * literal), then path segments and a query of bytes that R6 keeps as they are (no '%', no '#',
+ * nothing to encode), and no "." or ".." segment. One scan that copies as it checks; empty
+ * segments are skipped and an empty query dropped exactly as R7/R8 do. Returns the output
+ * length, or _CANON_SLOW as soon as anything else shows up (the caller then runs the full rules,
+ * which give byte-identical output for the inputs accepted here: tests/urlfilter/test_canon.py
+ * compares the two). The output is never longer than in[a:b]. */
+static inline ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out, size_t cap, int flags) {
+    size_t i = a, o, s, j, e;
+    uint8_t seen = 0, k;
+    if (b - a > cap) return _CANON_SLOW;             /* let the full path report CANON_TOO_LONG */
+    /* R4: the host is in[a:e]; labels are copied (in reverse order for the key form) while
+     * looking for empty ones (a leading, trailing or repeated dot: the full path's business) */
+    while (i < b && ((k = _canon_cls[in[i]]) & CC_HOST)) { seen |= k; i++; }
+    if (i == a || (i < b && in[i] != '/' && in[i] != '?')) return _CANON_SLOW;
+    e = i;
+    o = 0;
+    j = e;
+    for (;;) {
+        s = j;
+        while (s > a && in[s - 1] != '.') s--;
+        if (s == j) return _CANON_SLOW;               /* empty label */
+        if (flags & CANON_KEY) {
+            memcpy(out + o, in + s, j - s);
+            o += j - s;
+            if (s == a) break;
+            out[o++] = '.';
+        } else {
+            memcpy(out + (s - a), in + s, j - s);
+            if (s == a) break;
+            out[s - a - 1] = '.';
+        }
+        j = s - 1;
+    }
+    o = e - a;
+    if (seen & CC_UPPER)
+        for (j = 0; j < o; j++) if (out[j] >= 'A' && out[j] <= 'Z') out[j] |= 0x20;
+    while (i < b && in[i] == '/') {                   /* R6, R7: path segments */
+        s = ++i;
+        while (i < b && (_canon_cls[in[i]] & CC_SEG)) i++;
+        if (i < b && in[i] != '/' && in[i] != '?') return _CANON_SLOW;
+        if (i == s) continue;                          /* empty segment */
+        if (in[s] == '.' && (i - s == 1 || (i - s == 2 && in[s + 1] == '.'))) return _CANON_SLOW;
+        out[o++] = '/';
+        memcpy(out + o, in + s, i - s);
+        o += i - s;
+    }
+    if (i < b) {                                       /* in[i] == '?': R6, R8: the query */
+        s = ++i;
+        while (i < b && (_canon_cls[in[i]] & (CC_UNRES | CC_KEEP))) i++;
+        if (i < b) return _CANON_SLOW;
+        if (b > s) {
+            out[o++] = '?';
+            memcpy(out + o, in + s, b - s);
+            o += b - s;
+        }
+    }
+    return (ptrdiff_t)o;
+}
+
 /* Canonicalise in[0:n] into out[0:cap] (rules R1-R9 above). Returns the length or a CANON_* code. */
 static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, size_t cap, int flags) {
     size_t a = 0, b = n, i, o = 0, auth_end, host_s, host_e, port_s = 0, port_e = 0, path_start;
@@ -169,7 +239,6 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
     while (a < b && _canon_ws(in[a])) a++;
     while (b > a && _canon_ws(in[b - 1])) b--;
     if (a == b) return CANON_EMPTY;
-    if (_canon_has_bad(in + a, b - a)) return CANON_BAD_CHAR;
     /* R2 */
     i = a;
     {   /* a scheme is at most 32 bytes: look for "://" there instead of scanning the host */
@@ -184,6 +253,13 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
         }
     }
     if (a == i && a + 1 < b && in[a] == '/' && in[a + 1] == '/') a += 2;
+    if (!(flags & CANON_FULL)) {
+        ptrdiff_t r = _canon_fast(in, a, b, out, cap, flags);
+        if (r != _CANON_SLOW || (flags & CANON_FAST_ONLY)) return r;
+    }
+    /* R1, checked only now: the fast path has looked at every byte of in[a:b] (and R2 at those
+     * before a) and accepts none that is bad */
+    if (_canon_has_bad(in + i, b - i)) return CANON_BAD_CHAR;
     /* R3 */
     auth_end = a;
     while (auth_end < b && !(_canon_cls[in[auth_end]] & CC_AEND)) auth_end++;

@@ -12,6 +12,8 @@ cdef extern from "urlcanon.h" nogil:
         CANON_BAD_PORT    # port is not a number in 0..65535
         CANON_TOO_LONG    # output larger than the caller's buffer
         CANON_KEY         # flag: emit the key form (host labels reversed)
+        CANON_FULL        # flag: skip the fast path (tests compare it with the full rules)
+        CANON_FAST_ONLY   # flag: the fast path alone; -100 where it would fall back (tests)
     # Canonicalise src[0:n] into out[0:cap]; returns the output length or a negative CANON_* code.
     # 3 * n + 8 bytes of output are always enough.
     ptrdiff_t webtap_canon(const uint8_t *src, size_t n, uint8_t *out, size_t cap, int flags)

@@ -231,6 +231,8 @@ def check_canon(data: bytes) -> None:
         if not key:
             assert code2 == 0 and again == out, f"not idempotent: {data!r} -> {out!r} -> {again!r} ({code2})"
     assert res[True][1] == res[False][1]
+    for key in (False, True):       # the header's fast path and its full rules agree
+        assert _c.canonicalize_bytes(data, key, 1) == res[key], (data, key)
     if res[False][1] == 0:
         assert _c.key_flip(res[False][0]) == res[True][0]
         assert _c.key_flip(res[True][0]) == res[False][0]

@@ -148,3 +148,69 @@ def test_batch_agrees_with_single():
             want.append("")
     assert got == want
     assert (codes == 0).tolist() == [w != "" for w in want]
+
+
+# The header's fast path (_canon_fast in ext/urlcanon.h) must give byte-identical results to the
+# full rules wherever it answers. path=2 runs it alone (-100: it would fall back), path=1 the
+# full rules alone.
+FAST_ONLY_FALLBACK = -100
+
+near_canonical = st.text(alphabet="abcXYZ019-_.~/?%#:@[]!$&'()*+,;= \t\\\u00e9", max_size=40).map(
+    lambda s: s.encode("utf-8"))
+
+
+def assert_fast_equals_full(u: bytes) -> bool:
+    from webtap._ext.canon import canonicalize_bytes
+
+    took_fast = False
+    for key in (False, True):
+        full = canonicalize_bytes(u, key, 1)
+        fast = canonicalize_bytes(u, key, 2)
+        if fast[1] != FAST_ONLY_FALLBACK:
+            assert fast == full, (u, key)
+            took_fast = True
+        assert canonicalize_bytes(u, key, 0) == full, (u, key)
+    return took_fast
+
+
+@settings(max_examples=400)
+@given(st.one_of(urls().map(lambda s: s.encode("utf-8", "surrogateescape") if isinstance(s, str) else s),
+                 st.tuples(st.sampled_from(["", "http://", "HTTPS://", "//"]), near_canonical).map(
+                     lambda t: t[0].encode() + t[1])))
+def test_fast_path_equals_full_rules(u):
+    assert_fast_equals_full(u)
+
+
+def test_fast_path_edges():
+    fast = ["example.com", "WWW.Example.COM/A/b", "a.b/c//d/", "a.b/?", "a.b/x?y?z/..", "a_b-c.d/~x!$&'()*+,;=:@",
+            "http://a.b/.x/..y/x.", "a.b?q", "//a.b/c"]
+    slow = [".a.b", "a.b.", "a..b", "a.b:80/x", "u@a.b", "a.b/%41", "a.b/#f", "a.b/./x", "a.b/x/..", "[::1]/x",
+            "a.b/\u00e9", "a.b/x\\y", "a.b?x#", "a.b/x?%zz", "/x"]   # (R1 rejects "" before either path)
+    for u in fast:
+        assert assert_fast_equals_full(u.encode()), u
+    for u in slow:
+        assert not assert_fast_equals_full(u.encode()), u
+
+
+def test_fast_path_equals_full_rules_on_blacklists(shared):
+    """Every line of a shared URL list (0.5 M lines) and 300 k lines of a domain list, both forms."""
+    import gzip
+
+    from webtap._ext.canon import canonicalize_batch
+
+    for rel in ("blacklists/ut1-history/phishing/urls.gz", "blacklists/ut1-history/malware/domains.gz"):
+        lines = gzip.open(shared(rel), "rb").read().split(b"\n")[:600000]
+        data = b"".join(lines)
+        offsets = np.cumsum([0] + [len(x) for x in lines])
+        for key in (False, True):
+            full_out, full_oo, full_codes = canonicalize_batch(data, offsets, key, 10, 1)
+            fast_out, fast_oo, fast_codes = canonicalize_batch(data, offsets, key, 10, 2)
+            both = canonicalize_batch(data, offsets, key, 10, 0)
+            assert both[0] == full_out and (both[2] == full_codes).all()
+            took = fast_codes != FAST_ONLY_FALLBACK
+            assert took.mean() > 0.5, (rel, took.mean())        # the fast path is the common case
+            full_items = full_out.split(b"\n")
+            fast_items = fast_out.split(b"\n")
+            assert (fast_codes[took] == full_codes[took]).all()
+            bad = [ln for ln, t, a, b in zip(lines, took.tolist(), fast_items, full_items) if t and a != b]
+            assert bad == [], bad[:5]
