@@ -789,6 +789,14 @@ cdef class Dispatcher:
             i = j
         return 0
 
+    cdef inline void _count(self, int c, uint8_t kind) noexcept nogil:
+        """Consumer c's balance counters (Table 3) for one message sent to it."""
+        self.st[c, S_MSGS] += 1
+        if kind == MSG_REQUEST:
+            self.st[c, S_REQ] += 1
+        else:
+            self.st[c, S_RESP] += 1
+
     cdef int _write_segment(self, const HttpMsg *m, size_t i, size_t j, const uint8_t *buf,
                             uint32_t trace, const FeedPkt *pk=NULL) except -1 nogil:
         """Frames for messages i..j-1 (no clock reset among them), one run per consumer."""
@@ -878,11 +886,7 @@ cdef class Dispatcher:
                     if self.ext[k]:
                         memcpy(od + off, buf + y.ref.offset, self.ext[k])
                     off += self.ext[k]
-                    self.st[c, S_MSGS] += 1
-                    if y.kind == MSG_REQUEST:
-                        self.st[c, S_REQ] += 1
-                    else:
-                        self.st[c, S_RESP] += 1
+                    self._count(c, y.kind)
                 self.st[c, S_BYTES] += dlen
                 self.st[c, S_FRAMES] += 1
                 spsc_commit(self.rings[c], size)
@@ -901,11 +905,7 @@ cdef class Dispatcher:
                 if self.ext[k]:
                     memcpy(od + off, buf + x.pkt_offset, self.ext[k])
                 off += self.ext[k]
-                self.st[c, S_MSGS] += 1
-                if x.kind == MSG_REQUEST:
-                    self.st[c, S_REQ] += 1
-                else:
-                    self.st[c, S_RESP] += 1
+                self._count(c, x.kind)
             self.st[c, S_BYTES] += dlen
             self.st[c, S_FRAMES] += 1
             spsc_commit(self.rings[c], size)

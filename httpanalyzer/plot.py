@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from webtap.figures import save_figures  # noqa: F401 (re-exported: plot.save_figures)
+
 
 def _figure(**kw):
     # no pyplot and no matplotlib.use(): a bare Figure renders through Agg when saved and is
@@ -24,20 +26,6 @@ def _figure(**kw):
     from matplotlib.figure import Figure
 
     return Figure(**kw)
-
-
-def save_figures(figs: dict, directory, dpi: int = 110) -> list:
-    """Write each Figure of `figs` (name -> Figure) as DIR/name.png; returns the paths."""
-    import pathlib
-
-    d = pathlib.Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for name, fig in figs.items():
-        p = d / f"{name}.png"
-        fig.savefig(p, dpi=dpi, bbox_inches="tight")
-        out.append(p)
-    return out
 
 
 def ccdf(samples: dict, title: str = "Response time CCDF"):

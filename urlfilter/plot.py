@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from webtap.figures import save_figures  # noqa: F401 (re-exported: plot.save_figures)
+
 __all__ = ["margin_cdf", "compression", "latency", "hits_by_category", "match_time", "timing",
            "scan_figures", "timing_figures", "save_figures"]
 
@@ -22,20 +24,6 @@ def _figure(**kw):
     from matplotlib.figure import Figure
 
     return Figure(**kw)
-
-
-def save_figures(figs: dict, directory, dpi: int = 110) -> list:
-    """Write each Figure of `figs` (name -> Figure) as DIR/name.png; returns the paths."""
-    from pathlib import Path
-
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    out = []
-    for name, fig in figs.items():
-        p = d / f"{name}.png"
-        fig.savefig(p, dpi=dpi, bbox_inches="tight")
-        out.append(p)
-    return out
 
 
 def margin_cdf(df, ax=None, path=None, label: str | None = None):
