@@ -54,7 +54,8 @@ from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext import source as _source
 from webtap._ext.pairing import PairingTable
-from webtap.capture import DEFAULT_BATCH, DEFAULT_CHUNK, _GZIP_MAGIC, Trace, _GzipStream
+from webtap.capture import (DEFAULT_BATCH, DEFAULT_CHUNK, _GZIP_MAGIC, ChunkPool, Trace, _GzipStream,
+                            carry_over, fill as _fill)
 from webtap.errors import BpfError
 from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
 
@@ -88,17 +89,6 @@ class Chunk:
     marks_val: np.ndarray       # ... and advances the capture clock to this value
     marks_mode: str = "all"     # all | messages (only batches with messages) | none
     gzip: bool = False
-
-
-def _fill(stream, buf: np.ndarray, start: int) -> tuple[int, bool]:
-    view = memoryview(buf)
-    pos = start
-    while pos < len(buf):
-        got = stream.readinto(view[pos:])
-        if not got:
-            return pos, True
-        pos += got
-    return pos, False
 
 
 def _open_stream(path: str, start: int, warnings: list):
@@ -138,12 +128,12 @@ def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packet
         bar = tqdm(total=os.fstat(f.fileno()).st_size, unit="B", unit_scale=True, leave=False,
                    desc=f"plan {os.path.basename(path)}", file=sys.stderr)
     try:
-        buf = np.empty(chunk_size, dtype=np.uint8)
+        pool = ChunkPool(keep=2)         # two buffers in turn: their pages stay mapped
+        buf = pool.get(chunk_size)
         filled, final = _fill(stream, buf, 0)
         if filled == 0:
             raise _source.NotACapture(f"{path}: empty file, not a capture")
         reader = _source.FileReader(buf[:filled], bpf, path, final)
-        spare = None
         buf_off = 0
         starts = [[0, None, 0, -1]]
         in_chunk = 0
@@ -220,18 +210,10 @@ def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packet
             if reader.eof:
                 break
             if reader.need_more:
-                tail = buf[reader.position: reader.size]
-                size = chunk_size
-                while len(tail) > size // 2:
-                    size *= 2
-                nxt = spare if spare is not None and len(spare) == size else np.empty(size, np.uint8)
-                nxt[: len(tail)] = tail
                 buf_off += reader.position
-                filled, final = _fill(stream, nxt, len(tail))
+                buf = carry_over(reader, buf, chunk_size, pool, stream)
                 if bar is not None:
                     bar.update(f.tell() - bar.n)
-                spare, buf = buf, nxt           # two buffers in turn: their pages stay mapped
-                reader.set_buffer(buf[:filled], 0, final)
         info["first_ts"] = first_ts
         yield from complete()
         # the last chunk reads to the end of the file
@@ -344,8 +326,8 @@ def _read_chunk(ch: Chunk, bpf: str | None, totals: dict, batch_size: int = DEFA
     warnings = totals["warnings"]
     f, stream, gz = _open_stream(ch.path, ch.start, warnings)
     try:
-        buf = np.empty(chunk_size, dtype=np.uint8)
-        pool = [buf]
+        pool = ChunkPool()
+        buf = pool.get(chunk_size)
         filled, final = _fill(stream, buf, 0)
         if ch.state is None:
             reader = _source.FileReader(buf[:filled], bpf, ch.path, final)
@@ -363,22 +345,9 @@ def _read_chunk(ch: Chunk, bpf: str | None, totals: dict, batch_size: int = DEFA
             if reader.eof:
                 break
             if reader.need_more:
-                tail = buf[reader.position: reader.size]
-                size = chunk_size
-                while len(tail) > size // 2:
-                    size *= 2
-                # a buffer no batch still refers to (the caller has dissected and let go of
-                # the previous ones), else a new one
-                nxt = next((b for b in pool if len(b) == size and sys.getrefcount(b) <= 3), None)
-                if nxt is None:
-                    nxt = np.empty(size, dtype=np.uint8)
-                    pool.append(nxt)
-                    if len(pool) > 4:
-                        pool.pop(0)
-                nxt[: len(tail)] = tail
-                filled, final = _fill(stream, nxt, len(tail))
-                buf = nxt
-                reader.set_buffer(buf[:filled], 0, final)
+                # the pool hands out a buffer no batch still refers to (the caller has
+                # dissected and let go of the previous ones), else a new one
+                buf = carry_over(reader, buf, chunk_size, pool, stream)
         for k, v in zip(SOURCE_REASONS, reader.counters):
             totals["source"][k] = totals["source"].get(k, 0) + int(v)
     finally:

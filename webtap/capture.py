@@ -97,6 +97,57 @@ def _anonymous_buffer(size: int) -> np.ndarray:
     return np.frombuffer(m, dtype=np.uint8)
 
 
+class ChunkPool:
+    """Chunk buffers for a chunked reader: a buffer no batch refers to any more is reused (its
+    pages are already mapped and warm), else a new one is made; at most `keep` are held."""
+
+    def __init__(self, keep: int = 4):
+        self.keep = keep
+        self._bufs: list[np.ndarray] = []
+
+    def get(self, size: int) -> np.ndarray:
+        for buf in self._bufs:
+            # References: the list, `buf`, getrefcount's argument. More: a batch (or a view of
+            # its data, such as the reader's current buffer) still has it.
+            if len(buf) >= size and sys.getrefcount(buf) <= 3:
+                return buf
+        buf = _anonymous_buffer(size)
+        if len(self._bufs) >= self.keep:
+            self._bufs.pop(0)
+        self._bufs.append(buf)
+        return buf
+
+    def clear(self) -> None:
+        self._bufs = []
+
+
+def fill(stream, buf: np.ndarray, start: int) -> tuple[int, bool]:
+    """Fill buf[start:] from a file-like stream; returns (bytes now in buf, whether it ended)."""
+    view = memoryview(buf)
+    pos = start
+    while pos < len(buf):
+        got = stream.readinto(view[pos:])
+        if not got:
+            return pos, True
+        pos += got
+    return pos, False
+
+
+def carry_over(reader, buf: np.ndarray, chunk_size: int, pool: ChunkPool, stream) -> np.ndarray:
+    """The reader's chunk ends inside a record (reader.need_more): its unread tail starts the
+    next chunk, grown when one record or block is larger than half of it; the rest is read from
+    `stream` and handed to the reader. Returns the new chunk buffer."""
+    tail = buf[reader.position: reader.size]
+    size = chunk_size
+    while len(tail) > size // 2:
+        size *= 2
+    nxt = pool.get(size)
+    nxt[: len(tail)] = tail
+    filled, final = fill(stream, nxt, len(tail))
+    reader.set_buffer(nxt[:filled], 0, final)
+    return nxt
+
+
 class _GzipStream:
     """readinto() over a gzip file that keeps every byte inflated before damage or a cut.
 
@@ -195,6 +246,7 @@ class Trace:
         self._file = None
         self._reader = None
         self._handle = None
+        self._pool: ChunkPool | None = None
         if engine == "native":
             self._open_native()
         elif engine == "libpcap":
@@ -212,9 +264,9 @@ class Trace:
             head = f.peek(2)[:2]           # peek, not read+seek: pipes and FIFOs work too
             self._stream = _GzipStream(f, self.warnings) if head == _GZIP_MAGIC else f
             self._size = os.fstat(f.fileno()).st_size
-            self._pool: list[np.ndarray] = []
-            buf = self._buffer(self.chunk_size)
-            filled, final = self._fill(buf, 0)
+            self._pool = ChunkPool()
+            buf = self._pool.get(self.chunk_size)
+            filled, final = fill(self._stream, buf, 0)
             if filled == 0:
                 raise NotACapture(f"{self.path}: empty file, not a capture")
             self._reader = _source.FileReader(buf[:filled], self.bpf, self.path, final)
@@ -223,31 +275,6 @@ class Trace:
             f.close()
             raise
         self._file = f
-
-    def _buffer(self, size: int) -> np.ndarray:
-        """A chunk buffer of at least `size` bytes that no batch refers to any more (reused, so
-        its pages are already mapped and warm), or a new one."""
-        for buf in self._pool:
-            # References: the pool's list, `buf`, getrefcount's argument. More: a batch (or a
-            # view of its data) still has it.
-            if len(buf) >= size and sys.getrefcount(buf) <= 3:
-                return buf
-        buf = _anonymous_buffer(size)
-        if len(self._pool) >= 4:
-            self._pool.pop(0)
-        self._pool.append(buf)
-        return buf
-
-    def _fill(self, buf: np.ndarray, start: int) -> tuple[int, bool]:
-        """Fill buf[start:] from the file; returns (bytes now in buf, whether the file ended)."""
-        view = memoryview(buf)
-        pos = start
-        while pos < len(buf):
-            got = self._stream.readinto(view[pos:])
-            if not got:
-                return pos, True
-            pos += got
-        return pos, False
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -271,19 +298,9 @@ class Trace:
                 if reader.eof:
                     break
                 if reader.need_more:
-                    # The chunk ends inside a record: its unread tail starts the next chunk,
-                    # which is grown when a single record or block is larger than half of it.
-                    tail = buf[reader.position: reader.size]
-                    size = self.chunk_size
-                    while len(tail) > size // 2:
-                        size *= 2
-                    nxt = self._buffer(size)
-                    nxt[: len(tail)] = tail
-                    filled, final = self._fill(nxt, len(tail))
+                    buf = carry_over(reader, buf, self.chunk_size, self._pool, self._stream)
                     if bar is not None:
                         bar.update(self._file.tell() - bar.n)
-                    buf = nxt
-                    reader.set_buffer(buf[:filled], 0, final)
         finally:
             if bar is not None:
                 bar.close()
@@ -335,7 +352,8 @@ class Trace:
     def close(self) -> None:
         self._reader = None
         self._handle = None
-        self._pool = []
+        if self._pool is not None:
+            self._pool.clear()
         if self._file is not None:
             self._file.close()
             self._file = None
