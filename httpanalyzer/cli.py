@@ -99,12 +99,8 @@ def _main_dask(a, ap) -> int:
                                   gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                                   chunk_packets=a.chunk_packets,
                                   chunk_bytes=int(a.chunk_mb * (1 << 20)), progress=progress)
-        except BpfError as e:
-            print(f"httpanalyzer: {e}", file=sys.stderr)
-            return 2
         except (OSError, ValueError, RuntimeError) as e:
-            print(f"httpanalyzer: {e}", file=sys.stderr)
-            return 1
+            return _failed(e)
         summary = res.summary
         summary.detailed = a.summary
         dataset = ds.dataset(target, format="parquet", partitioning="hive")
@@ -136,6 +132,13 @@ def _main_dask(a, ap) -> int:
         return 1
     return 0
 
+
+
+def _failed(e: BaseException) -> int:
+    """Report a run that could not go on; the exit code: 2 for a bad BPF filter (a usage
+    error), 1 for anything else (unreadable input, a consumer that died, ...)."""
+    print(f"httpanalyzer: {e}", file=sys.stderr)
+    return 2 if isinstance(e, BpfError) else 1
 
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -183,15 +186,8 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except ConsumerFailed as e:
-        print(f"httpanalyzer: {e}", file=sys.stderr)
-        return 1
-    except BpfError as e:
-        print(f"httpanalyzer: {e}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError, RuntimeError) as e:
-        print(f"httpanalyzer: {e}", file=sys.stderr)
-        return 1
+    except (ConsumerFailed, OSError, ValueError, RuntimeError) as e:
+        return _failed(e)
     except KeyboardInterrupt:
         print("httpanalyzer: interrupted; records so far were written", file=sys.stderr)
     finally:
