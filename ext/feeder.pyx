@@ -677,9 +677,13 @@ cdef class Dispatcher:
             self._broadcast(self.now)
 
     def end(self):
-        """No more input: an END frame to every consumer (they flush and report)."""
+        """No more input: every consumer is brought to the shared clock (a consumer the last
+        messages did not reach collects what the single table's GC collected by then), then an
+        END frame (they flush and report)."""
         cdef int c
         with nogil:
+            if self.has_now:
+                self._broadcast(self.now)
             for c in range(self.n):
                 self._tick_one(c, 0, SPSC_FRAME_END)
                 wt_ring_set_done(self.rings[c])

@@ -6,13 +6,12 @@
 
 Three steps (docs/DISTRIBUTED.md tells why each is exact):
 
-1. **Plan** (here): each trace is scanned once, record headers only, with the very reader and
-   buffer sizes one process uses. Chunk boundaries are byte offsets at packet records (pcap) or
-   blocks (pcapng); at each the reader's state (byte order, interfaces, packet index) is
-   exported, so a worker resumes there without rewriting the file. The scan also notes where
-   the one-process run ends its batches and the batch's latest packet time: that run advances
-   the capture clock (the GC) there, and every chunk does the same at the same packets. A
-   gzip'd trace cannot be entered in the middle without inflating everything before: it is one
+1. **Plan** (here): each trace is scanned once, record headers only, with the reader one
+   process uses. Chunk boundaries are byte offsets at packet records (pcap) or blocks (pcapng);
+   at each the reader's state (byte order, interfaces, packet index) is exported, so a worker
+   resumes there without rewriting the file. A file's capture clock is its HTTP messages' (the
+   one-process run does not move it on other packets), so where a chunk or a batch ends never
+   changes a record. A gzip'd trace cannot be entered in the middle without inflating everything before: it is one
    chunk (several gzip'd files still run in parallel).
 2. **Map** (workers): a chunk is read, dissected and paired in a table of its own, starting
    empty. Its records after its *checkpoint* (the first event at least two GC windows after its
@@ -85,9 +84,6 @@ class Chunk:
     start: int                  # byte offset in the file where the chunk's first record begins
     state: tuple | None         # FileReader.export_state() there; None: the file's start
     npackets: int               # packets (passing the BPF filter) in the chunk; -1: to the end
-    marks_idx: np.ndarray       # packet indices after which the one-process run ends a batch
-    marks_val: np.ndarray       # ... and advances the capture clock to this value
-    marks_mode: str = "all"     # all | messages (only batches with messages) | none
     gzip: bool = False
 
 
@@ -106,7 +102,7 @@ def _open_stream(path: str, start: int, warnings: list):
 def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None,
                chunk_bytes: int, exact_packets: bool, info: dict, batch_size: int = DEFAULT_BATCH,
                chunk_size: int = DEFAULT_CHUNK, progress: bool = False):
-    """Generator of (offset, state, npackets, marks_idx, marks_val, gzip), one per chunk, each
+    """Generator of (offset, state, npackets, gzip), one per chunk, each
     as soon as the scan has passed its end (so its task can start while the scan goes on);
     info receives the file's first packet time ('first_ts')."""
     yield from _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets,
@@ -115,9 +111,7 @@ def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None
 
 def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets, info,
                       batch_size, chunk_size, progress):
-    """One pass over the record headers, with the same reader, batch size and buffer sizes as
-    webtap.capture.Trace, so the batches (and their clock advances) are the one-process run's.
-    Chunk boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of
+    """One pass over the record headers with the reader of webtap.capture.Trace. Chunk boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of
     a batch) or, without chunk_packets, at the first batch end past every chunk_bytes bytes."""
     warnings: list = []
     f, stream, gz = _open_stream(path, 0, warnings)
@@ -139,54 +133,30 @@ def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packet
         in_chunk = 0
         total = 0
         next_bytes = chunk_bytes
-        m_idx: list = []
-        m_val: list = []
         first_ts = None
         packets = np.empty(batch_size, dtype=PACKET_DTYPE)
         exact = bool(exact_packets and chunk_packets)
 
         ready: list = []
-        assigned = 0
 
         def boundary():
             nonlocal in_chunk
             starts[-1][3] = in_chunk
             st = reader.export_state()
-            # the chunk's marks are known once the batch holding its last packet has ended
-            ready.append((starts[-1][0], starts[-1][1], in_chunk, st[5]))
+            ready.append((starts[-1][0], starts[-1][1], in_chunk, gz))
             starts.append([buf_off + reader.position, st, total, -1])
             in_chunk = 0
 
-        def complete():
-            """Ready chunks with the marks of the batches whose last packet they hold."""
-            nonlocal assigned
-            out = []
-            for off, state, npk, hi in ready:
-                k = assigned
-                while k < len(m_idx) and m_idx[k] < hi:
-                    k += 1
-                out.append((off, state, npk, np.array(m_idx[assigned:k], dtype=np.uint64),
-                            np.array(m_val[assigned:k], dtype=np.int64), gz))
-                assigned = k
-            ready.clear()
-            return out
-
         while True:
             nb = 0
-            bmax = None
-            last_idx = 0
             while nb < batch_size:
                 want = batch_size - nb
                 if exact and not gz:
                     want = min(want, chunk_packets - in_chunk)
                 n = reader.read_into(packets[:want])
                 if n:
-                    ts = packets["ts_ns"][:n]
-                    mx = int(ts.max())
-                    bmax = mx if bmax is None else max(bmax, mx)
                     if first_ts is None:
-                        first_ts = int(ts[0])
-                    last_idx = int(packets["index"][n - 1])
+                        first_ts = int(packets["ts_ns"][0])
                     nb += n
                     in_chunk += n
                     total += n
@@ -195,8 +165,6 @@ def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packet
                 if n < want:
                     break
             if nb:
-                m_idx.append(last_idx)
-                m_val.append(bmax)
                 if not gz and not exact and in_chunk:
                     if chunk_packets and in_chunk >= chunk_packets:
                         boundary()
@@ -206,7 +174,8 @@ def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packet
                         boundary()
             if ready:
                 info["first_ts"] = first_ts
-                yield from complete()
+                yield from ready
+                ready.clear()
             if reader.eof:
                 break
             if reader.need_more:
@@ -215,10 +184,9 @@ def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packet
                 if bar is not None:
                     bar.update(f.tell() - bar.n)
         info["first_ts"] = first_ts
-        yield from complete()
+        yield from ready
         # the last chunk reads to the end of the file
-        yield (starts[-1][0], starts[-1][1], -1, np.array(m_idx[assigned:], dtype=np.uint64),
-               np.array(m_val[assigned:], dtype=np.int64), gz)
+        yield (starts[-1][0], starts[-1][1], -1, gz)
     finally:
         if bar is not None:
             bar.close()
@@ -239,13 +207,13 @@ def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
         info: dict = {}
         got = []
         try:
-            for off, state, npk, mi, mv, gz in _scan_file(p, i, bpf, chunk_packets, chunk_bytes,
-                                                          single, info, progress=progress):
+            for off, state, npk, gz in _scan_file(p, i, bpf, chunk_packets, chunk_bytes,
+                                                  single, info, progress=progress):
                 if single:
-                    yield Chunk(n, p, i, off, state, npk, mi, mv, "all", gz)
+                    yield Chunk(n, p, i, off, state, npk, gz)
                     n += 1
                 else:
-                    got.append((off, state, npk, mi, mv, gz))
+                    got.append((off, state, npk, gz))
         except BpfError:
             raise
         except (OSError, ValueError, RuntimeError) as exc:
@@ -257,10 +225,9 @@ def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
     if single:
         return
     files.sort(key=lambda f: (f[0] if f[0] is not None else np.iinfo(np.int64).max, f[1]))
-    for fi, (_, i, p, got) in enumerate(files):
-        mode = "messages" if fi == len(files) - 1 else "none"
-        for off, state, npk, mi, mv, gz in got:
-            yield Chunk(n, p, i, off, state, npk, mi, mv, mode, gz)
+    for _, i, p, got in files:
+        for off, state, npk, gz in got:
+            yield Chunk(n, p, i, off, state, npk, gz)
             n += 1
 
 
@@ -281,7 +248,7 @@ class ChunkResult:
     index: int
     trace: int
     seeded: bool
-    first_event: int | None     # the first clock event of the chunk (message ts or advance)
+    first_event: int | None     # the first clock event of the chunk (its first message's ts)
     end_clock: int | None
     checkpoint: bool            # reached: window_* cover only the first two GC windows
     window_events: list         # ("m", msgs, data) | ("a", value), in order
@@ -419,8 +386,6 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
     window: list = []
     window_recs = None
     ckpt_state = ckpt_counters = None
-    marks_idx, marks_val = ch.marks_idx, ch.marks_val
-    mpos = 0
 
     def first(v):
         if st["first_event"] is None:
@@ -455,16 +420,6 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
         else:
             table.feed(msgs, data)
 
-    def advance(v):
-        first(v)
-        if not st["ckpt"]:
-            table.advance(v)
-            window.append(("a", v))
-            if v >= st["threshold"]:
-                checkpoint()
-        else:
-            table.advance(v)
-
     post: list = []
     for packets, buf in _read_chunk(ch, bpf, totals):
         st["packets"] += len(packets)
@@ -478,23 +433,7 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             st["mfirst"] = int(mts[0]) if st["mfirst"] is None else st["mfirst"]
             mx = int(mts.max())
             st["mmax"] = mx if st["mmax"] is None else max(st["mmax"], mx)
-        # the one-process run's batch ends that fall in this packet batch
-        last_idx = int(packets["index"][-1])
-        hi = int(np.searchsorted(marks_idx, last_idx, side="right"))
-        pos = 0
-        pidx = msgs["pkt_index"]
-        for m in range(mpos, hi):
-            cut = int(np.searchsorted(pidx, marks_idx[m], side="right"))
-            feed(msgs[pos:cut], mb.data)
-            had = cut > pos or (m == mpos and st.get("carry", False))
-            pos = cut
-            if ch.marks_mode == "all" or (ch.marks_mode == "messages" and had):
-                advance(int(marks_val[m]))
-            st["carry"] = False
-        mpos = hi
-        feed(msgs[pos:], mb.data)
-        if pos < len(msgs):
-            st["carry"] = True          # the current one-process batch has messages
+        feed(msgs, mb.data)
         if st["ckpt"]:
             b = pairer.take()
             if b.num_rows:
@@ -591,8 +530,6 @@ class DistributedResult:
     reruns_clock: int = 0                 # the clock ran back over the boundary
     reruns_mismatch: int = 0              # replayed table != the chunk's own at its checkpoint
     replayed_messages: int = 0
-    remapped: int = 0                     # chunks mapped again: the last trace with messages
-                                          # was not the one latest in time
     seconds: dict = field(default_factory=dict)   # plan, map, repair, total
     chunk_seconds: list = field(default_factory=list)      # wall time of each chunk's task
     chunk_cpu_seconds: list = field(default_factory=list)  # its CPU time
@@ -734,7 +671,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     t0 = time.perf_counter()
     multi = len(paths) > 1
     if multi:
-        res.remapped = _check_order(chunks, results, ex, out_dir, bpf, opts)
+        _check_order(chunks, results)
     pairing: dict = {}
     E = (np.empty(0, np.uint8), np.empty(0, np.uint8))
     clock = None
@@ -821,10 +758,9 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     return res
 
 
-def _check_order(chunks, results, ex, out_dir, bpf, opts):
+def _check_order(chunks, results):
     """Several traces are one stream only when each follows the previous in capture time (as
-    the one-process merge would feed them): check it on the messages, and let the advances of
-    the last trace with messages be the ones the one-process run makes."""
+    the one-process merge would feed them): check it on the messages."""
     order: list[int] = []
     seen: dict = {}
     for ch in chunks:
@@ -850,13 +786,3 @@ def _check_order(chunks, results, ex, out_dir, bpf, opts):
                                     "run them without --dask, which merges them message by "
                                     "message")
         hi = (seen[t]["max"], t) if hi is None or seen[t]["max"] >= hi[0] else hi
-    if with_msgs and with_msgs[-1] != order[-1]:
-        # The trace the one-process run ends with alone is another: its batches advance the clock.
-        last = with_msgs[-1]
-        redo = [ch for ch in chunks if ch.trace == last]
-        for ch in redo:
-            ch.marks_mode = "messages"
-        for r in ex.map_chunks(analyze_chunk, redo, out_dir, bpf, opts):
-            results[r.index] = r
-        return len(redo)
-    return 0

@@ -270,7 +270,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             if len(msgs):
                 heads[i] = [msgs, data, 0, last]
                 return
-            if len(gens) == 1:
+            if live:
                 pairer.advance(last)
                 if pairer.due():
                     b = pairer.take()
@@ -305,8 +305,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                 end = len(msgs)
             pairer.feed(msgs[pos:end], data, trace=i)
             if end == len(msgs):
-                if len(active) == 1:
-                    pairer.advance(last)   # GC also runs across stretches without HTTP
+                if live:
+                    # On an interface the clock also moves across stretches without HTTP (and
+                    # on wall time when idle). A file's clock is its HTTP messages' alone: the
+                    # records then do not depend on how the reader cuts it into batches.
+                    pairer.advance(last)
                 refill(i)
             else:
                 heads[i][2] = end

@@ -27,3 +27,27 @@ def require_shared(path: pathlib.Path) -> pathlib.Path:
 @pytest.fixture
 def traces_dir() -> pathlib.Path:
     return require_shared(TRACES)
+
+
+@pytest.fixture(scope="session")
+def jumpy(tmp_path_factory) -> pathlib.Path:
+    """The Ethernet shared traces concatenated into one pcap, in file order: the capture clock
+    jumps back and forth (clock resets, GC), 1xx, repeats and damaged files' leftovers included."""
+    from webtap.capture import open_trace, write_pcap
+
+    traces = shared_trace_files()
+    if not traces:
+        pytest.skip(f"shared traces absent: {TRACES}")
+    out = tmp_path_factory.mktemp("jumpy") / "jumpy.pcap"
+    batches = []
+    for p in traces:
+        try:
+            with open_trace(p) as t:
+                bs = list(t)
+                if any(lt != 1 for lt, _ in t.interfaces):
+                    continue
+        except (OSError, ValueError):
+            continue
+        batches.extend(bs)
+    assert write_pcap(out, batches, linktype=1) > 50_000
+    return out

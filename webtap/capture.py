@@ -37,8 +37,11 @@ __all__ = ["Batch", "Trace", "LiveCapture", "open_trace", "open_live", "compile_
 #: CPU cache when the dissector reads them right after the reader.
 DEFAULT_BATCH = 8192
 
-#: Bytes of the file read (or inflated) at once into one reused buffer.
-DEFAULT_CHUNK = 16 * 1024 * 1024
+#: Bytes of the file read (or inflated) at once into one reused buffer. Small enough that what
+#: read() just copied is still in the CPU cache when the reader and the dissector walk it: on
+#: bench-4 (383 MB, page cache) 4 MiB chunks analyse in 0.077 s, 8 MiB in 0.091 s, 16 MiB in
+#: 0.115 s (same process, best of 6). The floor is 2 MiB: two records of the largest size.
+DEFAULT_CHUNK = 4 * 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 

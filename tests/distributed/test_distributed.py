@@ -119,25 +119,6 @@ def test_every_shared_trace(traces, tmp_path, part):
     assert tiny > 10
 
 
-@pytest.fixture(scope="module")
-def jumpy(traces, tmp_path_factory) -> pathlib.Path:
-    """The Ethernet shared traces concatenated into one pcap, in file order: the capture clock
-    jumps back and forth (clock resets, GC), 1xx, repeats and damaged files' leftovers included."""
-    out = tmp_path_factory.mktemp("jumpy") / "jumpy.pcap"
-    batches = []
-    for p in traces:
-        try:
-            with open_trace(p) as t:
-                bs = list(t)
-                if any(lt != 1 for lt, _ in t.interfaces):
-                    continue
-        except (OSError, ValueError):
-            continue
-        batches.extend(bs)
-    assert write_pcap(out, batches, linktype=1) > 50_000
-    return out
-
-
 @pytest.mark.parametrize("chunk_packets,gc", [(1013, 60.0), (5000, 60.0), (1500, 0.5), (40000, 2.0)])
 def test_clock_jumps(jumpy, tmp_path, chunk_packets, gc):
     res, ref = same([str(jumpy)], tmp_path, chunk_packets=chunk_packets, gc_timeout=gc)
@@ -206,8 +187,8 @@ def test_folder_of_consecutive_traces(traces, tmp_path):
 
 
 def test_folder_ending_with_a_trace_without_http(traces, tmp_path):
-    """One process advances the clock after the batches of the last trace that has messages;
-    when the trace latest in time has none, the plan's guess is wrong and corrected."""
+    """The trace latest in time has no HTTP: its packets do not move the capture clock, in one
+    process as in the chunks, so the records are still those of one process."""
     src = next(p for p in traces if p.name == "blackholev2.pcap")
     quiet = next(p for p in traces if p.name == "telegram.pcap")
     d = tmp_path / "folder"
@@ -228,7 +209,6 @@ def test_folder_ending_with_a_trace_without_http(traces, tmp_path):
     for cp, gc in ((50, 60.0), (50, 0.3), (50, 0.01)):
         res, ref = same([str(later)] + files, tmp_path, chunk_packets=cp, gc_timeout=gc)
         assert res.summary.source["packets"] > sum(len(b) for b in bs)
-        assert res.remapped > 0
 
 
 def test_overlapping_traces_are_refused(traces, tmp_path):
@@ -248,7 +228,11 @@ def test_table_hand_over_roundtrip(jumpy):
 
     p = Pairer(gc_timeout=3600)
     for _, mb in messages(str(jumpy)):
-        p.feed(mb.msgs, mb.data)
+        # in slices: how many wait at a batch's end depends on where the batch ends
+        for i in range(0, len(mb.msgs), 50):
+            p.feed(mb.msgs[i:i + 50], mb.data)
+            if p.pending > 200:
+                break
         if p.pending > 200:
             break
     st = p.table.export_pending()
@@ -262,8 +246,9 @@ def test_table_hand_over_roundtrip(jumpy):
 
     a = to_record_batch(*q.take()).to_pandas()
     b = p.take().to_pandas()
-    tail = b.iloc[len(b) - len(a):]
-    assert multiset(a) == multiset(tail.reset_index(drop=True))
+    assert (a.unmatched_reason == "end").all()
+    tail = b[b.unmatched_reason == "end"]
+    assert loose(a) == loose(tail.reset_index(drop=True))
 
 
 # ------------------------------------------------------------------------- a real cluster

@@ -54,8 +54,10 @@ def test_gc_runs_on_batch_end_time_in_single_trace(monkeypatch):
     assert reasons == ["gc", "end"]
 
 
-def test_idle_batches_advance_the_clock(monkeypatch):
-    """A batch without HTTP still moves capture time on (one trace): the GC emits at once."""
+@pytest.mark.parametrize("live,expect", [(False, [["end"]]), (True, [["gc"]])])
+def test_idle_batches_move_the_clock_only_live(monkeypatch, live, expect):
+    """On an interface a batch without HTTP moves capture time on (the GC emits at once); in a
+    file only HTTP messages do, so that where batches end never changes a record."""
     a1 = MsgBuilder()
     a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
 
@@ -66,9 +68,32 @@ def test_idle_batches_advance_the_clock(monkeypatch):
         yield msgs[:0], data, T0 + 62 * S
     monkeypatch.setattr(an, "_message_batches", gen)
     out = []
-    for b in an.iter_record_batches("a"):
+    for b in an.iter_record_batches("a", live=live):
         out.append(b.column("unmatched_reason").to_pylist())
-    assert out == [["gc"]]
+    assert out == expect
+
+
+@pytest.mark.parametrize("consumers", [None, 2])
+def test_records_do_not_depend_on_batching(monkeypatch, jumpy, consumers):
+    """One trace read in batches and chunks of other sizes gives the same records: the shared
+    traces concatenated (the clock jumps back and forth: GC, clock resets, packets without
+    HTTP whose times are far from their neighbours')."""
+    import functools
+    from collections import Counter
+
+    import webtap.stream
+
+    files = [str(jumpy)]
+    ref = an.analyze(files, consumers=consumers)
+    assert len(ref) > 1000 and (ref.unmatched_reason == "clock_reset").any()
+    assert (ref.unmatched_reason == "gc").any()
+    orig = webtap.stream.open_source
+    for batch_size, chunk_size in ((97, 2 << 20), (1000, (3 << 20) + 7)):
+        monkeypatch.setattr(webtap.stream, "open_source",
+                            functools.partial(orig, batch_size=batch_size, chunk_size=chunk_size))
+        df = an.analyze(files, consumers=consumers)
+        assert Counter(map(tuple, df.astype(str).values.tolist())) == \
+            Counter(map(tuple, ref.astype(str).values.tolist())), (batch_size, chunk_size)
 
 
 def test_keyboard_interrupt_ends_input_and_flushes(monkeypatch):
