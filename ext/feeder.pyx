@@ -154,42 +154,38 @@ cdef const HttpMsg *_msgs_ptr(msgs, size_t *n) except NULL:
     return <const HttpMsg *>&raw[0]
 
 
-def hash_eq1(msgs):
-    """Eq. 1 (4-tuple XOR) per message, uint32, before the modulo."""
+cdef object _hash_column(msgs, int eq):
+    """Eq. `eq` (1, 2 or 3) of every message, uint32, before the modulo."""
     cdef size_t n, i
     cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
     out = np.empty(n, dtype=np.uint32)
     cdef uint32_t[::1] o = out
     with nogil:
         for i in range(n):
-            o[i] = eq1_hash(&m[i])
+            if eq == 1:
+                o[i] = eq1_hash(&m[i])
+            elif eq == 2:
+                o[i] = eq2_hash(m[i].src_ip, m[i].src_port, m[i].dst_ip, m[i].dst_port,
+                                msg_key(&m[i]), m[i].ip_version)
+            else:
+                o[i] = eq3_value(&m[i], msg_key(&m[i]))
     return out
+
+
+def hash_eq1(msgs):
+    """Eq. 1 (4-tuple XOR) per message, uint32, before the modulo."""
+    return _hash_column(msgs, 1)
 
 
 def hash_eq2(msgs):
     """Eq. 2 (the pairing table's hash) per message, uint32, before the modulo."""
-    cdef size_t n, i
-    cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
-    out = np.empty(n, dtype=np.uint32)
-    cdef uint32_t[::1] o = out
-    with nogil:
-        for i in range(n):
-            o[i] = eq2_hash(m[i].src_ip, m[i].src_port, m[i].dst_ip, m[i].dst_port, msg_key(&m[i]),
-                            m[i].ip_version)
-    return out
+    return _hash_column(msgs, 2)
 
 
 def hash_eq3(msgs):
     """Eq. 3 (the consumer hash) per message, uint32, before the modulo: the consumer of a
     message among n is hash_eq3(msgs) % n."""
-    cdef size_t n, i
-    cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
-    out = np.empty(n, dtype=np.uint32)
-    cdef uint32_t[::1] o = out
-    with nogil:
-        for i in range(n):
-            o[i] = eq3_value(&m[i], msg_key(&m[i]))
-    return out
+    return _hash_column(msgs, 3)
 
 
 # ---------------------------------------------------------------------------------- reader: packets
