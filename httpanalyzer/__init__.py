@@ -5,6 +5,7 @@
     for batch in httpanalyzer.iter_record_batches(["a.pcap", "b.pcap"]):   # Arrow batches
         ...
 """
+import webtap  # noqa: F401  (first: it sets up the process before numpy is imported)
 from httpanalyzer.stream import Summary, analyze, iter_record_batches
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.records import COLUMNS, SCHEMA
