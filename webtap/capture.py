@@ -3,7 +3,7 @@
 A :class:`Batch` is the capture stage's output contract (ext/packet.pxd): ``packets``, a NumPy
 array of :data:`webtap.schema.PACKET_DTYPE`, and ``data``, one uint8 array holding the bytes;
 packet *i* is ``data[packets['offset'][i] : packets['offset'][i] + packets['caplen'][i]]``.
-Both are views without a copy: for offline files ``data`` is one chunk of the file (16 MiB by
+Both are views without a copy: for offline files ``data`` is one chunk of the file (4 MiB by
 default, filled with a single read), and the packets are described where they lie in it.
 
 >>> with open_trace("http.pcap.gz", bpf="tcp port 80") as trace:   # doctest: +SKIP
