@@ -144,6 +144,20 @@ cdef inline size_t _utf8_seq_len(const uint8_t *p, size_t avail) noexcept nogil:
 
 
 @cython.final
+
+cdef inline bint _is_ascii(const uint8_t *p, size_t n) noexcept nogil:
+    """No byte of p[0:n] has its top bit set: eight bytes a step."""
+    cdef uint64_t acc = 0, w
+    cdef size_t k = 0
+    while k + 8 <= n:
+        memcpy(&w, p + k, 8)
+        acc |= w
+        k += 8
+    while k < n:
+        acc |= p[k]
+        k += 1
+    return (acc & 0x8080808080808080ULL) == 0
+
 cdef class PairingTable:
     """The paper's pairing table with a capture-time GC; emits records in column batches.
 
@@ -867,10 +881,7 @@ cdef class PairingTable:
             col.offs[0] = 0
             col.len = 0
         if n and valid:
-            for k in range(n):
-                if p[k] >= 0x80:
-                    ascii = False
-                    break
+            ascii = _is_ascii(p, n)
             need = n if ascii else 2 * n
             if col.len + need > 0x7FFFFFFF:
                 with gil:
