@@ -348,6 +348,26 @@ def test_corrupt_record_near_a_chunk_boundary(tmp_path, where):
     assert datas == [d for i, (_, d) in enumerate(pkts) if i != k + 1]
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["pcap", "pcapng"]), data=st.data())
+def test_damage_anywhere_reads_the_same_in_chunks(tmp_path, kind, data):
+    """Bytes damaged anywhere (often around the 2 MiB chunk ends): the packets, their bytes and
+    every counter are those of reading the file as one buffer."""
+    pkts = _big_pcap(6000, seed=data.draw(st.integers(0, 3)))
+    if kind == "pcapng":
+        blob = bytearray(pb.shb() + pb.idb(1) + b"".join(pb.epb(0, t // 1000, d) for t, d in pkts))
+    else:
+        blob = bytearray(pb.pcap(pkts))
+    near = st.integers(-300_000, 300_000).map(lambda d: (2 << 20) + d)
+    for _ in range(data.draw(st.integers(1, 6))):
+        i = data.draw(st.one_of(near, near.map(lambda x: x + (2 << 20) - 600_000),
+                                st.integers(0, len(blob) - 1)))
+        i = min(max(i, 64), len(blob) - 1)
+        blob[i: i + 4] = data.draw(st.binary(min_size=4, max_size=4))
+    _same_packets(write(tmp_path, "dmg." + kind, bytes(blob)))
+
+
 def test_pcapng_block_larger_than_half_a_chunk_grows_the_chunk(tmp_path):
     pkts = _big_pcap(500)
     blob = (pb.shb() + pb.idb(1) + b"".join(pb.epb(0, t, d) for t, d in pkts[:250])
