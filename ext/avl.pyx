@@ -788,7 +788,7 @@ cdef class UrlTree:
                 mhi = m
                 x = self.nodes[x].left & ID_MASK
             else:
-                if m > mlo:
+                if m > mlo and n < MAX_DEPTH:     # (a valid tree is < 64 high)
                     turns[n].x = x
                     turns[n].m = <uint32_t>m
                     turns[n].lo = p
@@ -871,7 +871,7 @@ cdef class UrlTree:
                     b = m
                     y = self._left(y)
                 else:
-                    if m > a:
+                    if m > a and nt < MAX_DEPTH:
                         turns[nt].x = y
                         turns[nt].m = <uint32_t>m
                         turns[nt].lo = pred
@@ -1058,7 +1058,7 @@ cdef class UrlTree:
             out[0] = x
             hit[0] = x
             return 0
-        if c > 0 and m > mlo:
+        if c > 0 and m > mlo and self.ins_nt < MAX_DEPTH:
             tp = &self.ins_turns[self.ins_nt]
             tp.x = x
             tp.m = <uint32_t>m
@@ -1249,6 +1249,9 @@ cdef class UrlTree:
             if c == 0:
                 break
             if c < 0:
+                if sp == MAX_DEPTH:
+                    with gil:
+                        raise TreeCorrupt("tree deeper than MAX_DEPTH")
                 stack[sp] = x          # an ancestor above k: visited after k's right subtree
                 sp += 1
                 mhi = m
@@ -1260,6 +1263,9 @@ cdef class UrlTree:
                 raise TreeCorrupt("_mark_extensions: the key is not in the tree")
         y = self._right(x)
         while y != 0:
+            if sp == MAX_DEPTH:
+                with gil:
+                    raise TreeCorrupt("tree deeper than MAX_DEPTH")
             stack[sp] = y
             sp += 1
             y = self._left(y)
@@ -1272,6 +1278,9 @@ cdef class UrlTree:
             self._set_np(y, False)
             y = self._right(y)
             while y != 0:
+                if sp == MAX_DEPTH:
+                    with gil:
+                        raise TreeCorrupt("tree deeper than MAX_DEPTH")
                 stack[sp] = y
                 sp += 1
                 y = self._left(y)
