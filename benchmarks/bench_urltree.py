@@ -270,7 +270,8 @@ def main():
         ("snapshot save / load ms", f"{save_s * 1e3:.0f} / {load_s * 1e3:.2f}", "-", "-", "-"),
     ]
     print(f"# {len(queries)} queries: {len(hits)} listed, {len(deeper)} listed + '/index.html', "
-          f"{len(misses)} benign; prefix hit rate {hit_rate:.3f}; tree height {st['height']}")
+          f"{len(misses)} benign; prefix hit rate {hit_rate:.3f}; tree height {st['height']}; "
+          f"no-prefix flags on {st['no_prefix_flags'] / n:.1%} of the keys")
     w = [44, 26, 18, 24, 14]
     head = ["measure", "webtap AVL", "Python set", "marisa-trie", "paper"]
     print("| " + " | ".join(h.ljust(x) for h, x in zip(head, w)) + " |")

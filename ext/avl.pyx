@@ -13,8 +13,10 @@ host, every '/' after it and the first '?'; nothing inside the query.
 
 The three arrays (as in the paper)
 ----------------------------------
-* ``TreeNode[id]`` (8 bytes, ext/urltree.pxd): left and right child as 28-bit ids; the top nibble
-  of each holds half of the node's 8-bit AVL height. id 0 means "no node", so at most 2^28 - 1 URLs.
+* ``TreeNode[id]`` (8 bytes, ext/urltree.pxd): left and right child as 28-bit ids; the 6-bit AVL
+  height (below 64: an AVL tree of 2^28 nodes is < 40 high) in left's top nibble and right's bits
+  28-29; right's bit 31 is the no-prefix flag (see "Prefix match"), bit 30 is 0. id 0 means "no
+  node", so at most 2^28 - 1 URLs.
 * ``DataPtr[id]`` (4 bytes): byte offset of the node's record in CompressedURL (0xFFFFFFFF: free id).
   The URL id *is* the node id, so lookup by id is one array read plus a decode.
 * ``CompressedURL``: records, each ``varint (cPrefix << 1 | side) | varint len | DiffURL bytes |
@@ -68,13 +70,35 @@ million URLs; lookups are blocked only for that pass) when dead bytes exceed the
 
 Prefix match (longest entry that is a prefix of q on a boundary)
 ----------------------------------------------------------------
-One descent for q records (node, lcp, direction) for every visited node. If p is an entry that is a
-proper prefix of q, either p is on q's path, or the first node X on the path with
-``lcp(q, key(X)) >= len(p)`` has ``p < key(X) < q`` -- q turned right there and p lies in X's left
-subtree, where a short search for p (starting with lcp = len(p)) finds it. Candidates are the
-boundary positions b <= max lcp on the path, tried from the longest, so a miss costs one descent
-plus one short sub-search per boundary shared with some entry (it starts with X as the high flank,
-lcp b, and X's low flank, whose lcp with q is below b).
+Is the longest blacklisted prefix of q always on q's search path? No: with entries ``a``,
+``a/b``, ``a/c`` and the root ``a/b`` (children ``a``, ``a/c``), q = ``a/d`` visits ``a/b`` and
+``a/c`` only. What does hold: if an entry p is a proper prefix of q, every key between p and q
+starts with p (p <= k <= q and q starts with p), so p is pred(q) -- the greatest key below q, the
+last node where q's descent turned right -- or a proper prefix of pred(q), of length at most
+``lcp(q, pred(q))``. Hence the **no-prefix flag** NP(x) (TreeNode.right bit 31): set only if no
+entry of one byte or more is a proper prefix of key(x). One descent for q (the exact-match one,
+no path recording) ends in one of: q found; pred(q) a prefix of q on a boundary (the answer);
+NP(pred) = 1 (no answer); else a further round. 79 % of the UT1 URL-list keys have the flag, and
+on the bench queries 90 % end after the one descent (40 % listed, ~19 % pred is the answer,
+~31 % NP(pred)).
+
+A round searches the next candidate length t (the greatest boundary <= lcp(q, pred), below it
+when pred itself is a prefix but not on a boundary) and applies the same test to the
+predecessor of q[:t]; t falls each round, so it ends. The search for q[:t] need not restart: it
+agrees with q's path down to Z, the first right turn whose key shares >= t bytes with q (every
+earlier right turn is below q[:t], every left turn above q), and goes left at Z (key(Z) starts
+with q[:t]; if key(Z) is q[:t], that is the answer). The descent records the right turns that
+raise the lcp (``Turn``, a few per query), so a round walks only Z's left subtree (_lpm_sub).
+
+Keeping NP: rotations do not change it (it belongs to the key; it travels with the node's slot).
+An insert computes the new key's flag from what the descent saw -- pred = lo: 1 if none, 0 if an
+ancestor is a prefix of k, 1 if NP(lo) (candidates are prefixes of lo), 0 if lo's or hi's
+reference is a prefix of k (two record headers), 1 if hi shares >= lcp(k, lo) bytes and NP(hi) --
+and otherwise (~10 % of the UT1 inserts) by the rounds above with every length a candidate. A new
+key that is a prefix of its successor clears the flag of every key that starts with it (an
+in-order walk from it). A delete leaves the other flags alone: a 0 that could now be 1 costs only
+a round. optimize() and build_sorted() recompute every flag exactly in key order (_np_scan),
+check() verifies that no set flag lies. Format WTAVL004 added the flag; older files are refused.
 
 Thread safety: readers may run concurrently (batch calls release the GIL), writers need exclusive
 access. A tree loaded from a snapshot maps the file read-only (shared by every process that loads
@@ -90,7 +114,7 @@ import numpy as np
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memchr, memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
@@ -99,6 +123,8 @@ from urltree cimport SnapshotHeader, TreeNode
 
 cdef enum:
     ID_MASK = 0x0FFFFFFF
+    RH_MASK = 0x30000000      # TreeNode.right bits 28-29: height >> 4 (heights stay below 64)
+    NP_BIT = 0x80000000       # TreeNode.right bit 31: no entry is a proper prefix of this key
     MAX_ID = 0x0FFFFFFF       # ids are 28 bits; 0 is "none"
     MAX_DEPTH = 96            # AVL height of 2^28 nodes is < 40
     MAX_KEY = 65536           # longest key accepted for insertion, in bytes
@@ -113,8 +139,9 @@ cdef enum:
 
 cdef uint32_t FREE_PTR = 0xFFFFFFFFU
 cdef size_t BLOB_LIMIT = 0xFFFFFFF0U   # CompressedURL must stay addressable by 32-bit DataPtr
-SNAPSHOT_MAGIC = b"WTAVL003"   # 002: cPrefix carries the side bit, RefID is a flanking ancestor;
-                               # 003: CRC-32 of header and body in the header, checked at load
+SNAPSHOT_MAGIC = b"WTAVL004"   # 002: cPrefix carries the side bit, RefID is a flanking ancestor;
+                               # 003: CRC-32 of header and body in the header, checked at load;
+                               # 004: TreeNode.right bit 31 is the no-prefix flag (NP_BIT)
 HEADER = struct.Struct("<8sQQQQIIQI4x")   # SnapshotHeader (urltree.pxd): ..., tag, crc32, pad
 MAX_URLS = MAX_ID
 MAX_KEY_BYTES = MAX_KEY
@@ -142,12 +169,48 @@ ctypedef struct Rec:
     uint32_t size        # bytes of the whole record
 
 
-ctypedef struct PathStep:
-    uint32_t x           # node id
-    uint32_t m           # lcp(q, key(x))
-    uint32_t mlo         # lcp(q, key(low flanking ancestor of x)), 0 if none
-    int c                # comparison of q with key(x): -1, 0, 1
-    int kp               # 1 when key(x) is a prefix of q (m == len(key(x)))
+ctypedef struct QBounds:
+    size_t host_end      # end of the host in the query key (webtap_host_len)
+    size_t qpos          # position of the first '?' after the host, or the key's length
+    bint ready           # computed (only prefix matches that need a boundary test do)
+
+
+ctypedef struct NPScan:
+    const uint8_t *prev  # the previous key in ascending order
+    size_t prevn
+    uint32_t *lens       # lengths of the entries that are prefixes of prev (prev included), ascending
+    size_t nl
+
+
+cdef inline bint _np_scan(NPScan *s, const uint8_t *k, size_t n) noexcept nogil:
+    """Exact no-prefix flag of k, the next key in ascending order (optimize, build_sorted): an
+    entry p that is a proper prefix of k lies between p and k, so every key in between -- prev
+    included -- starts with p; the stack holds the lengths of the entries prev starts with. The
+    caller sets s.prev = k afterwards (copying it when its buffer is reused)."""
+    cdef size_t l = 0
+    cdef bint r
+    while l < n and l < s.prevn and k[l] == s.prev[l]:
+        l += 1
+    while s.nl > 0 and s.lens[s.nl - 1] > l:
+        s.nl -= 1
+    r = s.nl == 0
+    if n > 0:
+        s.lens[s.nl] = <uint32_t>n
+        s.nl += 1
+    s.prevn = n
+    return r
+
+
+ctypedef struct Turn:
+    uint32_t x           # a node where the descent for q turned right, sharing more with q than
+    uint32_t m           # every earlier right turn: m = lcp(q, key(x))
+    uint32_t lo          # x's low flank (the previous right turn), lcp(q, key(lo)), and whether
+    uint32_t mlo         # key(lo) is a prefix of q
+    int kplo
+    int kp               # key(x) is a prefix of q
+
+
+cdef uint32_t LPM_MORE = 0xFFFFFFFFU    # _lpm_next: no answer yet, search the next length
 
 
 cdef inline const uint8_t *_get_varint(const uint8_t *p, uint32_t *v) noexcept nogil:
@@ -220,6 +283,28 @@ cdef inline bint _is_boundary(const uint8_t *q, size_t b, size_t host_end, size_
     if b > qpos:
         return False
     return q[b] == b'/' or b == qpos
+
+
+cdef inline bint _boundary_at(const uint8_t *q, size_t b) noexcept nogil:
+    """_is_boundary for one position b (< len(q)), reading only q[:b + 1]: the host ends at the
+    first ':', '/' or '?' (after ']' for "[...]"), so a host end beyond b is all it needs to know;
+    after the host, b must be '/' or the first '?'."""
+    cdef size_t host_end = webtap_host_len(q, b + 1)
+    if host_end > b:
+        return q[b] == b'.' and q[0] != b'['
+    if host_end == b:
+        return True
+    if q[b] != b'/' and q[b] != b'?':
+        return False
+    return memchr(q + host_end, b'?', b - host_end) == NULL
+
+
+cdef inline void _qb_init(const uint8_t *q, size_t qn, QBounds *qb) noexcept nogil:
+    qb.host_end = webtap_host_len(q, qn)
+    qb.qpos = qb.host_end
+    while qb.qpos < qn and q[qb.qpos] != b'?':
+        qb.qpos += 1
+    qb.ready = True
 
 
 cdef extern from *:
@@ -322,6 +407,11 @@ cdef class UrlTree:
     cdef bint kc_on               # only inside _insert_key / _delete_key
     cdef size_t kc_used
     cdef uint8_t *kc_arena
+    # no-prefix flag of the key being inserted (see _ins): work left for after the insert
+    cdef bint np_mark             # the new key is a proper prefix of its successor (_mark_extensions)
+    cdef Turn ins_turns[MAX_DEPTH]   # _ins: the right turns that raised the lcp with k
+    cdef int ins_nt
+    cdef bint ins_kpa             # _ins: some node on k's path is a proper prefix of k
 
     def __cinit__(self, uint32_t max_ids=MAX_ID):
         if max_ids > MAX_ID or max_ids == 0:
@@ -418,11 +508,22 @@ cdef class UrlTree:
     cdef inline int _height(self, uint32_t x) noexcept nogil:
         if x == 0:
             return 0
-        return <int>((self.nodes[x].left >> 28) | ((self.nodes[x].right >> 28) << 4))
+        return <int>((self.nodes[x].left >> 28) | (((self.nodes[x].right & RH_MASK) >> 28) << 4))
 
     cdef inline void _set_height(self, uint32_t x, int h) noexcept nogil:
         self.nodes[x].left = (self.nodes[x].left & ID_MASK) | ((<uint32_t>h & 15) << 28)
-        self.nodes[x].right = (self.nodes[x].right & ID_MASK) | ((<uint32_t>(h >> 4) & 15) << 28)
+        self.nodes[x].right = (self.nodes[x].right & ~(<uint32_t>RH_MASK)) | ((<uint32_t>(h >> 4) & 3) << 28)
+
+    cdef inline bint _np(self, uint32_t x) noexcept nogil:
+        """The no-prefix flag: 1 guarantees that no entry (of one byte or more) is a proper
+        prefix of key(x); 0 promises nothing (see "Prefix match" in the module docstring)."""
+        return (self.nodes[x].right & NP_BIT) != 0
+
+    cdef inline void _set_np(self, uint32_t x, bint v) noexcept nogil:
+        if v:
+            self.nodes[x].right |= NP_BIT
+        else:
+            self.nodes[x].right &= ~(<uint32_t>NP_BIT)
 
     cdef inline void _fix_height(self, uint32_t x) noexcept nogil:
         cdef int hl = self._height(self._left(x)), hr = self._height(self._right(x))
@@ -671,81 +772,160 @@ cdef class UrlTree:
             x = self._child(x, c)
         return 0
 
-    cdef uint32_t _prefix(self, const uint8_t *q, size_t qn) noexcept nogil:
-        """Longest entry that equals q or is a prefix of q on a component boundary; 0 if none."""
-        cdef PathStep path[MAX_DEPTH]
-        cdef int depth = 0, c = 0, kp
-        cdef uint32_t x = self.root
-        cdef size_t m = 0, mx = 0, mlo = 0, mhi = 0
-        while x != 0 and depth < MAX_DEPTH:
-            c = self._step(x, q, qn, mlo, mhi, &m, &kp)
+    cdef inline uint32_t _descend(self, const uint8_t *q, size_t t, uint32_t *pred, size_t *mp,
+                                  int *kpp, Turn *turns, int *nt) noexcept nogil:
+        """Exact search for q[:t] from the root. On a miss (0), pred is the greatest key below
+        q[:t] (the last node where the descent turned right; 0 if none), mp its lcp with q[:t]
+        and kpp whether it is a prefix of q[:t]; turns[:nt] the right turns that raised the lcp."""
+        cdef uint32_t x = self.root, p = 0
+        cdef size_t m, mlo = 0, mhi = 0
+        cdef int c, kp, k = 0, n = 0
+        while x != 0:
+            c = self._step(x, q, t, mlo, mhi, &m, &kp)
             if c == 0:
                 return x
-            path[depth].x = x
-            path[depth].m = <uint32_t>m
-            path[depth].mlo = <uint32_t>mlo
-            path[depth].c = c
-            path[depth].kp = kp
-            depth += 1
-            if m > mx:
-                mx = m
             if c < 0:
                 mhi = m
+                x = self.nodes[x].left & ID_MASK
             else:
+                if m > mlo and n < MAX_DEPTH:     # (a valid tree is < 64 high)
+                    turns[n].x = x
+                    turns[n].m = <uint32_t>m
+                    turns[n].lo = p
+                    turns[n].mlo = <uint32_t>mlo
+                    turns[n].kplo = k
+                    turns[n].kp = kp
+                    n += 1
                 mlo = m
-            x = self._child(x, c)
-        return self._prefix_tail(path, depth, mx, q, qn)
-
-    cdef uint32_t _prefix_tail(self, const PathStep *path, int depth, size_t mx, const uint8_t *q,
-                               size_t qn) noexcept nogil:
-        """Second half of _prefix: the descent for q missed; try its boundary prefixes."""
-        cdef int j
-        cdef uint32_t found
-        cdef size_t b, host_end, qpos
-        if mx == 0:
-            return 0
-        host_end = webtap_host_len(q, qn)
-        qpos = host_end
-        while qpos < qn and q[qpos] != b'?':
-            qpos += 1
-        b = mx if mx < qn else qn - 1
-        while b > 0:
-            if _is_boundary(q, b, host_end, qpos):
-                for j in range(depth):
-                    if path[j].m >= b:
-                        if path[j].kp and path[j].m == b:
-                            return path[j].x
-                        if path[j].c > 0:
-                            # q[:b] lies between x's low flank and x: its lcp with x is b
-                            found = self._search(self._left(path[j].x), q, b,
-                                                 path[j].mlo if path[j].mlo < b else b, b)
-                            if found:
-                                return found
-                            break
-            b -= 1
+                p = x
+                k = kp
+                x = self.nodes[x].right & ID_MASK
+        pred[0] = p
+        mp[0] = mlo
+        kpp[0] = k
+        nt[0] = n
         return 0
 
-    cdef void _match_group(self, const uint8_t **qs, const size_t *qn, int32_t *out, int g, bint prefix,
-                           PathStep *paths) noexcept nogil:
+    cdef uint32_t _lpm_next(self, const uint8_t *q, size_t qn, uint32_t pred, size_t mp, int kpp,
+                            bint anylen, QBounds *qb, size_t *t) noexcept nogil:
+        """One round of the longest-prefix loop after the descent for q[:t] missed with
+        predecessor pred (lcp mp, kpp: pred is a prefix of q[:t]): the answer (an id, or 0), or
+        LPM_MORE with t lowered to the next candidate length. anylen: every length counts (the
+        no-prefix flag of a new key), else only q's component boundaries."""
+        cdef size_t b
+        if pred == 0:
+            return 0
+        if kpp and mp > 0:
+            if anylen or _boundary_at(q, mp):
+                return pred
+        if self.nodes[pred].right & NP_BIT:
+            return 0             # no entry is a proper prefix of pred, so none of q[:t] but pred
+        if mp == 0:
+            return 0
+        b = mp - 1 if kpp else mp
+        if not anylen:
+            if not qb.ready:
+                _qb_init(q, qn, qb)
+            while b > 0 and not _is_boundary(q, b, qb.host_end, qb.qpos):
+                b -= 1
+        if b == 0:
+            return 0
+        t[0] = b
+        return LPM_MORE
+
+    cdef uint32_t _lpm_sub(self, const uint8_t *q, size_t qn, uint32_t pred, size_t mp, int kpp,
+                           bint anylen, Turn *turns, int nt, size_t known, size_t *tout) noexcept nogil:
+        """The longest-prefix loop after a missed descent for q (pred, mp, kpp and turns[:nt] as
+        _descend gives them). Each further round searches q[:t] for a shorter t, and that search
+        follows q's path down to the first right turn Z sharing >= t bytes with q (turns: q[:t]
+        is below key(Z), which starts with q[:t]) and goes left there: only the part below Z is
+        walked. Returns the answer (0: none), or LPM_MORE with tout = t when t <= known (the
+        caller recorded only the turns that share more than `known` bytes: _np_new)."""
+        cdef QBounds qb
+        cdef uint32_t y, r
+        cdef size_t t = qn, m, a, b
+        cdef int c, kp, j
+        qb.ready = False
+        while True:
+            r = self._lpm_next(q, qn, pred, mp, kpp, anylen, &qb, &t)
+            if r != LPM_MORE:
+                return r
+            if t <= known:
+                tout[0] = t
+                return LPM_MORE
+            j = 0
+            while j < nt and turns[j].m < t:
+                j += 1
+            if j == nt:               # cannot happen: pred is a turn with lcp mp >= t
+                return 0
+            if turns[j].kp and turns[j].m == t:
+                return turns[j].x     # key(Z) is q[:t] itself
+            y = self._left(turns[j].x)
+            pred, a, kpp, b = turns[j].lo, turns[j].mlo, turns[j].kplo, t
+            nt = j
+            while y != 0:
+                c = self._step(y, q, t, a, b, &m, &kp)
+                if c == 0:
+                    return y
+                if c < 0:
+                    b = m
+                    y = self._left(y)
+                else:
+                    if m > a and nt < MAX_DEPTH:
+                        turns[nt].x = y
+                        turns[nt].m = <uint32_t>m
+                        turns[nt].lo = pred
+                        turns[nt].mlo = <uint32_t>a
+                        turns[nt].kplo = kpp
+                        turns[nt].kp = kp
+                        nt += 1
+                    a = m
+                    pred = y
+                    kpp = kp
+                    y = self._right(y)
+            mp = a
+
+    cdef uint32_t _lpm(self, const uint8_t *q, size_t qn, size_t t, bint anylen) noexcept nogil:
+        """Longest entry q[:b], b <= t, that equals q or is a proper prefix of q on a component
+        boundary (anylen: of any length >= 1; t must be qn or such a length); 0 if none. See
+        "Prefix match" in the module docstring."""
+        cdef Turn turns[MAX_DEPTH]
+        cdef int nt
+        cdef uint32_t x, pred
+        cdef size_t mp
+        cdef int kpp
+        x = self._descend(q, t, &pred, &mp, &kpp, turns, &nt)
+        if x != 0:
+            return x
+        return self._lpm_sub(q, qn, pred, mp, kpp, anylen, turns, nt, 0, &mp)
+
+    cdef uint32_t _prefix(self, const uint8_t *q, size_t qn) noexcept nogil:
+        """Longest entry that equals q or is a prefix of q on a component boundary; 0 if none."""
+        return self._lpm(q, qn, qn, False)
+
+    cdef void _match_group(self, const uint8_t **qs, const size_t *qn, int32_t *out, int g,
+                           bint prefix) noexcept nogil:
         """Match g queries (g <= GROUP) in lockstep: each round first prefetches every live
         query's next record, then takes one step for each, so one query's cache misses overlap
-        with the others' work (the descents are independent). paths: g * MAX_DEPTH steps."""
+        with the others' work (the descents are independent)."""
         cdef uint32_t x[GROUP]
+        cdef uint32_t pred[GROUP]
         cdef size_t mlo[GROUP]
         cdef size_t mhi[GROUP]
-        cdef size_t mx[GROUP]
-        cdef int depth[GROUP]
+        cdef int kpp[GROUP]
         cdef int i, live = g, kp, cc
-        cdef size_t m
-        cdef PathStep *ps
+        cdef size_t m, t
+        cdef uint32_t r
+        cdef QBounds qb
         for i in range(g):
             x[i] = self.root
+            pred[i] = 0
             mlo[i] = 0
             mhi[i] = 0
-            mx[i] = 0
-            depth[i] = 0
-            out[i] = 0
+            kpp[i] = 0
+            out[i] = -1          # still descending (ids are > 0; 0 is a miss)
             if x[i] == 0:
+                out[i] = 0
                 live -= 1
         while live > 0:
             for i in range(g):
@@ -758,33 +938,31 @@ cdef class UrlTree:
                 if cc == 0:
                     out[i] = <int32_t>x[i]
                     x[i] = 0
-                    depth[i] = -1
                     live -= 1
                     continue
-                if depth[i] < MAX_DEPTH:
-                    ps = paths + i * MAX_DEPTH + depth[i]
-                    ps.x = x[i]
-                    ps.m = <uint32_t>m
-                    ps.mlo = <uint32_t>mlo[i]
-                    ps.c = cc
-                    ps.kp = kp
-                    depth[i] += 1
-                if m > mx[i]:
-                    mx[i] = m
                 if cc < 0:
                     mhi[i] = m
                 else:
                     mlo[i] = m
+                    pred[i] = x[i]
+                    kpp[i] = kp
                 x[i] = self._child(x[i], cc)
                 if x[i] != 0:
                     WEBTAP_PREFETCH(&self.dataptr[x[i]])
                     WEBTAP_PREFETCH(&self.nodes[x[i]])
                 else:
                     live -= 1
-        if prefix:
-            for i in range(g):
-                if depth[i] >= 0 and out[i] == 0:
-                    out[i] = <int32_t>self._prefix_tail(paths + i * MAX_DEPTH, depth[i], mx[i], qs[i], qn[i])
+        for i in range(g):
+            if out[i] >= 0:
+                continue
+            out[i] = 0
+            if prefix:
+                qb.ready = False
+                t = qn[i]
+                r = self._lpm_next(qs[i], qn[i], pred[i], mlo[i], kpp[i], False, &qb, &t)
+                if r == LPM_MORE:      # rare: again from the root, recording the right turns
+                    r = self._lpm(qs[i], qn[i], qn[i], False)
+                out[i] = <int32_t>r
 
     # ---- insert / delete ------------------------------------------------------------------
     cdef uint32_t _alloc_id(self) except 0 nogil:
@@ -835,15 +1013,19 @@ cdef class UrlTree:
         self._set_height(x, (hl if hl > hr else hr) + 1)
         return x
 
-    cdef int _ins(self, uint32_t x, uint32_t lo, uint32_t hi, size_t mlo, size_t mhi, const uint8_t *k,
-                  size_t kn, uint32_t cat, uint32_t period, uint32_t *out, uint32_t *hit) except -1 nogil:
-        """Insert k below x, whose flanking ancestors lo and hi share mlo and mhi bytes with k.
-        out: new subtree root; hit: the node holding k (new or existing). Returns 1 when k was
-        new, 0 when it existed. A new leaf's flanks are k's neighbours in key order, and its
-        encoding against the closer one comes free from the descent."""
+    cdef int _ins(self, uint32_t x, uint32_t lo, uint32_t hi, size_t mlo, size_t mhi,
+                  const uint8_t *k, size_t kn, uint32_t cat, uint32_t period, uint32_t *out,
+                  uint32_t *hit) except -1 nogil:
+        """Insert k below x, whose flanking ancestors lo and hi share mlo and mhi bytes with k. out: new subtree root; hit: the node holding k (new or
+        existing). Returns 1 when k was new, 0 when it existed. A new leaf's flanks are k's
+        neighbours in key order, and its encoding against the closer one comes free from the
+        descent; so does its no-prefix flag, unless its predecessor's flag is 0 (then
+        _insert_key searches) -- and when k is a proper prefix of its successor, the keys that
+        start with k lose theirs (_mark_extensions)."""
         cdef int c, kp, rc
         cdef uint32_t sub
         cdef size_t m
+        cdef Turn *tp
         if x == 0:
             x = self._alloc_id()
             if mhi > mlo:
@@ -851,6 +1033,22 @@ cdef class UrlTree:
             else:
                 self._append(x, lo if mlo else 0, 0, <uint32_t>mlo, k + mlo, <uint32_t>(kn - mlo), cat, period)
             self._set_height(x, 1)
+            # a proper prefix p of k (p != "") is <= lo, and every key from p to k starts with p
+            if lo == 0:
+                self._set_np(x, True)
+            elif self.ins_kpa:
+                self._set_np(x, False)            # an ancestor (often lo itself)
+            elif self._np(lo) or mlo == 0:
+                self._set_np(x, True)
+            elif self._ref_is_prefix(lo, mlo):
+                self._set_np(x, False)
+            elif hi != 0 and mhi >= mlo and self._np(hi):
+                self._set_np(x, True)             # k's candidates k[:b], b <= mlo, prefix hi too
+            elif hi != 0 and self._ref_is_prefix(hi, mhi):
+                self._set_np(x, False)            # hi's reference: hi[:cp] = k[:cp], not k
+            else:                                 # lo has a prefix entry: is it one of k's?
+                self._set_np(x, self._np_new(lo, k, kn, mlo))
+            self.np_mark = hi != 0 and mhi == kn and kn > 0
             out[0] = x
             hit[0] = x
             self.count += 1
@@ -860,6 +1058,15 @@ cdef class UrlTree:
             out[0] = x
             hit[0] = x
             return 0
+        if c > 0 and m > mlo and self.ins_nt < MAX_DEPTH:
+            tp = &self.ins_turns[self.ins_nt]
+            tp.x = x
+            tp.m = <uint32_t>m
+            tp.lo = lo
+            tp.mlo = <uint32_t>mlo
+            self.ins_nt += 1
+            if kp:
+                self.ins_kpa = True
         if c < 0:
             rc = self._ins(self._left(x), lo, x, mlo, m, k, kn, cat, period, &sub, hit)
         else:
@@ -920,7 +1127,7 @@ cdef class UrlTree:
             return 0
         self._del_min(r, x, hi, &sub, &s)
         self.nodes[s].left = 0
-        self.nodes[s].right = 0
+        self.nodes[s].right &= NP_BIT            # s's own no-prefix flag stays
         self._link(s, LEFT, l)
         self._link(s, RIGHT, sub)
         self._fix(s, lo, hi)
@@ -991,14 +1198,93 @@ cdef class UrlTree:
             return TREE_TOO_LONG
         self._kc_reset()
         self.kc_on = True
+        self.np_mark = False
+        self.ins_kpa = False
+        self.ins_nt = 0
         try:
             rc = self._ins(self.root, 0, 0, 0, 0, k, kn, cat, period, &out, hit)
             if rc:
                 self._set_root(out)
+                if self.np_mark:
+                    self._mark_extensions(k, kn)
                 self._maybe_compact()
         finally:
             self.kc_on = False
         return rc
+
+    cdef bint _np_new(self, uint32_t lo, const uint8_t *k, size_t kn, size_t mlo) noexcept nogil:
+        """No-prefix flag of a new key k (not linked yet) whose predecessor lo has flag 0 and no
+        ancestor of which is a prefix of k (so every turn's kp and kplo are 0): is some k[:b],
+        1 <= b <= mlo (k's lcp with lo), an entry? _lpm_sub with the turns _ins recorded."""
+        cdef size_t t
+        cdef int i
+        for i in range(self.ins_nt):
+            self.ins_turns[i].kplo = 0
+            self.ins_turns[i].kp = 0
+        return self._lpm_sub(k, kn, lo, mlo, 0, True, self.ins_turns, self.ins_nt, 0, &t) == 0
+
+    cdef bint _ref_is_prefix(self, uint32_t y, size_t mk) noexcept nogil:
+        """Is y's reference a prefix of key(y) of 1..mk bytes? (Then it is a proper prefix of every
+        key that shares mk bytes with key(y).) Reads two record headers, no key bytes."""
+        cdef Rec r
+        cdef const uint8_t *p
+        cdef uint32_t v, dlen
+        _read_rec(self.blob + self.dataptr[y], y, &r)
+        if r.ref == 0 or r.cp == 0 or r.cp > mk:
+            return False
+        p = _get_varint(self.blob + self.dataptr[r.ref], &v)
+        _get_varint(p, &dlen)
+        return (v >> 1) + dlen == r.cp
+
+    cdef int _mark_extensions(self, const uint8_t *k, size_t kn) except -1 nogil:
+        """k (in the tree) is a proper prefix of its successor: clear the no-prefix flag of every
+        key that starts with k, the keys right after k in key order (walked in order from k)."""
+        cdef uint32_t stack[MAX_DEPTH]
+        cdef int sp = 0, c, kp
+        cdef uint32_t x = self.root, y
+        cdef size_t m, mlo = 0, mhi = 0
+        cdef ptrdiff_t n
+        while x != 0:
+            c = self._step(x, k, kn, mlo, mhi, &m, &kp)
+            if c == 0:
+                break
+            if c < 0:
+                if sp == MAX_DEPTH:
+                    with gil:
+                        raise TreeCorrupt("tree deeper than MAX_DEPTH")
+                stack[sp] = x          # an ancestor above k: visited after k's right subtree
+                sp += 1
+                mhi = m
+            else:
+                mlo = m
+            x = self._child(x, c)
+        if x == 0:
+            with gil:
+                raise TreeCorrupt("_mark_extensions: the key is not in the tree")
+        y = self._right(x)
+        while y != 0:
+            if sp == MAX_DEPTH:
+                with gil:
+                    raise TreeCorrupt("tree deeper than MAX_DEPTH")
+            stack[sp] = y
+            sp += 1
+            y = self._left(y)
+        while sp > 0:
+            sp -= 1
+            y = stack[sp]
+            n = self._decode(y, self.kbuf)
+            if <size_t>n <= kn or memcmp(self.kbuf, k, kn) != 0:
+                break
+            self._set_np(y, False)
+            y = self._right(y)
+            while y != 0:
+                if sp == MAX_DEPTH:
+                    with gil:
+                        raise TreeCorrupt("tree deeper than MAX_DEPTH")
+                stack[sp] = y
+                sp += 1
+                y = self._left(y)
+        return 0
 
     cdef uint32_t _delete_key(self, const uint8_t *k, size_t kn) except? 0 nogil:
         cdef uint32_t out, hit = 0
@@ -1195,7 +1481,6 @@ cdef class UrlTree:
         cdef int32_t gout[GROUP]
         cdef Py_ssize_t slot[GROUP]
         cdef int g, j
-        cdef PathStep *paths
         if n <= 0:
             return res
         if off[0] < 0 or off[n] > data.shape[0]:
@@ -1224,7 +1509,6 @@ cdef class UrlTree:
                     tv[i] = _now_ns() - t0
             else:           # groups of GROUP queries in lockstep (_match_group)
                 buf = <uint8_t *>_checked_realloc(NULL, GROUP * (3 * maxlen + 16))
-                paths = <PathStep *>_checked_realloc(NULL, GROUP * MAX_DEPTH * sizeof(PathStep))
                 i = 0
                 while i < n:
                     g = 0
@@ -1244,10 +1528,9 @@ cdef class UrlTree:
                         slot[g] = i
                         g += 1
                         i += 1
-                    self._match_group(qs, qn, gout, g, prefix, paths)
+                    self._match_group(qs, qn, gout, g, prefix)
                     for j in range(g):
                         out[slot[j]] = gout[j]
-                free(paths)
             free(buf)
         return res
 
@@ -1425,6 +1708,15 @@ cdef class UrlTree:
         for a, b in zip(keys, keys[1:]):
             if not a < b:
                 raise TreeCorrupt(f"keys out of order: {a!r} >= {b!r}")
+        prefixes = []       # the entries that are prefixes of the previous key (nested)
+        for x, key in zip(self.ids(), keys):
+            while prefixes and not key.startswith(prefixes[len(prefixes) - 1]):
+                prefixes.pop()
+            if prefixes and self._np(x):
+                raise TreeCorrupt(f"node {x}: no-prefix flag set, but {prefixes[len(prefixes) - 1]!r} "
+                                  f"is a prefix of {key!r}")
+            if key:
+                prefixes.append(key)
         for x, key in zip(self.ids(), keys):
             if self.find_key(key) != x:
                 raise TreeCorrupt(f"search for {key!r} does not reach node {x}")
@@ -1443,11 +1735,13 @@ cdef class UrlTree:
 
     cdef int _opt_rec(self, uint32_t x, int depth, int dlo, int dhi, uint32_t *new_of, uint8_t *keys,
                       uint32_t *klen, uint32_t *kid, TreeNode *nn, uint32_t *nd, uint8_t *nb, size_t bcap,
-                      size_t *o, uint32_t *next_id) except -1 nogil:
+                      size_t *o, uint32_t *next_id, NPScan *scan, uint8_t *prevbuf) except -1 nogil:
         """optimize()'s pre-order walk: give x the next id and write its record re-encoded against
         the better flank. keys[d * KSTRIDE]: the full key of the ancestor at depth d (klen, kid:
-        its length and old id); dlo/dhi: the depths of x's flanks (-1: none)."""
+        its length and old id); dlo/dhi: the depths of x's flanks (-1: none). The no-prefix flags
+        are recomputed exactly in key order on the way (scan; prevbuf holds the previous key)."""
         cdef Rec rec
+        cdef bint npx
         cdef uint32_t nx = next_id[0], l, r, ref = 0, side = 0
         cdef uint8_t *kx = keys + <size_t>depth * KSTRIDE
         cdef uint8_t *p
@@ -1499,11 +1793,16 @@ cdef class UrlTree:
         o[0] = <size_t>(p - nb)
         l, r = self._left(x), self._right(x)
         if l != 0:
-            self._opt_rec(l, depth + 1, dlo, depth, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id)
+            self._opt_rec(l, depth + 1, dlo, depth, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id,
+                          scan, prevbuf)
+        npx = _np_scan(scan, kx, n)
+        memcpy(prevbuf, kx, n)
         if r != 0:
-            self._opt_rec(r, depth + 1, depth, dhi, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id)
+            self._opt_rec(r, depth + 1, depth, dhi, new_of, keys, klen, kid, nn, nd, nb, bcap, o, next_id,
+                          scan, prevbuf)
         nn[nx].left = (self.nodes[x].left & ~(<uint32_t>ID_MASK)) | (new_of[l] if l else 0)
-        nn[nx].right = (self.nodes[x].right & ~(<uint32_t>ID_MASK)) | (new_of[r] if r else 0)
+        nn[nx].right = ((self.nodes[x].right & <uint32_t>RH_MASK) | (new_of[r] if r else 0)
+                        | (<uint32_t>NP_BIT if npx else 0))
         return 0
 
     cdef int _optimize(self, uint32_t *new_of) except -1 nogil:
@@ -1518,23 +1817,32 @@ cdef class UrlTree:
         cdef uint32_t klen[MAX_DEPTH]
         cdef uint32_t kid[MAX_DEPTH]
         cdef bint ok = False
+        cdef NPScan scan
+        cdef uint8_t *prevbuf
         nn = <TreeNode *>_checked_grow(NULL, 0, (n + 1) * sizeof(TreeNode))
         nd = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
         bcap = self.blob_used - self.dead + 6 * n + 4096
         nb = <uint8_t *>_checked_grow(NULL, 0, bcap)
-        keys = <uint8_t *>_checked_realloc(NULL, <size_t>MAX_DEPTH * KSTRIDE)
+        keys = <uint8_t *>_checked_realloc(NULL, <size_t>(MAX_DEPTH + 1) * KSTRIDE)
+        prevbuf = keys + <size_t>MAX_DEPTH * KSTRIDE
+        scan.lens = <uint32_t *>_checked_realloc(NULL, (MAX_KEY + 1) * sizeof(uint32_t))
+        scan.prev = prevbuf
+        scan.prevn = 0
+        scan.nl = 0
         nn[0].left = 0
         nn[0].right = 0
         nd[0] = FREE_PTR
         try:
             if self.root != 0:
-                self._opt_rec(self.root, 0, -1, -1, new_of, keys, klen, kid, nn, nd, nb, bcap, &o, &next_id)
+                self._opt_rec(self.root, 0, -1, -1, new_of, keys, klen, kid, nn, nd, nb, bcap, &o, &next_id,
+                              &scan, prevbuf)
             if next_id != n + 1:
                 with gil:
                     raise TreeCorrupt(f"pre-order walk found {next_id - 1} nodes, count is {n}")
             ok = True
         finally:
             free(keys)
+            free(scan.lens)
             if not ok:
                 free(nn)
                 free(nd)
@@ -1554,10 +1862,11 @@ cdef class UrlTree:
 
     cdef uint32_t _build(self, const uint8_t *data, const int64_t *starts, const int64_t *ends,
                          const int64_t *uniq, const uint32_t *cats, const uint32_t *pers,
-                         int64_t lo, int64_t hi, int64_t flo, int64_t fhi, uint32_t flo_id, uint32_t fhi_id,
-                         uint32_t *next_id, int *height) except? 0 nogil:
+                         const uint8_t *npf, int64_t lo, int64_t hi, int64_t flo, int64_t fhi, uint32_t flo_id,
+                         uint32_t fhi_id, uint32_t *next_id, int *height) except? 0 nogil:
         """Balanced subtree of the sorted unique keys uniq[lo:hi], ids in pre-order; flo/fhi are
-        the positions (-1: none) and flo_id/fhi_id the ids of its flanking ancestors."""
+        the positions (-1: none) and flo_id/fhi_id the ids of its flanking ancestors; npf[i]: the
+        no-prefix flag of uniq[i]."""
         cdef int64_t mid, k
         cdef uint32_t x, l, r
         cdef int hl, hr
@@ -1590,10 +1899,10 @@ cdef class UrlTree:
         else:
             memcpy(self.kbuf, key + ml, kn - ml)
             self._append(x, flo_id if ml else 0, 0, <uint32_t>ml, self.kbuf, <uint32_t>(kn - ml), cats[k], pers[k])
-        l = self._build(data, starts, ends, uniq, cats, pers, lo, mid, flo, mid, flo_id, x, next_id, &hl)
-        r = self._build(data, starts, ends, uniq, cats, pers, mid + 1, hi, mid, fhi, x, fhi_id, next_id, &hr)
+        l = self._build(data, starts, ends, uniq, cats, pers, npf, lo, mid, flo, mid, flo_id, x, next_id, &hl)
+        r = self._build(data, starts, ends, uniq, cats, pers, npf, mid + 1, hi, mid, fhi, x, fhi_id, next_id, &hr)
         self.nodes[x].left = l
-        self.nodes[x].right = r
+        self.nodes[x].right = r | (<uint32_t>NP_BIT if npf[mid] else 0)
         height[0] = (hl if hl > hr else hr) + 1
         self._set_height(x, height[0])
         return x
@@ -1616,6 +1925,11 @@ cdef class UrlTree:
         cdef int c = 0, h
         cdef uint32_t next_id = 1
         cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        npf_a = np.zeros(max(n, 1), dtype=np.uint8)
+        cdef uint8_t[::1] npf = npf_a
+        cdef NPScan scan
+        lens_a = np.zeros(MAX_KEY + 1, dtype=np.uint32)
+        cdef uint32_t[::1] lens = lens_a
         if self.count != 0:
             raise ValueError("build_sorted needs an empty tree")
         if cats.shape[0] and np.asarray(cats).max() >= 0x80000000:
@@ -1650,14 +1964,35 @@ cdef class UrlTree:
                 uniq[m] = a
                 m += 1
                 total += en[a] - st[a]
+            scan.lens = &lens[0]
+            scan.prev = NULL
+            scan.prevn = 0
+            scan.nl = 0
+            for j in range(m):
+                a = uniq[j]
+                npf[j] = _np_scan(&scan, base + st[a], <size_t>(en[a] - st[a]))
+                scan.prev = base + st[a]
             self._grow_slots(<size_t>m + 1)
             self._grow_blob(<size_t>total + 12 * <size_t>m + 64)
             self.n_slots = <size_t>m + 1
             self.root = self._build(base, &st[0] if st.shape[0] else NULL, &en[0] if en.shape[0] else NULL,
                                     &uniq[0], &cats[0] if cats.shape[0] else NULL,
-                                    &pers[0] if pers.shape[0] else NULL, 0, m, -1, -1, 0, 0, &next_id, &h)
+                                    &pers[0] if pers.shape[0] else NULL, &npf[0], 0, m, -1, -1, 0, 0, &next_id, &h)
             self.count = <size_t>m
         return m
+
+    cdef size_t _count_np(self) noexcept nogil:
+        cdef size_t i, c = 0
+        for i in range(1, self.n_slots):
+            if self.dataptr[i] != FREE_PTR and self._np(<uint32_t>i):
+                c += 1
+        return c
+
+    def no_prefix_flag(self, uint32_t uid):
+        """The no-prefix flag of a live id (True: no entry is a proper prefix of its key)."""
+        if uid == 0 or uid >= self.n_slots or self.dataptr[uid] == FREE_PTR:
+            raise KeyError(uid)
+        return bool(self._np(uid))
 
     def optimize(self):
         """Renumber ids in pre-order and rewrite CompressedURL in that order, without dead bytes.
@@ -1665,6 +2000,7 @@ cdef class UrlTree:
         A subtree then occupies one contiguous range of ids and records, so the lower levels of a
         descent stay within a few pages, and most RefIDs (zig-zag differences) take one byte.
         Ids change: returns a uint32 array mapping each old id to its new one (0: was free).
+        Also recomputes every no-prefix flag exactly (deletes leave some at 0 for nothing).
         urlfilter's manager calls this before saving a snapshot; its store never keeps tree ids.
         """
         self._own()
@@ -1687,6 +2023,7 @@ cdef class UrlTree:
             "urls": self.count,
             "ids": self.n_slots - 1,
             "height": self._height(self.root),
+            "no_prefix_flags": self._count_np(),
             "tree_node_bytes": self.n_slots * sizeof(TreeNode),
             "data_ptr_bytes": self.n_slots * 4,
             "compressed_url_bytes": self.blob_used - self.dead,

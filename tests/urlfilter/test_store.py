@@ -214,7 +214,7 @@ def test_format_1_snapshot_is_refused_and_rebuilt_from_the_store(tmp_path):
     m.load_tree()
     m.save_snapshot(force=True)
     raw = m.snapshot.read_bytes()
-    assert raw[:8] == b"WTAVL003"
+    assert raw[:8] == b"WTAVL004"
     m.snapshot.write_bytes(b"WTAVL001" + raw[8:])
     with pytest.raises(ValueError):
         UrlTree.load(m.snapshot)

@@ -479,3 +479,104 @@ def test_single_match_fast_path_agrees_with_the_python_canonicaliser():
     for bad in ("", "http://exa mple.org/", "http://[::1/x", "bad host^.org/", b"\x00"):
         assert t.match(bad) == 0 and t.find(bad) == 0
     assert t.find_key(b"org.example.shop") == did and t.prefix_key(bytearray(b"org.example.shop.www/a")) == did
+
+
+def _exact_no_prefix(keys):
+    """Reference no-prefix flags: True when no other (non-empty) key is a proper prefix."""
+    return {k: not any(p and p != k and k.startswith(p) for p in keys) for k in keys}
+
+
+def _flags(t):
+    return {t.get_key(int(x)): t.no_prefix_flag(int(x)) for x in t.ids()}
+
+
+NP_ALPHABET = ["a", "b", ".", "/", "?", "ab", "-", ":"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(NP_ALPHABET), min_size=1, max_size=6).map("".join).map(str.encode),
+                min_size=1, max_size=80))
+def test_no_prefix_flags_exact_after_inserts_optimize_and_bulk_build(keys):
+    """TreeNode's no-prefix flag (ext/avl.pyx, "Prefix match"): inserts keep it exact in both
+    directions (a new key's flag from its neighbours and sub-searches; a new key clears the flags
+    of the keys it is a prefix of), and so do optimize() and build_sorted()."""
+    t = UrlTree()
+    for k in keys:
+        t.insert_key(k)
+    want = _exact_no_prefix(set(keys))
+    assert _flags(t) == want
+    t.check()
+    t.optimize()
+    assert _flags(t) == want
+    u = sorted(set(keys))
+    data = np.frombuffer(b"".join(u), np.uint8) if u else np.zeros(0, np.uint8)
+    ends = np.cumsum([len(k) for k in u])
+    b = UrlTree()
+    b.build_sorted(data, ends - [len(k) for k in u], ends, np.arange(len(u)))
+    assert _flags(b) == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.sampled_from(NP_ALPHABET), min_size=1, max_size=5)
+                          .map("".join).map(str.encode)), min_size=1, max_size=80),
+       st.lists(st.lists(st.sampled_from(NP_ALPHABET), min_size=1, max_size=8).map("".join).map(str.encode),
+                max_size=40))
+def test_prefix_match_with_stale_no_prefix_flags_after_deletes(ops, queries):
+    """Deletes leave flags at 0 where a removed entry was the only prefix (conservative, never
+    wrong): check() verifies no set flag lies, matches still equal the naive rule, and
+    optimize() makes every flag exact again."""
+    t, model = UrlTree(), {}
+    for add, k in ops:
+        if add:
+            model[k] = t.insert_key(k)[0]
+        else:
+            t.delete_key(k)
+            model.pop(k, None)
+    t.check()
+    for q in queries + list(model):
+        best = naive_prefix(model, q)
+        assert t.prefix_key(q) == (model[best] if best is not None else 0)
+    t.optimize()
+    assert _flags(t) == _exact_no_prefix(set(model))
+
+
+def test_prefix_match_rounds_below_the_turn_node():
+    """A domain entry sorts before its subdomains and those before its paths ('.' < '/'), so the
+    predecessor of a miss under com.example/ is often a subdomain key with a flag of 0: the match
+    then searches the shorter boundaries below the node where they leave q's path."""
+    t = UrlTree()
+    entries = ["example.com", "www.example.com/q", "a.www.example.com/z", "example.com/a/b",
+               "example.com/a/b/c/d", "x.example.com:8080/p", "example.com/a-b"]
+    for e in entries:
+        t.insert(e)
+    for extra in range(200):                  # a deeper tree, so the searches have room
+        t.insert(f"filler{extra}.org/{extra}")
+    want = {
+        "example.com/b": "example.com", "example.com/a/c": "example.com",
+        "example.com/a/b/x": "example.com/a/b", "example.com/a/b/c/d/e": "example.com/a/b/c/d",
+        "www.example.com/q/r": "www.example.com/q", "b.www.example.com/z": "example.com",
+        "example.com/a-b/c": "example.com/a-b", "example.com/a-": "example.com",
+        "example.org/a": None, "x.example.com:8080/p?z": "x.example.com:8080/p",
+    }
+    for q, e in want.items():
+        got = t.match(q)
+        assert (t.get(got) if got > 0 else None) == (canonicalize(e) if e else None), q
+    assert t.no_prefix_flag(t.find("example.com")) and not t.no_prefix_flag(t.find("example.com/a/b"))
+    t.check()
+
+
+def test_format_3_snapshot_is_refused():
+    """Format 004 added the no-prefix flag to TreeNode: a format 003 file has no flags, so it
+    is refused by name (the manager rebuilds from its store) rather than read with wrong ones."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        t = UrlTree()
+        t.insert("a.example/x")
+        t.save(Path(d) / "t.snap")
+        raw = (Path(d) / "t.snap").read_bytes()
+        assert raw[:8] == b"WTAVL004"
+        (Path(d) / "old.snap").write_bytes(b"WTAVL003" + raw[8:])
+        with pytest.raises(ValueError, match="format 003.*rebuild"):
+            UrlTree.load(Path(d) / "old.snap")
