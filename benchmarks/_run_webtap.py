@@ -8,11 +8,14 @@ t0 = time.perf_counter()
 import httpanalyzer  # noqa: E402
 
 t1 = time.perf_counter()
+c1 = time.process_time()
 s = httpanalyzer.Summary(detailed=False)   # as the CLI without --summary
 n = 0
 for b in httpanalyzer.iter_record_batches(sys.argv[1], summary=s):
     n += b.num_rows
 t2 = time.perf_counter()
+c2 = time.process_time()
 print(json.dumps({"packets": s.packets, "bytes": s.bytes, "records": n,
                   "paired": s.pairing.get("paired", 0), "messages": s.pairing.get("messages", 0),
-                  "import_s": t1 - t0, "loop_s": t2 - t1}))
+                  "import_s": t1 - t0, "loop_s": t2 - t1,
+                  "loop_cpu_s": c2 - c1}))
