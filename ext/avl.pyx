@@ -772,14 +772,17 @@ cdef class UrlTree:
             x = self._child(x, c)
         return 0
 
-    cdef inline uint32_t _descend(self, const uint8_t *q, size_t t, uint32_t *pred, size_t *mp,
-                                  int *kpp, Turn *turns, int *nt) noexcept nogil:
-        """Exact search for q[:t] from the root. On a miss (0), pred is the greatest key below
-        q[:t] (the last node where the descent turned right; 0 if none), mp its lcp with q[:t]
-        and kpp whether it is a prefix of q[:t]; turns[:nt] the right turns that raised the lcp."""
-        cdef uint32_t x = self.root, p = 0
-        cdef size_t m, mlo = 0, mhi = 0
-        cdef int c, kp, k = 0, n = 0
+    cdef inline uint32_t _descend(self, uint32_t x, const uint8_t *q, size_t t, size_t mlo,
+                                  size_t mhi, uint32_t *pred, size_t *mp, int *kpp, Turn *turns,
+                                  int *nt) noexcept nogil:
+        """Exact search for q[:t] from node x (the root: mlo = mhi = 0, *pred = 0, *kpp = 0,
+        *nt = 0; a subtree: the lcps of its flanks, its low flank and turns so far). On a miss
+        (0), pred is the greatest key below q[:t] (the last node where the descent turned right;
+        0 if none), mp its lcp with q[:t] and kpp whether it is a prefix of q[:t]; turns[:nt] the
+        right turns that raised the lcp."""
+        cdef uint32_t p = pred[0]
+        cdef size_t m
+        cdef int c, kp, k = kpp[0], n = nt[0]
         while x != 0:
             c = self._step(x, q, t, mlo, mhi, &m, &kp)
             if c == 0:
@@ -843,8 +846,8 @@ cdef class UrlTree:
         caller recorded only the turns that share more than `known` bytes: _np_new)."""
         cdef QBounds qb
         cdef uint32_t y, r
-        cdef size_t t = qn, m, a, b
-        cdef int c, kp, j
+        cdef size_t t = qn
+        cdef int j
         qb.ready = False
         while True:
             r = self._lpm_next(q, qn, pred, mp, kpp, anylen, &qb, &t)
@@ -860,41 +863,22 @@ cdef class UrlTree:
                 return 0
             if turns[j].kp and turns[j].m == t:
                 return turns[j].x     # key(Z) is q[:t] itself
-            y = self._left(turns[j].x)
-            pred, a, kpp, b = turns[j].lo, turns[j].mlo, turns[j].kplo, t
-            nt = j
-            while y != 0:
-                c = self._step(y, q, t, a, b, &m, &kp)
-                if c == 0:
-                    return y
-                if c < 0:
-                    b = m
-                    y = self._left(y)
-                else:
-                    if m > a and nt < MAX_DEPTH:
-                        turns[nt].x = y
-                        turns[nt].m = <uint32_t>m
-                        turns[nt].lo = pred
-                        turns[nt].mlo = <uint32_t>a
-                        turns[nt].kplo = kpp
-                        turns[nt].kp = kp
-                        nt += 1
-                    a = m
-                    pred = y
-                    kpp = kp
-                    y = self._right(y)
-            mp = a
+            pred, kpp, nt = turns[j].lo, turns[j].kplo, j
+            y = self._descend(self._left(turns[j].x), q, t, turns[j].mlo, t, &pred, &mp, &kpp,
+                              turns, &nt)
+            if y != 0:
+                return y
 
     cdef uint32_t _lpm(self, const uint8_t *q, size_t qn, size_t t, bint anylen) noexcept nogil:
         """Longest entry q[:b], b <= t, that equals q or is a proper prefix of q on a component
         boundary (anylen: of any length >= 1; t must be qn or such a length); 0 if none. See
         "Prefix match" in the module docstring."""
         cdef Turn turns[MAX_DEPTH]
-        cdef int nt
-        cdef uint32_t x, pred
+        cdef int nt = 0
+        cdef uint32_t x, pred = 0
         cdef size_t mp
-        cdef int kpp
-        x = self._descend(q, t, &pred, &mp, &kpp, turns, &nt)
+        cdef int kpp = 0
+        x = self._descend(self.root, q, t, 0, 0, &pred, &mp, &kpp, turns, &nt)
         if x != 0:
             return x
         return self._lpm_sub(q, qn, pred, mp, kpp, anylen, turns, nt, 0, &mp)
@@ -1261,14 +1245,7 @@ cdef class UrlTree:
         if x == 0:
             with gil:
                 raise TreeCorrupt("_mark_extensions: the key is not in the tree")
-        y = self._right(x)
-        while y != 0:
-            if sp == MAX_DEPTH:
-                with gil:
-                    raise TreeCorrupt("tree deeper than MAX_DEPTH")
-            stack[sp] = y
-            sp += 1
-            y = self._left(y)
+        sp = self._push_left_spine(self._right(x), stack, sp)
         while sp > 0:
             sp -= 1
             y = stack[sp]
@@ -1276,15 +1253,19 @@ cdef class UrlTree:
             if <size_t>n <= kn or memcmp(self.kbuf, k, kn) != 0:
                 break
             self._set_np(y, False)
-            y = self._right(y)
-            while y != 0:
-                if sp == MAX_DEPTH:
-                    with gil:
-                        raise TreeCorrupt("tree deeper than MAX_DEPTH")
-                stack[sp] = y
-                sp += 1
-                y = self._left(y)
+            sp = self._push_left_spine(self._right(y), stack, sp)
         return 0
+
+    cdef int _push_left_spine(self, uint32_t y, uint32_t *stack, int sp) except -1 nogil:
+        """Push y and its left descendants (the next keys of an in-order walk); the new depth."""
+        while y != 0:
+            if sp == MAX_DEPTH:
+                with gil:
+                    raise TreeCorrupt("tree deeper than MAX_DEPTH")
+            stack[sp] = y
+            sp += 1
+            y = self._left(y)
+        return sp
 
     cdef uint32_t _delete_key(self, const uint8_t *k, size_t kn) except? 0 nogil:
         cdef uint32_t out, hit = 0
