@@ -378,6 +378,21 @@ class TreeCorrupt(RuntimeError):
     """The tree's arrays violate an invariant (a bug, or a damaged snapshot file)."""
 
 
+
+cdef int64_t _longest_span(const int64_t[::1] off, Py_ssize_t n, Py_ssize_t data_len) except -1:
+    """Check the offsets of an Arrow-layout batch of n strings over data_len bytes (inside the
+    buffer, never decreasing) and return the longest string's length. Raises ValueError."""
+    cdef Py_ssize_t i
+    cdef int64_t maxlen = 0
+    if off[0] < 0 or off[n] > data_len:
+        raise ValueError("offsets outside the data buffer")
+    for i in range(n):
+        if off[i + 1] < off[i]:
+            raise ValueError(f"offsets decrease at {i}")
+        if off[i + 1] - off[i] > maxlen:
+            maxlen = off[i + 1] - off[i]
+    return maxlen
+
 cdef class UrlTree:
     """Compressed AVL tree of canonical URL keys; see the module docstring for the design.
 
@@ -1464,15 +1479,8 @@ cdef class UrlTree:
         cdef int g, j
         if n <= 0:
             return res
-        if off[0] < 0 or off[n] > data.shape[0]:
-            raise ValueError("offsets outside the data buffer")
+        maxlen = _longest_span(off, n, data.shape[0])
         with nogil:
-            for i in range(n):
-                if off[i + 1] < off[i]:
-                    with gil:
-                        raise ValueError(f"offsets decrease at {i}")
-                if off[i + 1] - off[i] > maxlen:
-                    maxlen = off[i + 1] - off[i]
             if timed:       # one query at a time, each timed
                 buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
                 for i in range(n):
@@ -1543,14 +1551,10 @@ cdef class UrlTree:
         cdef int64_t t0 = 0
         if n <= 0:
             return ids_a, codes_a
-        if off[0] < 0 or off[n] > data.shape[0]:
-            raise ValueError("offsets outside the data buffer")
+        maxlen = _longest_span(off, n, data.shape[0])
         self._own()
         try:
             with nogil:
-                for i in range(n):
-                    if off[i + 1] - off[i] > maxlen:
-                        maxlen = off[i + 1] - off[i]
                 buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
                 for i in range(n):
                     if timed:
@@ -1590,14 +1594,10 @@ cdef class UrlTree:
         cdef bint timed = timings is not None
         if n <= 0:
             return res
-        if off[0] < 0 or off[n] > data.shape[0]:
-            raise ValueError("offsets outside the data buffer")
+        maxlen = _longest_span(off, n, data.shape[0])
         self._own()
         try:
             with nogil:
-                for i in range(n):
-                    if off[i + 1] - off[i] > maxlen:
-                        maxlen = off[i + 1] - off[i]
                 buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
                 for i in range(n):
                     if timed:

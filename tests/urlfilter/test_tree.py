@@ -580,3 +580,22 @@ def test_format_3_snapshot_is_refused():
         (Path(d) / "old.snap").write_bytes(b"WTAVL003" + raw[8:])
         with pytest.raises(ValueError, match="format 003.*rebuild"):
             UrlTree.load(Path(d) / "old.snap")
+
+
+@pytest.mark.parametrize("op,kw", [("insert_batch", {}), ("insert_batch", {"canonical": False}),
+                                   ("delete_batch", {}), ("match_batch", {}),
+                                   ("match_batch", {"canonical": False})])
+def test_batch_offsets_are_checked(op, kw):
+    """Offsets that decrease or leave the buffer are refused before anything is read (they
+    used to reach insert/delete as a negative length, read as a huge size_t)."""
+    t = UrlTree()
+    t.insert("http://a.example/x")
+    d = np.frombuffer(b"http://a.example/xhttp://b.example/y", np.uint8)
+    f = getattr(t, op)
+    with pytest.raises(ValueError, match="decrease"):
+        f(d, np.array([0, 18, 5], np.int64), **kw)
+    with pytest.raises(ValueError, match="outside"):
+        f(d, np.array([0, 18, 99], np.int64), **kw)
+    with pytest.raises(ValueError, match="outside"):
+        f(d, np.array([-1, 18], np.int64), **kw)
+    assert len(t) == 1 and t.match("http://a.example/x/y")
