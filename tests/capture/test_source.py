@@ -334,13 +334,17 @@ def test_chunk_boundaries_change_nothing(tmp_path, kind):
     assert datas == [d for _, d in pkts]
 
 
-@pytest.mark.parametrize("where", [0.2, 0.5, 0.66, 0.97])
+@pytest.mark.parametrize("where", [0.2, 0.5, 0.8, 0.9, 0.97, 0.995, 1.5, 1.97])
 def test_corrupt_record_near_a_chunk_boundary(tmp_path, where):
-    pkts = _big_pcap()
+    """A corrupt header anywhere in a non-final chunk, including its last 512 KiB where the
+    reader must wait for more of the file before it judges the header (the file is ~5 MB, so
+    both 2 MiB chunks around the targets are followed by more)."""
+    pkts = _big_pcap(6000)
     blob = bytearray(pb.pcap(pkts))
+    assert len(blob) > 4.5 * 1024 * 1024
     ends = _offsets_after_records(bytes(blob), 24)
-    # the record starting closest to the chosen fraction of a 2 MiB chunk
-    target = int(2 * 1024 * 1024 * (1 + where))
+    # the record starting closest to the chosen fraction of 2 MiB
+    target = int(2 * 1024 * 1024 * where)
     k = min(range(len(ends) - 1), key=lambda i: abs(ends[i] - target))
     blob[ends[k] + 8: ends[k] + 12] = (0xFFFFFFF0).to_bytes(4, "little")
     _, datas, trace = _same_packets(write(tmp_path, "bad.pcap", bytes(blob)))
@@ -376,8 +380,9 @@ def test_damaged_headers_read_the_same_in_chunks(tmp_path, kind, data):
             or abs(o - (4 << 20)) < 700_000]
     length_at = 8 if kind == "pcap" else 4          # caplen / block total length
     for _ in range(data.draw(st.integers(1, 3))):
-        o = starts[data.draw(st.sampled_from(near))] + data.draw(st.sampled_from([length_at, 0, 12]))
-        blob[o: o + 4] = data.draw(st.binary(min_size=4, max_size=4))
+        # a length no valid record or block has (random bytes are mostly zeros under hypothesis)
+        o = starts[near[data.draw(st.integers(0, len(near) - 1))]] + length_at
+        blob[o: o + 4] = data.draw(st.integers(0x40001, 0xFFFFFFFF)).to_bytes(4, "little")
     for _ in range(data.draw(st.integers(0, 3))):
         i = data.draw(st.integers(64, len(blob) - 4))
         blob[i: i + 4] = data.draw(st.binary(min_size=4, max_size=4))
