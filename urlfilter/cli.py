@@ -211,6 +211,8 @@ def _handle(args, run) -> int:
     run.quiet = bool(getattr(args, "quiet", False))
     if args.cmd in ("scan", "run", "timing"):
         return _filter_cmd(args, run)
+    if args.cmd == "import":
+        args.paths = _importable(args, run)    # before the store is opened (or made)
     mgr = _open_manager(args, create=args.cmd in ("import", "add"))
     try:
         return _run(mgr, args, run)
@@ -222,6 +224,32 @@ def _handle(args, run) -> int:
         raise clikit.RunError(str(e)) from None
     finally:
         mgr.close()
+
+
+def _importable(args, run) -> list:
+    """The import paths that exist and look like text lists; one error line for each other;
+    exit 1 (no store made or touched) when none is left."""
+    import os
+
+    from urlfilter.importers import NotAList, sniff
+
+    ok = []
+    for path in args.paths:
+        if not os.path.exists(path):
+            run.error(f"no such file or folder, {path}")
+            continue
+        try:
+            sniff(path)
+        except NotAList as e:
+            run.error(clikit.what_where(str(e)))
+            continue
+        except OSError as e:
+            run.error(clikit.describe(e) if e.filename else f"{e}")
+            continue
+        ok.append(path)
+    if not ok:
+        raise clikit.Exit(1)
+    return ok
 
 
 def _run(mgr, args, run) -> int:
@@ -240,12 +268,12 @@ def _run(mgr, args, run) -> int:
                 print(f"\rimporting {path} ...", end="", file=sys.stderr, flush=True)
             try:
                 results = import_path(mgr.store, path, args.format, args.category)
-            except NotAList as e:
-                run.error(str(e))
+            except NotAList as e:      # a file inside a folder
+                run.error(clikit.what_where(str(e)))
                 refused += 1
                 continue
             except FileNotFoundError as e:
-                run.error(f"no such file or folder, {e.args[0] if e.args else path}")
+                run.error(f"no blacklist files, {e.args[0] if e.args else path}")
                 refused += 1
                 continue
             if show:
@@ -265,7 +293,8 @@ def _run(mgr, args, run) -> int:
             print(f"{total} URLs added in {time.perf_counter() - t0:.1f} s; "
                   f"store holds {mgr.store.count()}", file=out)
         if kept == 0:
-            run.error("nothing imported" + (f" ({refused} file(s) refused)" if refused else ""))
+            if not refused:            # else each refused file had its line
+                run.error("nothing imported: no line was a usable entry (see the reasons above)")
             return 1
         return 0
     if args.cmd == "add":

@@ -468,7 +468,9 @@ def describe(exc: BaseException) -> str:
         where = exc.filename if exc.filename is not None else None
         return f"{exc.strerror}, {where}" if where else exc.strerror
     text = str(exc).strip().replace("\n", " ") or type(exc).__name__
-    return text
+    parts = text.split(": ")
+    out = [q for i, q in enumerate(parts) if i == 0 or q != parts[i - 1]]   # "X: X" -> "X"
+    return ": ".join(out)
 
 
 def _quiet_stdout() -> None:
