@@ -94,9 +94,19 @@ def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
     t = threading.Thread(target=work, name="webtap-reader", daemon=True)
     t.start()
     abandon = False
+    from webtap.stream import TALLY
+
     try:
         while True:
-            kind, item = q.get()
+            try:
+                # with a timeout: a stop asked for while this thread was busy elsewhere (see
+                # webtap.stream.TALLY) must end a wait on a reader blocked in a read
+                kind, item = q.get(timeout=0.25)
+            except queue.Empty:
+                if TALLY.stop_requested:
+                    TALLY.stop_delivered = True
+                    raise KeyboardInterrupt("stop requested") from None
+                continue
             if kind == "end":
                 return
             if kind == "error":
@@ -109,7 +119,7 @@ def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
         raise
     finally:
         stop.set()
-        if abandon:
+        if abandon or TALLY.stop_requested:   # also when closed after a stop elsewhere
             t = None
         while t is not None and t.is_alive():
             try:
@@ -299,39 +309,43 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             pass
 
     try:
-        for i in range(len(gens)):
-            refill(i)
-        while True:
-            yield from ready
-            ready.clear()
-            active = [i for i, h in enumerate(heads) if h is not None]
-            if not active:
-                break
-            i = min(active, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
-            msgs, data, pos, last = heads[i]
-            ts = msgs["ts_ns"]
-            others = [heads[j][0]["ts_ns"][heads[j][2]] for j in active if j != i]
-            if others:
-                later = np.flatnonzero(ts[pos:] > min(others))
-                end = pos + int(later[0]) if len(later) else len(msgs)
-                end = max(end, pos + 1)
-            else:
-                end = len(msgs)
-            pairer.feed(msgs[pos:end], data, trace=i)
-            if end == len(msgs):
-                if live:
-                    # On an interface the clock also moves across stretches without HTTP (and
-                    # on wall time when idle). A file's clock is its HTTP messages' alone: the
-                    # records then do not depend on how the reader cuts it into batches.
-                    pairer.advance(last)
+        try:
+            for i in range(len(gens)):
                 refill(i)
-            else:
-                heads[i][2] = end
-            if pairer.due():
-                b = pairer.take()
-                stats.add(b)
-                if b.num_rows:
-                    yield b
+            while True:
+                yield from ready
+                ready.clear()
+                active = [i for i, h in enumerate(heads) if h is not None]
+                if not active:
+                    break
+                i = min(active, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
+                msgs, data, pos, last = heads[i]
+                ts = msgs["ts_ns"]
+                others = [heads[j][0]["ts_ns"][heads[j][2]] for j in active if j != i]
+                if others:
+                    later = np.flatnonzero(ts[pos:] > min(others))
+                    end = pos + int(later[0]) if len(later) else len(msgs)
+                    end = max(end, pos + 1)
+                else:
+                    end = len(msgs)
+                pairer.feed(msgs[pos:end], data, trace=i)
+                if end == len(msgs):
+                    if live:
+                        # On an interface the clock also moves across stretches without HTTP (and
+                        # on wall time when idle). A file's clock is its HTTP messages' alone: the
+                        # records then do not depend on how the reader cuts it into batches.
+                        pairer.advance(last)
+                    refill(i)
+                else:
+                    heads[i][2] = end
+                if pairer.due():
+                    b = pairer.take()
+                    stats.add(b)
+                    if b.num_rows:
+                        yield b
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM while dissecting or pairing: the input ends here, as in refill
+            stats.interrupted = True
         pairer.flush()
         b = pairer.take()
         stats.add(b)

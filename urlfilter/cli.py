@@ -464,6 +464,7 @@ def _filter_cmd(args, run) -> int:
         o = run.output(args.output)
         bl = _load_blacklist(args)
         run.live = True
+        run.forward = False            # run_live polls and takes SIGINT/SIGTERM itself
         from webtap.errors import CaptureError
 
         try:
@@ -472,6 +473,8 @@ def _filter_cmd(args, run) -> int:
                           verify_checksums=args.verify_checksums)
         except CaptureError as e:
             raise clikit.RunError(f"cannot capture ({clikit.describe(e)}), -i {args.iface}") from None
+        if st.stopped_by:
+            run.note(f"stopped by {st.stopped_by} after {st.packets} packets")
         if o is not None:
             t = st.table()
             if not t.num_columns:

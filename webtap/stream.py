@@ -26,9 +26,15 @@ __all__ = ["Consumer", "Totals", "messages", "run", "open_source", "TALLY"]
 
 class _Tally:
     """Packets read so far by this process (every source, every call of messages()); the
-    command line reports it when a signal stops a run. One addition per batch."""
+    command line reports it when a signal stops a run. One addition per batch.
+
+    stop_requested: set by the command line's SIGINT/SIGTERM handler (webtap.clikit); a
+    reader that sees it ends its input with KeyboardInterrupt at the next batch, so a signal
+    that arrived while the caller was busy (writing, pairing) still ends the read."""
 
     packets = 0
+    stop_requested = False
+    stop_delivered = False            # a reader raised KeyboardInterrupt for it
 
 
 TALLY = _Tally()
@@ -109,6 +115,9 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
             totals.files += 1
             try:
                 for batch in s:
+                    if TALLY.stop_requested:
+                        TALLY.stop_delivered = True
+                        raise KeyboardInterrupt("stop requested")
                     TALLY.packets += len(batch)
                     mb = dissector(batch.packets, batch.data)
                     totals.add_dissect(mb.counters)
