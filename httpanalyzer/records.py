@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from webtap._ext.communityid import community_id
+
 
 #: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
 RECORD_DTYPE = np.dtype(
@@ -92,6 +94,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "response_frame": (pa.uint64(), "0-based index of the response packet in its trace"),
     "request_trace": (pa.uint16(), "position of the request's trace among the inputs (0-based)"),
     "response_trace": (pa.uint16(), "position of the response's trace among the inputs"),
+    "community_id": (pa.string(), "Community ID v1 of the TCP flow (seed 0), '1:' + base64 SHA-1;"
+                                  " joins records with Zeek, Suricata, Arkime, ... (computed in C)"),
 }
 SCHEMA = pa.schema([pa.field(n, t) for n, (t, _) in COLUMNS.items()])
 CONTRACT_COLUMNS = list(COLUMNS)[:17]
@@ -201,6 +205,8 @@ def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
         "response_frame": _num(r["response_pkt_index"], pa.uint64(), r["response_pkt_index"] != _NO_IDX),
         "request_trace": _num(r["request_trace"], pa.uint16(), has_req),
         "response_trace": _num(r["response_trace"], pa.uint16(), has_resp),
+        "community_id": community_id(r["client_ip"], r["client_port"], r["server_ip"],
+                                     r["server_port"], r["ip_version"], 6),
     }
     return pa.RecordBatch.from_arrays(list(cols.values()), schema=SCHEMA)
 
