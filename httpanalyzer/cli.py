@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
                     help="OUT.txt (line format), OUT.csv or OUT.parquet; default: lines on stdout")
+    ap.add_argument("--headers", metavar="NAME[,NAME...]", type=_header_list, default=(),
+                    help="add per header NAME the columns request_<name> and response_<name> "
+                         "(lower case, '-' -> '_'): its value in the message's first packet, "
+                         "empty when absent there; request/response_headers_incomplete say the "
+                         "header block went on in a later packet")
     ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S",
                     help="seconds of capture time a message waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=int, default=1 << 20, metavar="N",
@@ -66,6 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
                          "and the consumers' balance when there are consumers) as PNG to DIR; "
                          "keeps the records in memory until the end")
     return ap
+
+
+def _header_list(text: str) -> tuple:
+    from httpanalyzer.records import header_column_names
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    try:
+        header_column_names(names)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return names
 
 
 def _main_dask(a, ap) -> int:
@@ -98,7 +114,8 @@ def _main_dask(a, ap) -> int:
             res = distributed.run(a.traces, target, scheduler=a.dask, bpf=a.bpf,
                                   gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                                   chunk_packets=a.chunk_packets,
-                                  chunk_bytes=int(a.chunk_mb * (1 << 20)), progress=progress)
+                                  chunk_bytes=int(a.chunk_mb * (1 << 20)), progress=progress,
+                                  headers=a.headers)
         except (OSError, ValueError, RuntimeError) as e:
             return _failed(e)
         summary = res.summary
@@ -176,7 +193,7 @@ def main(argv=None) -> int:
                                          gc_timeout=a.gc_timeout, summary=summary,
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
-                                         feeder=balance):
+                                         feeder=balance, headers=a.headers):
             w.write(batch)
             if a.plots:
                 kept.append(batch)
@@ -220,7 +237,7 @@ def write_plots(batches, balance: dict, directory) -> list:
     from httpanalyzer import plot
     from httpanalyzer.records import SCHEMA, to_pandas
 
-    df = to_pandas(pa.Table.from_batches(batches, schema=SCHEMA))
+    df = to_pandas(pa.Table.from_batches(batches, schema=batches[0].schema if batches else SCHEMA))
     figs = plot.analysis_figures(df)
     if balance.get("consumers"):
         from matplotlib.figure import Figure

@@ -118,12 +118,18 @@ class ParquetWriter:
     """Parquet (zstd) with the schema's Arrow types: ns timestamps, nullable integers."""
 
     def __init__(self, out):
-        self.w = pq.ParquetWriter(out, records.SCHEMA, compression="zstd")
+        self.out = out
+        self.w = None
 
     def write(self, batch: pa.RecordBatch) -> None:
+        # opened on the first batch: its schema has the chosen headers' columns, if any
+        if self.w is None:
+            self.w = pq.ParquetWriter(self.out, batch.schema, compression="zstd")
         self.w.write_batch(batch)
 
     def close(self) -> None:
+        if self.w is None:
+            self.write(records.empty_batch())
         self.w.close()
 
 
