@@ -100,6 +100,19 @@ def _report_inputs(run, summary, n_sources: int) -> None:
         raise clikit.Exit(1)           # nothing could be read (each file said why)
 
 
+def _empty_schema(out, headers):
+    """The columns an output without records still shows (CSV header row, Zeek #fields,
+    Parquet schema): the records' schema as the output's view has it."""
+    from httpanalyzer import records
+    from httpanalyzer.writers import VIEWS
+
+    ext = (out or "").lower()
+    if ext.endswith((".parquet", ".pq")):
+        return records.schema_for(headers)
+    view = VIEWS["zeek"] if ext.endswith(".log") else VIEWS["csv"]
+    return view(records.empty_batch(headers)).schema
+
+
 def _header_list(text: str) -> tuple:
     from httpanalyzer.records import header_column_names
 
@@ -119,7 +132,7 @@ def _main_dask(a, run) -> int:
     import tempfile
 
     from httpanalyzer import distributed, records
-    from httpanalyzer.writers import VIEWS, csv_view
+    from httpanalyzer.writers import VIEWS
 
     out = a.output
     dataset_out = out not in (None, "-") and os.path.splitext(out)[1].lower() in (".parquet", ".pq")
@@ -128,8 +141,7 @@ def _main_dask(a, run) -> int:
         o = run.output(out, directory=True)
     else:
         o = run.output(out or "-", views=VIEWS,
-                       schema=records.schema_for(a.headers) if out and out.endswith((".parquet", ".pq"))
-                       else csv_view(records.empty_batch(a.headers)).schema)
+                       schema=_empty_schema(out, a.headers))
     tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
     target = o.target if dataset_out else os.path.join(tmp, "records")
     progress = None if not a.no_progress else False
@@ -203,12 +215,11 @@ def handle(a, run) -> int:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
     from httpanalyzer import records
     from httpanalyzer.stream import Summary, iter_record_batches
-    from httpanalyzer.writers import VIEWS, csv_view
+    from httpanalyzer.writers import VIEWS
 
     out = a.output or "-"
     o = run.output(out, views=VIEWS,
-                   schema=records.schema_for(a.headers) if out.endswith((".parquet", ".pq"))
-                   else csv_view(records.empty_batch(a.headers)).schema)
+                   schema=_empty_schema(out, a.headers))
     summary = Summary(detailed=a.summary)
     run.packets = lambda: max(summary.packets, _tally())
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
