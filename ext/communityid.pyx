@@ -85,17 +85,19 @@ cdef inline int _hash_one(EVP_MD_CTX *ctx, const EVP_MD *md, uint16_t seed,
     return 0
 
 
-def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, int proto=6, int seed=0):
+def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, proto=6, int seed=0):
     """Community ID v1 of every flow, as a pyarrow string array (no nulls).
 
     src_ip, dst_ip: uint8 arrays of shape (n, 16), IPv4 in bytes 0-3 (HttpMsg / TxnRecord layout);
     src_port, dst_port: uint16 (n,); ip_version: uint8 (n,), 4 or 6 (anything else is hashed
-    as IPv6); proto: IP protocol number (6 = TCP); seed: 0-65535.
+    as IPv6); proto: IP protocol number (6 = TCP, 17 = UDP), one for all rows or a uint8 array
+    (n,) (TLS records: TCP, QUIC records: UDP); seed: 0-65535.
     Which endpoint is "source" does not matter (the spec orders them)."""
     import pyarrow as pa
     if not 0 <= seed <= 0xFFFF:
         raise ValueError("seed must be in 0 .. 65535")
-    if not 0 <= proto <= 255:
+    pr_arr = np.asarray(proto)
+    if pr_arr.size and (pr_arr.min() < 0 or pr_arr.max() > 255):
         raise ValueError("proto must be in 0 .. 255")
     cdef const uint8_t[:, ::1] sa = np.ascontiguousarray(src_ip, dtype=np.uint8)
     cdef const uint8_t[:, ::1] da = np.ascontiguousarray(dst_ip, dtype=np.uint8)
@@ -103,6 +105,10 @@ def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, int proto=6, in
     cdef const uint16_t[::1] dp = np.ascontiguousarray(dst_port, dtype=np.uint16)
     cdef const uint8_t[::1] ver = np.ascontiguousarray(ip_version, dtype=np.uint8)
     cdef Py_ssize_t n = sp.shape[0], i
+    cdef const uint8_t[::1] prs = np.ascontiguousarray(
+        np.broadcast_to(pr_arr, (n,)) if pr_arr.ndim == 0 else pr_arr, dtype=np.uint8)
+    if prs.shape[0] != n:
+        raise ValueError("community_id: proto must be one number or one per row")
     if (sa.shape[0] != n or da.shape[0] != n or dp.shape[0] != n or ver.shape[0] != n
             or (n and (sa.shape[1] != 16 or da.shape[1] != 16))):
         raise ValueError("community_id: columns of different lengths, or addresses not 16 bytes")
@@ -114,7 +120,6 @@ def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, int proto=6, in
     cdef EVP_MD_CTX *ctx = EVP_MD_CTX_new()
     cdef const EVP_MD *md = EVP_sha1()
     cdef int bad = 0
-    cdef uint8_t pr = <uint8_t>proto
     cdef uint16_t sd = <uint16_t>seed
     if ctx == NULL or md == NULL:
         EVP_MD_CTX_free(ctx)
@@ -122,7 +127,7 @@ def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, int proto=6, in
     with nogil:
         for i in range(n):
             if _hash_one(ctx, md, sd, &sa[i, 0], sp[i], &da[i, 0], dp[i], 4 if ver[i] == 4 else 16,
-                         pr, &tv[i * C_ID_LEN]) != 0:
+                         prs[i], &tv[i * C_ID_LEN]) != 0:
                 bad = 1
                 break
     EVP_MD_CTX_free(ctx)

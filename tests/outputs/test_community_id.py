@@ -64,6 +64,16 @@ def test_other_protocol_and_bad_arguments():
                        np.array([4], np.uint8), 17).to_pylist()
     want = communityid.CommunityID().calc(communityid.FlowTuple.make_udp("10.1.1.1", "10.2.2.2", 53, 9999))
     assert got == [want]
+    # one protocol per row (TLS over TCP and QUIC over UDP in one batch)
+    two = community_id(np.repeat(src, 2, 0), np.array([53, 53], np.uint16), np.repeat(dst, 2, 0),
+                       np.array([9999, 9999], np.uint16), np.array([4, 4], np.uint8),
+                       np.array([17, 6], np.uint8)).to_pylist()
+    assert two == [want, communityid.CommunityID().calc(
+        communityid.FlowTuple.make_tcp("10.1.1.1", "10.2.2.2", 53, 9999))]
+    assert two[0] != two[1]
+    with pytest.raises(ValueError):
+        community_id(src, np.array([53], np.uint16), dst, np.array([1], np.uint16),
+                     np.array([4], np.uint8), np.array([6, 17], np.uint8))
     with pytest.raises(ValueError):
         community_id(src, np.array([1, 2], np.uint16), dst, np.array([1], np.uint16),
                      np.array([4], np.uint8))
