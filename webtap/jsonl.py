@@ -8,7 +8,8 @@ JSON has strings, numbers, booleans and null; the other types are written as:
   (exact; pandas: ``pd.to_datetime(df.request_ts)``; Elasticsearch: a ``date_nanos`` field).
 * durations (response_time): a number of seconds with 9 decimals, e.g. 0.023004000 (exact as text; as a
   float64 it rounds back to the same nanoseconds: ``(df.response_time * 1e9).round()``).
-* integers (ports, status, frame indexes, ...): JSON integers; booleans: true / false.
+* integers (ports, status, frame indexes, ...): JSON integers; booleans: true / false; lists
+  (the TLS records' ALPN, cipher suites, ...): JSON arrays.
 
 ``pandas.read_json(path, lines=True)`` gives back the Parquet output's records with those
 conversions (tests/outputs/test_writers_readers.py does it on the shared traces). Lines are built
@@ -61,7 +62,17 @@ def _value_text(col: pa.Array) -> pa.Array:
         return pc.if_else(col, "true", "false")
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return col.cast(pa.string())
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _list_text(col)
     raise TypeError(f"JSON lines: no rule for a column of type {t}")
+
+
+def _list_text(col) -> pa.Array:
+    """A list column as JSON arrays (elements by the same rules); a null list stays null."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    flat = pc.fill_null(_value_text(col.values), "null")
+    lists = type(col).from_arrays(col.offsets, flat, mask=col.is_null())
+    return pc.binary_join_element_wise("[", pc.binary_join(lists, ","), "]", "")
 
 
 def format_jsonl(batch: pa.RecordBatch) -> bytes:

@@ -11,7 +11,8 @@ log has is the tool's view (httpanalyzer.zeek: http.log); this module only forma
   (timestamp: time, duration: interval, bool, unsigned: count, signed: int, float: double,
   text: string);
 * time and interval values are seconds with 9 decimals (exact nanoseconds; a view that wants
-  Zeek's 6 gives text), booleans ``T`` / ``F``, a null value is unset (``-``);
+  Zeek's 6 gives text), booleans ``T`` / ``F``, lists as Zeek vectors (elements joined by ``,``,
+  a ``,`` inside one escaped, an empty list ``(empty)``), a null value is unset (``-``);
 * text: empty is ``(empty)``; tab, newline and the other control bytes, the backslash, and a
   value that would read as ``-`` or ``(empty)`` are escaped as ``\\xNN`` (Zeek's rule). ``#``
   and ``"`` are escaped the same way: zat reads logs with pandas' CSV reader, for which ``#``
@@ -53,6 +54,8 @@ def zeek_type(field: pa.Field) -> str:
         return "int"
     if pa.types.is_floating(t):
         return "double"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"vector[{zeek_type(pa.field('', t.value_type))}]"
     return "string"
 
 
@@ -82,6 +85,13 @@ def _text(col) -> pa.Array:
         return seconds_text(col)
     if pa.types.is_boolean(t):
         return pc.if_else(col, "T", "F")
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        # Zeek's vector/set: elements (escaped, ',' too) joined by the set separator
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        flat = pc.replace_substring(_text(col.values), ",", "\\x2c")
+        lists = type(col).from_arrays(col.offsets, pc.fill_null(flat, "-"), mask=col.is_null())
+        joined = pc.binary_join(lists, ",")
+        return pc.if_else(pc.equal(joined, ""), "(empty)", joined)
     return col.cast(pa.string())
 
 

@@ -183,3 +183,56 @@ def test_empty_zeek_log_has_its_header(traces_dir, tmp_path):
     lines = out.read_text().split("\n")
     assert lines[6].split("\t")[1:4] == ["ts", "uid", "id.orig_h"]
     assert lines[8].startswith("#close")
+
+
+def _tls_batch() -> pa.RecordBatch:
+    """Records with the TLS records' columns (httpanalyzer.tls.SCHEMA's names and types)."""
+    ts = pa.timestamp("ns", tz="UTC")
+    return pa.record_batch({
+        "client_ip": ["10.0.0.1", "2001:db8::1", "10.0.0.3"],
+        "client_port": pa.array([50000, 50001, 50002], pa.uint16()),
+        "server_ip": ["10.0.0.2", "2001:db8::2", "10.0.0.4"],
+        "server_port": pa.array([443, 443, 8443], pa.uint16()),
+        "transport": ["tcp", "quic", "tcp"],
+        "client_hello_ts": pa.array([1_700_000_000_123_456_789, 1_700_000_001_000_000_000, None], ts),
+        "server_hello_ts": pa.array([1_700_000_000_223_456_789, None, 1_700_000_002_500_000_000], ts),
+        "sni": ["example.com", "quic.example", None],
+        "alpn": pa.array([["h2", "http/1.1"], ["h3"], None], pa.list_(pa.string())),
+        "server_version": ["0x0304", None, "0x7f1c"],
+        "cipher": ["0x1301", None, "0xc02f"],
+        "ja3": ["a" * 32, "b" * 32, None], "ja3s": ["c" * 32, None, "d" * 32],
+        "ja4": ["t13d1516h2_8daaf6152771_b0da82dd1658", "q13d0310h3_55b375c5d22e_cd85d2d88918", None],
+        "extensions": pa.array([[0, 16, 43], [], None], pa.list_(pa.uint16())),
+        "matched": [True, False, False],
+    })
+
+
+def test_tls_records_as_zeek_ssl_log(tmp_path):
+    from zat.log_to_dataframe import LogToDataFrame
+
+    from httpanalyzer.zeek import CIPHER_SUITES, SSL_FIELDS, ssl_log_view
+
+    b = _tls_batch()
+    path = tmp_path / "ssl.log"
+    path.write_bytes(_write(ZeekLogWriter, pa.Table.from_batches([b]), ssl_log_view))
+    text = path.read_text()
+    assert "#path\tssl\n" in text
+    df = LogToDataFrame().create_dataframe(str(path), ts_index=False)
+    assert list(df.columns[:len(SSL_FIELDS)]) == [n for n, _ in SSL_FIELDS]
+    assert df["server_name"].tolist()[:2] == ["example.com", "quic.example"] and _na(df["server_name"][2])
+    assert df["version"].tolist()[0] == "TLSv13" and df["version"].tolist()[2] == "unknown-32540"
+    assert df["cipher"].tolist()[0] == "TLS_AES_128_GCM_SHA256"
+    assert df["cipher"].tolist()[2] == "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+    assert df["ja4"][1] == "q13d0310h3_55b375c5d22e_cd85d2d88918" and df["ja3s"][2] == "d" * 32
+    want_ts = [1_700_000_000_123_456_000, 1_700_000_001_000_000_000, 1_700_000_002_500_000_000]
+    assert all(abs(a - b) < 1000 for a, b in zip(df["ts"].astype("int64"), want_ts))   # float s
+    assert df["alpn"].tolist()[:2] == ["h2,http/1.1", "h3"] and df["extensions"][1] == "(empty)"
+    # the IANA names are the registry's (scapy carries the registry)
+    from scapy.layers.tls.crypto.suites import _tls_cipher_suites
+
+    assert {k: v for k, v in CIPHER_SUITES.items()} == {k: _tls_cipher_suites[k] for k in CIPHER_SUITES}
+    # and JSON lines carry the lists as arrays
+    from webtap.jsonl import format_jsonl
+
+    j = pd.read_json(io.BytesIO(format_jsonl(b)), lines=True)
+    assert j["alpn"].tolist()[:2] == [["h2", "http/1.1"], ["h3"]] and j["extensions"][0] == [0, 16, 43]
