@@ -14,6 +14,8 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
 # network namespaces of the live tests.
 APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
+# libssl-dev: OpenSSL's libcrypto (headers + pkg-config), SHA-1 of the Community ID column
+APT_PKGS += libssl-dev
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
 # runtime/test dependencies declared in pyproject.toml.
@@ -49,6 +51,9 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q marisa-trie
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
 	$(BIN)/pip install -q nbclient nbformat ipykernel
+	# the readers the record outputs are tested against: communityid (Community ID reference),
+	# zat (Zeek logs), duckdb (Parquet file and Dask dataset queries)
+	$(BIN)/pip install -q communityid zat duckdb
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (webtap .venv)" >/dev/null
 	touch $@
 

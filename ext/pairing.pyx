@@ -24,11 +24,13 @@ import numpy as np
 
 cimport cython
 from libc.stdint cimport INT64_MIN, UINT64_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
 
-from message cimport HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED, same_ip
+from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
+                      MSGF_HEADERS_INCOMPLETE, same_ip)
 from pairing cimport *
+from httphdr cimport hdr_scan, HDR_MAX_NAMES
 
 
 cdef extern from "<sys/socket.h>" nogil:
@@ -57,6 +59,8 @@ cdef enum:
     MAX_HOST = 1024
     MAX_UA = 2048
     MAX_REASON = 256
+    MAX_XVALUE = 4096           # one chosen header's value (--headers)
+    MAX_XTOTAL = 16384          # all chosen headers' values of one message
 
 # Arena: size classes of 64 << k bytes, carved from 1 MiB chunks, recycled on free lists.
 cdef enum:
@@ -193,11 +197,22 @@ cdef class PairingTable:
     cdef StrCol cols[C_N]
     cdef uint64_t cnt[<int>PC_N]
     cdef public uint16_t trace  # trace id stamped on the messages of the next feed()
+    # chosen headers (`headers=`): extra text fields stored after the five in each arena block
+    # (nx uint32 lengths, then the values) and emitted as 2*nx more string columns
+    cdef int nx
+    cdef uint8_t *xnames        # lower-case names back to back
+    cdef uint32_t xname_off[HDR_MAX_NAMES + 1]
+    cdef Span *xspans           # scratch: nx spans per message of the batch being fed
+    cdef size_t xspans_cap
+    cdef StrCol *xcols          # request value of name k at 2k, response value at 2k + 1
+    cdef uint8_t *xflags        # per record: 1 request header block incomplete, 2 response's
+    cdef readonly tuple headers
 
     def __cinit__(self, int64_t gc_timeout_ns=60_000_000_000, int64_t max_pending=1 << 20,
                   int64_t max_per_key=64, uint32_t initial_cells=1 << 12,
-                  size_t arena_max_bytes=512 << 20):
+                  size_t arena_max_bytes=512 << 20, headers=()):
         cdef int i
+        cdef bytes allnames
         if gc_timeout_ns <= 0:
             raise ValueError("gc_timeout_ns must be positive")
         if max_pending < 1 or max_pending > (1 << 30):
@@ -240,6 +255,26 @@ cdef class PairingTable:
         self.rec_cap = 0
         memset(self.cols, 0, sizeof(self.cols))
         memset(self.cnt, 0, sizeof(self.cnt))
+        self.headers = tuple(headers)
+        if len(self.headers) > HDR_MAX_NAMES:
+            raise ValueError(f"at most {HDR_MAX_NAMES} chosen headers")
+        lowered = []
+        for h in self.headers:
+            b = h.encode("ascii") if isinstance(h, str) else bytes(h)
+            if not b or any(c <= 32 or c >= 127 or c in b'()<>@,;:\\"/[]?={}' for c in b):
+                raise ValueError(f"not a header field name: {h!r}")
+            lowered.append(b.lower())
+        self.nx = len(lowered)
+        allnames = b"".join(lowered)
+        self.xnames = <uint8_t *>malloc(len(allnames) + 1)
+        self.xcols = <StrCol *>calloc(2 * self.nx + 1, sizeof(StrCol))
+        if self.xnames == NULL or self.xcols == NULL:
+            raise MemoryError()
+        if allnames:
+            memcpy(self.xnames, <const char *>allnames, len(allnames))
+        self.xname_off[0] = 0
+        for i in range(self.nx):
+            self.xname_off[i + 1] = self.xname_off[i] + len(lowered[i])
 
     def __dealloc__(self):
         cdef size_t i
@@ -254,6 +289,15 @@ cdef class PairingTable:
             free(self.cols[i].data)
             free(self.cols[i].offs)
             free(self.cols[i].valid)
+        if self.xcols != NULL:
+            for i in range(2 * self.nx):
+                free(self.xcols[i].data)
+                free(self.xcols[i].offs)
+                free(self.xcols[i].valid)
+        free(self.xcols)
+        free(self.xnames)
+        free(self.xspans)
+        free(self.xflags)
 
     # ------------------------------------------------------------------ public API
 
@@ -280,7 +324,20 @@ cdef class PairingTable:
             if <size_t>clocks.shape[0] != n:
                 raise ValueError("clocks must have one value per message")
             clk = &clocks[0]
+        cdef size_t i
+        if self.nx and n * self.nx > self.xspans_cap:
+            _grow_bytes(<void **>&self.xspans, n * self.nx * sizeof(Span))
+            self.xspans_cap = n * self.nx
         with nogil:
+            if self.nx:
+                # the chosen headers: one pass over the batch's messages, spans into the packets
+                for i in range(n):
+                    if m[i].pkt_offset <= buflen:
+                        hdr_scan(buf + m[i].pkt_offset, buflen - m[i].pkt_offset, &m[i],
+                                 self.xnames, self.xname_off, self.nx, self.xspans + i * self.nx)
+                    else:
+                        hdr_scan(NULL, 0, &m[i], self.xnames, self.xname_off, self.nx,
+                                 self.xspans + i * self.nx)
             self._feed(m, n, buf, buflen, clk)
 
     def advance(self, int64_t now_ns):
@@ -326,6 +383,26 @@ cdef class PairingTable:
                 memcpy(&dv[0], self.cols[i].data, self.cols[i].len)
             self.cols[i].len = 0
             strings[STRING_COLUMNS[i]] = (offs, vals, valid)
+        for i in range(2 * <size_t>self.nx):
+            offs = np.zeros(n + 1, dtype=np.int32)
+            vals = np.empty(self.xcols[i].len, dtype=np.uint8)
+            valid = np.empty(n, dtype=np.uint8)
+            ov = offs
+            dv = vals
+            vv = valid
+            if n:
+                memcpy(&ov[0], self.xcols[i].offs, (n + 1) * sizeof(int32_t))
+                memcpy(&vv[0], self.xcols[i].valid, n)
+            if self.xcols[i].len:
+                memcpy(&dv[0], self.xcols[i].data, self.xcols[i].len)
+            self.xcols[i].len = 0
+            strings[("response" if i & 1 else "request", i // 2)] = (offs, vals, valid)
+        if self.nx:
+            xf = np.empty(n, dtype=np.uint8)
+            if n:
+                vv = xf
+                memcpy(&vv[0], self.xflags, n)
+            strings["headers_incomplete"] = xf
         self.nrec = 0
         return recs, strings
 
@@ -371,12 +448,13 @@ cdef class PairingTable:
         cdef size_t total = 0, toff = 0, k = 0
         cdef int32_t j
         cdef int f
-        cdef uint32_t tl
+        cdef uint32_t tl, xl
         cdef PendEntry *o
         j = self.age_head
         while j != -1:
             for f in range(T_N):
                 total += self.pool[j].tlen[f]
+            total += self._xsize(&self.pool[j])
             j = self.pool[j].age_next
         ents = np.zeros(n * sizeof(PendEntry), dtype=np.uint8)
         text = np.empty(total, dtype=np.uint8)
@@ -392,6 +470,14 @@ cdef class PairingTable:
             if tl:
                 memcpy(&tv[toff], self.pool[j].text, tl)
                 toff += tl
+            if self.nx:
+                # the chosen headers' lengths (zeros when the entry has no block) and values
+                xl = self._xsize(&self.pool[j])
+                if self.pool[j].text != NULL:
+                    memcpy(&tv[toff], self.pool[j].text + tl, xl)
+                else:
+                    memset(&tv[toff], 0, xl)
+                toff += xl
             o.text = NULL
             o.tcap = 0
             o.next = -1
@@ -410,6 +496,9 @@ cdef class PairingTable:
         cdef int f
         cdef PendEntry *e
         cdef TextView tv
+        cdef const uint8_t *xp[HDR_MAX_NAMES]
+        cdef uint32_t xn[HDR_MAX_NAMES]
+        cdef int k
         if entries.shape[0] % sizeof(PendEntry):
             raise ValueError("import_pending: not a whole number of PendEntry structs")
         n = entries.shape[0] // sizeof(PendEntry)
@@ -423,7 +512,18 @@ cdef class PairingTable:
                 tv.p[f] = &text[toff] if e.tlen[f] else NULL
                 tv.n[f] = e.tlen[f]
                 toff += e.tlen[f]
-            self._store_text(e, &tv)
+            if self.nx:
+                if toff + 4 * <size_t>self.nx > <size_t>text.shape[0]:
+                    raise ValueError("import_pending: text shorter than the entries say")
+                for k in range(self.nx):
+                    memcpy(&xn[k], &text[toff + 4 * k], 4)
+                toff += 4 * self.nx
+                for k in range(self.nx):
+                    if xn[k] > MAX_XVALUE or toff + xn[k] > <size_t>text.shape[0]:
+                        raise ValueError("import_pending: bad chosen-header text")
+                    xp[k] = &text[toff] if xn[k] else NULL
+                    toff += xn[k]
+            self._store_text(e, &tv, xp, xn)
             cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key,
                             e.ip_version) & (self.ncells - 1)
             self._link(idx, cell)
@@ -495,7 +595,8 @@ cdef class PairingTable:
                 self._advance(clk[i])
             self._advance(m[i].ts_ns)
             idx = self._alloc_entry()
-            self._fill_entry(&self.pool[idx], &m[i], buf, buflen)
+            self._fill_entry(&self.pool[idx], &m[i], buf, buflen,
+                             self.xspans + i * self.nx if self.nx else NULL)
             self._place(idx)
         return 0
 
@@ -513,11 +614,37 @@ cdef class PairingTable:
         tv.n[f] = s.len if s.len < bound else bound
 
     cdef void _fill_entry(self, PendEntry *e, const HttpMsg *m, const uint8_t *buf,
-                          size_t buflen) noexcept nogil:
-        """Copy the numeric fields of m into e and its text (bounded) into the arena."""
+                          size_t buflen, const Span *xs) noexcept nogil:
+        """Copy the numeric fields of m into e and its text (bounded) into the arena; xs: the
+        spans of the chosen headers' values in m (NULL when none are chosen)."""
         cdef TextView tv
         cdef uint32_t others, f
         cdef bint clipped = False
+        cdef const uint8_t *xp[HDR_MAX_NAMES]
+        cdef uint32_t xn[HDR_MAX_NAMES]
+        cdef uint32_t xtotal = 0
+        cdef uint64_t start
+        cdef int k
+        for k in range(self.nx):
+            xp[k] = NULL
+            xn[k] = 0
+            if xs == NULL or xs[k].len == 0:
+                continue
+            start = m.pkt_offset + xs[k].off
+            if buf == NULL or start > buflen or xs[k].len > buflen - start:
+                self.cnt[PC_BAD_SPAN] += 1
+                continue
+            xp[k] = buf + start
+            xn[k] = xs[k].len
+            if xn[k] > MAX_XVALUE:
+                xn[k] = MAX_XVALUE
+            if xn[k] > MAX_XTOTAL - xtotal:
+                xn[k] = MAX_XTOTAL - xtotal
+            if xn[k] < xs[k].len:
+                clipped = True
+            xtotal += xn[k]
+        if self.nx:
+            xtotal += 4 * self.nx
         e.ts_ns = m.ts_ns
         e.stamp_ns = self.now
         e.pkt_index = m.pkt_index
@@ -546,10 +673,10 @@ cdef class PairingTable:
             self._span(&tv, T_HOST, m, m.host, buf, buflen, MAX_HOST)
             self._span(&tv, T_UA, m, m.user_agent, buf, buflen, MAX_UA)
             others = tv.n[T_METHOD] + tv.n[T_HOST] + tv.n[T_UA]
-            self._span(&tv, T_URI, m, m.uri, buf, buflen, MAX_TEXT - others)
+            self._span(&tv, T_URI, m, m.uri, buf, buflen, MAX_TEXT - others - xtotal)
             tv.p[T_REASON] = NULL
             tv.n[T_REASON] = 0
-            clipped = (tv.n[T_METHOD] < m.method.len or tv.n[T_HOST] < m.host.len
+            clipped = (clipped or tv.n[T_METHOD] < m.method.len or tv.n[T_HOST] < m.host.len
                        or tv.n[T_UA] < m.user_agent.len)
             if tv.p[T_URI] != NULL and tv.n[T_URI] < m.uri.len:
                 clipped = True
@@ -564,13 +691,13 @@ cdef class PairingTable:
                 tv.p[f] = NULL
                 tv.n[f] = 0
             self._span(&tv, T_REASON, m, m.reason, buf, buflen, MAX_REASON)
-            clipped = tv.p[T_REASON] != NULL and tv.n[T_REASON] < m.reason.len
+            clipped = clipped or (tv.p[T_REASON] != NULL and tv.n[T_REASON] < m.reason.len)
             if m.status < 100 or m.status > 599:
                 self.cnt[PC_STATUS_ODD] += 1
         if clipped:
             e.rflags |= RF_TEXT_CLIPPED
             self.cnt[PC_TEXT_CLIPPED] += 1
-        self._store_text(e, &tv)
+        self._store_text(e, &tv, xp, xn)
 
     # ------------------------------------------------------------------ the table
 
@@ -801,14 +928,21 @@ cdef class PairingTable:
         e.next = self.free_head
         self.free_head = idx
 
-    cdef void _store_text(self, PendEntry *e, TextView *tv) noexcept nogil:
-        """Copy the five fields of tv into one arena block owned by e."""
+    cdef void _store_text(self, PendEntry *e, TextView *tv, const uint8_t **xp,
+                          const uint32_t *xn) noexcept nogil:
+        """Copy the five fields of tv into one arena block owned by e, followed (when headers
+        are chosen) by the nx lengths xn (uint32) and the nx values xp."""
         cdef uint32_t total = 0
         cdef uint32_t f, k = 0, off = 0
         cdef uint8_t *blk
         cdef uint8_t **newchunks
+        cdef int x
         for f in range(T_N):
             total += tv.n[f]
+        for x in range(self.nx):
+            total += xn[x]
+        if self.nx and total:
+            total += 4 * self.nx
         e.text = NULL
         e.tcap = NO_CLASS
         if total == 0:
@@ -852,6 +986,44 @@ cdef class PairingTable:
             if tv.n[f]:
                 memcpy(blk + off, tv.p[f], tv.n[f])
                 off += tv.n[f]
+        if self.nx:
+            memcpy(blk + off, xn, 4 * self.nx)
+            off += 4 * self.nx
+            for x in range(self.nx):
+                if xn[x]:
+                    memcpy(blk + off, xp[x], xn[x])
+                    off += xn[x]
+
+    cdef uint32_t _xsize(self, const PendEntry *e) noexcept nogil:
+        """Bytes of the chosen headers' part of e's block (4 * nx even when e has no block)."""
+        cdef uint32_t base = 0, n = 0, ln
+        cdef int f
+        if self.nx == 0:
+            return 0
+        if e.text != NULL:
+            for f in range(T_N):
+                base += e.tlen[f]
+            for f in range(self.nx):
+                memcpy(&ln, e.text + base + 4 * f, 4)
+                n += ln
+        return 4 * self.nx + n
+
+    cdef uint32_t _xvalue(self, const PendEntry *e, int k, const uint8_t **p) noexcept nogil:
+        """Length of chosen header k's value in e's block, and *p its first byte."""
+        cdef uint32_t base = 0, ln = 0, voff
+        cdef int f
+        p[0] = NULL
+        if e.text == NULL:
+            return 0
+        for f in range(T_N):
+            base += e.tlen[f]
+        voff = base + 4 * self.nx
+        for f in range(k + 1):
+            memcpy(&ln, e.text + base + 4 * f, 4)
+            if f < k:
+                voff += ln
+        p[0] = e.text + voff
+        return ln
 
     # ------------------------------------------------------------------ output
 
@@ -865,15 +1037,22 @@ cdef class PairingTable:
         for c in range(C_N):
             _grow_bytes(<void **>&self.cols[c].offs, (cap + 1) * sizeof(int32_t))
             _grow_bytes(<void **>&self.cols[c].valid, cap)
+        if self.nx:
+            for c in range(2 * self.nx):
+                _grow_bytes(<void **>&self.xcols[c].offs, (cap + 1) * sizeof(int32_t))
+                _grow_bytes(<void **>&self.xcols[c].valid, cap)
+            _grow_bytes(<void **>&self.xflags, cap)
         self.rec_cap = cap
         return 0
 
     cdef int _put(self, int c, const uint8_t *p, size_t n, bint valid) except -1 nogil:
-        """Append one value (or a null) to string column c at row self.nrec. Arrow strings are
+        return self._put_col(&self.cols[c], p, n, valid)
+
+    cdef int _put_col(self, StrCol *col, const uint8_t *p, size_t n, bint valid) except -1 nogil:
+        """Append one value (or a null) to string column col at row self.nrec. Arrow strings are
         UTF-8: a byte that does not start a valid UTF-8 sequence is taken as ISO-8859-1 (the
         historical charset of HTTP header values) and written as its 2-byte UTF-8 form; counted
         as text_latin1."""
-        cdef StrCol *col = &self.cols[c]
         cdef size_t cap, i = 0, k, need
         cdef uint8_t b
         cdef bint ascii = True
@@ -952,6 +1131,9 @@ cdef class PairingTable:
                    uint8_t reason) except -1 nogil:
         """Append one record built from a request and/or a response entry."""
         cdef TxnRecord *r
+        cdef int x
+        cdef uint32_t xl
+        cdef const uint8_t *xv
         self._reserve_row()
         r = &self.recs[self.nrec]
         memset(r, 0, sizeof(TxnRecord))
@@ -1008,5 +1190,21 @@ cdef class PairingTable:
         self._put_text(C_HOST, req, T_HOST, req != NULL and req.tlen[T_HOST] > 0)
         self._put_text(C_UA, req, T_UA, req != NULL and req.tlen[T_UA] > 0)
         self._put_text(C_REASON, resp, T_REASON, True)
+        if self.nx:
+            # chosen headers: "" when absent from the message, null when there is no message
+            for x in range(self.nx):
+                if req != NULL:
+                    xl = self._xvalue(req, x, &xv)
+                    self._put_col(&self.xcols[2 * x], xv, xl, True)
+                else:
+                    self._put_col(&self.xcols[2 * x], NULL, 0, False)
+                if resp != NULL:
+                    xl = self._xvalue(resp, x, &xv)
+                    self._put_col(&self.xcols[2 * x + 1], xv, xl, True)
+                else:
+                    self._put_col(&self.xcols[2 * x + 1], NULL, 0, False)
+            self.xflags[self.nrec] = (
+                (1 if req != NULL and req.msg_flags & MSGF_HEADERS_INCOMPLETE else 0)
+                | (2 if resp != NULL and resp.msg_flags & MSGF_HEADERS_INCOMPLETE else 0))
         self.nrec += 1
         return 0

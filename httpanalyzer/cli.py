@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="BPF filter (tcpdump syntax; --bpf is an old spelling)")
     ap.add_argument("-o", "--output", metavar="OUT",
                     help=clikit.output_help() + "; default: lines on stdout")
+    ap.add_argument("--headers", metavar="NAME[,NAME...]", type=_header_list, default=(),
+                    help="add per header NAME the columns request_<name> and response_<name> "
+                         "(lower case, '-' -> '_'): its value in the message's first packet, "
+                         "empty when absent there; request/response_headers_incomplete say the "
+                         "header block went on in a later packet")
     ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a message waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 20, metavar="N",
@@ -95,6 +100,30 @@ def _report_inputs(run, summary, n_sources: int) -> None:
         raise clikit.Exit(1)           # nothing could be read (each file said why)
 
 
+def _empty_schema(out, headers):
+    """The columns an output without records still shows (CSV header row, Zeek #fields,
+    Parquet schema): the records' schema as the output's view has it."""
+    from httpanalyzer import records
+    from httpanalyzer.writers import VIEWS
+
+    ext = (out or "").lower()
+    if ext.endswith((".parquet", ".pq")):
+        return records.schema_for(headers)
+    view = VIEWS["zeek"] if ext.endswith(".log") else VIEWS["csv"]
+    return view(records.empty_batch(headers)).schema
+
+
+def _header_list(text: str) -> tuple:
+    from httpanalyzer.records import header_column_names
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    try:
+        header_column_names(names)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return names
+
+
 def _main_dask(a, run) -> int:
     """`httpanalyzer TRACE... --dask SCHED`: chunks on a Dask cluster, records as a Parquet
     dataset (-o OUT.parquet) or, for the other outputs, streamed from a temporary dataset."""
@@ -103,7 +132,7 @@ def _main_dask(a, run) -> int:
     import tempfile
 
     from httpanalyzer import distributed, records
-    from httpanalyzer.writers import CSV_SCHEMA, VIEWS
+    from httpanalyzer.writers import VIEWS
 
     out = a.output
     dataset_out = out not in (None, "-") and os.path.splitext(out)[1].lower() in (".parquet", ".pq")
@@ -112,8 +141,7 @@ def _main_dask(a, run) -> int:
         o = run.output(out, directory=True)
     else:
         o = run.output(out or "-", views=VIEWS,
-                       schema=records.SCHEMA if out and out.endswith((".parquet", ".pq"))
-                       else CSV_SCHEMA)
+                       schema=_empty_schema(out, a.headers))
     tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
     target = o.target if dataset_out else os.path.join(tmp, "records")
     progress = None if not a.no_progress else False
@@ -123,7 +151,7 @@ def _main_dask(a, run) -> int:
                                   gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                                   chunk_packets=a.chunk_packets,
                                   chunk_bytes=int((a.chunk_mb or 256) * (1 << 20)),
-                                  progress=progress)
+                                  progress=progress, headers=a.headers)
         except distributed.OverlappingTraces as e:
             raise clikit.UsageError(clikit.describe(e)) from None
         except (ValueError, RuntimeError) as e:
@@ -187,11 +215,11 @@ def handle(a, run) -> int:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
     from httpanalyzer import records
     from httpanalyzer.stream import Summary, iter_record_batches
-    from httpanalyzer.writers import CSV_SCHEMA, VIEWS
+    from httpanalyzer.writers import VIEWS
 
     out = a.output or "-"
     o = run.output(out, views=VIEWS,
-                   schema=records.SCHEMA if out.endswith((".parquet", ".pq")) else CSV_SCHEMA)
+                   schema=_empty_schema(out, a.headers))
     summary = Summary(detailed=a.summary)
     run.packets = lambda: max(summary.packets, _tally())
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
@@ -208,7 +236,7 @@ def handle(a, run) -> int:
                                          gc_timeout=a.gc_timeout, summary=summary,
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
-                                         feeder=balance):
+                                         feeder=balance, headers=a.headers):
             o.write(batch)
             if a.plots:
                 kept.append(batch)
@@ -256,7 +284,7 @@ def write_plots(batches, balance: dict, directory) -> list:
     from httpanalyzer import plot
     from httpanalyzer.records import SCHEMA, to_pandas
 
-    df = to_pandas(pa.Table.from_batches(batches, schema=SCHEMA))
+    df = to_pandas(pa.Table.from_batches(batches, schema=batches[0].schema if batches else SCHEMA))
     figs = plot.analysis_figures(df)
     if balance.get("consumers"):
         from matplotlib.figure import Figure

@@ -175,7 +175,9 @@ def _write(out_dir: str, index: int, name: str, batches: list, always: bool = Fa
     """Write record batches as one Parquet file of chunk `index`, atomically (a retried task
     replaces its own file: nothing is duplicated). Nothing is written for no records, unless
     `always` (the end file: the dataset then always has a file and its schema)."""
-    table = pa.Table.from_batches([b for b in batches if b is not None], schema=records.SCHEMA)
+    batches = [b for b in batches if b is not None]
+    # the batches' own schema: with chosen headers (table option `headers`) it has more columns
+    table = pa.Table.from_batches(batches, schema=batches[0].schema if batches else records.SCHEMA)
     if table.num_rows == 0 and not always:
         _remove(out_dir, index, name)
         return 0

@@ -355,7 +355,7 @@ class FeederPairer:
     def _take(self) -> pa.RecordBatch:
         if not self._batches:
             return _EMPTY
-        out = pa.Table.from_batches(self._batches, schema=records.SCHEMA).combine_chunks()
+        out = pa.Table.from_batches(self._batches, schema=self._batches[0].schema).combine_chunks()
         self._batches.clear()
         return out.to_batches()[0]
 

@@ -29,15 +29,20 @@ class Pairer:
     gc_timeout: seconds of capture time a message may wait for its counterpart (default 60).
     max_pending: hard cap on waiting messages; the oldest is evicted (and counted) beyond it.
     max_per_key: cap on same-kind messages waiting on one key (pipelining/retransmission floods).
+    headers: header field names whose values (from each message's first packet) become the
+    columns request_<name> / response_<name> (records.schema_for); found in C by the table.
     """
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 20, max_per_key: int = 64,
-                 initial_cells: int = 1 << 12, arena_max_bytes: int = 512 << 20):
+                 initial_cells: int = 1 << 12, arena_max_bytes: int = 512 << 20, headers=()):
         if not gc_timeout > 0:
             raise ValueError("gc_timeout must be > 0 seconds")
+        self.headers = tuple(headers or ())
+        records.header_column_names(self.headers)          # ValueError for a bad list
         self.table = PairingTable(gc_timeout_ns=int(round(gc_timeout * 1e9)), max_pending=max_pending,
                                   max_per_key=max_per_key, initial_cells=initial_cells,
-                                  arena_max_bytes=arena_max_bytes)
+                                  arena_max_bytes=arena_max_bytes, headers=self.headers)
+        self._empty = records.empty_batch(self.headers) if self.headers else _EMPTY
         self._last_take = time.monotonic()
 
     def due(self) -> bool:
@@ -64,9 +69,9 @@ class Pairer:
         """The records emitted since the last take(), as one Arrow batch (possibly empty)."""
         self._last_take = time.monotonic()
         if not self.table.records_waiting:
-            return _EMPTY
+            return self._empty
         recs, strings = self.table.take()
-        return records.to_record_batch(recs, strings)
+        return records.to_record_batch(recs, strings, self.headers)
 
     @property
     def pending(self) -> int:

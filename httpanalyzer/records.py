@@ -13,8 +13,12 @@ format print both in seconds with 9 decimals.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
+
+from webtap._ext.communityid import community_id
 
 
 #: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
@@ -92,8 +96,48 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "response_frame": (pa.uint64(), "0-based index of the response packet in its trace"),
     "request_trace": (pa.uint16(), "position of the request's trace among the inputs (0-based)"),
     "response_trace": (pa.uint16(), "position of the response's trace among the inputs"),
+    "community_id": (pa.string(), "Community ID v1 of the TCP flow (seed 0), '1:' + base64 SHA-1;"
+                                  " joins records with Zeek, Suricata, Arkime, ... (computed in C)"),
 }
 SCHEMA = pa.schema([pa.field(n, t) for n, (t, _) in COLUMNS.items()])
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")     # RFC 9110 field-name (token)
+
+
+def header_column_names(headers) -> list[str]:
+    """The columns `--headers NAME,...` adds, in order: request_<name> and response_<name> per
+    header (lower case, '-' -> '_'), then request_headers_incomplete and
+    response_headers_incomplete. Raises ValueError for a name that is not a field name, a
+    repeated name, or one whose column would collide with another column."""
+    names: list[str] = []
+    for h in headers:
+        if not isinstance(h, str) or not _TOKEN.match(h):
+            raise ValueError(f"not a header field name: {h!r}")
+        base = h.lower().replace("-", "_")
+        for side in ("request", "response"):
+            names.append(f"{side}_{base}")
+    names += ["request_headers_incomplete", "response_headers_incomplete"]
+    seen = set(COLUMNS)
+    for n in names:
+        if n in seen:
+            raise ValueError(f"--headers: column {n!r} would appear twice (name repeated, or it "
+                             "clashes with a record column)")
+        seen.add(n)
+    return names
+
+
+def schema_for(headers=()) -> pa.Schema:
+    """SCHEMA plus the chosen headers' columns (header_column_names), when there are any:
+    values are strings, '' when the header is absent from the message's first packet, null when
+    the record has no such message; the two flags are booleans (null likewise): the header
+    block went on past the first packet, so a header may be in a later packet."""
+    if not headers:
+        return SCHEMA
+    names = header_column_names(headers)
+    fields = [pa.field(n, pa.string()) for n in names[:-2]]
+    fields += [pa.field(n, pa.bool_()) for n in names[-2:]]
+    return pa.schema(list(SCHEMA) + fields)
+
 CONTRACT_COLUMNS = list(COLUMNS)[:17]
 CATEGORICAL = ("method", "reason", "outcome", "unmatched_reason")
 
@@ -124,8 +168,10 @@ def _num(values: np.ndarray, typ: pa.DataType, valid: np.ndarray | None = None) 
                                  null_count=nulls)
 
 
-def _bool(b: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(pa.bool_(), len(b), [None, _bits(b)], null_count=0)
+def _bool(b: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    nulls = 0 if valid is None else len(b) - int(np.count_nonzero(valid))
+    return pa.Array.from_buffers(pa.bool_(), len(b), [_bits(valid) if nulls else None, _bits(b)],
+                                 null_count=nulls)
 
 
 class _Codes:
@@ -159,8 +205,9 @@ _OUTCOME_CODES = _Codes(OUTCOMES)
 _REASON_CODES = _Codes(UNMATCHED_REASONS)     # code 0 (paired) is always null
 
 
-def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
-    """Arrow batch from PairingTable.take() output: one pyarrow call per column."""
+def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.RecordBatch:
+    """Arrow batch from PairingTable.take() output: one pyarrow call per column. headers: the
+    chosen header names the table was built with (their columns come after SCHEMA's)."""
     r = raw_records.view(RECORD_DTYPE)
     n = len(r)
     has_req = r["request_ts_ns"] != _NO_TS
@@ -201,13 +248,25 @@ def to_record_batch(raw_records: np.ndarray, strings: dict) -> pa.RecordBatch:
         "response_frame": _num(r["response_pkt_index"], pa.uint64(), r["response_pkt_index"] != _NO_IDX),
         "request_trace": _num(r["request_trace"], pa.uint16(), has_req),
         "response_trace": _num(r["response_trace"], pa.uint16(), has_resp),
+        "community_id": community_id(r["client_ip"], r["client_port"], r["server_ip"],
+                                     r["server_port"], r["ip_version"], 6),
     }
+    if headers:
+        arrays = list(cols.values())
+        for k in range(len(headers)):
+            arrays.append(_strings(n, strings[("request", k)]))
+            arrays.append(_strings(n, strings[("response", k)]))
+        xf = strings["headers_incomplete"]
+        arrays.append(_bool((xf & 1) != 0, has_req))
+        arrays.append(_bool((xf & 2) != 0, has_resp))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema_for(headers))
     return pa.RecordBatch.from_arrays(list(cols.values()), schema=SCHEMA)
 
 
-def empty_batch() -> pa.RecordBatch:
+def empty_batch(headers=()) -> pa.RecordBatch:
     # pa.nulls, not from_pylist or pa.array([]): those import pandas (~0.3 s) to check for its types
-    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in SCHEMA], schema=SCHEMA)
+    schema = schema_for(headers)
+    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
 def to_pandas(table):

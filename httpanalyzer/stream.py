@@ -273,11 +273,13 @@ def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
     """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
     DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
     memory use iter_record_batches(). consumers=N: pair in N feeder consumer processes; the
-    merged records are then sorted by request time (unmatched responses by response time)."""
+    merged records are then sorted by request time (unmatched responses by response time).
+    headers=["Referer", ...]: per name the columns request_referer / response_referer (the value
+    in the message's first packet, '' when absent there) and the two *_headers_incomplete flags."""
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
                                        summary=summary, live=live, consumers=consumers,
                                        feeder=feeder, **table_options))
-    table = pa.Table.from_batches(batches, schema=records.SCHEMA)
+    table = pa.Table.from_batches(batches, schema=records.schema_for(table_options.get("headers")))
     if consumers:
         table = _sort_by_time(table)
     return records.to_pandas(table)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from httpanalyzer import records
+from httpanalyzer.zeek import http_log_view
 from webtap import writers as _w
 
 LINE_FIELDS = ("client_ip", "client_port", "server_ip", "server_port", "request_ts", "response_ts",
@@ -63,6 +64,7 @@ def csv_view(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 #: views for webtap.clikit outputs (format name -> batch -> batch)
 VIEWS = {"lines": line_view, "csv": csv_view}
+VIEWS["zeek"] = http_log_view          # -o OUT.log: Zeek's http.log (httpanalyzer/zeek.py)
 
 #: the schema as CSV shows it (header row of an empty output)
 CSV_SCHEMA = csv_view(records.empty_batch()).schema

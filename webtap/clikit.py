@@ -79,6 +79,10 @@ OUTPUTS: dict[str, Format] = {
                        help="Parquet (zstd), Arrow types"),
     ".pq": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
                   help="Parquet (zstd), Arrow types"),
+    ".jsonl": Format("jsonl", "webtap.jsonl:JsonLinesWriter", stream=True,
+                     help="JSON lines, one object per record (types: webtap/jsonl.py)"),
+    ".log": Format("zeek", "webtap.zeeklog:ZeekLogWriter", stream=True,
+                   help="Zeek ASCII log (http.log layout for HTTP records)"),
 }
 
 

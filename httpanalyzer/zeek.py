@@ -1,0 +1,181 @@
+"""The records as Zeek logs (formatted by webtap.zeeklog, `-o OUT.log`): HTTP records as http.log
+(the "zeek" view of httpanalyzer.writers.VIEWS) and TLS records as ssl.log (ssl_log_view, for the
+TLS records' outputs).
+
+Zeek's http.log columns come first, in Zeek's order and with Zeek's types (Zeek 6,
+base/protocols/http/main.zeek); a column webtap has no value for is unset (``-``):
+
+======================  =====================================================================
+Zeek column             webtap
+======================  =====================================================================
+ts                      request_ts (response_ts for a response-only record), 6 decimals
+uid                     unset (Zeek's connection uid; join on community_id instead)
+id.orig_h / id.orig_p   client_ip / client_port
+id.resp_h / id.resp_p   server_ip / server_port
+trans_depth             unset (webtap does not follow the connection)
+method, host, uri       method, host, uri
+referrer                request_referer when ``--headers Referer`` chose it (unset if absent)
+version                 unset
+user_agent              user_agent
+origin                  request_origin when ``--headers Origin`` chose it (unset if absent)
+status_code/status_msg  status / reason
+the others              unset (bodies, files, MIME sniffing, credentials: not in first packets)
+======================  =====================================================================
+
+Then webtap's own columns with their record names and Zeek types: request_ts and response_ts
+(``time``, 9 decimals: exact), response_time (``interval``), community_id, the flags, the other
+chosen headers, ... A view, not a writer: the column choice is built with pyarrow (no Python per
+record).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from webtap.arrowtext import seconds_text
+
+__all__ = ["HTTP_FIELDS", "http_log_view", "SSL_FIELDS", "ssl_log_view"]
+
+#: Zeek's http.log columns and types
+HTTP_FIELDS = (
+    ("ts", "time"), ("uid", "string"), ("id.orig_h", "addr"), ("id.orig_p", "port"),
+    ("id.resp_h", "addr"), ("id.resp_p", "port"), ("trans_depth", "count"),
+    ("method", "string"), ("host", "string"), ("uri", "string"), ("referrer", "string"),
+    ("version", "string"), ("user_agent", "string"), ("origin", "string"),
+    ("request_body_len", "count"), ("response_body_len", "count"), ("status_code", "count"),
+    ("status_msg", "string"), ("info_code", "count"), ("info_msg", "string"),
+    ("tags", "set[enum]"), ("username", "string"), ("password", "string"),
+    ("proxied", "set[string]"), ("orig_fuids", "vector[string]"),
+    ("orig_filenames", "vector[string]"), ("orig_mime_types", "vector[string]"),
+    ("resp_fuids", "vector[string]"), ("resp_filenames", "vector[string]"),
+    ("resp_mime_types", "vector[string]"),
+)
+
+#: Zeek column -> record column (ts is computed)
+FROM_RECORD = {"id.orig_h": "client_ip", "id.orig_p": "client_port", "id.resp_h": "server_ip",
+               "id.resp_p": "server_port", "method": "method", "host": "host", "uri": "uri",
+               "referrer": "request_referer", "user_agent": "user_agent",
+               "origin": "request_origin", "status_code": "status", "status_msg": "reason"}
+_UNSET_IF_EMPTY = ("referrer", "origin")          # a chosen header's '' (absent): Zeek leaves unset
+
+
+def http_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Zeek's http.log columns, then the record's other columns."""
+    n = batch.num_rows
+    names = set(batch.schema.names)
+    arrays, fields = [], []
+    for zname, ztype in HTTP_FIELDS:
+        if zname == "ts":
+            ts = pc.coalesce(batch.column("request_ts"), batch.column("response_ts"))
+            col = seconds_text(ts, 6)
+        elif FROM_RECORD.get(zname) in names:
+            col = batch.column(FROM_RECORD[zname])
+            if zname in _UNSET_IF_EMPTY:
+                col = pc.if_else(pc.equal(col, ""), pa.scalar(None, col.type), col)
+        else:
+            col = pa.nulls(n, pa.string())
+        arrays.append(col)
+        fields.append(pa.field(zname, col.type, metadata={"zeek_type": ztype}))
+    used = set(FROM_RECORD.values())
+    for f in batch.schema:
+        if f.name not in used:
+            arrays.append(batch.column(f.name))
+            fields.append(f)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, metadata={"zeek_path": "http"}))
+
+
+# --------------------------------------------------------------------------------------------
+# TLS records (httpanalyzer.tls, issue 17) as Zeek's ssl.log
+# --------------------------------------------------------------------------------------------
+
+#: Zeek's ssl.log columns and types (Zeek 6 base/protocols/ssl/main.zeek), then the fingerprint
+#: columns as the add-on packages name them (ja3 / ja3s: salesforce/ja3, ja4: FoxIO's ja4)
+SSL_FIELDS = (
+    ("ts", "time"), ("uid", "string"), ("id.orig_h", "addr"), ("id.orig_p", "port"),
+    ("id.resp_h", "addr"), ("id.resp_p", "port"), ("version", "string"), ("cipher", "string"),
+    ("curve", "string"), ("server_name", "string"), ("resumed", "bool"),
+    ("last_alert", "string"), ("next_protocol", "string"), ("established", "bool"),
+    ("ssl_history", "string"), ("cert_chain_fps", "vector[string]"),
+    ("client_cert_chain_fps", "vector[string]"), ("sni_matches_cert", "bool"),
+    ("ja3", "string"), ("ja3s", "string"), ("ja4", "string"),
+)
+SSL_FROM_RECORD = {"id.orig_h": "client_ip", "id.orig_p": "client_port", "id.resp_h": "server_ip",
+                   "id.resp_p": "server_port", "version": "server_version", "cipher": "cipher",
+                   "server_name": "sni", "next_protocol": "server_alpn", "ja3": "ja3",
+                   "ja3s": "ja3s", "ja4": "ja4"}
+
+#: Zeek's names of protocol versions (SSL::version_strings)
+TLS_VERSIONS = {0x0300: "SSLv3", 0x0301: "TLSv10", 0x0302: "TLSv11", 0x0303: "TLSv12",
+                0x0304: "TLSv13", 0xFEFF: "DTLSv10", 0xFEFD: "DTLSv12", 0xFEFC: "DTLSv13"}
+#: IANA names of the cipher suites seen in practice (Zeek prints the IANA name; a suite not
+#: listed here is written as Zeek writes one it does not know: unknown-<decimal>)
+CIPHER_SUITES = {
+    0x0004: "TLS_RSA_WITH_RC4_128_MD5", 0x0005: "TLS_RSA_WITH_RC4_128_SHA",
+    0x000A: "TLS_RSA_WITH_3DES_EDE_CBC_SHA", 0x002F: "TLS_RSA_WITH_AES_128_CBC_SHA",
+    0x0033: "TLS_DHE_RSA_WITH_AES_128_CBC_SHA", 0x0035: "TLS_RSA_WITH_AES_256_CBC_SHA",
+    0x0039: "TLS_DHE_RSA_WITH_AES_256_CBC_SHA", 0x003C: "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    0x003D: "TLS_RSA_WITH_AES_256_CBC_SHA256", 0x009C: "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    0x009D: "TLS_RSA_WITH_AES_256_GCM_SHA384", 0x009E: "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256",
+    0x009F: "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", 0x1301: "TLS_AES_128_GCM_SHA256",
+    0x1302: "TLS_AES_256_GCM_SHA384", 0x1303: "TLS_CHACHA20_POLY1305_SHA256",
+    0x1304: "TLS_AES_128_CCM_SHA256", 0x1305: "TLS_AES_128_CCM_8_SHA256",
+    0xC009: "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", 0xC00A: "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    0xC011: "TLS_ECDHE_RSA_WITH_RC4_128_SHA", 0xC012: "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    0xC013: "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", 0xC014: "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    0xC023: "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    0xC024: "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",
+    0xC027: "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", 0xC028: "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384",
+    0xC02B: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    0xC02C: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    0xC02F: "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", 0xC030: "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    0xCCA8: "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    0xCCA9: "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    0xCCAA: "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+}
+
+
+def _named(col, names: dict) -> pa.Array:
+    """'0x1301'-style codes -> names (unknown-<decimal> when not in `names`). Python runs once
+    per distinct code, never per record."""
+    uniq = pc.unique(col.drop_null()) if col.null_count else pc.unique(col)
+    keys = uniq.to_pylist()
+
+    def name(k):
+        try:
+            v = int(k, 16)
+        except ValueError:
+            return k
+        return names.get(v, f"unknown-{v}")
+
+    table = pa.array([name(k) for k in keys], pa.string())
+    return pc.take(table, pc.index_in(col, value_set=pa.array(keys, pa.string())))
+
+
+def ssl_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """TLS records (httpanalyzer.tls.SCHEMA) as Zeek's ssl.log columns, then the record's other
+    columns: ts = client_hello_ts (server_hello_ts when there is no ClientHello), version and
+    cipher by Zeek's names, server_name = sni, next_protocol = server_alpn, ja3/ja3s/ja4."""
+    n = batch.num_rows
+    names = set(batch.schema.names)
+    arrays, fields = [], []
+    for zname, ztype in SSL_FIELDS:
+        rname = SSL_FROM_RECORD.get(zname)
+        if zname == "ts":
+            col = seconds_text(pc.coalesce(batch.column("client_hello_ts"),
+                                           batch.column("server_hello_ts")), 6)
+        elif rname in names:
+            col = batch.column(rname)
+            if zname == "version":
+                col = _named(col, TLS_VERSIONS)
+            elif zname == "cipher":
+                col = _named(col, CIPHER_SUITES)
+        else:
+            col = pa.nulls(n, pa.string())
+        arrays.append(col)
+        fields.append(pa.field(zname, col.type, metadata={"zeek_type": ztype}))
+    used = set(SSL_FROM_RECORD.values())
+    for f in batch.schema:
+        if f.name not in used:
+            arrays.append(batch.column(f.name))
+            fields.append(f)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, metadata={"zeek_path": "ssl"}))
