@@ -15,6 +15,9 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared"))
 TRACES = SHARED / "traces"
+#: files the tests build once and share between runs and xdist workers (the benchmark trace):
+#: $WEBTAP_TEST_CACHE, else build/test-cache (ignored by git, removed by `make clean`)
+TEST_CACHE = pathlib.Path(os.environ.get("WEBTAP_TEST_CACHE", REPO / "build" / "test-cache"))
 
 
 def shared_trace_files() -> list[pathlib.Path]:
