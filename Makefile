@@ -66,8 +66,10 @@ build: sysdeps venv
 demo: build
 	$(BIN)/python demo/webtap_demo.py
 
+# -ra: the summary names every skip (and failure) with its reason; with CI=true (as CI sets it)
+# tests/conftest.py turns every environment skip into a failure naming what is missing
 test: build
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 -ra tests
 
 # webtap is timed as a user installs it: from a wheel (benchmarks/wheel_env.py), not through
 # the editable install's import hook, which re-checks the build on every first import

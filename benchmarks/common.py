@@ -27,21 +27,40 @@ def webtap_cmd(module: str, *args: str) -> list[str]:
     return [PYTHON, str(REPO / "benchmarks" / f"{module}.py"), *args]
 
 
-def bench_trace() -> pathlib.Path:
+def bench_trace(folder: pathlib.Path | None = None) -> pathlib.Path:
     """The benchmark trace: $WEBTAP_BENCH_TRACE, or one built from the shared captures by
-    ../shared/scripts/make-bench-trace ($WEBTAP_BENCH_ROUNDS rounds, default 4)."""
+    ../shared/scripts/make-bench-trace ($WEBTAP_BENCH_ROUNDS rounds, default 4) in `folder`
+    (default bench-out/; the tests pass their cache folder). Built once under an exclusive lock
+    into a temporary name and renamed into place, so that concurrent callers (pytest -n 2, two
+    benchmarks) neither build it twice nor read it half-written."""
+    import fcntl
+    import tempfile
+
     env = os.environ.get("WEBTAP_BENCH_TRACE")
     if env:
         return pathlib.Path(env)
     rounds = int(os.environ.get("WEBTAP_BENCH_ROUNDS", "4"))
-    path = OUT / f"bench-{rounds}.pcap"
-    if not path.exists():
-        OUT.mkdir(exist_ok=True)
-        script = SHARED / "scripts" / "make-bench-trace"
-        if not script.exists():
-            sys.exit(f"no benchmark trace: set WEBTAP_BENCH_TRACE or provide {script}")
-        subprocess.run([sys.executable, str(script), str(path), "--rounds", str(rounds)], check=True,
-                       stdout=subprocess.DEVNULL)
+    folder = pathlib.Path(folder) if folder is not None else OUT
+    path = folder / f"bench-{rounds}.pcap"
+    if path.exists():                  # only ever complete: it appears by rename
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    script = SHARED / "scripts" / "make-bench-trace"
+    if not script.exists():
+        sys.exit(f"no benchmark trace: set WEBTAP_BENCH_TRACE or provide {script}")
+    with open(folder / f".bench-{rounds}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)       # released when the file closes, even on a crash
+        if not path.exists():                  # another process may have built it meanwhile
+            fd, tmp = tempfile.mkstemp(prefix=f".bench-{rounds}.", suffix=".pcap", dir=folder)
+            os.close(fd)
+            os.chmod(tmp, 0o644)                   # as a plain open() would have made it
+            try:
+                subprocess.run([sys.executable, str(script), tmp, "--rounds", str(rounds)], check=True,
+                               stdout=subprocess.DEVNULL)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     return path
 
 

@@ -394,8 +394,10 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
         if (c >= 'A' && c <= 'Z') c |= 0x20;
         if (c == '.') {
             if (o == 0 || out[o - 1] == '.') continue;  /* leading dots, runs of dots */
-        } else if (!(_canon_cls[c] & CC_HOST) && !((c == ':' || c == '[' || c == ']') && in[host_s] == '[')) {
-            return CANON_BAD_HOST;
+        } else if (in[host_s] == '[' ? !(_canon_hexval(c) >= 0 || c == ':' || (c == '[' && i == host_s) ||
+                                         (c == ']' && i + 1 == host_e))
+                                     : !(_canon_cls[c] & CC_HOST)) {
+            return CANON_BAD_HOST;      /* an IPv6 literal holds hex digits, ':' and '.' only */
         }
         if (o >= cap) return CANON_TOO_LONG;
         out[o++] = c;

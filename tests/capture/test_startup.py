@@ -6,33 +6,42 @@ import sys
 
 import pytest
 
+# Threads are counted by name in /proc. pyarrow's jemalloc background thread names itself
+# "jemalloc_bg_thd" once it runs; until then (on a loaded machine: until it gets a core) it is
+# called "python" like the main thread and OpenBLAS's workers. So the probe waits for the event
+# "the threads other than jemalloc's are the expected number" rather than reading once; it gives
+# up after 60 s (a failure then, naming the threads: a real extra thread never goes away).
 PROBE = """
-import os
+import os, time
 import {module}
-tasks = os.listdir("/proc/self/task")
-print(os.environ.get("OPENBLAS_NUM_THREADS"),
-      ",".join(open(f"/proc/self/task/{{t}}/comm").read().strip() for t in tasks))
+deadline = time.monotonic() + 60
+while True:
+    names = [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    if len([n for n in names if n != "jemalloc_bg_thd"]) == {expected} or time.monotonic() > deadline:
+        break
+    time.sleep(0.01)
+print(os.environ.get("OPENBLAS_NUM_THREADS"), ",".join(names))
 """
 
 
-def _threads(module: str, **env_over) -> tuple[str, list[str]]:
+def _threads(module: str, expected: int, **env_over) -> tuple[str, list[str]]:
     """OPENBLAS_NUM_THREADS in a fresh interpreter after `import module`, and the names of its
-    threads other than pyarrow's jemalloc background thread."""
+    threads other than pyarrow's jemalloc background thread (once `expected` many, see PROBE)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     env.update(env_over)
-    setting, names = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], env=env,
-                                    capture_output=True, text=True, check=True).stdout.split()
+    setting, names = subprocess.run([sys.executable, "-c", PROBE.format(module=module, expected=expected)],
+                                    env=env, capture_output=True, text=True, check=True).stdout.split()
     return setting, [n for n in names.split(",") if n != "jemalloc_bg_thd"]
 
 
 @pytest.mark.parametrize("module", ["httpanalyzer", "urlfilter.tree", "webtap.capture"])
 def test_no_blas_threads(module):
-    setting, threads = _threads(module)
+    setting, threads = _threads(module, 1)
     assert setting == "1"
     assert len(threads) == 1, threads           # the main thread alone
 
 
 def test_user_setting_wins():
-    setting, threads = _threads("httpanalyzer", OPENBLAS_NUM_THREADS="2")
+    setting, threads = _threads("httpanalyzer", 2, OPENBLAS_NUM_THREADS="2")
     assert setting == "2"
     assert len(threads) == 2, threads           # main + the one extra OpenBLAS thread

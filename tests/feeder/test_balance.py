@@ -9,7 +9,7 @@ import pytest
 
 import httpanalyzer
 from httpanalyzer.balance import balance_table, hash_histograms
-from tests.conftest import SHARED
+from tests.conftest import SHARED, TEST_CACHE
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def bench4():
     os.environ.setdefault("WEBTAP_BENCH_ROUNDS", "4")
     from benchmarks.common import bench_trace
 
-    return bench_trace()
+    return bench_trace(TEST_CACHE)       # built once, atomically, outside the tracked tree
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

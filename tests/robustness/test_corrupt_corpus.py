@@ -25,16 +25,31 @@ def corpus(tmp_path_factory):
 
 
 @contextmanager
-def deadline(seconds):
-    def fire(*_):
-        raise TimeoutError(f"no answer within {seconds} s (hang)")
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(seconds)
+def deadline(cpu_s: float, wall_s: int):
+    """A hang is a failure, told apart from a slow machine: a busy loop uses CPU time, caught by
+    a CPU-time budget (ITIMER_PROF counts this process's own CPU, all threads, so other
+    processes' load does not count); a deadlock uses none, caught by a wall-clock backstop set
+    far above what waiting for a core can cost."""
+    def fire(signum, _):
+        what = "CPU time" if signum == signal.SIGPROF else "wall clock"
+        raise TimeoutError(f"no answer within {cpu_s if signum == signal.SIGPROF else wall_s} s of {what} (hang)")
+    old_prof = signal.signal(signal.SIGPROF, fire)
+    old_alrm = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    signal.alarm(wall_s)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old_prof)
+        signal.signal(signal.SIGALRM, old_alrm)
+
+
+#: The corpus's files are at most ~0.3 MB; reading and dissecting one took at most 2 ms of CPU
+#: and 0.1 s of wall clock (load average 13 on 2 cores, 2026-11-24). 5 s of CPU is > 1000x that;
+#: 300 s of wall clock is > 1000x the loaded wall time, so only a deadlock reaches it.
+HANG_CPU_S, HANG_WALL_S = 5.0, 300
 
 
 def read_all(path):
@@ -58,7 +73,7 @@ def test_every_corrupt_file_is_read_as_far_as_it_can_be(corpus):
     failures = []
     for c in cases:
         try:
-            with deadline(20):
+            with deadline(HANG_CPU_S, HANG_WALL_S):
                 try:
                     n, counters, warnings, _ = read_all(out / c.name)
                 except NotACapture:

@@ -3,8 +3,9 @@
 Server: ``python netns_peers.py server ADDR PORT DELAY_S`` -- Python's http.server (threaded),
 chosen over nginx because the test needs one knob nginx does not have without extra modules: a
 delay before the answer, so that RTT(client, server) as the client sees it is long (the kernel
-here has no netem; ARCHITECTURE.md). The handler reads the request, sleeps DELAY_S, then answers
-200 with a 2000-byte body ("BODY" repeated).
+here has no netem; ARCHITECTURE.md). The handler reads the request, waits DELAY_S (or until the
+connection is reset or closed: a cut connection is never answered), then answers 200 with a
+2000-byte body ("BODY" repeated).
 
 With DELAY_S = 0 the test wants a server that answers as fast as this machine can, so that the
 race is really lost: http.server's thread start and header parsing cost about a millisecond, the
@@ -18,6 +19,7 @@ connection ended with EOF (FIN), reset or timeout, the elapsed time, and the cli
 from __future__ import annotations
 
 import json
+import select
 import socket
 import sys
 import time
@@ -62,7 +64,15 @@ def serve(addr: str, port: int, delay: float) -> None:
         protocol_version = "HTTP/1.0"
 
         def do_GET(self):
-            time.sleep(delay)
+            # Wait DELAY_S, or less if the connection is reset or closed meanwhile (the filter's
+            # RST): the client sends nothing more, so readable means closed. A cut connection
+            # then never gets its answer whatever the load; an uncut one waits the full delay.
+            try:
+                if select.select([self.connection], [], [], delay)[0] and \
+                        not self.connection.recv(1, socket.MSG_PEEK):
+                    return
+            except OSError:       # ECONNRESET: the filter's RST
+                return
             try:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(BODY)))

@@ -4,7 +4,7 @@ Topology in tests/urlfilter/netns.py (client, server, filter, bridge; tc mirred 
 filter), peers in tests/urlfilter/netns_peers.py (Python http.server that waits before answering,
 plain-socket client). `urlfilter run` captures on the mirror and injects on the same port.
 
-* server delay 0.4 s: a blacklisted URL (port 80 and port 8080: the filter looks at every port) is
+* server delay DELAY_S: a blacklisted URL (port 80 and port 8080: the filter looks at every port) is
   torn down long before the answer (client sees FIN or RST, no body), and the server's answer
   never appears in the mirror (the RST was accepted); a clean URL gets its body; a URL added to
   the store while the filter runs is cut once the filter has reloaded.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -42,7 +43,14 @@ pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
 
 
 N_RACES = 16
+MAX_RACES = 64
 SLACK_NS = 100_000     # capture timestamps (us in tcpdump's pcap) and injection jitter
+#: The delayed server's wait before it answers. The filter must cut a blacklisted connection
+#: within it: its reaction (capture -> injection) measured 0.2-60 ms with the machine loaded
+#: (load average 13-25 on 2 cores, 2026-11-24), so 3 s is a margin of > 50x. The server stops
+#: waiting when the connection is reset (netns_peers.py), so a cut connection costs the
+#: reaction time, not DELAY_S; only the clean fetches wait it in full.
+DELAY_S = 3.0
 
 
 def _blacklist(tmp_path) -> str:
@@ -66,7 +74,7 @@ def _stop(p: subprocess.Popen, timeout=20):
         return p.communicate(timeout=5)
 
 
-def _fetch(t: Topology, port: int, path: str, host: str, timeout=3.0) -> dict:
+def _fetch(t: Topology, port: int, path: str, host: str, timeout=DELAY_S + 30) -> dict:
     r = subprocess.run(t.ns_exec("c") + [PY, PEERS, "client", t.server_ip, str(port), path, host, str(timeout)],
                        capture_output=True, text=True, timeout=timeout + 10)
     assert r.returncode == 0, r.stderr
@@ -103,6 +111,22 @@ def _wait_for(p: subprocess.Popen, what: bytes, timeout=20.0):
     assert what in buf, f"{p.args}: no {what!r} on stderr within {timeout} s"
 
 
+def _wait_reload(p: subprocess.Popen, timeout=120.0):
+    """Until the filter's status line (stderr, every reload_every = 1 s) counts a reload. The
+    timeout only bounds a failure."""
+    t0 = time.monotonic()
+    buf = b""
+    fd = p.stderr.fileno()
+    while time.monotonic() - t0 < timeout:
+        assert p.poll() is None, p.communicate()
+        if select.select([fd], [], [], 0.2)[0]:
+            buf += os.read(fd, 4096)
+            counts = re.findall(rb"reloads (\d+)", buf)
+            if counts and int(counts[-1]) >= 1:
+                return
+    raise AssertionError(f"the filter did not reload within {timeout} s: {buf[-300:]!r}")
+
+
 def _row(rep: pd.DataFrame, port: int, pcap: Path) -> pd.Series:
     """The timing report's row of the connection from client port `port`, with a readable
     failure (the trace's packets of that port) when the trace at the filter lacks it."""
@@ -128,7 +152,7 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
     procs = []
     try:
         t.build()
-        procs += _servers(t, delay=0.4)
+        procs += _servers(t, delay=DELAY_S)
         tcpdump = None
         pcap = tmp_path / "mirror_delay.pcap"
         if shutil.which("tcpdump"):
@@ -145,7 +169,7 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
         late = _fetch(t, 80, "/late", "added-later.test")
         subprocess.run(URLFILTER + ["--db", db, "add", "added-later.test/late", "--category", "x"],
                        check=True, timeout=60, capture_output=True)
-        time.sleep(2.5)
+        _wait_reload(flt)                            # the filter has re-read the store
         bad.append(_fetch(t, 80, "/late/1", "added-later.test"))
         good.append(late)
         out, err = _stop(flt)
@@ -156,17 +180,21 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
         for r in bad:
             assert r["bytes"] == 0 and not r["body"], r
             assert r["end"] in ("eof", "reset"), r
-            assert r["elapsed_s"] < 0.4, r          # torn down before the server even answered
+            assert r["elapsed_s"] < DELAY_S, r      # torn down before the server would answer
         for r in good:
             assert r["body"] and r["end"] == "eof", r
-            assert r["elapsed_s"] >= 0.4, r
+            assert r["elapsed_s"] >= DELAY_S, r
         stats = json.loads(out.strip().splitlines()[-1])
         assert stats["hits"] == 4 and stats["injected"] == 8 and stats["inject_failed"] == 0, stats
         assert stats["reloads"] >= 1, stats
         hits = pd.read_csv(hits_csv)
         assert sorted(hits["src_port"]) == sorted(r["client_port"] for r in bad)
         assert set(hits["entry"]) == {"blocked.test/bad", "evil.test", "added-later.test/late"}
-        assert (hits["reaction_ns"] > 0).all() and (hits["reaction_ns"] < 400e6).all()
+        # causal order, no wall-clock bound: the filter captured the GET after the client sent it
+        # and injected the FIN before the client saw the end, so reaction < the client's elapsed
+        elapsed = {r["client_port"]: r["elapsed_s"] for r in bad}
+        for port, react in zip(hits["src_port"], hits["reaction_ns"]):
+            assert 0 < react < elapsed[port] * 1e9 + SLACK_NS, (port, react, elapsed[port])
 
         if tcpdump is not None:
             # the server accepted the RST: its delayed answer never crossed the bridge
@@ -180,7 +208,9 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
             for r in good:
                 row = _row(rep, r["client_port"], pcap)
                 assert row["response_seen"], (r, rep.to_dict("records"))
-                assert row["server_wait_ns"] > 350e6 and row["win"], row.to_dict()
+                # the server waited DELAY_S (a lower bound: load only lengthens it), less the
+                # capture timestamps' slack
+                assert row["server_wait_ns"] > DELAY_S * 1e9 - 50e6 and row["win"], row.to_dict()
     finally:
         for p in procs:
             if p.poll() is None:
@@ -205,7 +235,14 @@ def test_without_delay_the_race_is_lost_and_the_report_says_so(tmp_path):
         hits_csv = tmp_path / "hits.csv"
         flt = _filter(t, db, hits_csv, duration=60)
         procs.append(flt)
-        seen = [_fetch(t, 80, f"/bad/{i}", "blocked.test") for i in range(N_RACES)]
+        # Statistical: whether one race is lost depends on scheduling. Loss rates measured per
+        # run of 16 races: 5, 10 and 15 of 16 (a CPU-bound process beside, load average ~18 on 2
+        # cores, 2026-11-24). The test races at least N_RACES times and goes on until one race is
+        # lost, up to MAX_RACES: were the loss rate as low as 0.1, all 64 would be won with
+        # probability 0.9^64 = 1.2e-3; at the lowest measured 5/16, 0.69^64 = 5e-11.
+        seen = []
+        while len(seen) < N_RACES or (not any(r["bytes"] for r in seen) and len(seen) < MAX_RACES):
+            seen.append(_fetch(t, 80, f"/bad/{len(seen)}", "blocked.test"))
         _stop(flt)
         time.sleep(0.5)
         _stop(tcpdump)
@@ -217,7 +254,7 @@ def test_without_delay_the_race_is_lost_and_the_report_says_so(tmp_path):
         rep = rep.set_index("src_port")
         # the race is lost when any byte of the answer reached the client before the FIN
         lost = [r for r in seen if r["bytes"] > 0]
-        assert lost, f"the filter won all {N_RACES} races against a server without delay: {seen}"
+        assert lost, f"the filter won all {len(seen)} races against a server without delay: {seen}"
         checked = lost_checked = 0
         for r in seen:
             row = _row(rep, r["client_port"], pcap)
