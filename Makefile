@@ -14,6 +14,8 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
 # network namespaces of the live tests.
 APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
+# OpenSSL's libcrypto headers + pkg-config: TLS fingerprints (MD5/SHA-256) and QUIC Initial crypto
+APT_PKGS += libssl-dev
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
 # runtime/test dependencies declared in pyproject.toml.
