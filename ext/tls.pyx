@@ -227,13 +227,15 @@ cdef enum:
     TC_REASM_CAP_EVICTED
     TC_PEAK_PENDING
     TC_PEAK_REASM
+    TC_NOT_HELLO_AFTER_CCS  # handshake record after ChangeCipherSpec that did not parse (encrypted)
     TC_N
 
 _COUNTERS = ("packets", "tcp_payload", "client_hello", "server_hello", "hello_retry_request",
              "split_hello", "reassembly_started", "reassembly_gap", "reassembly_retransmission",
              "incomplete", "too_long", "malformed", "paired", "client_hello_unmatched",
              "server_hello_unmatched", "client_hello_repeat", "server_hello_repeat",
-             "evicted_cap", "evicted_reassembly_cap", "peak_pending", "peak_reassembly")
+             "evicted_cap", "evicted_reassembly_cap", "peak_pending", "peak_reassembly",
+             "not_hello_after_ccs")
 
 ctypedef struct Pend:
     TlsRecord r
@@ -933,6 +935,11 @@ cdef class TlsTable:
         if st == TLS_OK:
             return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
                                ts, pkt, l.seq, l.ack, 1)
+        if off > 0:
+            # after ChangeCipherSpec only a TLS 1.3 (compatibility mode) hello is plaintext;
+            # anything else there is an encrypted record: not a hello, no record
+            self.cnt[<int>TC_NOT_HELLO_AFTER_CCS] += 1
+            return 0
         if st == TLS_INCOMPLETE and n == l.payload_len:
             return self._rstart(&l, pl + off, n - off, ts, pkt, <uint8_t>t)
         return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, ts, pkt,

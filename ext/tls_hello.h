@@ -73,6 +73,23 @@ static const uint8_t tls_hrr_random[32] = {
     0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
     0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C};
 
+/* Draft number of a TLS 1.3 draft version (0x7fNN; Facebook's 0xfbNN; Google's experiment
+ * 0x7e01/0x7e02 = draft 18 with changes, as tshark reads them), else 0. */
+static inline int tls13_draft(uint32_t v) {
+    if ((v >> 8) == 0x7f) return (int)(v & 0xff);
+    if ((v >> 8) == 0xfb) return (int)(v & 0xff);
+    if (v == 0x7e01 || v == 0x7e02) return 18;
+    return 0;
+}
+
+/* Is v a version a hello's version field can hold (SSL 3.0 .. TLS 1.3 and the 1.3 drafts)? A
+ * TLS 1.2 encrypted Finished record also starts with type 22 and, by chance, a byte 1 or 2:
+ * this check on the bytes after the handshake header tells the two apart (5 in 65536 random
+ * values pass). */
+static inline int tls_version_plausible(uint32_t v) {
+    return ((v >> 8) == 3 && (v & 0xff) <= 4) || tls13_draft(v) > 0;
+}
+
 /* Does p[0:n] (n >= 6) look like the start of a TLS handshake record carrying a hello? Record
  * type 22, major version 3, minor 0..4, then the handshake type 1 or 2. Returns the handshake type
  * or 0. (A leading ChangeCipherSpec record, as a TLS 1.3 client sends before its second
@@ -101,6 +118,9 @@ static inline uint32_t tls_hello_start(const uint8_t *p, uint32_t n, int *hs_typ
         break;
     }
     *hs_type = tls_looks_hello(p + off, n - off);
+    /* the hello's own version field, when captured, must be a version */
+    if (*hs_type && n - off >= 11 && !tls_version_plausible(tls_be16(p + off + 9)))
+        *hs_type = 0;
     return off;
 }
 
@@ -180,6 +200,17 @@ static inline int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h) {
     if (h->hs_type == 2 && memcmp(p + pos, tls_hrr_random, 32) == 0)
         h->flags |= TLSF_HRR;
     pos += 32;
+    if (h->hs_type == 2 && tls13_draft(h->legacy_version) > 0 && tls13_draft(h->legacy_version) < 22) {
+        /* TLS 1.3 drafts before 22: version, random, cipher_suite, extensions (no session id
+           echo, no compression method) */
+        h->session_id.off = pos; h->session_id.len = 0;
+        if (end - pos < 2) return TLS_BAD_LENGTH;
+        h->cipher = (uint16_t)tls_be16(p + pos);
+        h->ciphers.off = pos; h->ciphers.len = 2;
+        pos += 2;
+        h->compression.off = pos; h->compression.len = 0;
+        goto extensions;
+    }
     l = p[pos++];
     if (l > 32 || end - pos < l)
         return TLS_BAD_LENGTH;
@@ -204,6 +235,7 @@ static inline int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h) {
         h->compression.off = pos; h->compression.len = 1;
         pos += 1;
     }
+extensions:
     if (pos == end) {
         h->flags |= TLSF_NO_EXTENSIONS;
         return TLS_OK;

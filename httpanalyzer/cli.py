@@ -142,6 +142,16 @@ def _failed(e: BaseException) -> int:
 
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["tls"]:
+        # `httpanalyzer tls TRACE...` (issue 17): TLS handshake records
+        from httpanalyzer import tls
+
+        return tls.cli(args[1:])
+    if args[:1] == ["compare"] and "--tls" in args[1:]:
+        # `httpanalyzer compare --tls TRACE...` (issue 17): TLS handshakes against tshark
+        from httpanalyzer import compare_tls
+
+        return compare_tls.cli([x for x in args[1:] if x != "--tls"])
     if args[:1] == ["compare"]:
         # `httpanalyzer compare TRACE...` (issue 5); a trace literally named "compare" is
         # still read as `httpanalyzer ./compare`

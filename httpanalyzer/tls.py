@@ -252,3 +252,165 @@ def sort_table(tab: pa.Table) -> pa.Table:
     idx = pc.sort_indices(pa.table({"f": first, "r": pc.fill_null(tab["response_frame"], 0)}),
                           sort_keys=[("f", "ascending"), ("r", "ascending")])
     return tab.take(idx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: text views (lists comma-joined) for CSV and the line format; Parquet keeps lists
+# ---------------------------------------------------------------------------------------------
+def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records)."""
+    from httpanalyzer.writers import seconds_text
+
+    tab = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    cols = []
+    for name in tab.column_names:
+        col = tab[name].combine_chunks()
+        t = col.type
+        if pa.types.is_list(t):
+            col = pc.binary_join(col.cast(pa.list_(pa.string())), ",")
+        elif pa.types.is_timestamp(t):
+            col = seconds_text(col.cast(pa.int64()))
+        cols.append(col)
+    return pa.table(cols, names=tab.column_names)
+
+
+class _TlsWriter:
+    """TLS records to OUT.csv / OUT.parquet / OUT.txt (| separated) or stdout (lines)."""
+
+    def __init__(self, path: str | None):
+        import sys
+
+        self.path = path
+        ext = os.path.splitext(path)[1].lower() if path not in (None, "-") else ".txt"
+        if ext not in (".csv", ".parquet", ".pq", ".txt"):
+            raise ValueError(f"unknown output format {ext!r} (use .csv, .parquet or .txt)")
+        self.kind = {".pq": ".parquet"}.get(ext, ext)
+        self.tmp = None if path in (None, "-") else f"{path}.part-{os.getpid()}"
+        self.out = sys.stdout.buffer if self.tmp is None else None
+        self.w = None
+        self.header = True
+
+    def write(self, batch) -> None:
+        import pyarrow.csv as pcsv
+        import pyarrow.parquet as pq
+
+        if self.kind == ".parquet":
+            if self.w is None:
+                self.w = pq.ParquetWriter(self.tmp, SCHEMA)
+            self.w.write_table(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
+            return
+        tab = text_view(batch)
+        if self.out is None:
+            self.out = open(self.tmp, "wb")
+        if self.kind == ".csv":
+            pcsv.write_csv(tab, self.out, write_options=pcsv.WriteOptions(include_header=self.header))
+            self.header = False
+        else:
+            cols = [pc.fill_null(tab[c].cast(pa.string()), "") for c in tab.column_names]
+            lines = pc.binary_join_element_wise(*cols, "|")
+            self.out.write(("\n".join(lines.to_pylist()) + "\n").encode() if len(lines) else b"")
+
+    def close(self) -> None:
+        if self.kind == ".parquet":
+            if self.w is None and self.tmp is not None:
+                self.w = __import__("pyarrow.parquet", fromlist=["x"]).ParquetWriter(self.tmp, SCHEMA)
+            if self.w is not None:
+                self.w.close()
+        elif self.kind == ".csv" and self.header and self.tmp is not None:
+            import pyarrow.csv as pcsv
+
+            self.out = self.out or open(self.tmp, "wb")
+            pcsv.write_csv(text_view(SCHEMA.empty_table()), self.out)
+        if self.out is not None and self.tmp is not None:
+            self.out.close()
+        elif self.out is not None:
+            self.out.flush()
+        if self.tmp is not None:
+            if not os.path.exists(self.tmp):
+                open(self.tmp, "wb").close()
+            os.replace(self.tmp, self.path)           # atomic: a reader never sees half a file
+
+    def abort(self) -> None:
+        if self.tmp is not None and os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+def writer_for(path: str | None) -> _TlsWriter:
+    return _TlsWriter(path)
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
+    import argparse
+    import sys
+
+    from webtap.errors import BpfError
+
+    ap = argparse.ArgumentParser(
+        prog="httpanalyzer tls",
+        description="TLS handshake records: one row per ClientHello/ServerHello pair (SNI, ALPN, "
+                    "versions, cipher, JA3/JA3S/JA4, handshake time), paired like HTTP "
+                    "transactions (ServerHello SEQ = ClientHello ACK). Exit codes: 0 success, "
+                    "1 nothing could be read, 2 usage error.")
+    ap.add_argument("traces", nargs="+", metavar="TRACE")
+    ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
+    ap.add_argument("-o", "--output", metavar="OUT",
+                    help="OUT.csv, OUT.parquet or OUT.txt (| separated); default: lines on stdout")
+    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S",
+                    help="seconds of capture time a hello waits for its counterpart (default 60)")
+    ap.add_argument("--max-pending", type=int, default=1 << 15, metavar="N",
+                    help="waiting hellos at most (oldest evicted, reason cap; default 32768)")
+    ap.add_argument("--max-reassembly", type=int, default=1024, metavar="N",
+                    help="split hellos reassembled at once (32 KiB each at most; default 1024)")
+    ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
+    a = ap.parse_args(argv)
+    if a.max_pending < 1 or a.max_reassembly < 1:
+        ap.error("--max-pending and --max-reassembly must be >= 1")
+    try:
+        w = writer_for(a.output)
+    except ValueError as e:
+        print(f"httpanalyzer tls: {e}", file=sys.stderr)
+        return 2
+    counters: dict = {}
+    readable = 0
+    try:
+        from webtap.capture import open_trace
+
+        ok = []
+        for t in a.traces:
+            try:
+                open_trace(t).close()
+                ok.append(t)
+            except BpfError:
+                raise
+            except (OSError, ValueError, RuntimeError) as e:
+                print(f"httpanalyzer tls: skipped {t}: {e}", file=sys.stderr)
+        readable = len(ok)
+        if ok:
+            batches = []
+            for b in iter_tls_batches(ok, bpf=a.bpf, gc_timeout=a.gc_timeout,
+                                      max_pending=a.max_pending, max_reassembly=a.max_reassembly,
+                                      counters=counters):
+                batches.append(b)
+            tab = sort_table(pa.Table.from_batches(batches, schema=SCHEMA))
+            if tab.num_rows:
+                w.write(tab)
+    except BpfError as e:
+        w.abort()
+        print(f"httpanalyzer tls: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (OSError, ValueError, RuntimeError) as e:
+        w.abort()
+        print(f"httpanalyzer tls: {e}", file=sys.stderr)
+        return 1
+    try:
+        w.close()
+    except BrokenPipeError:
+        pass
+    if a.summary:
+        for k, v in counters.items():
+            print(f"{k:28s} {v}", file=sys.stderr)
+    return 0 if readable else 1
