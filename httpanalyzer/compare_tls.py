@@ -31,6 +31,13 @@ CATEGORIES = {
     "tshark_out_of_order": "webtap found a hello in a segment tshark flags as out of order "
                            "(tcp.analysis.out_of_order) and does not dissect, its reassembly "
                            "of the stream having given up",
+    "tshark_retransmission_not_dissected": "webtap found a hello in a segment tshark flags as a "
+                                           "retransmission (spurious, after port reuse, TFO "
+                                           "resend) and does not dissect",
+    "broken_hello": "webtap's record says the hello is incomplete, too long or malformed "
+                    "(unmatched_reason), and tshark decodes no hello there either",
+    "sslv2_client_hello": "an SSLv2-format ClientHello (2-byte record header with the top bit "
+                          "set): outside SSL 3.0 .. TLS 1.3, webtap does not parse it",
     "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
                              "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
     "unexplained": "a difference no verified category explains",
@@ -118,8 +125,8 @@ def webtap_hellos(df: pd.DataFrame) -> pd.DataFrame:
 
 
 _CMP = {"ch": ("sni", "alpn", "versions", "ja3"), "sh": ("server_version", "cipher", "ja3s")}
-_ENCAPS = ("vxlan", "geneve", "gtp", "gre", "capwap", "erspan", "l2tp", "teredo", "pppoes", "mpls",
-           "ayiya")
+_ENCAPS = ("vxlan", "geneve", "gtp", "gre", "capwap.data", "erspan", "l2tp", "teredo", "pppoes",
+           "mpls", "ayiya", "cmd")
 _OTHER = ("openvpn", "proxy", "socks")
 
 
@@ -160,7 +167,7 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
             protos = str(rd.get("protocols") or "")
             if rd.get("retrans"):
                 cats.append("tshark_retransmission")
-            elif any(e in protos for e in _ENCAPS):
+            elif _encapsulated(protos):
                 cats.append("tunnel_not_decapsulated")
             elif any(e in protos for e in _OTHER):
                 cats.append("tshark_other_protocol")
@@ -182,6 +189,9 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
             for i in redo:
                 if (m.at[i, "side"], m.at[i, "frame"]) in found:
                     m.at[i, "category"] = "tshark_port_not_tls"
+        for i in redo:
+            if m.at[i, "category"] == "unexplained" and m.at[i, "reason"] in _BROKEN:
+                m.at[i, "category"] = "broken_hello"
         left = [i for i in redo if m.at[i, "category"] == "unexplained"]
         if left:
             flags = tshark_frame_flags(path, sorted({int(m.at[i, "frame"]) for i in left}), tshark)
@@ -189,22 +199,45 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                 f = flags.get(int(m.at[i, "frame"]), {})
                 if f.get("out_of_order"):
                     m.at[i, "category"] = "tshark_out_of_order"
+                elif f.get("retransmission"):
+                    m.at[i, "category"] = "tshark_retransmission_not_dissected"
+    # tshark hellos webtap lacks: SSLv2-format ClientHellos (out of scope: SSL 3.0 .. TLS 1.3)
+    miss = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
+            and m.at[i, "differs"] == "missing_in_webtap"]
+    if miss:
+        flags = tshark_frame_flags(path, sorted({int(m.at[i, "tshark_frame"]) for i in miss}), tshark)
+        for i in miss:
+            pl = flags.get(int(m.at[i, "tshark_frame"]), {}).get("payload", "")
+            if len(pl) >= 6 and int(pl[:2], 16) & 0x80 and pl[4:6] == "01":
+                m.at[i, "category"] = "sslv2_client_hello"
     return m
+
+
+_BROKEN = ("incomplete", "too_long", "malformed", "reassembly_cap")
 
 
 def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> dict:
     """tshark's TCP analysis flags of some frames: {frame: {out_of_order, retransmission}}"""
     fields = ["frame.number", "tcp.analysis.out_of_order", "tcp.analysis.retransmission",
-              "frame.protocols"]
+              "frame.protocols", "tcp.payload"]
     cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
-           "frame.number in {" + " ".join(str(f) for f in frames) + "}", "-T", "fields",
+           " or ".join(f"frame.number == {f}" for f in frames), "-T", "fields",
            "-E", f"separator={_SEP}"]
     for f in fields:
         cmd += ["-e", f]
     return {int(r["frame.number"]): {"out_of_order": bool(r["tcp.analysis.out_of_order"]),
                                      "retransmission": bool(r["tcp.analysis.retransmission"]),
-                                     "protocols": r["frame.protocols"]}
+                                     "protocols": r["frame.protocols"],
+                                     "payload": r["tcp.payload"][:16].replace(":", "")}
             for r in _run_fields(cmd, fields)}
+
+
+def _encapsulated(protos: str) -> bool:
+    """frame.protocols shows the TCP segment inside a tunnel or a shim webtap does not open:
+    two IP layers (IP-in-IP, GTP, Geneve, ...) or a named encapsulation before tcp."""
+    layers = protos.split(":")
+    pre = layers[:layers.index("tcp")] if "tcp" in layers else layers
+    return sum(x in ("ip", "ipv6") for x in pre) > 1 or any(x in _ENCAPS for x in pre)
 
 
 def _same(f, a, b) -> bool:
