@@ -34,6 +34,10 @@ CATEGORIES = {
     "tshark_retransmission_not_dissected": "webtap found a hello in a segment tshark flags as a "
                                            "retransmission (spurious, after port reuse, TFO "
                                            "resend) and does not dissect",
+    "tshark_record_never_reassembled": "the hello starts a TLS record that continues past its "
+                                       "segment and a later segment of the record is missing "
+                                       "from the capture: tshark never completes the record, "
+                                       "webtap reads the whole hello from the first segment",
     "broken_hello": "webtap's record says the hello is incomplete, too long or malformed "
                     "(unmatched_reason), and tshark decodes no hello there either",
     "sslv2_client_hello": "an SSLv2-format ClientHello (2-byte record header with the top bit "
@@ -201,6 +205,8 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                     m.at[i, "category"] = "tshark_out_of_order"
                 elif f.get("retransmission"):
                     m.at[i, "category"] = "tshark_retransmission_not_dissected"
+                elif _record_continues(f):
+                    m.at[i, "category"] = "tshark_record_never_reassembled"
     # tshark hellos webtap lacks: SSLv2-format ClientHellos (out of scope: SSL 3.0 .. TLS 1.3)
     miss = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
             and m.at[i, "differs"] == "missing_in_webtap"]
@@ -213,13 +219,19 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
     return m
 
 
+def _record_continues(f: dict) -> bool:
+    """The segment starts a TLS handshake record longer than the segment's payload."""
+    pl = f.get("payload", "")
+    return len(pl) >= 10 and pl[:2] == "16" and int(pl[6:10], 16) + 5 > f.get("tcp_len", 0)
+
+
 _BROKEN = ("incomplete", "too_long", "malformed", "reassembly_cap")
 
 
 def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> dict:
     """tshark's TCP analysis flags of some frames: {frame: {out_of_order, retransmission}}"""
     fields = ["frame.number", "tcp.analysis.out_of_order", "tcp.analysis.retransmission",
-              "frame.protocols", "tcp.payload"]
+              "frame.protocols", "tcp.payload", "tcp.len"]
     cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
            " or ".join(f"frame.number == {f}" for f in frames), "-T", "fields",
            "-E", f"separator={_SEP}"]
@@ -228,7 +240,8 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
     return {int(r["frame.number"]): {"out_of_order": bool(r["tcp.analysis.out_of_order"]),
                                      "retransmission": bool(r["tcp.analysis.retransmission"]),
                                      "protocols": r["frame.protocols"],
-                                     "payload": r["tcp.payload"][:16].replace(":", "")}
+                                     "payload": r["tcp.payload"][:16].replace(":", ""),
+                                     "tcp_len": int(r["tcp.len"] or 0)}
             for r in _run_fields(cmd, fields)}
 
 
