@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write the figures of the records (httpanalyzer.plot.analysis_figures, "
                          "and the consumers' balance when there are consumers) as PNG to DIR; "
                          "keeps the records in memory until the end")
+    ap.add_argument("--tls-out", metavar="OUT",
+                    help="also write TLS handshake records (httpanalyzer tls) to OUT.csv / "
+                         ".parquet / .txt, from the same pass over the packets")
     return ap
 
 
@@ -165,7 +168,14 @@ def main(argv=None) -> int:
     if a.dask:
         if a.interface:
             ap.error("--dask reads trace files, not a live interface")
-        return _main_dask(a, ap)
+        rc = _main_dask(a, ap)
+        if rc == 0 and a.tls_out:
+            # the handshakes are few: one TLS pass over the traces here (not on the workers)
+            from httpanalyzer import tls as tls_mod
+
+            return tls_mod.cli(a.traces + ["-o", a.tls_out, "--gc-timeout", str(a.gc_timeout)]
+                               + (["-f", a.bpf] if a.bpf else []))
+        return rc
     try:
         w = writers.writer_for(a.output)
     except ValueError as e:
@@ -181,12 +191,22 @@ def main(argv=None) -> int:
         ap.error("--consumers must be >= 0")
     balance: dict = {}
     kept: list = []                    # record batches, for --plots
+    tls = None
+    if a.tls_out:
+        from httpanalyzer import tls as tls_mod
+
+        try:
+            tls = tls_mod.OnePass(a.tls_out, gc_timeout=a.gc_timeout)
+        except ValueError as e:
+            print(f"httpanalyzer: {e}", file=sys.stderr)
+            return 2
     try:
         for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
                                          gc_timeout=a.gc_timeout, summary=summary,
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
-                                         feeder=balance):
+                                         feeder=balance,
+                                         packet_hook=tls.feed if tls is not None else None):
             w.write(batch)
             if a.plots:
                 kept.append(batch)
@@ -205,6 +225,8 @@ def main(argv=None) -> int:
             w.close()
         except BrokenPipeError:
             pass
+        if tls is not None:
+            tls.close()
     for u in summary.unreadable:
         print(f"httpanalyzer: skipped {u}", file=sys.stderr)
     if a.summary:

@@ -335,6 +335,32 @@ class _TlsWriter:
             os.unlink(self.tmp)
 
 
+class OnePass:
+    """`httpanalyzer TRACE -o http.parquet --tls-out tls.parquet`: the TLS stage fed with the
+    packet batches the HTTP pass reads (iter_record_batches(packet_hook=...)), in this process
+    whatever the HTTP pairing mode (one process, feeder consumers): the same records as
+    `httpanalyzer tls`."""
+
+    def __init__(self, out: str, gc_timeout: float = 60.0):
+        self.w = writer_for(out)
+        self.run = TlsRun(gc_timeout=gc_timeout)
+        self.tables: list = []
+
+    def feed(self, packets, data) -> None:
+        t = self.run.feed(packets, data)
+        if t is not None:
+            self.tables.append(t)
+
+    def close(self) -> None:
+        t = self.run.finish()
+        if t is not None:
+            self.tables.append(t)
+        tab = sort_table(pa.concat_tables(self.tables) if self.tables else SCHEMA.empty_table())
+        if tab.num_rows:
+            self.w.write(tab)
+        self.w.close()
+
+
 def writer_for(path: str | None) -> _TlsWriter:
     return _TlsWriter(path)
 
