@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from httpanalyzer import records
+from httpanalyzer.errors import OverlappingTraces
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext import source as _source
@@ -66,10 +67,6 @@ DEFAULT_CHUNK_BYTES = 256 << 20
 #: env var of the worker-kill test: "MARKER_PATH:CHUNK" -- the first attempt at CHUNK creates
 #: MARKER_PATH and kills its own worker process (SIGKILL), so Dask must retry it elsewhere.
 KILL_ONCE_ENV = "WEBTAP_DASK_KILL_ONCE"
-
-
-class OverlappingTraces(ValueError):
-    """Several traces overlap in capture time: one stream would interleave them."""
 
 
 # ----------------------------------------------------------------------------------- the plan

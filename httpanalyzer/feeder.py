@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from httpanalyzer import records
+from httpanalyzer.errors import ConsumerFailed  # noqa: F401  (raised here; its home is errors)
 from webtap._ext import feeder as _fx
 from webtap.schema import DISSECT_REASONS
 
@@ -85,18 +86,6 @@ def default_consumers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:          # pragma: no cover - non-Linux
         return os.cpu_count() or 1
-
-
-class ConsumerFailed(RuntimeError):
-    """A consumer died or raised. consumer: its id; exitcode; messages/frames: what it had
-    fed to its pairing table; detail: its traceback when it raised."""
-
-    def __init__(self, consumer: int, exitcode, messages: int, frames: int, detail: str = ""):
-        self.consumer, self.exitcode, self.messages, self.frames, self.detail = (
-            consumer, exitcode, messages, frames, detail)
-        how = f"raised:\n{detail}" if detail else f"died (exit code {exitcode})"
-        super().__init__(f"feeder consumer {consumer} {how} after {messages} HTTP messages "
-                         f"in {frames} frames")
 
 
 # ------------------------------------------------------------------------------ consumer side

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from httpanalyzer import records
+from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
 
 __all__ = ["analyze", "iter_record_batches", "Summary"]
@@ -285,12 +286,6 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                     stats.add(b)
                     if b.num_rows:
                         ready.append(b)
-
-    if consumers:
-        from httpanalyzer.feeder import ConsumerFailed
-    else:
-        class ConsumerFailed(Exception):     # never raised: no consumers (and no import)
-            pass
 
     try:
         for i in range(len(gens)):
