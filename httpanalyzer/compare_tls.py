@@ -4,7 +4,8 @@ Both sides are reduced to hellos keyed by the frame number of the hello's first 
 request_frame / response_frame; tshark's lowest frame among the TCP segments and handshake
 fragments it reassembled). For every ClientHello SNI, ALPN, offered versions and JA3 are compared,
 for every ServerHello the selected version, cipher and JA3S; webtap's pairs are checked against
-tshark's TCP stream numbers. Every difference gets a category; a category is an explanation only
+tshark's TCP stream numbers. tshark runs through httpanalyzer.tshark (the one runner, which checks
+its exit status). Every difference gets a category; a category is an explanation only
 when it was verified on the trace (e.g. re-running tshark with the port decoded as TLS), else it
 is `unexplained`.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from httpanalyzer.compare import _AGG, _SEP, _run_fields
+from httpanalyzer.tshark import AGG as _AGG, SEP as _SEP, TsharkError, run_fields
 
 #: Why a hello differs; keys are the JSON's names.
 CATEGORIES = {
@@ -75,7 +76,7 @@ def tshark_hellos(path: str, tshark: str = "tshark", decode_as: list[str] | None
     for f in FIELDS:
         cmd += ["-e", f]
     rows = []
-    for r in _run_fields(cmd, FIELDS):
+    for r in run_fields(cmd, FIELDS, path):
         types = _vals(r["tls.handshake.type"])
         frames = [int(r["frame.number"])]
         for k in ("tcp.segment", "tls.handshake.fragment"):
@@ -242,7 +243,7 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
                                      "protocols": r["frame.protocols"],
                                      "payload": r["tcp.payload"][:16].replace(":", ""),
                                      "tcp_len": int(r["tcp.len"] or 0)}
-            for r in _run_fields(cmd, fields)}
+            for r in run_fields(cmd, fields, path)}
 
 
 def _encapsulated(protos: str) -> bool:
@@ -287,7 +288,7 @@ def cli(argv=None) -> int:
             return 2
     try:
         c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout)
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+    except (OSError, RuntimeError, TsharkError, subprocess.CalledProcessError) as e:
         print(f"httpanalyzer compare: {e}", file=sys.stderr)
         return 1
     if a.csv:
