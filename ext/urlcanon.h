@@ -136,6 +136,104 @@ static inline void webtap_key_flip(uint8_t *s, size_t n) {
     _canon_reverse_labels(s, webtap_host_len(s, n));
 }
 
+/* An IPv6 literal host, out[0:*o] = "[...]" (already lower case), rewritten in place to the
+ * RFC 5952 text: hex groups without leading zeros, the longest run of two or more zero groups
+ * (the first of equal runs) as "::", an embedded dotted IPv4 tail as two hex groups. So
+ * [2001:DB8:0::1] and [2001:db8::1] are one host. 0 or CANON_BAD_HOST / CANON_TOO_LONG. */
+static inline int _canon_ipv6(uint8_t *out, size_t *o, size_t cap) {
+    const uint8_t *s = out + 1;
+    size_t n, i = 0, k;
+    uint16_t g[8];
+    int ng = 0, gap = -1, best = -1, bestlen = 0, run, j;
+    uint8_t tmp[48];
+    if (*o < 3 || out[*o - 1] != ']') return CANON_BAD_HOST;
+    n = *o - 2;
+    if (n >= 2 && s[0] == ':' && s[1] == ':') {
+        gap = 0;
+        i = 2;
+    } else if (n && s[0] == ':') {
+        return CANON_BAD_HOST;
+    }
+    while (i < n) {
+        size_t st = i;
+        uint32_t v = 0;
+        int dig = 0, h;
+        while (i < n && dig < 5 && (h = _canon_hexval(s[i])) >= 0) { v = v * 16 + (uint32_t)h; i++; dig++; }
+        if (i < n && s[i] == '.') {                       /* dotted IPv4 tail: the last 32 bits */
+            uint32_t ip = 0, oct;
+            int parts = 0, d;
+            if (ng > 6) return CANON_BAD_HOST;
+            i = st;
+            while (parts < 4) {
+                oct = 0; d = 0;
+                while (i < n && s[i] >= '0' && s[i] <= '9' && d < 4) { oct = oct * 10 + (s[i] - '0'); i++; d++; }
+                if (d == 0 || d > 3 || oct > 255) return CANON_BAD_HOST;
+                ip = (ip << 8) | oct;
+                parts++;
+                if (parts < 4) {
+                    if (i >= n || s[i] != '.') return CANON_BAD_HOST;
+                    i++;
+                }
+            }
+            if (i != n) return CANON_BAD_HOST;
+            g[ng++] = (uint16_t)(ip >> 16);
+            g[ng++] = (uint16_t)(ip & 0xFFFF);
+            break;
+        }
+        if (dig == 0 || dig > 4 || ng >= 8) return CANON_BAD_HOST;
+        g[ng++] = (uint16_t)v;
+        if (i == n) break;
+        if (s[i] != ':') return CANON_BAD_HOST;
+        i++;
+        if (i < n && s[i] == ':') {
+            if (gap >= 0) return CANON_BAD_HOST;
+            gap = ng;
+            i++;
+        } else if (i == n) {
+            return CANON_BAD_HOST;                        /* a trailing single ':' */
+        }
+    }
+    if (gap >= 0) {
+        if (ng > 7) return CANON_BAD_HOST;
+        for (j = ng - 1; j >= gap; j--) g[j + 8 - ng] = g[j];
+        for (j = gap; j < gap + 8 - ng; j++) g[j] = 0;
+    } else if (ng != 8) {
+        return CANON_BAD_HOST;
+    }
+    for (j = 0; j < 8; j++) {
+        if (g[j]) continue;
+        run = 0;
+        while (j + run < 8 && g[j + run] == 0) run++;
+        if (run > bestlen) { bestlen = run; best = j; }
+        j += run - 1;
+    }
+    if (bestlen < 2) best = -1;
+    k = 0;
+    tmp[k++] = '[';
+    for (j = 0; j < 8; j++) {
+        if (j == best) {
+            tmp[k++] = ':';
+            tmp[k++] = ':';
+            j += bestlen - 1;
+            continue;
+        }
+        if (j && !(best >= 0 && j == best + bestlen)) tmp[k++] = ':';
+        {
+            static const char hx[] = "0123456789abcdef";
+            int sh = 12, started = 0;
+            for (; sh >= 0; sh -= 4) {
+                int d = (g[j] >> sh) & 0xF;
+                if (d || started || sh == 0) { tmp[k++] = (uint8_t)hx[d]; started = 1; }
+            }
+        }
+    }
+    tmp[k++] = ']';
+    if (k > cap) return CANON_TOO_LONG;
+    memcpy(out, tmp, k);
+    *o = k;
+    return 0;
+}
+
 /* Normalise one path segment or the query from in[0:n] into out at *o (R6). */
 static inline int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t cap, size_t *o) {
     size_t i, oo = *o;
@@ -304,6 +402,10 @@ static inline ptrdiff_t webtap_canon(const uint8_t *in, size_t n, uint8_t *out, 
     }
     while (o > 0 && out[o - 1] == '.') o--;
     if (o == 0 || (out[0] == '[' && o < 3)) return CANON_BAD_HOST;
+    if (out[0] == '[') {
+        int r6 = _canon_ipv6(out, &o, cap);
+        if (r6) return r6;
+    }
     if (flags & CANON_KEY) _canon_reverse_labels(out, o);
     if (has_port) {
         uint32_t port = 0;

@@ -1,19 +1,22 @@
 """httpanalyzer command line: HTTP transaction records from packet traces, without TCP
-reassembly (first request packet <-> first response packet, as Vega et al. 2017)."""
+reassembly (first request packet <-> first response packet, as Vega et al. 2017).
+
+subcommands:
+  httpanalyzer TRACE... [options]     records of the traces (this help)
+  httpanalyzer compare TRACE...       accuracy against tshark (httpanalyzer compare --help)"""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from httpanalyzer import writers
-from webtap.errors import BpfError
-from httpanalyzer.stream import Summary, iter_record_batches
+from webtap import clikit
 
 EPILOG = """examples:
   httpanalyzer trace.pcap                       paper line format on stdout
   httpanalyzer a.pcap b.pcapng.gz -o out.parquet   two traces as one stream, to Parquet
   httpanalyzer trace.pcap -f 'port 8080' -o out.csv --summary
   httpanalyzer trace.pcap --gc-timeout 120 -o out.txt
+  cat trace.pcap | httpanalyzer - -o out.csv    the trace on stdin
   httpanalyzer -i eth0 -f 'tcp port 80' -o live.csv   live, until Ctrl-C
   httpanalyzer big.pcap --dask local:2 -o out.parquet   chunks on a 2-worker Dask cluster;
                                                         out.parquet/ is a partitioned dataset
@@ -26,27 +29,33 @@ EPILOG = """examples:
 
 Line format: client IP|client port|server IP|server port|request ts|response ts|
 response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
-not exist for an unmatched record are empty).
+not exist for an unmatched record are empty; \\ | CR LF and control characters escaped as \\\\,
+\\x7c, \\r, \\n, \\xHH, so every line has 13 fields; httpanalyzer.writers.read_lines undoes it).
 
-Exit codes: 0 success (an unreadable file among several is reported and skipped); 1 nothing could
-be read; 2 usage error (bad option, output format or BPF filter)."""
+Outputs are replaced only when the run succeeds; a run stopped by Ctrl-C/SIGTERM writes the
+records so far to OUT.partial.EXT. Exit codes: 0 success (damage in a trace is reported on
+stderr and what could be read is kept; an unreadable file among several is reported and
+skipped); 1 nothing could be read, or the run failed; 2 usage error (bad option, number, output
+path or format, BPF filter); 130/143 interrupted by SIGINT/SIGTERM. See docs/CLI.md."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="httpanalyzer", description=__doc__,
                                  epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="*", metavar="TRACE",
-                    help="pcap / pcapng files (gzip'd too); several form one stream in time order")
+                    help="pcap / pcapng files (gzip'd too; '-' for stdin); several form one "
+                         "stream in time order")
     ap.add_argument("-i", "--interface", metavar="IFACE",
                     help="capture live on IFACE until Ctrl-C (then everything waiting is flushed)")
-    ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
+    ap.add_argument("-f", "--filter", "--bpf", dest="bpf", metavar="BPF",
+                    help="BPF filter (tcpdump syntax; --bpf is an old spelling)")
     ap.add_argument("-o", "--output", metavar="OUT",
-                    help="OUT.txt (line format), OUT.csv or OUT.parquet; default: lines on stdout")
-    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S",
+                    help=clikit.output_help() + "; default: lines on stdout")
+    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a message waits for its counterpart (default 60)")
-    ap.add_argument("--max-pending", type=int, default=1 << 20, metavar="N",
+    ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 20, metavar="N",
                     help="hard cap on waiting messages (oldest evicted, counted; default 1048576)")
-    ap.add_argument("--consumers", type=int, default=None, metavar="N",
+    ap.add_argument("--consumers", type=clikit.nonneg_int, default=None, metavar="N",
                     help="pair in N consumer processes fed through shared memory (the paper's "
                          "packet feeder); 0: in this process; default: the number of cores")
     ap.add_argument("--dask", metavar="SCHEDULER",
@@ -54,9 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "processes) or a scheduler address (tcp://host:8786); the trace is "
                          "split into chunks and the boundaries repaired (docs/DISTRIBUTED.md). "
                          "-o OUT.parquet is then a dataset directory partitioned by chunk")
-    ap.add_argument("--chunk-mb", type=float, default=256, metavar="MB",
+    ap.add_argument("--chunk-mb", type=clikit.positive_float, default=None, metavar="MB",
                     help="with --dask: chunk size in MiB of the trace (default 256)")
-    ap.add_argument("--chunk-packets", type=int, default=None, metavar="N",
+    ap.add_argument("--chunk-packets", type=clikit.positive_int, default=None, metavar="N",
                     help="with --dask: chunks of N packets instead of --chunk-mb")
     ap.add_argument("--summary", action="store_true",
                     help="print a summary table (to stderr when records go to stdout)")
@@ -68,80 +77,184 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tls-out", metavar="OUT",
                     help="also write TLS handshake records (httpanalyzer tls) to OUT.csv / "
                          ".parquet / .txt, from the same pass over the packets")
+    clikit.add_common(ap)
     return ap
 
 
-def _main_dask(a, ap) -> int:
+def _check_plots_dir(d) -> None:
+    import os
+
+    if d is not None and os.path.exists(d) and not os.path.isdir(d):
+        raise clikit.UsageError(f"--plots needs a folder, {d}")
+
+
+def _report_inputs(run, summary, n_sources: int) -> None:
+    """One stderr line per trace that lost anything (unless --quiet); one error line per trace
+    that could not be read. RunError when none could."""
+    run.warn_traces(summary.warnings)
+    for u in summary.unreadable:
+        run.error(clikit.what_where(u))
+    if summary.unreadable and len(summary.unreadable) == n_sources:
+        raise clikit.Exit(1)           # nothing could be read (each file said why)
+
+
+def _main_dask(a, run) -> int:
     """`httpanalyzer TRACE... --dask SCHED`: chunks on a Dask cluster, records as a Parquet
     dataset (-o OUT.parquet) or, for the other outputs, streamed from a temporary dataset."""
     import os
     import shutil
     import tempfile
 
-    import pyarrow.dataset as ds
+    from httpanalyzer import distributed, records
+    from httpanalyzer.writers import CSV_SCHEMA, VIEWS
 
-    from httpanalyzer import distributed
-
-    if a.chunk_packets is not None and a.chunk_packets < 1:
-        ap.error("--chunk-packets must be >= 1")
-    if not a.chunk_mb > 0:
-        ap.error("--chunk-mb must be > 0")
     out = a.output
     dataset_out = out not in (None, "-") and os.path.splitext(out)[1].lower() in (".parquet", ".pq")
-    try:
-        w = None if dataset_out else writers.writer_for(out)
-    except ValueError as e:
-        print(f"httpanalyzer: {e}", file=sys.stderr)
-        return 2
+    _check_scheduler(a.dask)
+    if dataset_out:
+        o = run.output(out, directory=True)
+    else:
+        o = run.output(out or "-", views=VIEWS,
+                       schema=records.SCHEMA if out and out.endswith((".parquet", ".pq"))
+                       else CSV_SCHEMA)
     tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
-    target = out if dataset_out else os.path.join(tmp, "records")
+    target = o.target if dataset_out else os.path.join(tmp, "records")
     progress = None if not a.no_progress else False
     try:
         try:
             res = distributed.run(a.traces, target, scheduler=a.dask, bpf=a.bpf,
                                   gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                                   chunk_packets=a.chunk_packets,
-                                  chunk_bytes=int(a.chunk_mb * (1 << 20)), progress=progress)
-        except (OSError, ValueError, RuntimeError) as e:
-            return _failed(e)
+                                  chunk_bytes=int((a.chunk_mb or 256) * (1 << 20)),
+                                  progress=progress)
+        except distributed.OverlappingTraces as e:
+            raise clikit.UsageError(clikit.describe(e)) from None
+        except (ValueError, RuntimeError) as e:
+            raise clikit.RunError(clikit.describe(e)) from None
         summary = res.summary
         summary.detailed = a.summary
+        import pyarrow.dataset as ds
+
         dataset = ds.dataset(target, format="parquet", partitioning="hive")
         for batch in dataset.to_batches():
             batch = batch.drop_columns(["chunk"]) if "chunk" in batch.schema.names else batch
             summary.add(batch)
-            if w is not None:
-                w.write(batch)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+            if not dataset_out:
+                o.write(batch)
     finally:
-        if w is not None:
-            try:
-                w.close()
-            except BrokenPipeError:
-                pass
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    for u in summary.unreadable:
-        print(f"httpanalyzer: skipped {u}", file=sys.stderr)
+    _report_inputs(run, summary, len(a.traces))
+    o.commit()
     if a.summary:
         dest = sys.stderr if out in (None, "-") else sys.stdout
         print(summary.table(), file=dest)
         print(f"\nDask: {res.chunks} chunks, {res.boundaries_replayed} boundaries replayed "
               f"({res.replayed_messages} messages), {res.reruns} chunks re-run; seconds: "
               + ", ".join(f"{k} {v:.2f}" for k, v in res.seconds.items()), file=dest)
-    if summary.unreadable and len(summary.unreadable) == len(a.traces):
-        return 1
     return 0
 
 
+def _check_scheduler(spec: str) -> None:
+    """--dask takes 'local', 'local:N' or a scheduler address; anything else is a usage error
+    here (and not a network error after seconds of trying)."""
+    import re
 
-def _failed(e: BaseException) -> int:
-    """Report a run that could not go on; the exit code: 2 for a bad BPF filter (a usage
-    error), 1 for anything else (unreadable input, a consumer that died, ...)."""
-    print(f"httpanalyzer: {e}", file=sys.stderr)
-    return 2 if isinstance(e, BpfError) else 1
+    if re.fullmatch(r"local(:[1-9][0-9]*)?", spec):
+        return
+    if re.fullmatch(r"(tcp|tls|ws|wss|ucx)://[^\s:/]+(:[0-9]+)?/?|[^\s:/]+:[0-9]+", spec):
+        return
+    raise clikit.UsageError(f"--dask needs 'local', 'local:N' or a scheduler address "
+                            f"(tcp://host:8786), {spec!r}")
+
+
+def handle(a, run) -> int:
+    from webtap.errors import BpfError
+
+    if bool(a.traces) == bool(a.interface):
+        raise clikit.UsageError("give TRACE files or -i IFACE (not both)")
+    a.traces = [clikit.trace_path(t) for t in a.traces]
+    _check_plots_dir(a.plots)
+    if a.bpf:
+        from webtap.capture import compile_filter
+
+        try:
+            compile_filter(a.bpf)          # before any output is touched
+        except BpfError as e:
+            raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
+    if a.dask:
+        if a.interface:
+            raise clikit.UsageError("--dask reads trace files, not a live interface")
+        rc = _main_dask(a, run)
+        if rc == 0 and a.tls_out:
+            # the handshakes are few: one TLS pass over the traces here (not on the workers)
+            from httpanalyzer import tls as tls_mod
+
+            tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+            tls_mod.feed_traces(tls, a.traces, bpf=a.bpf)
+            tls.commit()
+        return rc
+    if a.chunk_mb is not None or a.chunk_packets is not None:
+        raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
+    from httpanalyzer import records
+    from httpanalyzer.stream import Summary, iter_record_batches
+    from httpanalyzer.writers import CSV_SCHEMA, VIEWS
+
+    out = a.output or "-"
+    o = run.output(out, views=VIEWS,
+                   schema=records.SCHEMA if out.endswith((".parquet", ".pq")) else CSV_SCHEMA)
+    summary = Summary(detailed=a.summary)
+    run.packets = lambda: max(summary.packets, _tally())
+    progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
+    live = a.interface is not None
+    run.live = live
+    from httpanalyzer.feeder import ConsumerFailed, balance_table, default_consumers
+
+    consumers = default_consumers() if a.consumers is None else a.consumers
+    balance: dict = {}
+    kept: list = []                    # record batches, for --plots
+    tls = None
+    if a.tls_out:
+        from httpanalyzer import tls as tls_mod
+
+        tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+    try:
+        for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
+                                         gc_timeout=a.gc_timeout, summary=summary,
+                                         progress=progress, live=live,
+                                         max_pending=a.max_pending, consumers=consumers,
+                                         feeder=balance,
+                                         packet_hook=tls.feed if tls is not None else None):
+            o.write(batch)
+            if a.plots:
+                kept.append(batch)
+    except ConsumerFailed as e:
+        raise clikit.RunError(clikit.describe(e)) from None
+    if live and run.signum:
+        run.note(f"stopped by {run.stopped_by} after {summary.packets} packets")
+        run.signum = None              # the normal end of a live capture
+    _report_inputs(run, summary, len(a.traces or [a.interface]))
+    o.commit()
+    if tls is not None:
+        tls.commit()
+    if a.summary:
+        dest = sys.stderr if a.output in (None, "-") else sys.stdout
+        print(summary.table(), file=dest)
+        if balance.get("consumers"):
+            df = balance_table(balance)
+            cols = ["messages", "messages_pct", "transactions", "transactions_pct", "packet_bytes",
+                    "stall_ns", "dropped_messages"]
+            print("\nFeeder balance (paper Table 3)\n" + df[cols].round(2).to_string(), file=dest)
+    if a.plots:
+        for p in write_plots(kept, balance, a.plots):
+            run.note(f"wrote {p}")
+    return 0
+
+
+def _tally() -> int:
+    mod = sys.modules.get("webtap.stream")
+    return int(getattr(getattr(mod, "TALLY", None), "packets", 0) or 0)
+
 
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -161,88 +274,7 @@ def main(argv=None) -> int:
         from httpanalyzer import compare
 
         return compare.cli(args[1:])
-    ap = build_parser()
-    a = ap.parse_args(args)
-    if bool(a.traces) == bool(a.interface):
-        ap.error("give TRACE files or -i IFACE (not both)")
-    if a.dask:
-        if a.interface:
-            ap.error("--dask reads trace files, not a live interface")
-        rc = _main_dask(a, ap)
-        if rc == 0 and a.tls_out:
-            # the handshakes are few: one TLS pass over the traces here (not on the workers)
-            from httpanalyzer import tls as tls_mod
-
-            return tls_mod.cli(a.traces + ["-o", a.tls_out, "--gc-timeout", str(a.gc_timeout)]
-                               + (["-f", a.bpf] if a.bpf else []))
-        return rc
-    try:
-        w = writers.writer_for(a.output)
-    except ValueError as e:
-        print(f"httpanalyzer: {e}", file=sys.stderr)
-        return 2
-    summary = Summary(detailed=a.summary)
-    progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
-    live = a.interface is not None
-    from httpanalyzer.feeder import ConsumerFailed, balance_table, default_consumers
-
-    consumers = default_consumers() if a.consumers is None else a.consumers
-    if consumers < 0:
-        ap.error("--consumers must be >= 0")
-    balance: dict = {}
-    kept: list = []                    # record batches, for --plots
-    tls = None
-    if a.tls_out:
-        from httpanalyzer import tls as tls_mod
-
-        try:
-            tls = tls_mod.OnePass(a.tls_out, gc_timeout=a.gc_timeout)
-        except ValueError as e:
-            print(f"httpanalyzer: {e}", file=sys.stderr)
-            return 2
-    try:
-        for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
-                                         gc_timeout=a.gc_timeout, summary=summary,
-                                         progress=progress, live=live,
-                                         max_pending=a.max_pending, consumers=consumers,
-                                         feeder=balance,
-                                         packet_hook=tls.feed if tls is not None else None):
-            w.write(batch)
-            if a.plots:
-                kept.append(batch)
-    except BrokenPipeError:
-        # stdout closed early (`httpanalyzer t.pcap | head`): stop quietly, as Unix tools do
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except (ConsumerFailed, OSError, ValueError, RuntimeError) as e:
-        return _failed(e)
-    except KeyboardInterrupt:
-        print("httpanalyzer: interrupted; records so far were written", file=sys.stderr)
-    finally:
-        try:
-            w.close()
-        except BrokenPipeError:
-            pass
-        if tls is not None:
-            tls.close()
-    for u in summary.unreadable:
-        print(f"httpanalyzer: skipped {u}", file=sys.stderr)
-    if a.summary:
-        out = sys.stderr if a.output in (None, "-") else sys.stdout
-        print(summary.table(), file=out)
-        if balance.get("consumers"):
-            df = balance_table(balance)
-            cols = ["messages", "messages_pct", "transactions", "transactions_pct", "packet_bytes",
-                    "stall_ns", "dropped_messages"]
-            print("\nFeeder balance (paper Table 3)\n" + df[cols].round(2).to_string(), file=out)
-    if a.plots:
-        for p in write_plots(kept, balance, a.plots):
-            print(f"httpanalyzer: wrote {p}", file=sys.stderr)
-    if summary.unreadable and len(summary.unreadable) == len(a.traces or []):
-        return 1                       # nothing could be read at all
-    return 0
+    return clikit.main("httpanalyzer", build_parser(), handle, args)
 
 
 def write_plots(batches, balance: dict, directory) -> list:

@@ -50,7 +50,10 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
-        gen.close()
+        try:
+            gen.close()
+        except ValueError:
+            pass        # still running in an abandoned read-ahead thread (interrupted run)
         stats.absorb(totals)
 
 
@@ -93,6 +96,7 @@ def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
 
     t = threading.Thread(target=work, name="webtap-reader", daemon=True)
     t.start()
+    abandon = False
     try:
         while True:
             kind, item = q.get()
@@ -101,14 +105,22 @@ def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
             if kind == "error":
                 raise item
             yield item
+    except KeyboardInterrupt:
+        # a signal (Ctrl-C, SIGTERM via webtap.clikit): the thread may sit in a read that
+        # never returns (a FIFO, a stalled pipe); it is a daemon, so leave it and go on
+        abandon = True
+        raise
     finally:
         stop.set()
-        while t.is_alive():
+        if abandon:
+            t = None
+        while t is not None and t.is_alive():
             try:
                 q.get(timeout=0.05)        # unblock a put
             except queue.Empty:
                 pass
-        t.join()
+        if t is not None:
+            t.join()
 
 
 @dataclass

@@ -274,65 +274,25 @@ def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     return pa.table(cols, names=tab.column_names)
 
 
-class _TlsWriter:
-    """TLS records to OUT.csv / OUT.parquet / OUT.txt (| separated) or stdout (lines)."""
+TEXT_SCHEMA = None
 
-    def __init__(self, path: str | None):
-        import sys
 
-        self.path = path
-        ext = os.path.splitext(path)[1].lower() if path not in (None, "-") else ".txt"
-        if ext not in (".csv", ".parquet", ".pq", ".txt"):
-            raise ValueError(f"unknown output format {ext!r} (use .csv, .parquet or .txt)")
-        self.kind = {".pq": ".parquet"}.get(ext, ext)
-        self.tmp = None if path in (None, "-") else f"{path}.part-{os.getpid()}"
-        self.out = sys.stdout.buffer if self.tmp is None else None
-        self.w = None
-        self.header = True
+def _text_schema() -> pa.Schema:
+    global TEXT_SCHEMA
+    if TEXT_SCHEMA is None:
+        TEXT_SCHEMA = text_view(SCHEMA.empty_table()).schema
+    return TEXT_SCHEMA
 
-    def write(self, batch) -> None:
-        import pyarrow.csv as pcsv
-        import pyarrow.parquet as pq
 
-        if self.kind == ".parquet":
-            if self.w is None:
-                self.w = pq.ParquetWriter(self.tmp, SCHEMA)
-            self.w.write_table(batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]))
-            return
-        tab = text_view(batch)
-        if self.out is None:
-            self.out = open(self.tmp, "wb")
-        if self.kind == ".csv":
-            pcsv.write_csv(tab, self.out, write_options=pcsv.WriteOptions(include_header=self.header))
-            self.header = False
-        else:
-            cols = [pc.fill_null(tab[c].cast(pa.string()), "") for c in tab.column_names]
-            lines = pc.binary_join_element_wise(*cols, "|")
-            self.out.write(("\n".join(lines.to_pylist()) + "\n").encode() if len(lines) else b"")
+def _views() -> dict:
+    return {"csv": text_view, "lines": text_view}
 
-    def close(self) -> None:
-        if self.kind == ".parquet":
-            if self.w is None and self.tmp is not None:
-                self.w = __import__("pyarrow.parquet", fromlist=["x"]).ParquetWriter(self.tmp, SCHEMA)
-            if self.w is not None:
-                self.w.close()
-        elif self.kind == ".csv" and self.header and self.tmp is not None:
-            import pyarrow.csv as pcsv
 
-            self.out = self.out or open(self.tmp, "wb")
-            pcsv.write_csv(text_view(SCHEMA.empty_table()), self.out)
-        if self.out is not None and self.tmp is not None:
-            self.out.close()
-        elif self.out is not None:
-            self.out.flush()
-        if self.tmp is not None:
-            if not os.path.exists(self.tmp):
-                open(self.tmp, "wb").close()
-            os.replace(self.tmp, self.path)           # atomic: a reader never sees half a file
-
-    def abort(self) -> None:
-        if self.tmp is not None and os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+def open_output(run, path: str):
+    """The records' output through the shared CLI layer (webtap.clikit: extension table, atomic
+    write): Parquet keeps list columns, CSV and the line format get text_view."""
+    parquet = path.endswith((".parquet", ".pq"))
+    return run.output(path, views=_views(), schema=SCHEMA if parquet else _text_schema())
 
 
 class OnePass:
@@ -341,9 +301,11 @@ class OnePass:
     whatever the HTTP pairing mode (one process, feeder consumers): the same records as
     `httpanalyzer tls`."""
 
-    def __init__(self, out: str, gc_timeout: float = 60.0):
-        self.w = writer_for(out)
-        self.run = TlsRun(gc_timeout=gc_timeout)
+    def __init__(self, run, out: str, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_reassembly: int = 1024):
+        self.o = open_output(run, out)
+        self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
+                          max_reassembly=max_reassembly)
         self.tables: list = []
 
     def feed(self, packets, data) -> None:
@@ -351,26 +313,42 @@ class OnePass:
         if t is not None:
             self.tables.append(t)
 
-    def close(self) -> None:
+    def commit(self) -> None:
         t = self.run.finish()
         if t is not None:
             self.tables.append(t)
         tab = sort_table(pa.concat_tables(self.tables) if self.tables else SCHEMA.empty_table())
-        if tab.num_rows:
-            self.w.write(tab)
-        self.w.close()
+        self.o.write(tab)
+        self.o.commit()
+
+    def counters(self) -> dict:
+        return self.run.counters()
 
 
-def writer_for(path: str | None) -> _TlsWriter:
-    return _TlsWriter(path)
-
-
-def cli(argv=None) -> int:
-    """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
-    import argparse
-    import sys
-
+def feed_traces(one: OnePass, traces, bpf: str | None = None) -> list:
+    """Read the traces into a OnePass; returns the unreadable ones as 'path: why' lines."""
+    from webtap.capture import open_trace
     from webtap.errors import BpfError
+
+    bad = []
+    for t in traces:
+        try:
+            tr = open_trace(t, bpf=bpf, progress=False)
+        except BpfError:
+            raise
+        except (OSError, ValueError, RuntimeError) as e:
+            bad.append(f"{t}: {e}")
+            continue
+        with tr:
+            for batch in tr:
+                one.feed(batch.packets, batch.data)
+    return bad
+
+
+def build_parser():
+    import argparse
+
+    from webtap import clikit
 
     ap = argparse.ArgumentParser(
         prog="httpanalyzer tls",
@@ -381,62 +359,48 @@ def cli(argv=None) -> int:
     ap.add_argument("traces", nargs="+", metavar="TRACE")
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
-                    help="OUT.csv, OUT.parquet or OUT.txt (| separated); default: lines on stdout")
-    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S",
+                    help="OUT.csv, OUT.parquet or OUT.txt; default: lines on stdout")
+    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a hello waits for its counterpart (default 60)")
-    ap.add_argument("--max-pending", type=int, default=1 << 15, metavar="N",
+    ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 15, metavar="N",
                     help="waiting hellos at most (oldest evicted, reason cap; default 32768)")
-    ap.add_argument("--max-reassembly", type=int, default=1024, metavar="N",
+    ap.add_argument("--max-reassembly", type=clikit.positive_int, default=1024, metavar="N",
                     help="split hellos reassembled at once (32 KiB each at most; default 1024)")
     ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
-    a = ap.parse_args(argv)
-    if a.max_pending < 1 or a.max_reassembly < 1:
-        ap.error("--max-pending and --max-reassembly must be >= 1")
-    try:
-        w = writer_for(a.output)
-    except ValueError as e:
-        print(f"httpanalyzer tls: {e}", file=sys.stderr)
-        return 2
-    counters: dict = {}
-    readable = 0
-    try:
-        from webtap.capture import open_trace
+    clikit.add_common(ap)
+    return ap
 
-        ok = []
-        for t in a.traces:
-            try:
-                open_trace(t).close()
-                ok.append(t)
-            except BpfError:
-                raise
-            except (OSError, ValueError, RuntimeError) as e:
-                print(f"httpanalyzer tls: skipped {t}: {e}", file=sys.stderr)
-        readable = len(ok)
-        if ok:
-            batches = []
-            for b in iter_tls_batches(ok, bpf=a.bpf, gc_timeout=a.gc_timeout,
-                                      max_pending=a.max_pending, max_reassembly=a.max_reassembly,
-                                      counters=counters):
-                batches.append(b)
-            tab = sort_table(pa.Table.from_batches(batches, schema=SCHEMA))
-            if tab.num_rows:
-                w.write(tab)
-    except BpfError as e:
-        w.abort()
-        print(f"httpanalyzer tls: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except (OSError, ValueError, RuntimeError) as e:
-        w.abort()
-        print(f"httpanalyzer tls: {e}", file=sys.stderr)
-        return 1
-    try:
-        w.close()
-    except BrokenPipeError:
-        pass
+
+def handle(a, run) -> int:
+    import sys
+
+    from webtap import clikit
+    from webtap.errors import BpfError
+
+    a.traces = [clikit.trace_path(t) for t in a.traces]
+    if a.bpf:
+        from webtap.capture import compile_filter
+
+        try:
+            compile_filter(a.bpf)
+        except BpfError as e:
+            raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
+    one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
+                  max_reassembly=a.max_reassembly)
+    bad = feed_traces(one, a.traces, bpf=a.bpf)
+    for b in bad:
+        run.error(clikit.what_where(b))
+    if len(bad) == len(a.traces):
+        raise clikit.Exit(1)
+    one.commit()
     if a.summary:
-        for k, v in counters.items():
+        for k, v in one.counters().items():
             print(f"{k:28s} {v}", file=sys.stderr)
-    return 0 if readable else 1
+    return 0
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
+    from webtap import clikit
+
+    return clikit.main("httpanalyzer tls", build_parser(), handle, list(argv or []))

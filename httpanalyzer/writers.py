@@ -1,28 +1,27 @@
-"""Record writers: the paper's `|` line format, CSV and Parquet. Each takes Arrow record batches
-(httpanalyzer.records.SCHEMA) and formats them with pyarrow compute kernels: no Python per record.
+"""httpanalyzer's views of its records for the shared writers (webtap.writers, chosen by the
+output's extension in webtap.clikit.OUTPUTS): the paper's line format and CSV.
 
 Line format (Vega et al. 2017), one line per record, fields separated by `|`:
 client IP | client port | server IP | server port | request ts | response ts | response time |
 reason | status | method | user agent | host | URI
 Timestamps and the response time are seconds with 9 decimals (exact, from integer ns). A field
 that does not exist for the record (the response of a request-only record, ...) is empty. Text
-is printed as captured (decoded as UTF-8, or ISO-8859-1 for bytes that are not UTF-8).
+is printed as captured (decoded as UTF-8, or ISO-8859-1 for bytes that are not UTF-8), escaped
+so that every line has exactly 13 fields (webtap.writers: ``\\`` ``|`` CR LF and control
+characters); :func:`read_lines` reads a file back and undoes the escaping.
 """
 from __future__ import annotations
 
-import io
-import os
-import sys
-
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from httpanalyzer import records
+from webtap import writers as _w
 
 LINE_FIELDS = ("client_ip", "client_port", "server_ip", "server_port", "request_ts", "response_ts",
                "response_time", "reason", "status", "method", "user_agent", "host", "uri")
+
+_SECONDS = ("request_ts", "response_ts", "response_time")
 
 
 def seconds_text(arr: pa.Array) -> pa.Array:
@@ -37,46 +36,17 @@ def seconds_text(arr: pa.Array) -> pa.Array:
     return pc.if_else(neg, pc.binary_join_element_wise("-", text, ""), text)
 
 
-def _as_text(batch: pa.RecordBatch, name: str) -> pa.Array:
-    col = batch.column(name)
-    if name in ("request_ts", "response_ts", "response_time"):
-        return seconds_text(col)
-    if pa.types.is_string(col.type):
-        return col
-    return col.cast(pa.string())
-
-
-def format_lines(batch: pa.RecordBatch) -> bytes:
-    """The paper's line format for one batch, as bytes (each line ends with '\\n')."""
-    if batch.num_rows == 0:
-        return b""
-    cols = [_as_text(batch, n) for n in LINE_FIELDS]
-    line = pc.binary_join_element_wise(*cols, "", "|", null_handling="replace",
-                                       null_replacement="")
-    # the trailing "" column adds one '|': swap it for a newline
-    line = pc.binary_join_element_wise(pc.utf8_slice_codeunits(line, 0, -1), "", "\n")
-    line = line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line
-    offs = line.buffers()[1]
-    start = pa.Array.from_buffers(pa.int32(), 1, [None, offs], offset=line.offset)[0].as_py()
-    end = pa.Array.from_buffers(pa.int32(), 1, [None, offs], offset=line.offset + len(line))[0].as_py()
-    return line.buffers()[2].to_pybytes()[start:end]
-
-
-class LineWriter:
-    """The paper's line format, to a path or a binary file object (stdout by default)."""
-
-    def __init__(self, out=None):
-        self._own = isinstance(out, (str, os.PathLike))
-        self.f = open(out, "wb") if self._own else (out or sys.stdout.buffer)
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self.f.write(format_lines(batch))
-
-    def close(self) -> None:
-        if self._own:
-            self.f.close()
-        else:
-            self.f.flush()
+def line_view(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The 13 fields of the paper's line format, as text."""
+    arrays = []
+    for n in LINE_FIELDS:
+        col = batch.column(n)
+        if n in _SECONDS:
+            col = seconds_text(col)
+        elif not pa.types.is_string(col.type):
+            col = col.cast(pa.string())
+        arrays.append(col)
+    return pa.RecordBatch.from_arrays(arrays, names=list(LINE_FIELDS))
 
 
 def csv_view(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -84,62 +54,36 @@ def csv_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     arrays, fields = [], []
     for f in batch.schema:
         col = batch.column(f.name)
-        if f.name in ("request_ts", "response_ts", "response_time"):
+        if f.name in _SECONDS:
             col = seconds_text(col)
         arrays.append(col)
         fields.append(pa.field(f.name, col.type))
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-class CsvWriter:
-    """CSV with the schema's column names; header once; quoting only where needed."""
+#: views for webtap.clikit outputs (format name -> batch -> batch)
+VIEWS = {"lines": line_view, "csv": csv_view}
 
-    def __init__(self, out):
-        self._own = isinstance(out, (str, os.PathLike))
-        self.f = open(out, "wb") if self._own else out
-        self.w = None
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        view = csv_view(batch)
-        if self.w is None:
-            self.w = pacsv.CSVWriter(self.f, view.schema,
-                                     write_options=pacsv.WriteOptions(quoting_style="needed"))
-        self.w.write_batch(view)
-
-    def close(self) -> None:
-        if self.w is None:
-            self.write(records.empty_batch())
-        self.w.close()
-        if self._own:
-            self.f.close()
+#: the schema as CSV shows it (header row of an empty output)
+CSV_SCHEMA = csv_view(records.empty_batch()).schema
 
 
-class ParquetWriter:
-    """Parquet (zstd) with the schema's Arrow types: ns timestamps, nullable integers."""
-
-    def __init__(self, out):
-        self.w = pq.ParquetWriter(out, records.SCHEMA, compression="zstd")
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self.w.write_batch(batch)
-
-    def close(self) -> None:
-        self.w.close()
+def format_lines(batch: pa.RecordBatch) -> bytes:
+    """The paper's line format for one batch, as bytes (each line ends with '\\n')."""
+    return _w.format_lines(line_view(batch))
 
 
-def writer_for(path: str | None):
-    """Pick the writer from the output file's extension (.txt/.log: line format)."""
-    if path is None or path == "-":
-        return LineWriter()
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".csv":
-        return CsvWriter(path)
-    if ext in (".parquet", ".pq"):
-        return ParquetWriter(path)
-    if ext in (".txt", ".log", ".out", ""):
-        return LineWriter(path)
-    raise ValueError(f"unknown output format {ext!r}: use .txt, .csv or .parquet")
+def read_lines(source) -> pa.Table:
+    """A line-format file (path or binary file object) back as a table of the 13 fields, text
+    unescaped; ports and status as integers, times as text (seconds, 9 decimals); empty
+    fields are nulls."""
+    t = _w.read_lines(source, LINE_FIELDS)
+    for n, typ in (("client_port", pa.uint16()), ("server_port", pa.uint16()),
+                   ("status", pa.uint16())):
+        i = t.schema.get_field_index(n)
+        t = t.set_column(i, n, t.column(n).cast(typ))
+    return t
 
 
-__all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "writer_for", "format_lines",
-           "seconds_text", "csv_view", "io"]
+__all__ = ["LINE_FIELDS", "VIEWS", "CSV_SCHEMA", "seconds_text", "line_view", "csv_view",
+           "format_lines", "read_lines"]

@@ -1,19 +1,20 @@
 """``urlfilter``: the URL Manager's command line (store in SQLite, tree snapshot beside it).
 
-    urlfilter [--db PATH] import PATH... [--format auto|ut1|list|csv] [--category NAME] [--json]
-    urlfilter [--db PATH] add URL... --category NAME [--from TS] [--until TS] [--daily HH:MM-HH:MM]
-    urlfilter [--db PATH] delete URL...
-    urlfilter [--db PATH] list [--category NAME] [--limit N]
-    urlfilter [--db PATH] match [--json] URL...
-    urlfilter [--db PATH] stats [--json]
-    urlfilter [--db PATH] export CSV | backup PATH | snapshot
-    urlfilter scan TRACE... --blacklist DB [-o OUT.csv|OUT.parquet] [--forged-out forged.pcap] [--plots DIR]
-    urlfilter run -i IFACE --blacklist DB [--inject-iface IFACE2] [--duration S] [-o HITS.csv]
-    urlfilter timing TRACE... --blacklist DB [--t-proc-us US] [-o OUT.csv] [--plot CDF.png] [--plots DIR] [--json]
+subcommands (urlfilter COMMAND --help for each):
+  urlfilter [--db DB] import PATH... [--format auto|ut1|list|csv] [--category NAME] [--json]
+  urlfilter [--db DB] add URL... --category NAME [--from TS] [--until TS] [--daily HH:MM-HH:MM]
+  urlfilter [--db DB] delete URL...
+  urlfilter [--db DB] list [--category NAME] [--limit N]
+  urlfilter [--db DB] match [--json] URL...
+  urlfilter [--db DB] stats [--json]
+  urlfilter [--db DB] export CSV | backup PATH | snapshot
+  urlfilter [--db DB] scan TRACE... [-o OUT] [--forged-out forged.pcap] [--plots DIR]
+  urlfilter [--db DB] run -i IFACE [--inject-iface IFACE2] [--duration S] [-o HITS]
+  urlfilter [--db DB] timing TRACE... [--t-proc-us US] [-o OUT] [--plots DIR] [--json]
 
-DB (scan, run, timing): a store made with `urlfilter --db DB import ...`, or its snapshot DB.tree.
-
-Exit status: 0 ok, 1 for a match with no hit (match only), 2 for usage or input errors.
+DB: a store made with `urlfilter --db DB import ...` (scan, run and timing also take its
+snapshot DB.tree). --db may come before or after the command; --blacklist is an old spelling.
+Only import and add create a store; the other commands refuse one that does not exist.
 """
 from __future__ import annotations
 
@@ -23,9 +24,14 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from urlfilter.errors import InvalidUrl, UrlFilterError
-from urlfilter.importers import import_path
-from urlfilter.store import Period, UrlManager, default_db_path
+from webtap import clikit
+
+EPILOG = """Exit status: 0 ok; 1 a match with no hit (match only), an import that imported
+nothing, a run that could not read its input or a store that does not exist; 2 usage error
+(bad option, number, output path or format, BPF filter, URL); 130/143 interrupted by
+SIGINT/SIGTERM (scan and timing keep nothing but OUT.partial.EXT of the records so far; `run`
+ends normally on either signal). Errors are one line on stderr; --debug (or WEBTAP_DEBUG=1)
+adds the traceback. See docs/CLI.md."""
 
 
 def _ts(text):
@@ -43,96 +49,238 @@ def _ts(text):
         return int(d.timestamp())
 
 
+def _db_help():
+    from urlfilter.store import default_db_path
+
+    return f"the blacklist store (SQLite; default {default_db_path()})"
+
+
 def _parser():
-    p = argparse.ArgumentParser(prog="urlfilter", description="Blacklist URL manager and matcher (webtap)")
-    p.add_argument("--db", default=None, help=f"SQLite store (default {default_db_path()})")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("import", help="import blacklist files or UT1-style folders")
-    s.add_argument("paths", nargs="+")
-    s.add_argument("--format", default="auto", choices=["auto", "ut1", "list", "csv"])
-    s.add_argument("--category")
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("add", help="add URLs")
-    s.add_argument("urls", nargs="+")
-    s.add_argument("--category", required=True)
-    s.add_argument("--from", dest="active_from", type=_ts)
-    s.add_argument("--until", dest="active_until", type=_ts)
-    s.add_argument("--daily", help="daily window HH:MM-HH:MM (UTC)")
-    s = sub.add_parser("delete", help="delete URLs")
-    s.add_argument("urls", nargs="+")
-    s = sub.add_parser("list", help="list stored URLs")
-    s.add_argument("--category")
-    s.add_argument("--limit", type=int)
-    s = sub.add_parser("match", help="match URLs against the blacklist")
-    s.add_argument("urls", nargs="+")
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("stats", help="entries, bytes per URL, by category")
-    s.add_argument("--json", action="store_true")
-    s = sub.add_parser("export", help="export the store as CSV")
-    s.add_argument("path")
-    s = sub.add_parser("backup", help="copy the SQLite store")
-    s.add_argument("path")
-    sub.add_parser("snapshot", help="rebuild and save the tree snapshot (DB.tree)")
-    s = sub.add_parser("scan", help="match the GETs of traces offline")
-    s.add_argument("traces", nargs="+")
-    s.add_argument("--blacklist", required=True)
-    s.add_argument("-o", "--output", help="records as .csv or .parquet")
-    s.add_argument("--forged-out", help="pcap of the FIN/RST frames the filter would have sent")
-    s.add_argument("--bpf")
+    p = argparse.ArgumentParser(prog="urlfilter", description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--db", default=None, metavar="DB", help=_db_help())
+    clikit.add_common(p)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def cmd(name, help, blacklist_alias=False):
+        s = sub.add_parser(name, help=help, description=help)
+        names = ["--db", "--blacklist"] if blacklist_alias else ["--db"]
+        s.add_argument(*names, dest="db", default=argparse.SUPPRESS, metavar="DB",
+                       help="the blacklist store (as the global --db)"
+                       + ("; --blacklist is an old spelling" if blacklist_alias else ""))
+        s.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=f"traceback after an error (also {clikit.DEBUG_ENV}=1)")
+        s.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                       help="no warnings about damaged input, no progress or status line")
+        return s
+
+    s = cmd("import", "import blacklist files or UT1-style folders")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="list files (.gz too), CSV files or UT1 folders")
+    s.add_argument("--format", default="auto", choices=["auto", "ut1", "list", "csv"],
+                   help="how to read PATH (auto: a folder is UT1, *.csv is CSV, else a list)")
+    s.add_argument("--category", help="category of every entry (default: from the file or folder name)")
+    s.add_argument("--json", action="store_true", help="one JSON object per file on stdout")
+    s = cmd("add", "add URLs")
+    s.add_argument("urls", nargs="+", metavar="URL", help="URLs or host names to add")
+    s.add_argument("--category", required=True, help="their category")
+    s.add_argument("--from", dest="active_from", type=_ts, metavar="TS",
+                   help="active from (Unix time or ISO date)")
+    s.add_argument("--until", dest="active_until", type=_ts, metavar="TS",
+                   help="active until (Unix time or ISO date)")
+    s.add_argument("--daily", metavar="HH:MM-HH:MM", help="daily window HH:MM-HH:MM (UTC)")
+    s = cmd("delete", "delete URLs")
+    s.add_argument("urls", nargs="+", metavar="URL", help="URLs to delete")
+    s = cmd("list", "list stored URLs")
+    s.add_argument("--category", help="only this category")
+    s.add_argument("--limit", type=clikit.positive_int, metavar="N", help="at most N entries")
+    s = cmd("match", "match URLs against the blacklist")
+    s.add_argument("urls", nargs="+", metavar="URL", help="URLs to look up")
+    s.add_argument("--json", action="store_true", help="one JSON object per URL")
+    s = cmd("stats", "entries, bytes per URL, by category")
+    s.add_argument("--json", action="store_true", help="one JSON object")
+    s = cmd("export", "export the store as CSV")
+    s.add_argument("path", metavar="CSV", help="the CSV file to write")
+    s = cmd("backup", "copy the SQLite store")
+    s.add_argument("path", metavar="PATH", help="where the copy goes")
+    cmd("snapshot", "rebuild and save the tree snapshot (DB.tree)")
+    s = cmd("scan", "match the GETs of traces offline", blacklist_alias=True)
+    s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
+                   help="pcap / pcapng files (gzip'd too; '-' for stdin), read as one stream")
+    s.add_argument("-o", "--output", metavar="OUT",
+                   help=clikit.output_help("GET records") + "; default: lines on stdout")
+    s.add_argument("--forged-out", metavar="PCAP",
+                   help="pcap of the FIN/RST frames the filter would have sent")
+    s.add_argument("-f", "--filter", "--bpf", dest="bpf", metavar="BPF",
+                   help="BPF filter (tcpdump syntax; --bpf is an old spelling)")
     s.add_argument("--verify-checksums", action="store_true",
                    help="skip GETs with a wrong IPv4/TCP checksum (off: endpoint captures carry offload checksums)")
-    s.add_argument("--json", action="store_true", help="counters as JSON")
+    s.add_argument("--json", action="store_true", help="counters as JSON on stdout")
     s.add_argument("--plots", metavar="DIR",
                    help="write hits by category and the match-time histogram as PNG to DIR")
-    s = sub.add_parser("run", help="live filter: capture, match, inject FIN/RST")
-    s.add_argument("-i", "--iface", required=True)
-    s.add_argument("--blacklist", required=True)
-    s.add_argument("--inject-iface")
-    s.add_argument("--bpf", default="tcp")
-    s.add_argument("--duration", type=float, help="stop after this many seconds")
-    s.add_argument("-o", "--output", help="hit records (+ reaction_ns) as .csv or .parquet at exit")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal that the "
+                        "records do not go to)")
+    s = cmd("run", "live filter: capture, match, inject FIN/RST", blacklist_alias=True)
+    s.add_argument("-i", "--iface", "--interface", dest="iface", required=True, metavar="IFACE",
+                   help="interface to capture on")
+    s.add_argument("--inject-iface", metavar="IFACE",
+                   help="interface to send the FIN/RST frames on (default: the capture interface)")
+    s.add_argument("-f", "--filter", "--bpf", dest="bpf", default="tcp", metavar="BPF",
+                   help="BPF filter (default 'tcp'; --bpf is an old spelling)")
+    s.add_argument("--duration", type=clikit.positive_float, metavar="S",
+                   help="stop after this many seconds (else at Ctrl-C or SIGTERM)")
+    s.add_argument("-o", "--output", metavar="OUT",
+                   help=clikit.output_help("hit records (+ reaction_ns)", {"csv", "parquet", "lines"})
+                   + "; written at the end")
     s.add_argument("--verify-checksums", action="store_true",
                    help="skip GETs with bad checksums (off: local captures carry offload checksums)")
-    s.add_argument("--quiet", action="store_true", help="no status line")
-    s = sub.add_parser("timing", help="timing condition per connection (T_proc + RTT_cf < RTT_cs)")
-    s.add_argument("traces", nargs="+")
-    s.add_argument("--blacklist", required=True)
-    s.add_argument("--t-proc-us", type=float, help="use this T_proc instead of the measured match+forge time")
-    s.add_argument("-o", "--output", help="per-connection report as .csv or .parquet")
-    s.add_argument("--plot", help="CDF of the margin as an image")
+    s = cmd("timing", "timing condition per connection (T_proc + RTT_cf < RTT_cs)",
+            blacklist_alias=True)
+    s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
+                   help="pcap / pcapng files (gzip'd too; '-' for stdin)")
+    s.add_argument("--t-proc-us", type=clikit.positive_float, metavar="US",
+                   help="use this T_proc instead of the measured match+forge time")
+    s.add_argument("-o", "--output", metavar="OUT",
+                   help=clikit.output_help("per-connection report") + "; default: lines on stdout")
     s.add_argument("--plots", metavar="DIR",
-                   help="write the timing condition per connection (paper Fig. 11b) as PNG to DIR")
-    s.add_argument("--bpf")
-    s.add_argument("--json", action="store_true")
+                   help="write the timing condition per connection (paper Fig. 11b) and the "
+                        "margin's CDF as PNG to DIR")
+    s.add_argument("-f", "--filter", "--bpf", dest="bpf", metavar="BPF",
+                   help="BPF filter (tcpdump syntax; --bpf is an old spelling)")
+    s.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal that the "
+                        "records do not go to)")
     return p
 
 
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    if args.cmd in ("scan", "run", "timing"):
-        try:
-            return _filter_cmd(args)
-        except (UrlFilterError, OSError, ValueError) as e:
-            print(f"urlfilter: error: {e}", file=sys.stderr)
-            return 2
-    mgr = UrlManager(args.db or default_db_path())
+def _db_path(args):
+    from urlfilter.store import default_db_path
+
+    return args.db or str(default_db_path())
+
+
+def _existing_db(args) -> str:
+    """The --db of a command that reads a store: it must exist (nothing is created)."""
+    import os
+
+    db = _db_path(args)
+    if os.path.isdir(db):
+        raise clikit.UsageError(f"--db is a directory, not a store, {db}")
+    if not os.path.exists(db):
+        raise clikit.RunError(f"no blacklist store (make one with `urlfilter --db {db} import "
+                              f"LIST`), {db}")
+    return db
+
+
+def _open_manager(args, create: bool):
+    import os
+    import sqlite3
+
+    from urlfilter.store import UrlManager
+
+    db = _db_path(args)
+    if os.path.isdir(db):
+        raise clikit.UsageError(f"--db is a directory, not a store, {db}")
+    if not create:
+        _existing_db(args)
+    else:
+        parent = os.path.dirname(os.path.abspath(db))
+        if args.db is not None and not os.path.isdir(parent):
+            raise clikit.UsageError(f"the store's folder does not exist, {os.path.dirname(db)}")
+    if os.path.exists(db):
+        with open(db, "rb") as f:
+            magic = f.read(16)
+        if magic and not magic.startswith(b"SQLite format 3"):
+            raise clikit.RunError(f"not an SQLite store, {db}")
     try:
-        return _run(mgr, args)
-    except (UrlFilterError, OSError, ValueError) as e:
-        print(f"urlfilter: error: {e}", file=sys.stderr)
-        return 2
+        return UrlManager(db)
+    except sqlite3.Error as e:
+        raise clikit.RunError(f"cannot open the store ({e}), {db}") from None
+
+
+def main(argv=None) -> int:
+    return clikit.main("urlfilter", _parser(), _handle, argv)
+
+
+def _handle(args, run) -> int:
+    import sqlite3
+
+    from urlfilter.errors import InvalidUrl, UrlFilterError
+
+    run.quiet = bool(getattr(args, "quiet", False))
+    if args.cmd in ("scan", "run", "timing"):
+        return _filter_cmd(args, run)
+    if args.cmd == "import":
+        args.paths = _importable(args, run)    # before the store is opened (or made)
+    mgr = _open_manager(args, create=args.cmd in ("import", "add"))
+    try:
+        return _run(mgr, args, run)
+    except InvalidUrl as e:
+        raise clikit.UsageError(str(e)) from None
+    except sqlite3.Error as e:
+        raise clikit.RunError(f"the store refused it ({e}), {_db_path(args)}") from None
+    except UrlFilterError as e:
+        raise clikit.RunError(str(e)) from None
     finally:
         mgr.close()
 
 
-def _run(mgr: UrlManager, args) -> int:
+def _importable(args, run) -> list:
+    """The import paths that exist and look like text lists; one error line for each other;
+    exit 1 (no store made or touched) when none is left."""
+    import os
+
+    from urlfilter.importers import NotAList, sniff
+
+    ok = []
+    for path in args.paths:
+        if not os.path.exists(path):
+            run.error(f"no such file or folder, {path}")
+            continue
+        try:
+            sniff(path)
+        except NotAList as e:
+            run.error(clikit.what_where(str(e)))
+            continue
+        except OSError as e:
+            run.error(clikit.describe(e) if e.filename else f"{e}")
+            continue
+        ok.append(path)
+    if not ok:
+        raise clikit.Exit(1)
+    return ok
+
+
+def _run(mgr, args, run) -> int:
+    from urlfilter.store import Period
+
     out = sys.stdout
     if args.cmd == "import":
-        total = 0
+        from urlfilter.importers import NotAList, import_path
+
+        total = kept = 0
         t0 = time.perf_counter()
+        show = not run.quiet and sys.stderr.isatty()
+        refused = 0
         for path in args.paths:
-            for r in import_path(mgr.store, path, args.format, args.category):
+            if show:
+                print(f"\rimporting {path} ...", end="", file=sys.stderr, flush=True)
+            try:
+                results = import_path(mgr.store, path, args.format, args.category)
+            except NotAList as e:      # a file inside a folder
+                run.error(clikit.what_where(str(e)))
+                refused += 1
+                continue
+            except FileNotFoundError as e:
+                run.error(f"no blacklist files, {e.args[0] if e.args else path}")
+                refused += 1
+                continue
+            if show:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+            for r in results:
                 total += r.added
+                kept += r.added + r.duplicates
                 if args.json:
                     print(json.dumps(r.as_dict()), file=out)
                 else:
@@ -144,6 +292,10 @@ def _run(mgr: UrlManager, args) -> int:
         if not args.json:
             print(f"{total} URLs added in {time.perf_counter() - t0:.1f} s; "
                   f"store holds {mgr.store.count()}", file=out)
+        if kept == 0:
+            if not refused:            # else each refused file had its line
+                run.error("nothing imported: no line was a usable entry (see the reasons above)")
+            return 1
         return 0
     if args.cmd == "add":
         period = None
@@ -162,8 +314,8 @@ def _run(mgr: UrlManager, args) -> int:
             if mgr.delete(u):
                 print(f"deleted {u}", file=out)
             else:
-                print(f"urlfilter: not in the store: {u}", file=sys.stderr)
-                rc = 2
+                run.error(f"not in the store, {u}")
+                rc = 1
         return rc
     if args.cmd == "list":
         for url, cat, pid, source in mgr.store.list(args.category, args.limit):
@@ -209,88 +361,187 @@ def _run(mgr: UrlManager, args) -> int:
         mgr.save_snapshot(force=True)
         print(f"saved {mgr.snapshot}", file=out)
         return 0
-    raise InvalidUrl(args.cmd, "unknown command")
+    raise clikit.UsageError(f"unknown command {args.cmd}")
 
 
-def _filter_cmd(args) -> int:
-    """scan / run / timing: the pass-by filter (urlfilter.scan, .live, .timing)."""
-    import pyarrow as pa
-
+def _load_blacklist(args):
     from urlfilter.analyzer import load_blacklist
-    from urlfilter.scan import write_records
 
+    db = _existing_db(args)
+    try:
+        return load_blacklist(db)
+    except ValueError as e:
+        raise clikit.RunError(f"{e}") from None
+
+
+def _check_filter(bpf) -> None:
+    if bpf:
+        from webtap.capture import compile_filter
+        from webtap.errors import BpfError
+
+        try:
+            compile_filter(bpf)
+        except BpfError as e:
+            raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {bpf!r}") from None
+
+
+def _check_plots_dir(d) -> None:
+    import os
+
+    if d is not None and os.path.exists(d) and not os.path.isdir(d):
+        raise clikit.UsageError(f"--plots needs a folder, {d}")
+
+
+#: columns of a scan record line (stdout, .txt)
+SCAN_LINE = ("ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "entry", "category")
+TIMING_LINE = ("src_ip", "src_port", "dst_ip", "dst_port", "url", "rtt_fs_ns", "rtt_cf_ns",
+               "server_wait_ns", "t_proc_ns", "margin_ns", "win")
+
+
+def _select(cols):
+    def view(batch):
+        return batch.select([c for c in cols if c in batch.schema.names])
+    return view
+
+
+def _report_inputs(run, totals, n_sources: int) -> None:
+    run.warn_traces(totals.warnings)
+    for u in totals.unreadable:
+        run.error(clikit.what_where(u))
+    if totals.unreadable and not totals.files:
+        raise clikit.Exit(1)           # nothing could be read at all (each file said why)
+
+
+def _filter_cmd(args, run) -> int:
+    """scan / run / timing: the pass-by filter (urlfilter.scan, .live, .timing)."""
+    _check_filter(args.bpf)
+    _check_plots_dir(getattr(args, "plots", None))
     out = sys.stdout
-    bl = load_blacklist(args.blacklist)
     if args.cmd == "scan":
+        o = run.output(args.output or "-", views={"lines": _select(SCAN_LINE)})
+        bl = _load_blacklist(args)
         from urlfilter.scan import scan
 
+        progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
         t0 = time.perf_counter()
-        res = scan(args.traces, bl, forged_out=args.forged_out, bpf=args.bpf,
-                   verify_checksums=args.verify_checksums)
-        for u in res.totals.unreadable:
-            print(f"urlfilter: skipped {u}", file=sys.stderr)
-        if res.totals.unreadable and not res.totals.files:
-            return 1                   # nothing could be read at all
-        if args.output:
-            write_records(res.table, args.output)
+        forged_tmp = _forged_output(args, run)
+        try:
+            res = scan(args.traces, bl, forged_out=forged_tmp.tmp if forged_tmp else None,
+                       bpf=args.bpf, verify_checksums=args.verify_checksums, progress=progress)
+        except KeyboardInterrupt as e:
+            part = getattr(e, "partial", None)
+            if part is not None and part.table.num_rows and not o.stdout:
+                o.write(part.table)    # kept as OUT.partial.EXT by clikit
+            raise
+        _report_inputs(run, res.totals, len(args.traces))
+        if not (args.json and o.stdout):
+            o.write(res.table)
+        o.commit()
+        if forged_tmp is not None:
+            forged_tmp.commit_raw()
         if args.plots:
             from urlfilter.plot import save_figures, scan_figures
 
             for p in save_figures(scan_figures(res.table), args.plots):
-                print(f"urlfilter: wrote {p}", file=sys.stderr)
+                run.note(f"wrote {p}")
         c = dict(res.counters, packets=res.totals.source["packets"], seconds=round(time.perf_counter() - t0, 3),
                  forged_written=res.forged_written)
         if args.json:
             print(json.dumps(c), file=out)
         else:
-            if not args.output:
-                cols = ["ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "entry", "category"]
-                res.table.select(cols).to_pandas().to_csv(out, sep="\t", index=False)
-            print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} matched, {c['hits']} hits, "
-                  f"{c['forged_frames']} frames forged; skipped: "
-                  + ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later", "bad_target",
-                                                      "bad_checksum", "canon_failed") if c[k]),
+            skipped = ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later",
+                                                         "bad_target", "bad_checksum", "canon_failed")
+                                if c[k]) or "none"
+            print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} looked up, "
+                  f"{c['hits']} hits, {c['forged_frames']} frames forged; skipped: {skipped}",
                   file=sys.stderr)
         return 0
     if args.cmd == "run":
+        import pyarrow as pa
+
         from urlfilter.live import run_live
 
-        st = run_live(args.iface, bl, inject_iface=args.inject_iface, bpf=args.bpf, duration=args.duration,
-                      status=not args.quiet, verify_checksums=args.verify_checksums)
-        if args.output:
+        o = run.output(args.output)
+        bl = _load_blacklist(args)
+        run.live = True
+        from webtap.errors import CaptureError
+
+        try:
+            st = run_live(args.iface, bl, inject_iface=args.inject_iface, bpf=args.bpf,
+                          duration=args.duration, status=not run.quiet,
+                          verify_checksums=args.verify_checksums)
+        except CaptureError as e:
+            raise clikit.RunError(f"cannot capture ({clikit.describe(e)}), -i {args.iface}") from None
+        if o is not None:
             t = st.table()
-            if t.num_columns:
-                write_records(t, args.output)
-            else:
+            if not t.num_columns:
                 from urlfilter.analyzer import RECORD_SCHEMA
-                write_records(RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())).empty_table(), args.output)
+
+                t = RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())).empty_table()
+            o.write(t)
+            o.commit()
         print(json.dumps({k: v for k, v in vars(st).items() if k != "records"}), file=out)
         return 0
+    import pyarrow as pa
+
     from urlfilter.timing import summary, timing
 
-    df = timing(args.traces, bl, bpf=args.bpf,
-                t_proc_ns=None if args.t_proc_us is None else args.t_proc_us * 1000)
-    if args.output:
-        write_records(pa.Table.from_pandas(df, preserve_index=False), args.output)
-    if args.plot:
-        from urlfilter.plot import margin_cdf
-        margin_cdf(df, path=args.plot)
+    o = run.output(args.output or "-", views={"lines": _select(TIMING_LINE)})
+    bl = _load_blacklist(args)
+    progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
+    df, totals = timing(args.traces, bl, bpf=args.bpf,
+                        t_proc_ns=None if args.t_proc_us is None else args.t_proc_us * 1000,
+                        progress=progress, with_totals=True)
+    _report_inputs(run, totals, len(args.traces))
+    if not (args.json and o.stdout):
+        o.write(pa.Table.from_pandas(df, preserve_index=False))
+    o.commit()
     if args.plots:
-        from urlfilter.plot import save_figures, timing_figures
+        from urlfilter.plot import margin_cdf, save_figures, timing_figures
 
-        for p in save_figures(timing_figures(df), args.plots):
-            print(f"urlfilter: wrote {p}", file=sys.stderr)
+        figs = timing_figures(df)
+        figs["margin_cdf"] = margin_cdf(df).figure
+        for p in save_figures(figs, args.plots):
+            run.note(f"wrote {p}")
     s = summary(df)
     if args.json:
         print(json.dumps(s), file=out)
     else:
-        if not args.output:
-            cols = ["src_ip", "src_port", "dst_ip", "dst_port", "url", "rtt_fs_ns", "rtt_cf_ns", "server_wait_ns",
-                    "t_proc_ns", "margin_ns", "win"]
-            df[cols].to_csv(out, sep="\t", index=False)
         print(f"{s['won']} of {s['with_handshake']} connections with a handshake won "
               f"({s['share_won']:.1%}); {s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
     return 0
+
+
+class _RawOutput:
+    """--forged-out: a pcap written by urlfilter.scan into a temporary file beside the target,
+    renamed into place when the run succeeds (the clikit rules, for a file another module writes)."""
+
+    def __init__(self, run, path):
+        import os
+
+        self.run, self.path = run, path
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise clikit.UsageError(f"output is a directory, {path}")
+        if not os.path.isdir(folder):
+            raise clikit.UsageError(f"output folder does not exist, {os.path.dirname(path) or '.'}")
+        self.tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.urandom(4).hex()}.tmp")
+        try:
+            open(self.tmp, "xb").close()
+        except OSError as e:
+            raise clikit.UsageError(f"cannot write the output folder ({e.strerror}), "
+                                    f"{os.path.dirname(path) or '.'}") from None
+        run._temps.add(self.tmp)
+
+    def commit_raw(self):
+        import os
+
+        os.replace(self.tmp, self.path)
+        self.run._temps.discard(self.tmp)
+
+
+def _forged_output(args, run):
+    return _RawOutput(run, args.forged_out) if args.forged_out else None
 
 
 if __name__ == "__main__":

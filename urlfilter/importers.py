@@ -11,7 +11,8 @@ Lines are split and canonicalised in C for a whole file at once (urlfilter.canon
 with a non-ASCII host go through Python (IDNA). Every line is accounted for: added, duplicate
 (its canonical form is already stored) or rejected with a reason (blank, comment, and the
 canonicaliser's reasons such as bad_char, bad_host, bad_port, too_long). Nothing raises on bad
-content; unreadable files raise OSError.
+content; unreadable files raise OSError, and a file that is not a text list at all (a capture,
+binary data; see check_text) raises NotAList before anything of it is stored.
 """
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from urlfilter import canon
+from urlfilter.errors import UrlFilterError
 from urlfilter.store import Store
 
-__all__ = ["ImportResult", "import_path", "split_lines", "MAX_ENTRY"]
+__all__ = ["ImportResult", "import_path", "split_lines", "MAX_ENTRY", "NotAList", "check_text", "sniff"]
 
 #: longest canonical entry accepted (bytes), as the tree's MAX_KEY
 MAX_ENTRY = 65536
@@ -62,18 +64,69 @@ class ImportResult:
                 "seconds": round(self.seconds, 3)}
 
 
+class NotAList(UrlFilterError, ValueError):
+    """The file is not a text list (a capture, binary data): refused whole, nothing imported."""
+
+
+#: magic numbers of files that are surely not lists: (prefix, what)
+_NOT_TEXT = ((b"\xd4\xc3\xb2\xa1", "a pcap capture"), (b"\xa1\xb2\xc3\xd4", "a pcap capture"),
+             (b"\x4d\x3c\xb2\xa1", "a pcap capture"), (b"\xa1\xb2\x3c\x4d", "a pcap capture"),
+             (b"\x0a\x0d\x0d\x0a", "a pcapng capture"), (b"SQLite format 3\x00", "an SQLite database"),
+             (b"WTAVL", "a urlfilter tree snapshot"), (b"PAR1", "a Parquet file"),
+             (b"PK\x03\x04", "a zip archive"), (b"\x7fELF", "an executable"),
+             (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"))
+
+#: bytes of the head that are looked at
+SNIFF_BYTES = 65536
+
+
+def check_text(head: bytes, path) -> None:
+    """Raise NotAList when `head` (the first bytes of the file, inflated) is not a text list:
+    a known binary format, a NUL byte, or more than 10% bytes that are neither printable ASCII,
+    white space nor part of a UTF-8 / Latin-1 text (bytes 0x00-0x08, 0x0e-0x1f, 0x7f)."""
+    for magic, what in _NOT_TEXT:
+        if head.startswith(magic):
+            raise NotAList(f"{path}: {what}, not a text list")
+    if b"\x00" in head:
+        raise NotAList(f"{path}: binary data (NUL bytes), not a text list")
+    if head:
+        arr = np.frombuffer(head, dtype=np.uint8)
+        ctl = int(np.count_nonzero((arr < 9) | ((arr > 13) & (arr < 32)) | (arr == 127)))
+        if ctl * 10 > len(arr):
+            raise NotAList(f"{path}: binary data ({ctl} control bytes in the first {len(arr)}), "
+                           f"not a text list")
+
+
+def sniff(path) -> None:
+    """check_text on the head of a file (inflated if gzip'd); OSError if it cannot be read."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    with open(path, "rb") as f:
+        head = f.read(SNIFF_BYTES)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(head, SNIFF_BYTES)
+        except zlib.error as exc:
+            raise OSError(f"{path}: damaged gzip file ({exc})") from exc
+    check_text(head, path)
+
+
 def _read(path: Path) -> bytes:
     with open(path, "rb") as f:
         head = f.read(2)
     if head == b"\x1f\x8b":
         try:
             with gzip.open(path, "rb") as f:
-                return f.read()
+                data = f.read()
         except (OSError, EOFError, zlib.error) as exc:
             # gzip raises BadGzipFile, EOFError or zlib.error for damage: one clear OSError, as
-            # for any file that cannot be read (the CLI's "urlfilter: error: ...", exit 2)
+            # for any file that cannot be read (the CLI's "urlfilter: error: ...")
             raise OSError(f"{path}: damaged or truncated gzip file ({exc})") from exc
-    return path.read_bytes()
+    else:
+        data = path.read_bytes()
+    check_text(data[:SNIFF_BYTES], path)
+    return data
 
 
 def split_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

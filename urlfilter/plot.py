@@ -122,7 +122,10 @@ def hits_by_category(table, gets: int | None = None):
             ax.annotate(f" {int(h)} ({int(e)} entries)", (h, yi), va="center", fontsize=7)
         ax.set_xlim(0, table["hits"].max() * 1.3)
     else:
-        ax.barh([], [], color="C3", label="no GET matched the blacklist")
+        # nothing to draw: say so, on a 0..1 axis (an empty autoscaled axis shows negative ticks)
+        ax.set_xlim(0, 1)
+        ax.text(0.5, 0.5, "no hits", transform=ax.transAxes, ha="center", va="center",
+                fontsize=11, color="0.3")
     from matplotlib.ticker import MaxNLocator
 
     ax.set_ylim(-0.6, max(len(table), 1) + 0.5)          # the top row left free for the legend
@@ -131,8 +134,9 @@ def hits_by_category(table, gets: int | None = None):
     ax.set_yticklabels([str(c) for c in table.index], fontsize=8)
     ax.set_xlabel("GET requests (count)")
     ax.set_ylabel("category")
-    ax.set_title("Blacklist hits by category" + (f" ({gets:,} GETs matched)" if gets else ""))
-    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title("Blacklist hits by category" + (f" ({gets:,} GETs looked up)" if gets else ""))
+    if len(table):
+        ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 

@@ -88,7 +88,7 @@ class ScanResult:
 
 
 def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, bpf: str | None = None,
-         also=(), handshakes: bool = False) -> ScanResult:
+         also=(), handshakes: bool = False, progress: bool | None = False) -> ScanResult:
     """Run the URL analyzer over traces (a path or a list, read once as one stream).
 
     verify_checksums: skip (and count) GETs whose IPv4/TCP checksum is wrong, as a filter on a
@@ -102,7 +102,16 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
                      handshakes=handshakes)
     # a file that cannot be read (missing, not a capture) is skipped and listed in
     # totals.unreadable; the others are still scanned (docs/ROBUSTNESS.md, exit codes)
-    totals = run(traces, [an, *also], bpf=bpf, progress=False, skip_unreadable=True)
+    from webtap.stream import Totals
+
+    totals = Totals()
+    try:
+        run(traces, [an, *also], bpf=bpf, progress=progress, skip_unreadable=True, totals=totals)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C / SIGTERM: the GETs so far ride on the exception (exc.partial), for a caller
+        # that keeps what it had (the command line writes them to OUT.partial.EXT)
+        exc.partial = ScanResult(an.table(), dict(an.counters), totals, 0, an)
+        raise
     n = writer.close() if writer else 0
     return ScanResult(an.table(), dict(an.counters), totals, n, an)
 

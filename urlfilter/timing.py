@@ -28,18 +28,22 @@ __all__ = ["timing", "summary"]
 
 
 def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
-           verify_checksums: bool = False) -> pd.DataFrame:
+           verify_checksums: bool = False, progress: bool | None = False,
+           with_totals: bool = False):
     """One row per connection with a GET: RTTs, T_proc, margin and `win` (see module docstring).
 
     t_proc_ns: None (measured match + forge time per GET), a number (the same for every
-    connection), or a DataFrame with columns src_port, t_proc_ns (per client port)."""
+    connection), or a DataFrame with columns src_port, t_proc_ns (per client port).
+    progress: a bar per file on stderr (None: when stderr is a terminal). with_totals: return
+    (DataFrame, webtap.stream.Totals), whose unreadable files are skipped instead of raising."""
     from webtap.stream import run
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, handshakes=True,
                      time_forge_all=True)
-    run(traces, [an], bpf=bpf, progress=False)
-    return _report(an, t_proc_ns)
+    totals = run(traces, [an], bpf=bpf, progress=progress, skip_unreadable=with_totals)
+    df = _report(an, t_proc_ns)
+    return (df, totals) if with_totals else df
 
 
 def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:

@@ -323,7 +323,8 @@ class Trace:
     def _note_counters(self) -> None:
         c = self.counters
         if c["truncated"]:
-            self.warnings.append("the file ends in the middle of a packet record (capture cut short)")
+            self.warnings.append(f"the file ends in the middle of a packet record after "
+                                 f"{c['packets']} packets (capture cut short)")
         if c["bad_record"]:
             self.warnings.append(f"{c['bad_record']} corrupt record/block header(s): "
                                  f"{c['skipped_bytes']} bytes skipped to resynchronise")

@@ -1,34 +1,59 @@
 """`webtap`: the capture and dissect stages from the command line.
 
-    webtap info TRACE...                  what each file holds, and what was skipped and why
-    webtap dissect TRACE... [-f BPF] [-o OUT.csv|OUT.parquet]
-                                          one row per HTTP request/response first packet
-    webtap dissect -i IFACE [-f BPF]      the same, live, until Ctrl-C
-
-Exit codes: 0 success (problems in a file are reported, and what could be read is kept);
-1 no file could be read at all; 2 usage error (bad option or BPF filter).
+subcommands:
+  webtap info TRACE...                  what each file holds, and what was skipped and why
+  webtap dissect TRACE... [-f BPF] [-o OUT]
+                                        one row per HTTP request/response first packet; without
+                                        -o one line per message on stdout, as it is read
+  webtap dissect -i IFACE [-f BPF]      the same, live, until Ctrl-C
 """
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
-from webtap.errors import BpfError, CaptureError, NotACapture
+from webtap import clikit
 
 EPILOG = """examples:
   webtap info ../shared/traces/zeek/http/*.pcap
   webtap dissect trace.pcap.gz -o messages.parquet
   webtap dissect trace.pcapng -f 'tcp port 8080' -o messages.csv
+  webtap dissect trace.pcap | head          one line per message, as it is read
   webtap dissect -i eth0 -f 'tcp'
+
+Lines (stdout, or -o OUT.txt): ts_ns|kind|src_ip|src_port|dst_ip|dst_port|vlan|method|status|
+reason|host|uri|user_agent, escaped as httpanalyzer's line format (docs/CLI.md). vlan is empty
+when untagged, status empty for a request.
+
+Outputs are replaced only when the run succeeds (docs/CLI.md). Exit codes: 0 success (damage
+in a file is reported on stderr, and what could be read is kept); 1 no file could be read at
+all; 2 usage error (bad option, output path or format, BPF filter); 130/143 interrupted by
+SIGINT/SIGTERM (the messages so far go to OUT.partial.EXT).
 """
+
+#: the columns of a message line (stdout and .txt)
+LINE_COLUMNS = ("ts_ns", "kind", "src_ip", "src_port", "dst_ip", "dst_port", "vlan", "method_name",
+                "status", "reason", "host", "uri", "user_agent")
+
+
+def _line_view(batch):
+    import pyarrow as pa
+
+    cols = []
+    for n in LINE_COLUMNS:
+        c = batch.column(n)
+        if pa.types.is_dictionary(c.type):
+            c = c.cast(pa.string())
+        cols.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=list(LINE_COLUMNS))
 
 
 def _fmt_counters(d: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items() if v)
 
 
-def cmd_info(args) -> int:
+def cmd_info(args, run) -> int:
+    from webtap.errors import BpfError, CaptureError, NotACapture
     from webtap.stream import Totals, messages
 
     read_any = False
@@ -37,8 +62,11 @@ def cmd_info(args) -> int:
         try:
             for _ in messages(path, bpf=args.filter, totals=totals, progress=args.progress):
                 pass
+        except BpfError:
+            raise
         except (NotACapture, OSError, CaptureError) as exc:
-            print(f"{path}: error: {exc}", file=sys.stderr)
+            run.error(f"{clikit.describe(exc)}" if str(path) in str(exc)
+                      else f"{clikit.describe(exc)}, {path}")
             continue
         read_any = True
         print(f"{path}")
@@ -46,77 +74,82 @@ def cmd_info(args) -> int:
         print(f"  dissect: {_fmt_counters(totals.dissect)}")
         for w in totals.warnings:
             print(f"  warning: {w}")
+        run.warn_traces(totals.warnings)
     return 0 if read_any else 1
 
 
-def cmd_dissect(args) -> int:
-    import pyarrow as pa
-
+def cmd_dissect(args, run) -> int:
     from webtap.stream import Totals, messages
 
-    totals = Totals()
     live = args.interface is not None
+    if bool(args.traces) == live:
+        raise clikit.UsageError("give TRACE files or -i IFACE (not both)")
+    run.live = live
+    o = run.output(args.output or "-", views={"lines": _line_view})
+    totals = Totals()
     sources = [args.interface] if live else args.traces
-    tables, stop = [], []
-    if live:
-        signal.signal(signal.SIGINT, lambda *a: stop.append(True))
     try:
         # a trace that cannot be read is reported and skipped; the others are still dissected
         for _, mb in messages(sources, bpf=args.filter, totals=totals, live=live,
                               progress=args.progress, skip_unreadable=True):
             if len(mb):
-                tables.append(pa.Table.from_pandas(mb.to_pandas(), preserve_index=False))
-            if stop:
-                break
-    except (NotACapture, CaptureError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if not tables:
-            return 1
+                o.write(mb.to_arrow())
+    except clikit.Interrupted:
+        if not live:
+            raise
+        run.note(f"stopped by {run.stopped_by} after {totals.source['packets']} packets")
+        run.signum = None              # the normal end of a live capture
     for u in totals.unreadable:
-        print(f"error: {u}", file=sys.stderr)
+        run.error(clikit.what_where(u))
+    run.warn_traces(totals.warnings)
     if not live and totals.unreadable and not totals.files:
         return 1                       # nothing could be read at all
-    table = pa.concat_tables(tables) if tables else None
-    if args.output and table is not None:
-        if args.output.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, args.output)
-        else:
-            table.to_pandas().to_csv(args.output, index=False)
-    elif table is not None:
-        print(table.to_pandas().to_string(max_rows=40))
-    print(f"read: {_fmt_counters(totals.source)}", file=sys.stderr)
-    print(f"dissect: {_fmt_counters(totals.dissect)}", file=sys.stderr)
-    for w in totals.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    o.commit()
+    if not args.quiet:
+        print(f"read: {_fmt_counters(totals.source)}", file=sys.stderr)
+        print(f"dissect: {_fmt_counters(totals.dissect)}", file=sys.stderr)
     return 0
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="webtap", description=__doc__.splitlines()[0],
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="webtap", description=__doc__,
                                  epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="{info,dissect}")
     p = sub.add_parser("info", help="what each trace holds and what was skipped")
-    p.add_argument("traces", nargs="+")
+    p.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
+                   help="pcap / pcapng files (gzip'd too; '-' for stdin)")
     p.set_defaults(func=cmd_info)
-    p = sub.add_parser("dissect", help="HTTP first packets as a table")
-    p.add_argument("traces", nargs="*")
-    p.add_argument("-i", "--interface", help="capture live on this interface")
-    p.add_argument("-o", "--output", help="write OUT.csv or OUT.parquet")
+    p = sub.add_parser("dissect", help="HTTP first packets as a table (or lines on stdout)")
+    p.add_argument("traces", nargs="*", metavar="TRACE", type=clikit.trace_path,
+                   help="pcap / pcapng files (gzip'd too; '-' for stdin), read as one stream")
+    p.add_argument("-i", "--interface", metavar="IFACE", help="capture live on this interface")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help=clikit.output_help("messages") + "; default: lines on stdout")
     p.set_defaults(func=cmd_dissect)
     for p in sub.choices.values():
-        p.add_argument("-f", "--filter", help="BPF filter expression (libpcap syntax)")
+        p.add_argument("-f", "--filter", "--bpf", dest="filter", metavar="BPF",
+                       help="BPF filter expression (libpcap syntax; --bpf is an old spelling)")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bar (default: when stderr is a terminal)")
-    args = ap.parse_args(argv)
-    if args.cmd == "dissect" and not args.traces and not args.interface:
-        ap.error("give TRACE files or -i IFACE")
-    try:
-        return args.func(args)
-    except BpfError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        clikit.add_common(p)
+    return ap
+
+
+def _handle(args, run) -> int:
+    if args.filter:
+        from webtap.capture import compile_filter
+        from webtap.errors import BpfError
+
+        try:
+            compile_filter(args.filter)    # before any output is touched
+        except BpfError as e:
+            raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {args.filter!r}") \
+                from None
+    return args.func(args, run)
+
+
+def main(argv=None) -> int:
+    return clikit.main("webtap", build_parser(), _handle, argv)
 
 
 if __name__ == "__main__":

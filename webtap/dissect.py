@@ -70,6 +70,42 @@ class MessageBatch:
             raise KeyError(f"no column {name!r}")
         return pa.array(np.ascontiguousarray(self.msgs[name]))
 
+    def to_arrow(self, errors: str = "replace"):
+        """A pyarrow RecordBatch with one row per message (the columns of to_pandas). Nulls
+        follow the records' convention: `vlan` is null when untagged (not 65535), `status` null
+        for a request, `method_name` null for a response."""
+        import pyarrow as pa
+
+        m = self.msgs
+        is_req = m["kind"] == MSG_REQUEST
+        method_ids = m["method_id"].astype(np.int16)
+        names = pa.array(list(METHOD_NAMES[1:]), pa.string())
+        method = pa.DictionaryArray.from_arrays(
+            pa.array(method_ids - 1, pa.int16(), mask=method_ids < 1), names)
+        kind = pa.DictionaryArray.from_arrays(
+            pa.array(np.where(is_req, 0, 1).astype(np.int8)), pa.array(["request", "response"]))
+        cols = {
+            "ts_ns": pa.array(m["ts_ns"]),
+            "pkt_index": pa.array(m["pkt_index"]),
+            "kind": kind,
+            "src_ip": self.column("src_ip"),
+            "src_port": pa.array(m["src_port"]),
+            "dst_ip": self.column("dst_ip"),
+            "dst_port": pa.array(m["dst_port"]),
+            "seq": pa.array(m["seq"]),
+            "ack": pa.array(m["ack"]),
+            "payload_len": pa.array(m["payload_len"]),
+            "method_name": method,
+        }
+        for name in SPAN_FIELDS:
+            cols[name] = self.column(name, errors)
+        cols["status"] = pa.array(m["status"], mask=is_req)
+        cols["vlan"] = pa.array(m["vlan"], mask=m["vlan"] == 0xFFFF)
+        for name in ("flags", "ip_version", "tcp_flags", "ttl", "window", "linktype",
+                     "payload_off", "payload_caplen", "pkt_offset"):
+            cols[name] = pa.array(np.ascontiguousarray(m[name]))
+        return pa.RecordBatch.from_pydict(cols)
+
     def to_pandas(self, errors: str = "replace"):
         """A DataFrame with one row per message: text columns as strings, addresses as text,
         `kind` and `method_name` as categoricals (method_name from webtap.schema.METHOD_NAMES)."""

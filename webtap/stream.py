@@ -21,7 +21,24 @@ from webtap.dissect import MessageBatch, dissect
 from webtap.errors import BpfError
 from webtap.schema import DISSECT_REASONS, SOURCE_REASONS
 
-__all__ = ["Consumer", "Totals", "messages", "run", "open_source"]
+__all__ = ["Consumer", "Totals", "messages", "run", "open_source", "TALLY"]
+
+
+class _Tally:
+    """Packets read so far by this process (every source, every call of messages()); the
+    command line reports it when a signal stops a run. One addition per batch."""
+
+    packets = 0
+
+
+TALLY = _Tally()
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a file could not be read, in words (an OSError's text without its repr'd path)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 class Consumer(Protocol):
@@ -86,12 +103,13 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
         except (OSError, ValueError, RuntimeError) as exc:
             if not skip_unreadable or live:
                 raise
-            totals.unreadable.append(f"{src}: {exc}")
+            totals.unreadable.append(f"{src}: {_reason(exc)}")
             continue
         with s:
             totals.files += 1
             try:
                 for batch in s:
+                    TALLY.packets += len(batch)
                     mb = dissector(batch.packets, batch.data)
                     totals.add_dissect(mb.counters)
                     yield batch, mb
@@ -100,10 +118,12 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
                 totals.warnings.extend(f"{src}: {w}" for w in getattr(s, "warnings", []))
 
 
-def run(sources, consumers: Iterable[Consumer], bpf: str | None = None, **kw) -> Totals:
-    """Drive every consumer over one pass of `sources`; returns the stage totals."""
+def run(sources, consumers: Iterable[Consumer], bpf: str | None = None,
+        totals: Totals | None = None, **kw) -> Totals:
+    """Drive every consumer over one pass of `sources`; returns the stage totals (`totals`,
+    if given, is filled as the pass goes, so a caller still has them after an exception)."""
     consumers = list(consumers)
-    totals = Totals()
+    totals = totals if totals is not None else Totals()
     for batch, mb in messages(sources, bpf=bpf, totals=totals, **kw):
         for c in consumers:
             c.feed(batch, mb)

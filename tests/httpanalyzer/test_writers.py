@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from httpanalyzer import records, writers
+from webtap.writers import CsvWriter, LineWriter, ParquetWriter
 from httpanalyzer.pairing import Pairer
 from tests.msgbuild import MsgBuilder
 
@@ -31,7 +32,9 @@ def test_line_format_matches_the_paper_example_byte_for_byte():
     assert lines[0] == (b"123.111.50.23|2311|214.223.22.6|80|1393978285.777375000|"
                         b"1393978285.881505000|0.104130000|OK|200|GET|Mozilla/4.0|"
                         b"service.host.com|http://service.host.com/icon.gif")
-    assert lines[1] == b"10.0.0.1|5000|10.0.0.2|8080|1393978300.000000005|||||PROPFIND|||/a|b,c"
+    # '|' inside a field is escaped (\x7c), so the line keeps its 13 fields
+    assert lines[1] == b"10.0.0.1|5000|10.0.0.2|8080|1393978300.000000005|||||PROPFIND|||/a\\x7cb,c"
+    assert all(line.count(b"|") == 12 for line in lines[:2])
     assert lines[2] == b"" and len(lines) == 3
 
 
@@ -41,10 +44,16 @@ def test_negative_response_time_is_signed():
                                                      "0.000000000", None]
 
 
+def _write(path, cls, view=None):
+    with open(path, "wb") as f:
+        w = cls(f, schema=records.SCHEMA)
+        b = paper_example_batch()
+        w.write(view(b) if view else b)
+        w.close({"webtap.partial": "false"})
+
+
 def test_csv_round_trip(tmp_path):
-    w = writers.writer_for(str(tmp_path / "o.csv"))
-    w.write(paper_example_batch())
-    w.close()
+    _write(tmp_path / "o.csv", CsvWriter, writers.csv_view)
     df = pd.read_csv(tmp_path / "o.csv", dtype=str, keep_default_na=False)
     assert list(df.columns) == records.SCHEMA.names
     assert df.request_ts[0] == "1393978285.777375000" and df.response_time[0] == "0.104130000"
@@ -52,10 +61,9 @@ def test_csv_round_trip(tmp_path):
 
 
 def test_parquet_round_trip(tmp_path):
-    w = writers.writer_for(str(tmp_path / "o.parquet"))
-    w.write(paper_example_batch())
-    w.close()
+    _write(tmp_path / "o.parquet", ParquetWriter)
     t = pq.read_table(tmp_path / "o.parquet")
+    assert pq.read_metadata(tmp_path / "o.parquet").metadata[b"webtap.partial"] == b"false"
     assert t.schema.equals(records.SCHEMA)
     df = records.to_pandas(t)
     assert str(df.request_ts.dtype) == "datetime64[ns, UTC]"
@@ -64,10 +72,13 @@ def test_parquet_round_trip(tmp_path):
     assert df.response_time[0] == pd.Timedelta(104_130_000, "ns")
 
 
-def test_line_writer_to_file_object():
+def test_line_writer_to_file_object_and_back():
     buf = io.BytesIO()
-    w = writers.LineWriter(buf)
-    w.write(paper_example_batch())
-    w.write(records.empty_batch())
-    w.close()
+    w = LineWriter(buf)
+    w.write(writers.line_view(paper_example_batch()))
+    w.write(writers.line_view(records.empty_batch()))
+    w.close({})
     assert buf.getvalue().count(b"\n") == 2
+    back = writers.read_lines(io.BytesIO(buf.getvalue()))
+    assert back.column("uri").to_pylist() == ["http://service.host.com/icon.gif", "/a|b,c"]
+    assert back.column("status").to_pylist() == [200, None]

@@ -1,0 +1,584 @@
+"""The command-line contract that webtap, httpanalyzer and urlfilter share (docs/CLI.md).
+
+Every tool's `main` is `clikit.main(TOOL, parser, handler, argv)`; the handler gets the parsed
+arguments and a :class:`Run`, and opens its outputs with ``run.output(path, ...)``. What the
+layer guarantees, so that no tool has to remember it:
+
+- **Atomic outputs.** An :class:`Output` writes into a temporary file *in the target's folder*
+  (``.NAME.XXXXXXXX.tmp``) and renames it into place only in :meth:`Output.commit`. A run that
+  fails leaves an earlier file as it was and no temporary behind. A run stopped by SIGINT or
+  SIGTERM keeps the records it had: they are written, complete and valid, to ``NAME.partial.EXT``
+  beside the target (never over it) and marked partial (Parquet key-value metadata
+  ``webtap.partial = true``). A directory output (the Dask dataset) is a temporary folder
+  renamed at the end.
+- **One error path.** :class:`UsageError` (and argparse's own errors, libpcap's BpfError): one line
+  ``tool: error: what, where`` and exit 2. :class:`RunError`, a trace that cannot be read, an OS
+  error: one line and exit 1. Anything unexpected: one line naming the exception and exit 1. A
+  traceback only with ``--debug`` or ``WEBTAP_DEBUG=1`` in the environment. A closed stdout
+  (``| head``) ends the run quietly with exit 0.
+- **Signals.** SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (so a blocked
+  read of a FIFO or a slow gzip stream ends at once); the run ends with exit 130 / 143 and one
+  line ``tool: interrupted by SIGINT after N packets``. A write in progress is finished first
+  (``with run.shielded():``). Live captures (``-i``) end normally on a signal: exit 0.
+- **Warnings.** ``run.warn(...)`` prints ``tool: warning: ...`` unless ``--quiet``.
+
+The extension table
+-------------------
+:data:`OUTPUTS` maps an output file's extension to its format, one row each::
+
+    ".csv": Format("csv", "webtap.writers:CsvWriter", stream=True, help="CSV with a header row"),
+
+- the key: the extension, lower case, with its dot; a name without one of these is a usage error;
+- ``name``: the format's name, also the key of a tool's *view* for it (below);
+- ``writer``: ``"module:Class"``, imported only when that format is chosen (pyarrow and friends
+  are not loaded for a run that does not need them);
+- ``stream``: whether ``-o -`` (stdout) may use it (a format with a footer, Parquet, may not);
+- ``help``: a few words for ``--help`` and docs/CLI.md.
+
+A writer class is built as ``Class(fileobj, schema=SCHEMA_OR_NONE)`` on a binary file object, and
+has ``write(batch)`` (a pyarrow RecordBatch or Table, already passed through the tool's view for
+that format, if any) and ``close(meta)`` (finish the file; ``meta`` is a dict of str -> str the
+format may store, e.g. ``{"webtap.partial": "true"}``; it must not close the file object). A tool
+adapts its records to a format with ``views={"csv": fn, "lines": fn}`` (fn: batch -> batch),
+e.g. httpanalyzer's timestamps as decimal seconds for CSV and its 13 paper fields for lines.
+Adding a format is one row here and one class.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from dataclasses import dataclass
+
+__all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
+           "what_where", "describe",
+           "main", "DEBUG_ENV", "progress_wanted", "positive_int", "positive_float", "nonneg_int", "trace_path",
+           "output_help", "add_common"]
+
+#: Set to 1 for a traceback after an error (as --debug does).
+DEBUG_ENV = "WEBTAP_DEBUG"
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    writer: str
+    stream: bool
+    help: str
+
+
+#: Output file extension -> format (see the module docstring for the row format).
+OUTPUTS: dict[str, Format] = {
+    ".txt": Format("lines", "webtap.writers:LineWriter", stream=True,
+                   help="one record per line, fields separated by |, escaped (docs/CLI.md)"),
+    ".csv": Format("csv", "webtap.writers:CsvWriter", stream=True, help="CSV with a header row"),
+    ".parquet": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
+                       help="Parquet (zstd), Arrow types"),
+    ".pq": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
+                  help="Parquet (zstd), Arrow types"),
+}
+
+
+class UsageError(Exception):
+    """A bad option, argument or output path: one line, exit 2."""
+
+
+class RunError(Exception):
+    """The run could not do its job (nothing readable, a tool it needs failed): one line, exit 1."""
+
+
+class Exit(Exception):
+    """End the run with this exit code; what went wrong was already said on stderr."""
+
+    def __init__(self, code: int = 1):
+        super().__init__(code)
+        self.code = code
+
+
+def what_where(entry: str) -> str:
+    """'PATH: reason' (webtap.stream's unreadable list) as the contract's 'reason, PATH'."""
+    where, sep, what = entry.partition(": ")
+    if not (sep and what):
+        return entry
+    if what.startswith(where + ": "):          # the reason named the file again
+        what = what[len(where) + 2:]
+    return f"{what}, {where}"
+
+
+def per_trace(warnings) -> list[str]:
+    """The warnings of a run ('PATH: what' each), one line per trace: 'PATH: what; what'."""
+    by: dict[str, list[str]] = {}
+    for w in warnings:
+        where, sep, what = str(w).partition(": ")
+        if sep:
+            by.setdefault(where, []).append(what)
+        else:
+            by.setdefault("", []).append(str(w))
+    return [(f"{k}: " if k else "") + "; ".join(v) for k, v in by.items()]
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; .signum says which."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def output_help(what: str = "records", formats=None) -> str:
+    """Help text for -o: the extensions the table (or the subset `formats`) accepts."""
+    exts = [e for e, f in OUTPUTS.items() if formats is None or f.name in formats]
+    return (f"write the {what} to OUT, the format by its extension ({', '.join(exts)}); "
+            "'-' for stdout (text formats); replaced only when the run succeeds")
+
+
+# -- argument types (a bad number is a usage error, exit 2, from argparse) ----------------------
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return v
+
+
+def nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return v
+
+
+def trace_path(path: str) -> str:
+    """A trace argument: '-' is standard input."""
+    return "/dev/stdin" if path == "-" else path
+
+
+def progress_wanted(flag, records_to_stdout: bool, quiet: bool = False) -> bool:
+    """Whether to draw a progress bar on stderr: as asked (--progress / --no-progress), else
+    when stderr is a terminal, unless the records go to the same terminal (the bar would land
+    between them) or --quiet."""
+    if flag is not None:
+        return bool(flag)
+    if quiet or not sys.stderr.isatty():
+        return False
+    return not (records_to_stdout and sys.stdout.isatty())
+
+
+def add_common(p: argparse.ArgumentParser, quiet: bool = True) -> None:
+    """--debug and --quiet, the same on every command."""
+    p.add_argument("--debug", action="store_true",
+                   help=f"show a Python traceback after an error (also: {DEBUG_ENV}=1)")
+    if quiet:
+        p.add_argument("-q", "--quiet", action="store_true",
+                       help="no warnings about damaged input on stderr (errors are still shown)")
+
+
+# -- outputs --------------------------------------------------------------------------------------
+
+def _load(spec: str):
+    import importlib
+
+    mod, _, name = spec.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def _partial_name(path: str) -> str:
+    root, ext = os.path.splitext(path)
+    return f"{root}.partial{ext}"
+
+
+class Output:
+    """One output of a run, written atomically (module docstring). Check the path at once
+    (``Run.output`` builds it before any input is read), write with :meth:`write`, then
+    :meth:`commit`; anything not committed is discarded when the run ends."""
+
+    def __init__(self, run: "Run", path: str, *, schema=None, views=None, formats=None,
+                 directory: bool = False):
+        self.run = run
+        self.path = path
+        self.schema = schema
+        self.views = views or {}
+        self.directory = directory
+        self.stdout = path == "-"
+        self._writer = None
+        self._f = None
+        self.tmp: str | None = None
+        self.done = False
+        self.rows = 0
+        ext = os.path.splitext(path)[1].lower()
+        if not self.stdout and not directory and os.path.isdir(path):
+            raise UsageError(f"output is a directory, {path}")
+        if directory:
+            self.format = OUTPUTS.get(ext)
+            if self.format is None or self.format.name != "parquet":
+                raise UsageError(f"a dataset output must end in .parquet, {path}")
+        elif self.stdout:
+            self.format = next(f for f in OUTPUTS.values() if f.name == "lines")
+        else:
+            self.format = OUTPUTS.get(ext)
+            if self.format is None:
+                known = ", ".join(e for e, f in OUTPUTS.items()
+                                  if formats is None or f.name in formats)
+                what = f"unknown output format {ext!r}" if ext else "output name has no extension"
+                raise UsageError(f"{what} (use {known}), {path}")
+        if formats is not None and self.format.name not in formats:
+            raise UsageError(f"this command cannot write {self.format.name}, {path}")
+        if self.stdout and not self.format.stream:
+            raise UsageError(f"{self.format.name} cannot be written to stdout, -")
+        if not self.stdout:
+            self._check_target()
+            self._make_temp()
+
+    def _check_target(self) -> None:
+        p = self.path
+        folder = os.path.dirname(os.path.abspath(p))
+        if os.path.isdir(p) and not self.directory:
+            raise UsageError(f"output is a directory, {p}")
+        if not os.path.isdir(folder):
+            raise UsageError(f"output folder does not exist, {os.path.dirname(p) or '.'}")
+
+    def _make_temp(self) -> None:
+        folder, name = os.path.split(os.path.abspath(self.path))
+        for _ in range(100):
+            tmp = os.path.join(folder, f".{name}.{os.urandom(4).hex()}.tmp")
+            try:
+                if self.directory:
+                    os.mkdir(tmp, 0o777)
+                else:
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise UsageError(f"cannot write the output folder ({e.strerror}), "
+                                 f"{os.path.dirname(self.path) or '.'}") from None
+            self.tmp = tmp
+            self.run._temps.add(tmp)
+            if not self.directory:
+                self._f = os.fdopen(fd, "wb")
+            return
+        raise UsageError(f"cannot make a temporary file beside {self.path}")
+
+    @property
+    def target(self) -> str:
+        """Where a dataset writer puts its files (the temporary folder)."""
+        return self.tmp
+
+    def _open_writer(self):
+        cls = _load(self.format.writer)
+        f = sys.stdout.buffer if self.stdout else self._f
+        self._writer = cls(f, schema=self.schema)
+
+    def write(self, batch) -> None:
+        """Write a pyarrow RecordBatch or Table (through the tool's view for this format). A
+        signal that arrives meanwhile takes effect once the batch is written."""
+        view = self.views.get(self.format.name)
+        with self.run.shielded():
+            if self._writer is None:
+                self._open_writer()
+            self._writer.write(view(batch) if view else batch)
+            self.rows += batch.num_rows
+        self.run.check()
+
+    def _finish(self, meta: dict) -> None:
+        if self.directory:
+            return
+        if self._writer is None:
+            self._open_writer()
+        self._writer.close(meta)
+        if self.stdout:
+            sys.stdout.flush()
+        else:
+            self._f.flush()
+            os.fchmod(self._f.fileno(), 0o666 & ~_umask())
+            self._f.close()
+            self._f = None
+
+    def _place(self, dest: str) -> None:
+        if self.directory and os.path.lexists(dest):
+            import shutil
+
+            old = f"{self.tmp}.old"         # a directory cannot be renamed over a folder
+            os.rename(dest, old)
+            os.rename(self.tmp, dest)
+            if os.path.isdir(old) and not os.path.islink(old):
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.unlink(old)
+        else:
+            os.replace(self.tmp, dest)
+        self.run._temps.discard(self.tmp)
+        self.tmp = None
+
+    def commit(self, meta: dict | None = None) -> None:
+        """Finish the file and put it in place (the run succeeded). If a signal arrived, the
+        run did not succeed: Interrupted is raised instead (and the records so far are kept as
+        NAME.partial.EXT)."""
+        if self.done:
+            return
+        self.run.check()
+        with self.run.shielded():
+            self._finish({"webtap.tool": self.run.tool, "webtap.partial": "false", **(meta or {})})
+            if not self.stdout:
+                self._place(self.path)
+            self.done = True
+
+    def commit_partial(self, reason: str) -> str | None:
+        """Interrupted: the records so far, complete and valid, in NAME.partial.EXT; returns
+        that path (None for stdout, or when nothing could be kept)."""
+        if self.done:
+            return None
+        self._finish({"webtap.tool": self.run.tool, "webtap.partial": "true",
+                      "webtap.interrupted_by": reason})
+        self.done = True
+        if self.stdout:
+            return None
+        dest = _partial_name(self.path)
+        self._place(dest)
+        return dest
+
+    def discard(self) -> None:
+        self.done = True
+        if self._f is not None:
+            try:
+                self._f.close()
+            except OSError:
+                pass
+            self._f = None
+        if self.tmp is not None:
+            if os.path.isdir(self.tmp):
+                import shutil
+
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(self.tmp)
+                except FileNotFoundError:
+                    pass
+            self.run._temps.discard(self.tmp)
+            self.tmp = None
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+class Run:
+    """What a command handler gets besides its arguments: outputs, warnings, signal state."""
+
+    def __init__(self, tool: str):
+        self.tool = tool
+        self.debug = bool(os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"))
+        self.quiet = False
+        self.live = False                  # a signal ends a live capture normally (exit 0)
+        self.signum: int | None = None
+        self.outputs: list[Output] = []
+        self._temps: set[str] = set()
+        self._shield = 0
+        self.packets = None                # callable -> packets read so far (for messages)
+
+    # outputs
+    def output(self, path: str | None, **kw) -> Output | None:
+        if path is None:
+            return None
+        o = Output(self, path, **kw)
+        self.outputs.append(o)
+        return o
+
+    # messages
+    def warn_traces(self, warnings) -> None:
+        """One warning line per trace that lost anything (webtap.stream.Totals.warnings)."""
+        for line in per_trace(warnings):
+            self.warn(line)
+
+    def warn(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"{self.tool}: warning: {msg}", file=sys.stderr, flush=True)
+
+    def note(self, msg: str) -> None:
+        """An informational line on stderr (files written, counts)."""
+        print(f"{self.tool}: {msg}", file=sys.stderr, flush=True)
+
+    def error(self, msg: str) -> None:
+        print(f"{self.tool}: error: {msg}", file=sys.stderr, flush=True)
+
+    # signals
+    def _on_signal(self, signum, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self._shield == 0:
+            raise Interrupted(signum)
+
+    class _Shield:
+        def __init__(self, run):
+            self.run = run
+
+        def __enter__(self):
+            self.run._shield += 1
+
+        def __exit__(self, *exc):
+            self.run._shield -= 1
+
+    def shielded(self):
+        """A block a signal does not cut short (it takes effect at the next check())."""
+        return Run._Shield(self)
+
+    def check(self) -> None:
+        """Raise Interrupted if a signal arrived (something may have swallowed it)."""
+        if self.signum is not None and self._shield == 0:
+            raise Interrupted(self.signum)
+
+    @property
+    def stopped_by(self) -> str | None:
+        return signal.Signals(self.signum).name if self.signum else None
+
+    def packets_read(self) -> int:
+        if self.packets is not None:
+            try:
+                return int(self.packets())
+            except Exception:      # noqa: BLE001 - a count for a message, never fatal
+                pass
+        mod = sys.modules.get("webtap.stream")
+        return int(getattr(getattr(mod, "TALLY", None), "packets", 0) or 0)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an exception: 'what, where' when the exception knows where."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename if exc.filename is not None else None
+        return f"{exc.strerror}, {where}" if where else exc.strerror
+    text = str(exc).strip().replace("\n", " ") or type(exc).__name__
+    parts = text.split(": ")
+    out = [q for i, q in enumerate(parts) if i == 0 or q != parts[i - 1]]   # "X: X" -> "X"
+    return ": ".join(out)
+
+
+def _quiet_stdout() -> None:
+    """stdout was closed by the reader (`| head`): send the rest to /dev/null, quietly."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def main(tool: str, parser: argparse.ArgumentParser, handler, argv=None) -> int:
+    """Parse, run `handler(args, run)`, and turn every way of ending into the contract's exit
+    code and stderr line. Returns the exit code."""
+    run = Run(tool)
+    old = {s: signal.signal(s, run._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _main(run, parser, handler, argv)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _main(run: Run, parser, handler, argv) -> int:
+    from webtap.errors import BpfError, CaptureError, NotACapture
+
+    tool = run.tool
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:            # argparse: usage line + message, exit 2 (or --help: 0)
+            return int(e.code or 0)
+        run.debug = run.debug or bool(getattr(args, "debug", False))
+        run.quiet = bool(getattr(args, "quiet", False))
+        rc = handler(args, run)
+        run.check()
+        for o in run.outputs:
+            if not o.done:
+                o.discard()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+        return int(rc or 0)
+    except Interrupted as e:
+        return _interrupted(run, e.signum)
+    except KeyboardInterrupt:
+        return _interrupted(run, run.signum or signal.SIGINT)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    except Exit as e:
+        _tb(run)
+        return e.code
+    except (UsageError, BpfError) as e:
+        _tb(run)
+        run.error(describe(e))
+        return 2
+    except (RunError, NotACapture, CaptureError, OSError) as e:
+        _tb(run)
+        run.error(describe(e))
+        return 1
+    except Exception as e:                 # noqa: BLE001 - one line, never a traceback
+        _tb(run)
+        hint = "" if run.debug else f" (run with --debug or {DEBUG_ENV}=1 for details)"
+        run.error(f"{type(e).__name__}: {describe(e)}{hint}")
+        return 1
+    finally:
+        for o in run.outputs:
+            if not o.done:
+                o.discard()
+        for t in list(run._temps):
+            try:
+                os.unlink(t)
+            except OSError:
+                pass
+
+
+def _tb(run: Run) -> None:
+    if run.debug:
+        import traceback
+
+        traceback.print_exc()
+
+
+def _interrupted(run: Run, signum: int) -> int:
+    # a second signal while the partial outputs are written is noted, not obeyed
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda *a: None)
+    name = signal.Signals(signum).name
+    run.signum = signum
+    kept = []
+    for o in run.outputs:
+        if o.done:
+            continue
+        try:
+            p = o.commit_partial(name) if o.rows or o.stdout else None
+        except Exception:                  # noqa: BLE001 - keep nothing rather than fail here
+            p = None
+        if p is None:
+            o.discard()
+        else:
+            kept.append(p)
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        _quiet_stdout()
+    msg = f"interrupted by {name} after {run.packets_read()} packets"
+    if kept:
+        msg += "; records so far (marked partial) in " + ", ".join(kept)
+    print(f"{run.tool}: {msg}", file=sys.stderr, flush=True)
+    return 128 + signum

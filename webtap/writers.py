@@ -1,0 +1,193 @@
+"""Output writers of the extension table (webtap.clikit.OUTPUTS): line format, CSV, Parquet.
+
+Each takes Arrow record batches of any schema and formats them with pyarrow compute kernels (no
+Python per record). This module imports pyarrow; the CLI layer imports it only when a run writes.
+
+Line format: one record per line, fields separated by ``|``. So that every line has exactly as
+many fields as the view has columns, a field's text is escaped:
+
+    backslash -> ``\\\\``   ``|`` -> ``\\x7c``   CR -> ``\\r``   LF -> ``\\n``
+    other control characters (U+0000-U+001F, U+007F-U+009F) -> ``\\xHH``,
+    U+2028 / U+2029 (line separators to some readers) -> ``\\u2028`` / ``\\u2029``
+
+A missing value (null) is an empty field. :func:`unescape` undoes the escaping of one field and
+:func:`read_lines` reads a file back into string columns.
+"""
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "escape_field", "unescape", "read_lines",
+           "format_lines"]
+
+_CONTROLS = [chr(c) for c in list(range(0x00, 0x20)) + list(range(0x7F, 0xA0))
+             if chr(c) not in "\r\n"]
+_SPECIAL = "[\\x00-\\x1f\\x7f-\\x{9f}|\\\\\\x{2028}\\x{2029}]"
+
+
+def escape_field(col: pa.Array) -> pa.Array:
+    """The line format's escaping of one string column (vectorised; a no-op when no value needs
+    it, which is the common case)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+        col = col.cast(pa.string())
+    if len(col) == 0 or not pc.any(pc.match_substring_regex(col, _SPECIAL)).as_py():
+        return col
+    col = pc.replace_substring(col, "\\", "\\\\")       # first: later escapes add backslashes
+    col = pc.replace_substring(col, "|", "\\x7c")
+    col = pc.replace_substring(col, "\r", "\\r")
+    col = pc.replace_substring(col, "\n", "\\n")
+    col = pc.replace_substring(col, "\u2028", "\\u2028")
+    col = pc.replace_substring(col, "\u2029", "\\u2029")
+    has_ctl = pc.match_substring_regex(col, "[\\x00-\\x1f\\x7f-\\x{9f}]")
+    if pc.any(has_ctl).as_py():
+        for ch in _CONTROLS:
+            col = pc.replace_substring(col, ch, f"\\x{ord(ch):02x}")
+    return col
+
+
+_UNESCAPE = re.compile(r"\\(\\|r|n|x[0-9a-f]{2}|u[0-9a-f]{4})")
+
+
+def _unesc(m: re.Match) -> str:
+    s = m.group(1)
+    if s == "\\":
+        return "\\"
+    if s == "r":
+        return "\r"
+    if s == "n":
+        return "\n"
+    return chr(int(s[1:], 16))
+
+
+def unescape(field: str) -> str:
+    """One field of the line format back to its text."""
+    return _UNESCAPE.sub(_unesc, field) if "\\" in field else field
+
+
+def read_lines(source, names) -> pa.Table:
+    """Read a line-format file (path or binary file object) into a table of string columns
+    `names` (nulls where a field is empty). Raises ValueError for a line with another number of
+    fields than len(names)."""
+    if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+        with open(source, "rb") as f:
+            data = f.read()
+    else:
+        data = source.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    arr = pa.array(lines, pa.binary()).cast(pa.string())
+    parts = pc.split_pattern(arr, "|")
+    n = pc.list_value_length(parts)
+    bad = pc.not_equal(n, len(names))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        raise ValueError(f"line {i + 1} has {n[i].as_py()} fields, not {len(names)}")
+    cols = {}
+    for j, name in enumerate(names):
+        col = pc.list_element(parts, j)
+        needs = pc.match_substring(col, "\\")
+        if pc.any(needs).as_py():
+            col = pa.array([unescape(v) for v in col.to_pylist()], pa.string())
+        cols[name] = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+    return pa.table(cols) if names else pa.table({})
+
+
+def format_lines(batch) -> bytes:
+    """Every column of `batch` as text, escaped, joined by '|'; one line per row."""
+    if batch.num_rows == 0:
+        return b""
+    cols = [escape_field(batch.column(i)) for i in range(batch.num_columns)]
+    line = pc.binary_join_element_wise(*cols, "", "|", null_handling="replace",
+                                       null_replacement="")
+    # the trailing "" column adds one '|': swap it for a newline
+    line = pc.binary_join_element_wise(pc.utf8_slice_codeunits(line, 0, -1), "", "\n")
+    line = line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line
+    offs = line.buffers()[1]
+    start = pa.Array.from_buffers(pa.int32(), 1, [None, offs], offset=line.offset)[0].as_py()
+    end = pa.Array.from_buffers(pa.int32(), 1, [None, offs],
+                                offset=line.offset + len(line))[0].as_py()
+    return line.buffers()[2].to_pybytes()[start:end]
+
+
+def _batches(data):
+    if isinstance(data, pa.Table):
+        return data.to_batches()
+    return [data]
+
+
+class LineWriter:
+    """The line format (module docstring)."""
+
+    def __init__(self, f, schema=None):
+        self.f = f
+
+    def write(self, data) -> None:
+        for b in _batches(data):
+            self.f.write(format_lines(b))
+
+    def close(self, meta: dict) -> None:
+        self.f.flush()
+
+
+class CsvWriter:
+    """CSV: a header row of the column names (also when there are no rows, if the schema is
+    known); quoting only where needed."""
+
+    def __init__(self, f, schema=None):
+        self.f = f
+        self.schema = schema
+        self.w = None
+
+    def write(self, data) -> None:
+        import pyarrow.csv as pacsv
+
+        for b in _batches(data):
+            if self.w is None:
+                self.w = pacsv.CSVWriter(self.f, b.schema,
+                                         write_options=pacsv.WriteOptions(quoting_style="needed"))
+            self.w.write_batch(b)
+
+    def close(self, meta: dict) -> None:
+        if self.w is None and self.schema is not None and len(self.schema):
+            import pyarrow.csv as pacsv
+
+            pacsv.CSVWriter(self.f, self.schema).close()
+        elif self.w is not None:
+            self.w.close()
+        self.f.flush()
+
+
+class ParquetWriter:
+    """Parquet (zstd) with the columns' Arrow types; `meta` goes to the file's key-value
+    metadata (webtap.partial says whether the run was interrupted)."""
+
+    def __init__(self, f, schema=None):
+        self.f = f
+        self.schema = schema
+        self.w = None
+
+    def _open(self, schema):
+        import pyarrow.parquet as pq
+
+        self.w = pq.ParquetWriter(self.f, schema, compression="zstd")
+
+    def write(self, data) -> None:
+        if self.w is None:
+            self._open(data.schema)
+        if isinstance(data, pa.Table):
+            self.w.write_table(data)
+        else:
+            self.w.write_batch(data)
+
+    def close(self, meta: dict) -> None:
+        if self.w is None:
+            self._open(self.schema if self.schema is not None else pa.schema([]))
+        self.w.add_key_value_metadata({str(k): str(v) for k, v in meta.items()})
+        self.w.close()
+        self.f.flush()
