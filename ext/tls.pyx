@@ -381,10 +381,10 @@ cdef inline uint32_t _ext_text(const uint8_t *p, const tls_hello *h, char *out, 
         el = tls_be16(p + q + 2)
         if e - q - 4 < el:
             break
+        if o + 8 > w:                 # room for ",65535" and the NUL, else stop here
+            clipped[0] = 1
+            break
         if o:
-            if o + 2 > w:
-                clipped[0] = 1
-                break
             out[o] = 44
             o += 1
         o = _dec(tls_be16(p + q), out, o, w, clipped)

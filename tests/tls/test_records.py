@@ -137,3 +137,17 @@ def test_cli_outputs(tmp_path):
     assert main(["tls", str(tmp_path / "missing.pcap")]) == 1
     assert main(["tls", str(p), "-o", str(tmp_path / "o.xls")]) == 2
     assert main(["tls", str(p), "-f", "not a filter ((("]) == 2
+
+
+def test_many_extensions_clip_text_not_records(tmp_path):
+    """A ClientHello with 400 extensions: the extensions text is clipped at its width (flagged),
+    the record and its JA3/JA4 are whole (found on a synthetic capture, which crashed the
+    list column with an empty element)."""
+    exts = [hb.sni_ext(b"many.example")] + [hb.ext(1000 + i, b"") for i in range(400)]
+    p = tmp_path / "many.pcap"
+    hb.handshake_pcap(p, [{"ch": hb.records(hb.client_hello(exts=exts)), "sh": _sh()}])
+    df = analyze_tls(str(p))
+    r = df.iloc[0]
+    assert r.sni == "many.example" and r.text_clipped and r.matched
+    assert 0 < len(r.extensions) < 401 and list(r.extensions[:3]) == [0, 1000, 1001]
+    assert r.ja4.startswith("t12d0299")
