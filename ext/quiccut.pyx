@@ -164,3 +164,22 @@ def protect(const uint8_t[::1] header not None, const uint8_t[::1] payload not N
     _check(quic_protect(o, hl - pn_len, pn_len, payload.shape[0],
                         &c if sender == "client" else &s, pn))
     return bytes(out)
+
+
+from quic_close cimport QUIC_CLOSE_MAX, QUIC_CLOSE_REASON, QUIC_CLOSE_ERROR, quic_forge_close
+
+CLOSE_REASON = (<bytes>QUIC_CLOSE_REASON).decode()
+CLOSE_ERROR = QUIC_CLOSE_ERROR
+
+
+def forge_close(const uint8_t[::1] client_initial not None):
+    """The protected server Initial carrying CONNECTION_CLOSE (0x1c) that answers the client
+    Initial at the start of `client_initial` (a UDP payload). QuicError if it is not one."""
+    cdef uint8_t out[256]
+    cdef int n
+    assert QUIC_CLOSE_MAX <= 256
+    with nogil:
+        n = quic_forge_close(&client_initial[0] if client_initial.shape[0] else NULL,
+                             client_initial.shape[0], out, 256)
+    _check(n if n < 0 else 0)
+    return bytes(out[:n])

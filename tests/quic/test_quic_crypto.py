@@ -139,3 +139,27 @@ def test_against_cryptography(version, dcid, pn, aad, pt):
     sample = (pt + bytes(16))[:16]
     enc = Cipher(algorithms.AES(k["hp"]), modes.ECB()).encryptor()
     assert q.hp_mask(k["hp"], sample) == (enc.update(sample) + enc.finalize())[:5]
+
+
+@VECTORS
+def test_forged_close_opens_as_a_server_initial(vec):
+    pkt = q.forge_close(vec["client_packet"])
+    h = q.parse_long(pkt)
+    assert h["version"] == vec["version"] and h["type"] == 0     # Initial, version's own code
+    assert h["dcid"] == b"" and len(h["scid"]) == 8 and h["token"] == b""
+    assert h["end"] == len(pkt)
+    header, pn, frames = q.open_packet(pkt, DCID, sender="server")
+    assert pn == 0
+    reason = q.CLOSE_REASON.encode()
+    assert frames == bytes([0x1C, q.CLOSE_ERROR, 0, len(reason)]) + reason
+    assert q.forge_close(vec["client_packet"]) == pkt            # reproducible
+    with pytest.raises(q.QuicError, match="decrypt"):            # not with the client's keys
+        q.open_packet(pkt, DCID, sender="client")
+
+
+def test_forged_close_refuses_what_is_not_a_client_initial():
+    with pytest.raises(q.QuicError, match="arg"):                # a Handshake packet
+        q.forge_close(V1["server_packet"][:0] + bytes.fromhex("e0 00000001 00 00 00 00"))
+    for bad in (b"", b"\x40abc", V1["client_packet"][:30]):
+        with pytest.raises(q.QuicError):
+            q.forge_close(bad)
