@@ -14,7 +14,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
 # network namespaces of the live tests.
 APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
-# libssl-dev: libcrypto headers for QUIC Initial protection (ext/quic_crypto.h, issue 18)
+# libssl-dev: libcrypto headers: TLS fingerprints (MD5/SHA-256, ext/tls_fp.h) and QUIC Initial protection (ext/quic_crypto.h)
 APT_PKGS += libssl-dev
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
