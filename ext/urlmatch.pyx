@@ -1317,3 +1317,109 @@ cdef bint _crypto_whole(HelloSlot *e) noexcept nogil:
         if not (e.have[i >> 3] & (1 << (i & 7))):
             return False
     return True
+
+
+cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noexcept nogil:
+    """The UDP datagram server -> client carrying the forged server Initial close
+    (ext/quic_close.h) for the client Initial of row m; returns its frame length, 0 if the
+    Initial cannot be answered. Link header copied (MACs swapped), IP and UDP as the TCP forge."""
+    cdef uint32_t link = m.ip_off, ip_len, udp, at_init, avail
+    cdef uint8_t tmp[6]
+    cdef int qn
+    cdef uint32_t acc
+    at_init = m.payload_off - (m.tcp_off + 8)
+    if at_init >= m.payload_caplen:
+        return 0
+    avail = m.payload_caplen - at_init
+    ip_len = 20 if m.ip_version == 4 else 40
+    udp = link + ip_len
+    qn = quic_forge_close(p + m.payload_off, avail, o + udp + 8, QUIC_CLOSE_MAX)
+    if qn <= 0:
+        return 0
+    memcpy(o, p, link)
+    if m.linktype == LINKTYPE_ETHERNET and link >= 12:
+        memcpy(tmp, o, 6)
+        memcpy(o, o + 6, 6)
+        memcpy(o + 6, tmp, 6)
+    if m.ip_version == 4:
+        o[link] = 0x45
+        o[link + 1] = 0
+        _put16(o + link + 2, 20 + 8 + qn)
+        _put16(o + link + 4, 0)
+        _put16(o + link + 6, 0x4000)
+        o[link + 8] = FORGE_TTL
+        o[link + 9] = 17
+        _put16(o + link + 10, 0)
+        memcpy(o + link + 12, m.dst_ip, 4)
+        memcpy(o + link + 16, m.src_ip, 4)
+        _put16(o + link + 10, _fold(_sum(o + link, 20, 0)))
+    else:
+        _put32(o + link, 0x60000000)
+        _put16(o + link + 4, 8 + qn)
+        o[link + 6] = 17
+        o[link + 7] = FORGE_TTL
+        memcpy(o + link + 8, m.dst_ip, 16)
+        memcpy(o + link + 24, m.src_ip, 16)
+    _put16(o + udp, m.dst_port)
+    _put16(o + udp + 2, m.src_port)
+    _put16(o + udp + 4, 8 + qn)
+    _put16(o + udp + 6, 0)
+    # pseudo-header sum with protocol 17: _pseudo adds 6 for TCP, so 11 more
+    acc = _pseudo(m.ip_version, o + link + (12 if m.ip_version == 4 else 8),
+                  o + link + (16 if m.ip_version == 4 else 24), 8 + qn) + 11
+    acc = _fold(_sum(o + udp, 8 + qn, acc))
+    _put16(o + udp + 6, acc if acc != 0 else 0xFFFF)     # RFC 768: 0 is sent as all ones
+    return udp + 8 + qn
+
+
+def forge_quic(msgs, const uint8_t[::1] data, rows):
+    """Forged server Initial closes for the QUIC rows msgs[rows] of SniTable.extract: one frame
+    per hit. Returns (frames uint8, offsets int64 [n+1], forge_ns int64 [n]); a row whose packet
+    is not a client Initial any more (cannot happen for extract's rows) gives an empty frame."""
+    cdef const uint8_t[::1] mv = _msg_bytes(msgs)
+    cdef const int64_t[::1] r = np.ascontiguousarray(rows, dtype=np.int64)
+    cdef Py_ssize_t n = r.shape[0], i, nm = mv.shape[0] // sizeof(HttpMsg)
+    cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+    cdef size_t dlen = data.shape[0], total = 0, at = 0
+    cdef const HttpMsg *m
+    for i in range(n):
+        if r[i] < 0 or r[i] >= nm:
+            raise IndexError(f"row {r[i]} outside the message batch")
+        m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
+        if m.pkt_offset + m.payload_off + m.payload_caplen > dlen or m.ip_version not in (4, 6) \
+                or m.payload_off < m.tcp_off + 8:
+            raise ValueError(f"message row {r[i]} does not point into the data buffer")
+        total += m.ip_off + 48 + QUIC_CLOSE_MAX
+    frames = np.empty(total, dtype=np.uint8)
+    offs_a = np.zeros(n + 1, dtype=np.int64)
+    ns_a = np.zeros(n, dtype=np.int64)
+    cdef uint8_t[::1] f = frames
+    cdef int64_t[::1] offs = offs_a
+    cdef int64_t[::1] ns = ns_a
+    cdef int64_t t0
+    with nogil:
+        for i in range(n):
+            t0 = _mono_ns()
+            m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
+            at += _forge_quic_one(base + m.pkt_offset, m, &f[at])
+            offs[i + 1] = at
+            ns[i] = _mono_ns() - t0
+    return frames[:at], offs_a, ns_a
+
+
+def udp_checksum_ok(const uint8_t[::1] frame, int ip_off):
+    """True when the IPv4 header and UDP checksums of a frame (IP at ip_off) are right (tests)."""
+    cdef const uint8_t *p = &frame[0]
+    cdef uint32_t hl, ulen, acc
+    cdef int ver = p[ip_off] >> 4
+    if ver == 4:
+        hl = (p[ip_off] & 0x0F) * 4
+        if _fold(_sum(p + ip_off, hl, 0)) != 0:
+            return False
+        ulen = be16(p + ip_off + 2) - hl
+        acc = _pseudo(4, p + ip_off + 12, p + ip_off + 16, ulen) + 11
+    else:
+        hl = 40
+        ulen = be16(p + ip_off + 4)
+        acc = _pseudo(6, p + ip_off + 8, p + ip_off + 24, ulen) + 11
+    return _fold(_sum(p + ip_off + hl, ulen, acc)) == 0
