@@ -38,6 +38,8 @@
 
 #define QUIC_V1 0x00000001u
 #define QUIC_V2 0x6b3343cfu
+#define QUIC_DRAFT29 0xff00001du   /* draft-ietf-quic-tls-29: v1's format and labels, its own salt
+                                      (Chrome and others sent it in 2020-2021; shared traces hold it) */
 
 #define QUIC_MAX_CID 20        /* RFC 9000 17.2: v1/v2 connection IDs are at most 20 bytes */
 #define QUIC_TAG_LEN 16
@@ -94,12 +96,19 @@ static const uint8_t quic_salt_v2[20] = {   /* RFC 9369 3.3.1 */
     0x0d, 0xed, 0xe3, 0xde, 0xf7, 0x00, 0xa6, 0xdb, 0x81, 0x93,
     0x81, 0xbe, 0x6e, 0x26, 0x9d, 0xcb, 0xf9, 0xbd, 0x2e, 0xd9};
 
-static inline int quic_version_known(uint32_t v) { return v == QUIC_V1 || v == QUIC_V2; }
+static const uint8_t quic_salt_draft29[20] = {   /* draft-ietf-quic-tls-29 5.2 */
+    0xaf, 0xbf, 0xec, 0x28, 0x99, 0x93, 0xd2, 0x4c, 0x9e, 0x97,
+    0x86, 0xf1, 0x9c, 0x61, 0x11, 0xe0, 0x43, 0x90, 0xa8, 0x99};
+
+static inline int quic_version_known(uint32_t v)
+{
+    return v == QUIC_V1 || v == QUIC_V2 || v == QUIC_DRAFT29;
+}
 
 /* Wire type bits (first byte bits 4-5) of a QUIC_PT_* for this version; -1 if unknown. */
 static inline int quic_type_bits(uint32_t v, int pt)
 {
-    if (v == QUIC_V1) return pt & 3;
+    if (v == QUIC_V1 || v == QUIC_DRAFT29) return pt & 3;
     if (v == QUIC_V2) return (pt + 1) & 3;   /* RFC 9369 3.2: Initial 1, 0-RTT 2, Handshake 3, Retry 0 */
     return -1;
 }
@@ -176,7 +185,8 @@ static int quic_initial_secrets(uint32_t version, const uint8_t *dcid, size_t dc
     uint8_t initial[32];
     size_t outlen = 0;
     int rc;
-    const uint8_t *salt = version == QUIC_V1 ? quic_salt_v1 : version == QUIC_V2 ? quic_salt_v2 : NULL;
+    const uint8_t *salt = version == QUIC_V1 ? quic_salt_v1 : version == QUIC_V2 ? quic_salt_v2
+                        : version == QUIC_DRAFT29 ? quic_salt_draft29 : NULL;
     if (!salt) return QUIC_E_VERSION;
     if (dcid_len > QUIC_MAX_CID) return QUIC_E_CID;
     /* HKDF-Extract(salt, IKM) is HMAC-SHA256 keyed with the salt (RFC 5869 2.2). OpenSSL's HKDF

@@ -7,6 +7,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 cdef extern from "quic_crypto.h" nogil:
     uint32_t QUIC_V1
     uint32_t QUIC_V2
+    uint32_t QUIC_DRAFT29
     int QUIC_MAX_CID
     int QUIC_TAG_LEN
     int QUIC_SAMPLE_LEN

@@ -831,7 +831,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     cdef uint32_t sl = h.sni.len, j
     cdef uint8_t buf[MAX_SNI + 8]
     cdef uint32_t bl = 0
-    cdef bint colon = False
+    cdef int colons = 0
     cdef ptrdiff_t r
     cdef size_t nc
     cnt[<int>SN_CLIENT_HELLOS] += 1
@@ -846,14 +846,14 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
             cnt[<int>SN_SNI_NON_ASCII] += 1
             return 0
         if sni[j] == 58:
-            colon = True
+            colons += 1
         elif not _host_byte(sni[j]):
             cnt[<int>SN_SNI_BAD] += 1
             return 0
     if sl > MAX_SNI:
         cnt[<int>SN_SNI_BAD] += 1
         return 0
-    if colon:                                   # IPv6 literal: the canonicaliser wants [..]
+    if colons > 1:                              # IPv6 literal: the canonicaliser wants [..]
         buf[0] = 91
         memcpy(buf + 1, sni, sl)
         buf[sl + 1] = 93
