@@ -14,7 +14,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
 # network namespaces of the live tests.
 APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
-# OpenSSL's libcrypto headers + pkg-config: TLS fingerprints (MD5/SHA-256) and QUIC Initial crypto
+# libssl-dev: libcrypto headers: TLS fingerprints (MD5/SHA-256, ext/tls_fp.h) and QUIC Initial protection (ext/quic_crypto.h)
 APT_PKGS += libssl-dev
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
@@ -49,6 +49,9 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q atheris
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
 	$(BIN)/pip install -q marisa-trie
+	# aioquic (and its cryptography): the real QUIC server/client of the netns test and an
+	# independent AES-GCM/HKDF reference for ext/quic_crypto.h's tests (issue 18)
+	$(BIN)/pip install -q aioquic
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
 	$(BIN)/pip install -q nbclient nbformat ipykernel
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (webtap .venv)" >/dev/null
