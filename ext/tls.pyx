@@ -108,9 +108,15 @@ import numpy as np
 
 from packet cimport PacketRef
 from l34 cimport L34, L34_DATA, batch_caplen, l34_parse
+from message cimport DR_NOT_TCP
 from message cimport same_ip
 from pairing cimport eq2_hash
 from libc.stdlib cimport realloc, calloc
+
+from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
+                          quic_open_packet, quic_varint, QUIC_OK, QUIC_E_NOT_LONG,
+                          QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_PT_INITIAL, QUIC_PT_RETRY,
+                          QUIC_PT_VERSION_NEG)
 
 cdef extern from "arpa/inet.h" nogil:
     ctypedef unsigned int socklen_t
@@ -228,6 +234,13 @@ cdef enum:
     TC_PEAK_PENDING
     TC_PEAK_REASM
     TC_NOT_HELLO_AFTER_CCS  # handshake record after ChangeCipherSpec that did not parse (encrypted)
+    TC_QUIC_INITIAL         # QUIC Initial packets decrypted
+    TC_QUIC_UNDECRYPTABLE   # Initials whose AEAD check failed (no state for them, or damage)
+    TC_QUIC_OTHER_VERSION   # long headers of a version without known Initial keys
+    TC_QUIC_MALFORMED       # long headers / frames that do not parse
+    TC_QUIC_CRYPTO_BEYOND   # CRYPTO data beyond TLS_HELLO_CAP (hello given up)
+    TC_QUIC_EVICTED         # connections evicted by the max_quic cap
+    TC_QUIC_TIMEOUT         # connections dropped by the GC with a hello unfinished
     TC_N
 
 _COUNTERS = ("packets", "tcp_payload", "client_hello", "server_hello", "hello_retry_request",
@@ -235,7 +248,8 @@ _COUNTERS = ("packets", "tcp_payload", "client_hello", "server_hello", "hello_re
              "incomplete", "too_long", "malformed", "paired", "client_hello_unmatched",
              "server_hello_unmatched", "client_hello_repeat", "server_hello_repeat",
              "evicted_cap", "evicted_reassembly_cap", "peak_pending", "peak_reassembly",
-             "not_hello_after_ccs")
+             "not_hello_after_ccs", "quic_initial", "quic_undecryptable", "quic_other_version",
+             "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout")
 
 ctypedef struct Pend:
     TlsRecord r
@@ -268,6 +282,118 @@ ctypedef struct Reasm:
     int32_t next
     int32_t age_prev
     int32_t age_next
+
+
+# One QUIC connection's Initial state: both sides' keys (from the client's first DCID) and
+# CRYPTO streams gathered up to TLS_HELLO_CAP bytes each (coverage bitmap), until each side's hello
+# is whole. At most max_quic of them (oldest evicted, counted), ~37 KiB each.
+cdef enum:
+    TLS_HAVE_BYTES = 2048        # TLS_HELLO_CAP / 8: one bit per CRYPTO byte
+
+ctypedef struct QSide:
+    uint8_t buf[TLS_HELLO_CAP]
+    uint8_t have[TLS_HAVE_BYTES]
+    int64_t ts                  # first Initial of this side that carried CRYPTO data
+    uint64_t pkt
+    uint16_t packets            # Initials that carried CRYPTO data for the hello
+    uint8_t done                # 1: hello parsed (or given up)
+
+ctypedef struct QConn:
+    uint8_t cli[16]
+    uint8_t srv[16]
+    uint16_t cport
+    uint16_t sport
+    uint16_t vlan
+    uint8_t ipv
+    uint8_t used
+    uint32_t version
+    uint8_t odcid[20]
+    uint8_t odcid_len
+    uint32_t key                # pairing key derived from the original DCID
+    int64_t stamp
+    quic_keys_t ck
+    quic_keys_t sk
+    QSide c
+    QSide s
+
+
+cdef inline bint _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, L34 *l) noexcept nogil:
+    """UDP datagram after link/IP (l34_parse walks the link layer and reports DR_NOT_TCP with the
+    IP header found): addresses, ports and the payload in l (seq/ack unused). IPv4 (not a
+    fragment) or IPv6 without extension headers."""
+    cdef int r = l34_parse(p, caplen, linktype, l)
+    cdef uint32_t ip, hl, tot, udp, ulen
+    if r != DR_NOT_TCP:
+        return False
+    ip = l.ip_off
+    if caplen < ip + 20:
+        return False
+    if (p[ip] >> 4) == 4:
+        hl = (p[ip] & 0x0F) * 4
+        tot = (<uint32_t>p[ip + 2] << 8) | p[ip + 3]
+        if p[ip + 9] != 17 or hl < 20 or (((<uint32_t>p[ip + 6] << 8) | p[ip + 7]) & 0x3FFF):
+            return False
+        if tot == 0:
+            tot = caplen - ip
+        if tot < hl + 8:
+            return False
+        l.ip_version = 4
+        l.src = p + ip + 12
+        l.dst = p + ip + 16
+        udp = ip + hl
+        ulen = tot - hl
+    else:
+        if caplen < ip + 40 or p[ip + 6] != 17:
+            return False
+        l.ip_version = 6
+        l.src = p + ip + 8
+        l.dst = p + ip + 24
+        udp = ip + 40
+        ulen = (<uint32_t>p[ip + 4] << 8) | p[ip + 5]
+    if caplen < udp + 8 or ulen < 8:
+        return False
+    l.src_port = (<uint16_t>p[udp] << 8) | p[udp + 1]
+    l.dst_port = (<uint16_t>p[udp + 2] << 8) | p[udp + 3]
+    l.payload_off = udp + 8
+    l.payload_len = ulen - 8
+    l.payload_caplen = caplen - (udp + 8) if caplen - (udp + 8) < ulen - 8 else ulen - 8
+    return True
+
+
+cdef bint _skip_ack(const uint8_t *b, size_t n, size_t *fo, bint ecn) noexcept nogil:
+    """Skip an ACK frame's body (RFC 9000 19.3)."""
+    cdef uint64_t v, ranges = 0, i, total
+    cdef size_t k
+    for i in range(4):
+        k = quic_varint(b + fo[0], n - fo[0], &v)
+        if k == 0:
+            return False
+        fo[0] += k
+        if i == 2:
+            ranges = v
+    if ranges > 256:
+        return False
+    total = 2 * ranges + (3 if ecn else 0)
+    for i in range(total):
+        k = quic_varint(b + fo[0], n - fo[0], &v)
+        if k == 0:
+            return False
+        fo[0] += k
+    return True
+
+
+cdef inline uint32_t _qside_whole(QSide *q) noexcept nogil:
+    """Length of the whole handshake message at the CRYPTO stream's start, or 0."""
+    cdef uint32_t need, i
+    if (q.have[0] & 0x0F) != 0x0F:
+        return 0
+    need = 4 + ((<uint32_t>q.buf[1] << 16) | (<uint32_t>q.buf[2] << 8) | q.buf[3])
+    if need > TLS_HELLO_CAP:
+        return 0xFFFFFFFFu
+    for i in range(need):
+        if not (q.have[i >> 3] & (1 << (i & 7))):
+            return 0
+    return need
 
 
 def tls_reason_names():
@@ -435,9 +561,14 @@ cdef class TlsTable:
     cdef uint16_t *s16
     cdef char *text
     cdef char *ja3buf
+    cdef QConn *q
+    cdef int32_t nq
+    cdef readonly int32_t max_quic
+    cdef uint8_t *qplain
+    cdef uint8_t qhdr[256]
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
-                  int64_t max_reassembly=1024):
+                  int64_t max_reassembly=1024, int32_t max_quic=256):
         cdef uint32_t i
         if max_pending < 1 or max_reassembly < 1:
             raise ValueError("max_pending and max_reassembly must be >= 1")
@@ -452,6 +583,13 @@ cdef class TlsTable:
         self.s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
         self.text = <char *>malloc(6 * 32768 + 16)
         self.ja3buf = <char *>malloc(JA3_CAP)
+        if max_quic < 1:
+            raise ValueError("max_quic must be >= 1")
+        self.max_quic = max_quic
+        self.q = <QConn *>calloc(max_quic, sizeof(QConn))
+        self.qplain = <uint8_t *>malloc(65536 + 64)
+        if self.q == NULL or self.qplain == NULL:
+            raise MemoryError()
         if (self.cells == NULL or self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
                 or self.text == NULL or self.ja3buf == NULL):
             raise MemoryError()
@@ -479,6 +617,8 @@ cdef class TlsTable:
         free(self.s16)
         free(self.text)
         free(self.ja3buf)
+        free(self.q)
+        free(self.qplain)
 
     # ---- records -------------------------------------------------------------------------
     cdef int _emit(self, TlsRecord *r, uint8_t reason) except -1 nogil:
@@ -772,16 +912,228 @@ cdef class TlsTable:
             self.cnt[<int>TC_PEAK_REASM] = <uint64_t>self.nreasm
         return 0
 
+    # ---- QUIC Initials ----------------------------------------------------------------------
+    cdef int32_t _qfind(self, L34 *l, bint *from_client) noexcept nogil:
+        cdef int32_t i
+        cdef QConn *c
+        cdef int alen = 4 if l.ip_version == 4 else 16
+        for i in range(self.max_quic):
+            c = &self.q[i]
+            if not c.used or c.ipv != l.ip_version:
+                continue
+            if (c.cport == l.src_port and c.sport == l.dst_port and memcmp(c.cli, l.src, alen) == 0
+                    and memcmp(c.srv, l.dst, alen) == 0):
+                from_client[0] = True
+                return i
+            if (c.sport == l.src_port and c.cport == l.dst_port and memcmp(c.srv, l.src, alen) == 0
+                    and memcmp(c.cli, l.dst, alen) == 0):
+                from_client[0] = False
+                return i
+        return -1
+
+    cdef int _qfinish_side(self, QConn *c, bint client) except -1 nogil:
+        """The side's hello is whole (or will never be): parse it and offer it for pairing."""
+        cdef QSide *q = &c.c if client else &c.s
+        cdef uint32_t n = _qside_whole(q)
+        cdef tls_hello h
+        cdef int st
+        if q.done:
+            return 0
+        q.done = 1
+        if n == 0 or n == 0xFFFFFFFFu:
+            return 0
+        st = tls_parse_hello(q.buf, n, &h)
+        if st != TLS_OK or h.hs_type != (1 if client else 2):
+            self.cnt[<int>TC_MALFORMED] += 1
+            return 0
+        if client:
+            return self._hello(q.buf, &h, c.cli, c.cport, c.srv, c.sport, c.ipv, c.vlan, q.ts,
+                               q.pkt, c.key, c.key, q.packets, 1)
+        return self._hello(q.buf, &h, c.srv, c.sport, c.cli, c.cport, c.ipv, c.vlan, q.ts, q.pkt,
+                           c.key, c.key, q.packets, 1)
+
+    cdef int _qdrop(self, int32_t i, bint timeout) except -1 nogil:
+        cdef QConn *c = &self.q[i]
+        if timeout and not (c.c.done and c.s.done):
+            self.cnt[<int>TC_QUIC_TIMEOUT] += 1
+        c.used = 0
+        self.nq -= 1
+        return 0
+
+    cdef int32_t _qnew(self, L34 *l, const quic_long_hdr_t *h, const uint8_t *pkt) except -2 nogil:
+        cdef int32_t i, oldest = -1
+        cdef QConn *c
+        cdef uint32_t k, key = 2166136261u
+        for i in range(self.max_quic):
+            if not self.q[i].used:
+                break
+            if oldest == -1 or self.q[i].stamp < self.q[oldest].stamp:
+                oldest = i
+        else:
+            self.cnt[<int>TC_QUIC_EVICTED] += 1
+            i = oldest
+            self._qdrop(i, False)
+        c = &self.q[i]
+        memset(c, 0, sizeof(QConn))
+        c.used = 1
+        self.nq += 1
+        memcpy(c.cli, l.src, 4 if l.ip_version == 4 else 16)
+        memcpy(c.srv, l.dst, 4 if l.ip_version == 4 else 16)
+        c.cport = l.src_port
+        c.sport = l.dst_port
+        c.ipv = l.ip_version
+        c.vlan = l.vlan
+        c.version = h.version
+        c.odcid_len = h.dcid_len
+        memcpy(c.odcid, pkt + h.dcid_off, h.dcid_len)
+        for k in range(h.dcid_len):
+            key = (key ^ c.odcid[k]) * 16777619u
+        c.key = key
+        c.stamp = self.now
+        if quic_initial_keys(h.version, c.odcid, c.odcid_len, &c.ck, &c.sk) != QUIC_OK:
+            self._qdrop(i, False)
+            return -1
+        return i
+
+    cdef int _quic(self, const uint8_t *p, uint32_t caplen, uint16_t linktype, int64_t ts,
+                   uint64_t pktno) except -1 nogil:
+        cdef L34 l
+        cdef const uint8_t *d
+        cdef size_t n, off = 0, hl = 0, pl = 0, fo, k
+        cdef quic_long_hdr_t h
+        cdef quic_keys_t tmpc
+        cdef uint64_t pn, ftype, coff, clen, x
+        cdef int r, rc
+        cdef int32_t ci
+        cdef bint from_client = True, got
+        cdef QConn *c
+        cdef QSide *q
+        if not _udp_locate(p, caplen, linktype, &l):
+            return 0
+        d = p + l.payload_off
+        n = l.payload_caplen
+        if n < 7 or not (d[0] & 0x80):
+            return 0
+        if not self.has_now or ts > self.now:
+            self.now = ts
+            self.has_now = True
+        while off < n:
+            r = quic_parse_long(d + off, n - off, &h)
+            if r == QUIC_E_NOT_LONG:
+                return 0
+            if r == QUIC_E_VERSION:
+                if off == 0:
+                    self.cnt[<int>TC_QUIC_OTHER_VERSION] += 1
+                return 0
+            if r != QUIC_OK:
+                if off == 0:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                return 0
+            if h.type == QUIC_PT_VERSION_NEG or h.type == QUIC_PT_RETRY:
+                return 0
+            if h.type != QUIC_PT_INITIAL:
+                off = h.end
+                continue
+            if h.length > 65536:
+                self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                return 0
+            ci = self._qfind(&l, &from_client)
+            if ci < 0:
+                ci = self._qnew(&l, &h, d + off)       # the first Initial seen: the client's
+                from_client = True
+                if ci < 0:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                    return 0
+            c = &self.q[ci]
+            rc = quic_open_packet(d + off, &h, &c.ck if from_client else &c.sk, self.qhdr, &hl,
+                                  self.qplain, &pl, &pn)
+            if rc == QUIC_E_DECRYPT and from_client and not c.c.packets:
+                # a new client DCID (after Retry, or a second connection on the same ports):
+                # keys from this packet's DCID
+                self._qdrop(ci, False)
+                ci = self._qnew(&l, &h, d + off)
+                if ci < 0:
+                    return 0
+                c = &self.q[ci]
+                rc = quic_open_packet(d + off, &h, &c.ck, self.qhdr, &hl, self.qplain, &pl, &pn)
+            if rc != QUIC_OK:
+                self.cnt[<int>(TC_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else TC_QUIC_MALFORMED)] += 1
+                off = h.end
+                continue
+            self.cnt[<int>TC_QUIC_INITIAL] += 1
+            c.stamp = self.now
+            q = &c.c if from_client else &c.s
+            got = False
+            fo = 0
+            while fo < pl and not q.done:
+                ftype = self.qplain[fo]
+                if ftype == 0x00 or ftype == 0x01:        # PADDING, PING
+                    fo += 1
+                    continue
+                if ftype == 0x02 or ftype == 0x03:        # ACK
+                    fo += 1
+                    if not _skip_ack(self.qplain, pl, &fo, ftype == 0x03):
+                        self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                        break
+                    continue
+                if ftype != 0x06:                         # CONNECTION_CLOSE or other: stop
+                    break
+                fo += 1
+                k = quic_varint(self.qplain + fo, pl - fo, &coff)
+                if k == 0:
+                    break
+                fo += k
+                k = quic_varint(self.qplain + fo, pl - fo, &clen)
+                if k == 0 or clen > pl - fo - k:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                    break
+                fo += k
+                if coff >= TLS_HELLO_CAP or clen > TLS_HELLO_CAP - coff:
+                    self.cnt[<int>TC_QUIC_CRYPTO_BEYOND] += 1
+                    q.done = 1                           # given up: no hello this side
+                    break
+                memcpy(q.buf + coff, self.qplain + fo, clen)
+                for x in range(coff, coff + clen):
+                    q.have[x >> 3] |= <uint8_t>(1 << (x & 7))
+                fo += clen
+                got = True
+            if got:
+                if q.packets == 0:
+                    q.ts = ts
+                    q.pkt = pktno
+                q.packets += 1
+                if _qside_whole(q):
+                    self._qfinish_side(c, from_client)
+            if c.c.done and c.s.done:
+                self._qdrop(ci, False)
+            off = h.end
+        return 0
+
+    cdef int _qgc(self, bint all_) except -1 nogil:
+        cdef int32_t i
+        cdef int64_t limit = self.now - self.gc_timeout_ns
+        if self.nq == 0:
+            return 0
+        for i in range(self.max_quic):
+            if self.q[i].used and (all_ or self.q[i].stamp < limit):
+                self._qdrop(i, True)
+        return 0
+
     # ---- one hello -----------------------------------------------------------------------
     cdef int _hello(self, const uint8_t *msg, tls_hello *h, const uint8_t *src, uint16_t sport,
                     const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan, int64_t ts,
-                    uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs) except -1 nogil:
+                    uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs,
+                    uint8_t transport=0) except -1 nogil:
+        """A parsed hello. TCP: the pairing key is the ClientHello's ACK / the ServerHello's
+        SEQ (Eq. 2). QUIC (transport 1): seq and ack both carry a number derived from the
+        connection's original Destination Connection ID, so the two hellos pair by connection."""
         cdef TlsRecord r
         cdef uint16_t ks[64]
         cdef uint32_t nk, k, o, jl
         cdef ChPart *c
         cdef ShPart *s
         self._side_record(&r, src, sport, dst, dport, ipv, vlan, h.hs_type)
+        r.transport = transport
         if segs > 1:
             self.cnt[<int>TC_SPLIT_HELLO] += 1
         if h.hs_type == 1:
@@ -819,7 +1171,7 @@ cdef class TlsTable:
             jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
             if jl:
                 tls_md5_hex(self.ja3buf, jl, c.ja3)
-            if not tls_ja4(msg, h, 116, self.s16, self.text, 6 * 32768 + 16, c.ja4, NULL, 0):
+            if not tls_ja4(msg, h, 113 if transport else 116, self.s16, self.text, 6 * 32768 + 16, c.ja4, NULL, 0):
                 c.ja4[0] = 0
             return self._offer(&r, 1, ack)
         self.cnt[<int>TC_SERVER_HELLO] += 1
@@ -886,6 +1238,8 @@ cdef class TlsTable:
         cdef const uint8_t *msg
         cdef const uint8_t *pl
         r = l34_parse(p, caplen, linktype, &l)
+        if r == DR_NOT_TCP:
+            return self._quic(p, caplen, linktype, ts, pkt)
         if r != L34_DATA:
             return 0
         self.cnt[<int>TC_TCP_PAYLOAD] += 1
@@ -968,11 +1322,13 @@ cdef class TlsTable:
                 if (i & 255) == 255:
                     self._gc()
             self._gc()
+            self._qgc(False)
 
     def flush(self):
         """End of input: everything still waiting leaves as unmatched (reason 'end'), split
         hellos as 'incomplete'."""
         with nogil:
+            self._qgc(True)
             while self.rage_head != -1:
                 self._reasm_fail(self.rage_head, TR_INCOMPLETE)
             while self.age_head != -1:

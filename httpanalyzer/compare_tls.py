@@ -43,18 +43,22 @@ CATEGORIES = {
                     "(unmatched_reason), and tshark decodes no hello there either",
     "sslv2_client_hello": "an SSLv2-format ClientHello (2-byte record header with the top bit "
                           "set): outside SSL 3.0 .. TLS 1.3, webtap does not parse it",
+    "quic_version_without_keys": "a QUIC Initial of a version (drafts other than 29, gQUIC T051, "
+                                 "mvfst) whose Initial salt webtap's QUIC crypto does not hold; "
+                                 "tshark decrypts it",
     "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
                              "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
     "unexplained": "a difference no verified category explains",
 }
 
 FIELDS = ["frame.number", "frame.protocols", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst",
-          "tcp.srcport", "tcp.dstport", "tcp.stream", "tls.handshake.type",
+          "tcp.srcport", "tcp.dstport", "udp.srcport", "udp.dstport", "tcp.stream", "tls.handshake.type",
           "tls.handshake.extensions_server_name", "tls.handshake.extensions_alpn_str",
           "tls.handshake.version", "tls.handshake.extensions.supported_version",
           "tls.handshake.ciphersuite", "tls.handshake.ja3", "tls.handshake.ja3s", "tcp.segment",
-          "tls.handshake.fragment", "tcp.analysis.retransmission", "tls.record.content_type"]
-_FILTER = "(tls.handshake.type == 1 or tls.handshake.type == 2) and tcp and !quic"
+          "tls.handshake.fragment", "tcp.analysis.retransmission", "tls.record.content_type",
+          "quic.crypto.fragment", "quic.version"]
+_FILTER = "(tls.handshake.type == 1 or tls.handshake.type == 2) and (tcp or quic)"
 
 
 def _vals(s: str) -> list[str]:
@@ -79,7 +83,7 @@ def tshark_hellos(path: str, tshark: str = "tshark", decode_as: list[str] | None
     for r in run_fields(cmd, FIELDS, path):
         types = _vals(r["tls.handshake.type"])
         frames = [int(r["frame.number"])]
-        for k in ("tcp.segment", "tls.handshake.fragment"):
+        for k in ("tcp.segment", "tls.handshake.fragment", "quic.crypto.fragment"):
             frames += [int(x) for x in _vals(r[k]) if x.isdigit()]
         first = min(frames)
         src = _last(r["ipv6.src"]) or _last(r["ip.src"])
@@ -88,7 +92,10 @@ def tshark_hellos(path: str, tshark: str = "tshark", decode_as: list[str] | None
         ver = _vals(r["tls.handshake.version"])
         ciph = _vals(r["tls.handshake.ciphersuite"])
         base = dict(frame=first, tshark_frame=int(r["frame.number"]), protocols=r["frame.protocols"],
-                    src=src, dst=dst, sport=_last(r["tcp.srcport"]), dport=_last(r["tcp.dstport"]),
+                    src=src, dst=dst, sport=_last(r["tcp.srcport"]) or _last(r["udp.srcport"]),
+                    dport=_last(r["tcp.dstport"]) or _last(r["udp.dstport"]),
+                    transport="quic" if "quic" in r["frame.protocols"].split(":") else "tcp",
+                    quic_version=_last(r["quic.version"]),
                     stream=_last(r["tcp.stream"]),
                     retrans=bool(r["tcp.analysis.retransmission"]))
         if "1" in types:
@@ -112,6 +119,7 @@ def webtap_hellos(df: pd.DataFrame) -> pd.DataFrame:
     for r in df.itertuples(index=False):
         if pd.notna(r.request_frame):
             rows.append(dict(side="ch", frame=int(r.request_frame), src=r.client_ip, dst=r.server_ip,
+                             transport=r.transport,
                              sport=str(r.client_port), dport=str(r.server_port),
                              sni=r.sni if isinstance(r.sni, str) else None,
                              alpn=",".join(r.alpn) if r.alpn is not None else "",
@@ -121,6 +129,7 @@ def webtap_hellos(df: pd.DataFrame) -> pd.DataFrame:
                              other=int(r.response_frame) if pd.notna(r.response_frame) else None))
         if pd.notna(r.response_frame):
             rows.append(dict(side="sh", frame=int(r.response_frame), src=r.server_ip, dst=r.client_ip,
+                             transport=r.transport,
                              sport=str(r.server_port), dport=str(r.client_port),
                              server_version=r.server_version, cipher=r.cipher,
                              ja3s=r.ja3s if isinstance(r.ja3s, str) else None,
@@ -172,6 +181,8 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
             protos = str(rd.get("protocols") or "")
             if rd.get("retrans"):
                 cats.append("tshark_retransmission")
+            elif rd.get("transport_t") == "quic" and not _quic_keys_known(rd.get("quic_version")):
+                cats.append("quic_version_without_keys")
             elif _encapsulated(protos):
                 cats.append("tunnel_not_decapsulated")
             elif any(e in protos for e in _OTHER):
@@ -188,7 +199,9 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
         # verify: tshark with the webtap hellos' ports decoded as TLS
         ports = sorted({int(m.at[i, "dport_w"]) for i in redo if m.at[i, "side"] == "ch"}
                        | {int(m.at[i, "sport_w"]) for i in redo if m.at[i, "side"] == "sh"})
-        t2 = tshark_hellos(path, tshark=tshark, decode_as=[f"tcp.port=={p},tls" for p in ports])
+        quic = any(m.at[i, "transport_w"] == "quic" for i in redo)
+        t2 = tshark_hellos(path, tshark=tshark, decode_as=[f"tcp.port=={p},tls" for p in ports]
+                           + ([f"udp.port=={p},quic" for p in ports] if quic else []))
         if len(t2):
             found = set(zip(t2["side"], t2["frame"]))
             for i in redo:
@@ -244,6 +257,15 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
                                      "payload": r["tcp.payload"][:16].replace(":", ""),
                                      "tcp_len": int(r["tcp.len"] or 0)}
             for r in run_fields(cmd, fields, path)}
+
+
+def _quic_keys_known(version) -> bool:
+    """QUIC versions whose Initial keys webtap derives (ext/quic_crypto.h: v1, v2, draft-29)."""
+    try:
+        v = int(str(version), 0)
+    except ValueError:
+        return False
+    return v in (0x00000001, 0x6B3343CF, 0xFF00001D)
 
 
 def _encapsulated(protos: str) -> bool:
