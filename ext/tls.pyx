@@ -296,7 +296,9 @@ ctypedef struct QSide:
     int64_t ts                  # first Initial of this side that carried CRYPTO data
     uint64_t pkt
     uint16_t packets            # Initials that carried CRYPTO data for the hello
-    uint8_t done                # 1: hello parsed (or given up)
+    uint8_t done                # 1: given up (CRYPTO beyond the cap)
+    uint8_t hellos              # hellos parsed on this side (2 after a HelloRetryRequest)
+    uint32_t base               # stream offset of the next handshake message
 
 ctypedef struct QConn:
     uint8_t cli[16]
@@ -383,14 +385,18 @@ cdef bint _skip_ack(const uint8_t *b, size_t n, size_t *fo, bint ecn) noexcept n
 
 
 cdef inline uint32_t _qside_whole(QSide *q) noexcept nogil:
-    """Length of the whole handshake message at the CRYPTO stream's start, or 0."""
-    cdef uint32_t need, i
-    if (q.have[0] & 0x0F) != 0x0F:
+    """Length of the whole handshake message at q.base of the CRYPTO stream, or 0
+    (0xFFFFFFFF: it cannot fit under the cap)."""
+    cdef uint32_t need, i, b = q.base
+    if b + 4 > TLS_HELLO_CAP:
         return 0
-    need = 4 + ((<uint32_t>q.buf[1] << 16) | (<uint32_t>q.buf[2] << 8) | q.buf[3])
-    if need > TLS_HELLO_CAP:
+    for i in range(b, b + 4):
+        if not (q.have[i >> 3] & (1 << (i & 7))):
+            return 0
+    need = 4 + ((<uint32_t>q.buf[b + 1] << 16) | (<uint32_t>q.buf[b + 2] << 8) | q.buf[b + 3])
+    if need > TLS_HELLO_CAP - b:
         return 0xFFFFFFFFu
-    for i in range(need):
+    for i in range(b, b + need):
         if not (q.have[i >> 3] & (1 << (i & 7))):
             return 0
     return need
@@ -934,27 +940,37 @@ cdef class TlsTable:
     cdef int _qfinish_side(self, QConn *c, bint client) except -1 nogil:
         """The side's hello is whole (or will never be): parse it and offer it for pairing."""
         cdef QSide *q = &c.c if client else &c.s
-        cdef uint32_t n = _qside_whole(q)
+        cdef uint32_t n = _qside_whole(q), b = q.base, key
+        cdef uint16_t packets = q.packets
         cdef tls_hello h
         cdef int st
         if q.done:
             return 0
-        q.done = 1
-        if n == 0 or n == 0xFFFFFFFFu:
+        if n == 0xFFFFFFFFu:
+            q.done = 1
+            self.cnt[<int>TC_TOO_LONG] += 1
             return 0
-        st = tls_parse_hello(q.buf, n, &h)
+        if n == 0:
+            return 0
+        # the next message (a second ClientHello after a HelloRetryRequest, the ServerHello
+        # after it) continues the same CRYPTO stream
+        q.base = b + n
+        q.packets = 0
+        q.hellos += 1
+        st = tls_parse_hello(q.buf + b, n, &h)
         if st != TLS_OK or h.hs_type != (1 if client else 2):
             self.cnt[<int>TC_MALFORMED] += 1
             return 0
+        key = c.key + q.hellos          # the k-th ClientHello pairs with the k-th ServerHello
         if client:
-            return self._hello(q.buf, &h, c.cli, c.cport, c.srv, c.sport, c.ipv, c.vlan, q.ts,
-                               q.pkt, c.key, c.key, q.packets, 1)
-        return self._hello(q.buf, &h, c.srv, c.sport, c.cli, c.cport, c.ipv, c.vlan, q.ts, q.pkt,
-                           c.key, c.key, q.packets, 1)
+            return self._hello(q.buf + b, &h, c.cli, c.cport, c.srv, c.sport, c.ipv, c.vlan, q.ts,
+                               q.pkt, key, key, packets, 1)
+        return self._hello(q.buf + b, &h, c.srv, c.sport, c.cli, c.cport, c.ipv, c.vlan, q.ts,
+                           q.pkt, key, key, packets, 1)
 
     cdef int _qdrop(self, int32_t i, bint timeout) except -1 nogil:
         cdef QConn *c = &self.q[i]
-        if timeout and not (c.c.done and c.s.done):
+        if timeout and not (c.c.hellos and c.s.hellos):
             self.cnt[<int>TC_QUIC_TIMEOUT] += 1
         c.used = 0
         self.nq -= 1
@@ -970,8 +986,9 @@ cdef class TlsTable:
             if oldest == -1 or self.q[i].stamp < self.q[oldest].stamp:
                 oldest = i
         else:
-            self.cnt[<int>TC_QUIC_EVICTED] += 1
             i = oldest
+            if not (self.q[i].c.hellos and self.q[i].s.hellos):
+                self.cnt[<int>TC_QUIC_EVICTED] += 1      # evicted before both hellos were seen
             self._qdrop(i, False)
         c = &self.q[i]
         memset(c, 0, sizeof(QConn))
@@ -1047,15 +1064,18 @@ cdef class TlsTable:
             c = &self.q[ci]
             rc = quic_open_packet(d + off, &h, &c.ck if from_client else &c.sk, self.qhdr, &hl,
                                   self.qplain, &pl, &pn)
-            if rc == QUIC_E_DECRYPT and from_client and not c.c.packets:
-                # a new client DCID (after Retry, or a second connection on the same ports):
-                # keys from this packet's DCID
-                self._qdrop(ci, False)
-                ci = self._qnew(&l, &h, d + off)
-                if ci < 0:
-                    return 0
-                c = &self.q[ci]
-                rc = quic_open_packet(d + off, &h, &c.ck, self.qhdr, &hl, self.qplain, &pl, &pn)
+            if rc == QUIC_E_DECRYPT and from_client and (
+                    h.dcid_len != c.odcid_len or memcmp(d + off + h.dcid_off, c.odcid, h.dcid_len) != 0):
+                # a new client DCID (after Retry, or a new connection on the same ports): keys
+                # from this packet's DCID, when they open it
+                if quic_initial_keys(h.version, d + off + h.dcid_off, h.dcid_len, &tmpc, NULL) == QUIC_OK and \
+                        quic_open_packet(d + off, &h, &tmpc, self.qhdr, &hl, self.qplain, &pl, &pn) == QUIC_OK:
+                    self._qdrop(ci, True)
+                    ci = self._qnew(&l, &h, d + off)
+                    if ci < 0:
+                        return 0
+                    c = &self.q[ci]
+                    rc = quic_open_packet(d + off, &h, &c.ck, self.qhdr, &hl, self.qplain, &pl, &pn)
             if rc != QUIC_OK:
                 self.cnt[<int>(TC_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else TC_QUIC_MALFORMED)] += 1
                 off = h.end
@@ -1102,10 +1122,8 @@ cdef class TlsTable:
                     q.ts = ts
                     q.pkt = pktno
                 q.packets += 1
-                if _qside_whole(q):
+                while not q.done and _qside_whole(q):
                     self._qfinish_side(c, from_client)
-            if c.c.done and c.s.done:
-                self._qdrop(ci, False)
             off = h.end
         return 0
 

@@ -46,6 +46,16 @@ CATEGORIES = {
     "quic_version_without_keys": "a QUIC Initial of a version (drafts other than 29, gQUIC T051, "
                                  "mvfst) whose Initial salt webtap's QUIC crypto does not hold; "
                                  "tshark decrypts it",
+    "link_type_not_dissected": "the capture's link type (e.g. PPP) is one webtap's dissector "
+                               "does not read (frame.protocols names it)",
+    "quic_first_frame_differs": "the same QUIC hello on both sides (same connection, all compared "
+                                "fields equal) whose first frame differs: webtap names the first "
+                                "Initial with CRYPTO bytes of the hello, tshark the frames its "
+                                "CRYPTO reassembly used",
+    "tshark_quic_hello_resent": "a QUIC client sent its ClientHello again after a Retry or Version "
+                                "Negotiation (CRYPTO offset 0 under new keys); tshark shows the "
+                                "first copy only (an earlier ClientHello of the same connection "
+                                "and SNI/ALPN is on its side), webtap both",
     "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
                              "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
     "unexplained": "a difference no verified category explains",
@@ -141,6 +151,7 @@ def webtap_hellos(df: pd.DataFrame) -> pd.DataFrame:
 _CMP = {"ch": ("sni", "alpn", "versions", "ja3"), "sh": ("server_version", "cipher", "ja3s")}
 _ENCAPS = ("vxlan", "geneve", "gtp", "gre", "capwap.data", "erspan", "l2tp", "teredo", "pppoes",
            "mpls", "ayiya", "cmd")
+_LINKS_NOT_DISSECTED = ("ppp", "wlan", "radiotap", "nflog", "chdlc", "ppi")
 _OTHER = ("openvpn", "proxy", "socks")
 
 
@@ -181,8 +192,11 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
             protos = str(rd.get("protocols") or "")
             if rd.get("retrans"):
                 cats.append("tshark_retransmission")
-            elif rd.get("transport_t") == "quic" and not _quic_keys_known(rd.get("quic_version")):
+            elif (rd.get("transport_t", rd.get("transport")) == "quic"
+                  and not _quic_keys_known(rd.get("quic_version"))):
                 cats.append("quic_version_without_keys")
+            elif protos.split(":")[0] in _LINKS_NOT_DISSECTED:
+                cats.append("link_type_not_dissected")
             elif _encapsulated(protos):
                 cats.append("tunnel_not_decapsulated")
             elif any(e in protos for e in _OTHER):
@@ -230,7 +244,41 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
             pl = flags.get(int(m.at[i, "tshark_frame"]), {}).get("payload", "")
             if len(pl) >= 6 and int(pl[:2], 16) & 0x80 and pl[4:6] == "01":
                 m.at[i, "category"] = "sslv2_client_hello"
+    _rejoin_quic(m)
     return m
+
+
+def _rejoin_quic(m: pd.DataFrame) -> None:
+    """QUIC hellos both sides found on the same connection, equal in every compared field, whose
+    first frame differs (webtap: the first Initial that carried CRYPTO bytes of the hello;
+    tshark: the frames whose CRYPTO bytes its reassembly used): one category, both rows."""
+    un = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"]
+    left = [i for i in un if m.at[i, "differs"] == "missing_in_tshark"]
+    right = [i for i in un if m.at[i, "differs"] == "missing_in_webtap"]
+    for i in left:
+        for j in right:
+            if m.at[j, "category"] != "unexplained" or m.at[i, "side"] != m.at[j, "side"]:
+                continue
+            if (m.at[i, "src_w"], m.at[i, "sport_w"], m.at[i, "dst_w"], m.at[i, "dport_w"]) != (
+                    m.at[j, "src_t"], m.at[j, "sport_t"], m.at[j, "dst_t"], m.at[j, "dport_t"]):
+                continue
+            if all(_same(f, m.at[i, f + "_w"], m.at[j, f + "_t"]) for f in _CMP[m.at[i, "side"]]):
+                m.at[i, "category"] = m.at[j, "category"] = "quic_first_frame_differs"
+                break
+    # a client that sends its ClientHello again after a Retry or a Version Negotiation (new
+    # Initial keys, CRYPTO offset 0 again): tshark's per-connection CRYPTO reassembly takes the
+    # second copy for a retransmission and shows one ClientHello
+    for i in left:
+        if m.at[i, "category"] != "unexplained" or m.at[i, "side"] != "ch" or m.at[i, "transport_w"] != "quic":
+            continue
+        for j in range(len(m)):
+            if (j != i and m.at[j, "side"] == "ch" and m.at[j, "how"] != "left_only"
+                    and (m.at[j, "src_t"], m.at[j, "sport_t"], m.at[j, "dst_t"], m.at[j, "dport_t"])
+                    == (m.at[i, "src_w"], m.at[i, "sport_w"], m.at[i, "dst_w"], m.at[i, "dport_w"])
+                    and int(m.at[j, "frame"]) < int(m.at[i, "frame"])
+                    and all(_same(f, m.at[i, f + "_w"], m.at[j, f + "_t"]) for f in ("sni", "alpn"))):
+                m.at[i, "category"] = "tshark_quic_hello_resent"
+                break
 
 
 def _record_continues(f: dict) -> bool:
