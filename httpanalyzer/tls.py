@@ -112,6 +112,8 @@ def to_table(raw: np.ndarray) -> pa.Table:
     """TlsRecord rows (uint8 buffer from TlsTable.take) -> Arrow table of SCHEMA (columnar,
     no per-record Python)."""
     r = np.frombuffer(raw, dtype=TLS_RECORD_DTYPE) if raw.dtype != TLS_RECORD_DTYPE else raw
+    if len(r) == 0:
+        return SCHEMA.empty_table()
     ch, sh = r["ch"], r["sh"]
     has_ch = r["has_ch"].astype(bool)
     has_sh = r["has_sh"].astype(bool)
