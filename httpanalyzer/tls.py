@@ -322,6 +322,7 @@ class OnePass:
         tab = sort_table(pa.concat_tables(self.tables) if self.tables else SCHEMA.empty_table())
         self.o.write(tab)
         self.o.commit()
+        return tab
 
     def counters(self) -> dict:
         return self.run.counters()
@@ -369,6 +370,9 @@ def build_parser():
     ap.add_argument("--max-reassembly", type=clikit.positive_int, default=1024, metavar="N",
                     help="split hellos reassembled at once (32 KiB each at most; default 1024)")
     ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
+    ap.add_argument("--plots", metavar="DIR",
+                    help="write the figures (handshake-time CCDF TCP vs QUIC, versions, ALPN, "
+                         "top SNIs, ECH share, ClientHello segments) as PNG to DIR")
     clikit.add_common(ap)
     return ap
 
@@ -394,7 +398,13 @@ def handle(a, run) -> int:
         run.error(clikit.what_where(b))
     if len(bad) == len(a.traces):
         raise clikit.Exit(1)
-    one.commit()
+    tab = one.commit()
+    if a.plots:
+        from httpanalyzer.plot import save_figures
+        from httpanalyzer.tls_plot import tls_figures
+
+        for p in save_figures(tls_figures(tab.to_pandas()), a.plots):
+            run.note(f"wrote {p}")
     if a.summary:
         for k, v in one.counters().items():
             print(f"{k:28s} {v}", file=sys.stderr)
