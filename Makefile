@@ -14,7 +14,8 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # peers the tests and benchmarks compare against (tshark, httpry, tcpdump), iproute2 for the
 # network namespaces of the live tests.
 APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
-# libssl-dev: OpenSSL's libcrypto (headers + pkg-config), SHA-1 of the Community ID column
+# libssl-dev: OpenSSL's libcrypto (headers + pkg-config): SHA-1 of the Community ID column,
+# TLS fingerprints (MD5/SHA-256, ext/tls_fp.h) and QUIC Initial protection (ext/quic_crypto.h)
 APT_PKGS += libssl-dev
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
@@ -49,6 +50,9 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q atheris
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
 	$(BIN)/pip install -q marisa-trie
+	# aioquic (and its cryptography): the real QUIC server/client of the netns test and an
+	# independent AES-GCM/HKDF reference for ext/quic_crypto.h's tests (issue 18)
+	$(BIN)/pip install -q aioquic
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
 	$(BIN)/pip install -q nbclient nbformat ipykernel
 	# the readers the record outputs are tested against: communityid (Community ID reference),

@@ -9,5 +9,6 @@ import webtap  # noqa: F401  (first: it sets up the process before numpy is impo
 from httpanalyzer.stream import Summary, analyze, iter_record_batches
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.records import COLUMNS, SCHEMA
+from httpanalyzer.tls import analyze_tls
 
-__all__ = ["analyze", "iter_record_batches", "Summary", "Pairer", "COLUMNS", "SCHEMA"]
+__all__ = ["analyze", "analyze_tls", "iter_record_batches", "Summary", "Pairer", "COLUMNS", "SCHEMA"]

@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write the figures of the records (httpanalyzer.plot.analysis_figures, "
                          "and the consumers' balance when there are consumers) as PNG to DIR; "
                          "keeps the records in memory until the end")
+    ap.add_argument("--tls-out", metavar="OUT",
+                    help="also write TLS handshake records (httpanalyzer tls) to OUT.csv / "
+                         ".parquet / .txt, from the same pass over the packets")
     clikit.add_common(ap)
     return ap
 
@@ -210,7 +213,15 @@ def handle(a, run) -> int:
     if a.dask:
         if a.interface:
             raise clikit.UsageError("--dask reads trace files, not a live interface")
-        return _main_dask(a, run)
+        rc = _main_dask(a, run)
+        if rc == 0 and a.tls_out:
+            # the handshakes are few: one TLS pass over the traces here (not on the workers)
+            from httpanalyzer import tls as tls_mod
+
+            tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+            tls_mod.feed_traces(tls, a.traces, bpf=a.bpf)
+            tls.commit()
+        return rc
     if a.chunk_mb is not None or a.chunk_packets is not None:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
     from httpanalyzer import records
@@ -231,12 +242,18 @@ def handle(a, run) -> int:
     consumers = default_consumers() if a.consumers is None else a.consumers
     balance: dict = {}
     kept: list = []                    # record batches, for --plots
+    tls = None
+    if a.tls_out:
+        from httpanalyzer import tls as tls_mod
+
+        tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
     try:
         for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
                                          gc_timeout=a.gc_timeout, summary=summary,
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
-                                         feeder=balance, headers=a.headers):
+                                         feeder=balance, headers=a.headers,
+                                         packet_hook=tls.feed if tls is not None else None):
             o.write(batch)
             if a.plots:
                 kept.append(batch)
@@ -247,6 +264,8 @@ def handle(a, run) -> int:
         run.signum = None              # the normal end of a live capture
     _report_inputs(run, summary, len(a.traces or [a.interface]))
     o.commit()
+    if tls is not None:
+        tls.commit()
     if a.summary:
         dest = sys.stderr if a.output in (None, "-") else sys.stdout
         print(summary.table(), file=dest)
@@ -268,6 +287,16 @@ def _tally() -> int:
 
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["tls"]:
+        # `httpanalyzer tls TRACE...` (issue 17): TLS handshake records
+        from httpanalyzer import tls
+
+        return tls.cli(args[1:])
+    if args[:1] == ["compare"] and "--tls" in args[1:]:
+        # `httpanalyzer compare --tls TRACE...` (issue 17): TLS handshakes against tshark
+        from httpanalyzer import compare_tls
+
+        return compare_tls.cli([x for x in args[1:] if x != "--tls"])
     if args[:1] == ["compare"]:
         # `httpanalyzer compare TRACE...` (issue 5); a trace literally named "compare" is
         # still read as `httpanalyzer ./compare`

@@ -25,7 +25,7 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
                      progress: bool | None = None, read_ahead: bool = False,
-                     dissector=None) -> Iterator[tuple]:
+                     dissector=None, packet_hook=None) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
     file does not end the stream: it is listed in stats.unreadable and the others are read.
@@ -45,6 +45,8 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
                 mb = (dissector or dissect)(batch.packets, batch.data)
                 totals.add_dissect(mb.counters)
             pk = batch.packets
+            if packet_hook is not None:
+                packet_hook(pk, batch.data)       # the same batch, a second stage (TLS records)
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
@@ -168,7 +170,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                         gc_timeout: float = 60.0, summary: Summary | None = None,
                         progress: bool | None = False, live: bool = False,
                         consumers: int | None = None, feeder: dict | None = None,
-                        feeder_options: dict | None = None, **table_options) -> Iterator[pa.RecordBatch]:
+                        feeder_options: dict | None = None, packet_hook=None,
+                        **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
@@ -177,7 +180,9 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     consumers=N (>= 1) pairs in N consumer processes fed through shared-memory rings
     (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
     feeder: a dict that receives the feeder's balance report (httpanalyzer.balance.balance_table);
-    feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only)."""
+    feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only).
+    packet_hook: called with (packets, data) of every packet batch read, in this process (the
+    one-pass TLS records of `--tls-out`: httpanalyzer.tls.TlsRun.feed)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
@@ -202,9 +207,10 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         # -> 0.115 s wall, 0.155 -> 0.179 s CPU, on a loaded 2-core machine). Not live: Ctrl-C
         # must reach the capture loop, which only the main thread sees.
         gens = [_message_batches(sources[0], bpf, stats, progress=progress, read_ahead=True,
-                                 dissector=dissector)]
+                                 dissector=dissector, packet_hook=packet_hook)]
     else:
-        gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector)
+        gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector,
+                                 packet_hook=packet_hook)
                 for p in sources]
 
     def feed(i, msgs, data, last):

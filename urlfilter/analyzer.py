@@ -27,10 +27,12 @@ import pyarrow as pa
 from webtap._ext import dissect as _dissect
 from webtap._ext import urlmatch as _um
 
-__all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "RECORD_SCHEMA",
-           "CONN_DTYPE"]
+__all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_REASONS",
+           "RECORD_SCHEMA", "CONN_DTYPE"]
 
 FILTER_REASONS = _um.FILTER_REASONS
+SNI_REASONS = _um.SNI_REASONS
+PROTO_NAMES = _um.PROTO_NAMES
 
 #: ext/urlmatch.pxd ConnTiming
 CONN_DTYPE = np.dtype(
@@ -71,7 +73,11 @@ RECORD_SCHEMA = pa.schema(
         ("category", pa.string()),        # the entry's category (null: miss / unknown)
         ("match_ns", pa.int64()),         # tree match time of this URL
         ("forge_ns", pa.int64()),         # time to forge the FIN + RST pair (hits)
-        ("forged", pa.int8()),            # frames forged for this GET (2 for a hit, else 0)
+        ("forged", pa.int8()),            # frames forged (2 for a TCP hit, 1 for QUIC, else 0)
+        # issue 18: lookups from TLS ClientHellos and QUIC Initials beside the GETs
+        ("proto", pa.string()),           # http | tls | quic
+        ("sni", pa.string()),             # the ClientHello's server_name as sent (null: http)
+        ("ech", pa.bool_()),              # the ClientHello carried ECH: the outer SNI was matched
     ]
 )
 
@@ -148,7 +154,7 @@ class UrlAnalyzer:
     def __init__(self, blacklist, *, forge: bool = True, verify_checksums: bool = True,
                  on_forged: Callable | None = None, handshakes: bool = True,
                  keep_records: bool = True, idle_ns: int = 0, hits_only: bool = False,
-                 time_forge_all: bool = False):
+                 time_forge_all: bool = False, sni: bool = True):
         self.blacklist = blacklist if isinstance(blacklist, Blacklist) else Blacklist(blacklist)
         self.forge = forge
         self.verify = verify_checksums
@@ -159,29 +165,22 @@ class UrlAnalyzer:
         self.time_forge_all = time_forge_all   # timing report: forge time of misses too
         self.counters = dict.fromkeys(FILTER_REASONS, 0)
         self.counters.update(hits=0, misses=0, inactive=0, forged_frames=0)
+        # TLS/QUIC (issue 18): the SNI pass's reasons and per-protocol lookups, hits, frames
+        self.sni = _um.SniTable() if sni else None
+        self.counters.update(dict.fromkeys(SNI_REASONS, 0))
+        self.counters.update(tls_lookups=0, tls_hits=0, tls_forged=0, quic_lookups=0,
+                             quic_hits=0, quic_forged=0)
+        self.last_frame_index = np.zeros(0, np.int64)
         self.batches: list[pa.RecordBatch] = []
         self.timing_rows: list[np.ndarray] = []     # ConnTiming of each record's connection
         self._pending: list[tuple] = []
         self.finished = False
 
     # -- one batch ------------------------------------------------------------------------------
-    def feed(self, packets, msgs) -> pa.RecordBatch | None:
-        pk = getattr(packets, "packets", packets)
-        data = getattr(packets, "data", None)
-        if data is None:
-            data = msgs.data
-        if self.conns is not None and len(pk):
-            self.conns.feed(pk, data)
-        m = msgs.msgs
-        if len(m) == 0:
-            return None
-        rows, keys, offs, cnt = _um.extract(m, msgs.data, self.verify)
-        for name, v in zip(FILTER_REASONS, cnt.tolist()):
-            self.counters[name] += v
-        if len(rows) == 0:
-            return None
+    def _lookup(self, keys, offs, n):
+        """Tree match of n keys; hits restricted to entries active now. (ids, cats, hit, ns)."""
         tree = self.blacklist.tree
-        match_ns = np.zeros(len(rows), dtype=np.int64)
+        match_ns = np.zeros(n, dtype=np.int64)
         ids = tree.match_batch(keys, offs, True, False, match_ns)
         cats, pers = tree.payload_batch(ids)
         hit = ids > 0
@@ -189,40 +188,110 @@ class UrlAnalyzer:
             act = self.blacklist.active(pers[hit])
             self.counters["inactive"] += int((~act).sum())
             hit[np.flatnonzero(hit)[~act]] = False
+        return ids, cats, hit, match_ns
+
+    def feed(self, packets, msgs) -> pa.RecordBatch | None:
+        """HTTP GETs of the dissector's messages, then the SNIs of the batch's TLS ClientHellos
+        and QUIC Initials (SniTable). Returns the batch's records (http rows first, then tls and
+        quic), or None; forged frames go to on_forged in one call, in record order
+        (`last_frame_index[i]`: the first frame of hit record i of the returned batch)."""
+        pk = getattr(packets, "packets", packets)
+        data = getattr(packets, "data", None)
+        if data is None:
+            data = msgs.data
+        if self.conns is not None and len(pk):
+            self.conns.feed(pk, data)
+        out = []          # (msgs, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged)
+        frames = []       # (frames, offsets, ts, linktypes) in record order
+        m = msgs.msgs
+        if len(m):
+            rows, keys, offs, cnt = _um.extract(m, msgs.data, self.verify)
+            for name, v in zip(FILTER_REASONS, cnt.tolist()):
+                self.counters[name] += v
+            if len(rows):
+                out.append(self._part(m, msgs.data, rows, keys, offs, 0, None, None, frames))
+        if self.sni is not None and len(pk):
+            sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract(pk, data, self.verify)
+            for name, v in zip(SNI_REASONS, scnt.tolist()):
+                self.counters[name] += v
+            if len(sm):
+                out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
+                                      (sni, soff), flags, frames))
+        if frames and self.on_forged is not None:
+            sizes = [len(f[1]) - 1 for f in frames]
+            base = np.concatenate([[0], np.cumsum([len(f[0]) for f in frames])[:-1]])
+            offs = np.concatenate([[0]] + [f[1][1:] + b for f, b in zip(frames, base)]).astype(np.int64)
+            self.last_frame_index = np.concatenate([f[4] + o for f, o in
+                                                    zip(frames, np.concatenate([[0], np.cumsum(sizes)[:-1]]))]).astype(np.int64)
+            self.on_forged(np.concatenate([f[0] for f in frames]), offs,
+                           np.concatenate([f[2] for f in frames]), np.concatenate([f[3] for f in frames]))
+        if not self.keep_records or not out:
+            return None
+        rbs = [rb for rb in (self._records(*o) for o in out) if rb is not None]
+        if not rbs:
+            return None
+        rb = rbs[0] if len(rbs) == 1 else pa.Table.from_batches(rbs).combine_chunks().to_batches()[0]
+        self.batches.append(rb)
+        return rb
+
+    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames):
+        """Match and forge one kind of lookup (proto 0 http, else per row 1 tls / 2 quic)."""
+        n = len(rows)
+        ids, cats, hit, match_ns = self._lookup(keys, offs, n)
         nh = int(hit.sum())
         self.counters["hits"] += nh
-        self.counters["misses"] += len(rows) - nh
-        forge_ns = np.zeros(len(rows), dtype=np.int64)
-        forged = np.zeros(len(rows), dtype=np.int8)
-        if nh and self.forge:
-            hrows = rows[hit]
-            frames, foffs, fns = _um.forge(m, msgs.data, hrows)
-            forge_ns[hit] = fns
-            forged[hit] = 2
-            self.counters["forged_frames"] += 2 * nh
-            if self.on_forged is not None:
-                ts = np.repeat(m["ts_ns"][hrows] + match_ns[hit] + fns, 2)
-                lts = np.repeat(m["linktype"][hrows], 2)
-                self.on_forged(frames, foffs, ts, lts)
-        if self.time_forge_all and (~hit).any():
-            # what forging would cost for the misses (frames dropped): T_proc of every connection
-            forge_ns[~hit] = _um.forge(m, msgs.data, rows[~hit])[2]
-        if not self.keep_records:
-            return None
+        self.counters["misses"] += n - nh
+        proto_a = np.full(n, proto, np.uint8) if np.isscalar(proto) else proto
+        for k, name in ((1, "tls"), (2, "quic")):
+            self.counters[f"{name}_lookups"] += int((proto_a == k).sum())
+            self.counters[f"{name}_hits"] += int((hit & (proto_a == k)).sum())
+        forge_ns = np.zeros(n, dtype=np.int64)
+        forged = np.zeros(n, dtype=np.int8)
+        tcp = proto_a != 2
+        if self.forge:
+            for sel_kind, fn, per in ((tcp, _um.forge, 2), (~tcp, _um.forge_quic, 1)):
+                sel = hit & sel_kind
+                if not sel.any():
+                    continue
+                hrows = rows[sel]
+                fr, foffs, fns = fn(m, data, hrows)
+                forge_ns[sel] = fns
+                forged[sel] = per
+                self.counters["forged_frames"] += per * int(sel.sum())
+                if per == 1:
+                    self.counters["quic_forged"] += int(sel.sum())
+                else:
+                    self.counters["tls_forged"] += 2 * int((sel & (proto_a == 1)).sum())
+                ts = np.repeat(m["ts_ns"][hrows] + match_ns[sel] + fns, per)
+                lts = np.repeat(m["linktype"][hrows], per)
+                # first frame (within this forge call) of each hit record, in record order
+                first = np.full(n, -1, np.int64)
+                first[np.flatnonzero(sel)] = np.arange(int(sel.sum())) * per
+                frames.append((fr, foffs, ts, lts, first[sel]))
+        if self.time_forge_all:
+            for sel_kind, fn in ((tcp, _um.forge), (~tcp, _um.forge_quic)):
+                sel = ~hit & sel_kind
+                if sel.any():
+                    forge_ns[sel] = fn(m, data, rows[sel])[2]
+        return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged)
+
+    def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged):
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))
         if len(sel) == 0:
             return None
-        rb = self._records(m, rows, keys, offs, ids, cats, hit, match_ns, forge_ns, forged, sel)
-        self.batches.append(rb)
         if self.conns is not None:
             self._pending.append((m[rows[sel]].copy(),))
-        return rb
-
-    def _records(self, m, rows, keys, offs, ids, cats, hit, match_ns, forge_ns, forged, sel):
         sub = m[rows[sel]]
         url = _strings(_um.flip_keys(keys, offs), offs)
+        if sni is not None:
+            sni_a = _strings(sni[0], sni[1])
+            ech = (flags & 1).astype(bool)
+        else:
+            sni_a = pa.nulls(len(rows), pa.string())
+            ech = np.zeros(len(rows), bool)
         if len(sel) != len(rows):
-            url = url.take(pa.array(sel))
+            idx = pa.array(sel)
+            url, sni_a = url.take(idx), sni_a.take(idx)
         hid = np.where(hit, ids, 0)[sel].astype(np.int32)
         uniq = np.unique(hid[hid > 0])
         tree = self.blacklist.tree
@@ -237,6 +306,7 @@ class UrlAnalyzer:
         mask = hid == 0
         entries = entry.take(pa.array(np.where(mask, 0, pos), mask=mask)) if len(uniq) else pa.nulls(len(hid), pa.string())
         categories = category.take(pa.array(np.where(mask, 0, pos), mask=mask)) if len(uniq) else pa.nulls(len(hid), pa.string())
+        names = pa.array(PROTO_NAMES, pa.string())
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(sub["ts_ns"]),
@@ -253,6 +323,9 @@ class UrlAnalyzer:
                 pa.array(match_ns[sel]),
                 pa.array(forge_ns[sel]),
                 pa.array(forged[sel]),
+                names.take(pa.array(proto[sel].astype(np.int64))),
+                sni_a,
+                pa.array(ech[sel]),
             ],
             schema=RECORD_SCHEMA,
         )

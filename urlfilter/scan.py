@@ -77,18 +77,21 @@ class ScanResult:
 
 
 def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, bpf: str | None = None,
-         also=(), handshakes: bool = False, progress: bool | None = False) -> ScanResult:
+         also=(), handshakes: bool = False, sni: bool = True,
+         progress: bool | None = False) -> ScanResult:
     """Run the URL analyzer over traces (a path or a list, read once as one stream).
 
     verify_checksums: skip (and count) GETs whose IPv4/TCP checksum is wrong, as a filter on a
     mirror port should. Off by default offline: most traces are captured on an endpoint with
-    checksum offload (every GET of zeek/http/1000-requests... has a partial checksum)."""
+    checksum offload (every GET of zeek/http/1000-requests... has a partial checksum).
+    sni: also look up the SNI of every TLS ClientHello and QUIC Initial (issue 18; the records'
+    `proto` column says which), forging FIN/RST for TLS hits and a server Initial close for QUIC."""
     from webtap.stream import run
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     writer = ForgedPcapWriter(forged_out) if forged_out else None
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, on_forged=writer,
-                     handshakes=handshakes)
+                     handshakes=handshakes, sni=sni)
     # a file that cannot be read (missing, not a capture) is skipped and listed in
     # totals.unreadable; the others are still scanned (docs/ROBUSTNESS.md, exit codes)
     from webtap.stream import Totals

@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree")
+TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree", "tls", "quic")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,6 +506,115 @@ def _first_packets(path: str, n: int):
         return None
     return None
 
+
+
+# ---------------------------------------------------------------------------------------------
+# tls / quic: the TLS hello parser (ext/tls_hello.h via parse_hello) and the TLS record stage
+# (ext/tls.pyx TlsTable: reassembly of split hellos, QUIC Initial decryption, CRYPTO gathering)
+
+_TLS_STATUS = {"ok", "incomplete", "not_tls", "not_hello", "bad_length", "too_long", "bad_record"}
+
+
+def _frames_through_table(frames: list[bytes]) -> None:
+    """Feed Ethernet frames to a TlsTable (small caps so eviction paths run) and check the
+    records: as many as the counters say, every text column valid, spans never past the input."""
+    from httpanalyzer.tls import to_table
+    from webtap._ext.tls import TlsTable
+    from webtap.schema import PACKET_DTYPE
+
+    buf = np.frombuffer(b"".join(frames), dtype=np.uint8)
+    pk = np.zeros(len(frames), dtype=PACKET_DTYPE)
+    off = 0
+    for i, f in enumerate(frames):
+        pk[i]["offset"] = off
+        pk[i]["caplen"] = pk[i]["wirelen"] = len(f)
+        pk[i]["linktype"] = 1
+        pk[i]["index"] = i
+        pk[i]["ts_ns"] = 10**18 + i * 1000
+        off += len(f)
+    t = TlsTable(gc_timeout=1.0, max_pending=4, max_reassembly=2, max_quic=2)
+    t.feed(pk, buf)
+    t.flush()
+    raw = t.take()
+    tab = to_table(raw)
+    c = t.counters()
+    assert c["packets"] == len(frames)
+    assert tab.num_rows == c["paired"] + c["client_hello_unmatched"] + c["server_hello_unmatched"] \
+        - c["paired"] * 0
+    assert t.pending == 0 and t.reassembling == 0
+    for name in ("sni", "alpn", "ja3", "ja4", "client_ip"):
+        tab[name].to_pylist()
+
+
+def _tcp_frame(payload: bytes, sport: int, dport: int, seq: int, ack: int) -> bytes:
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, 0x18, 65535, 0, 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp) + len(payload), 1, 0, 64, 6, 0,
+                     bytes([10, 0, 0, 1]) if sport > 1024 else bytes([10, 0, 0, 2]),
+                     bytes([10, 0, 0, 2]) if sport > 1024 else bytes([10, 0, 0, 1]))
+    return b"\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\x08\x00" + ip + tcp + payload
+
+
+def _udp_frame(payload: bytes, sport: int, dport: int) -> bytes:
+    udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp) + len(payload), 1, 0, 64, 17, 0,
+                     bytes([10, 0, 0, 1]) if sport > 1024 else bytes([10, 0, 0, 2]),
+                     bytes([10, 0, 0, 2]) if sport > 1024 else bytes([10, 0, 0, 1]))
+    return b"\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\x08\x00" + ip + udp + payload
+
+
+def check_tls(data: bytes) -> None:
+    from webtap._ext.tls import parse_hello
+
+    status, d = parse_hello(data)
+    assert status in _TLS_STATUS, status
+    if status == "ok":
+        assert d["hs_type"] in (1, 2)
+        assert d["sni"] is None or 0 < len(d["sni"]) <= len(data)
+        assert sum(len(a) for a in d["alpn"]) <= len(data)
+        assert d["ja3"] is None or len(d["ja3"]) == 32
+        if d["hs_type"] == 1:
+            assert d["ja4"] is None or len(d["ja4"]) == 36
+    # the same bytes as a client's first flight over TCP, cut in up to three segments at
+    # places the input picks, then as a server's reply
+    cuts = sorted({min(len(data), b * 7) for b in data[:2]})
+    parts, prev = [], 0
+    for c in cuts + [len(data)]:
+        parts.append(data[prev:c])
+        prev = c
+    frames, seq = [], 1000
+    for part in parts:
+        if part:
+            frames.append(_tcp_frame(part, 40000, 443, seq, 5000))
+            seq += len(part)
+    frames.append(_tcp_frame(data, 443, 40000, 5000, seq))
+    _frames_through_table(frames)
+
+
+def seeds_tls(shared: str | None) -> list[bytes]:
+    from tests.tls import hellobuild as hb
+
+    out = [hb.records(hb.chrome_like()), hb.records(hb.chrome_like(), max_frag=200),
+           hb.records(hb.server_hello(exts=[hb.ext(43, b"\x03\x04")])),
+           hb.records(hb.client_hello(version=0x0300, exts=None))]
+    return out
+
+
+def check_quic(data: bytes) -> None:
+    # datagrams split at 0xFF 0x00 0xFF markers; odd ones from the server
+    parts = data.split(b"\xff\x00\xff")[:16]
+    frames = [_udp_frame(p, 50000, 443) if i % 2 == 0 else _udp_frame(p, 443, 50000)
+              for i, p in enumerate(parts)]
+    _frames_through_table(frames)
+
+
+def seeds_quic(shared: str | None) -> list[bytes]:
+    out = [b"\xc3\x00\x00\x00\x01\x08" + bytes(8) + b"\x00\x00\x44\xd0" + bytes(60)]
+    for path in _shared_files(shared, "traces-tls", ("quic_quicv2-echo-443.pcap", "quic-29.pcap",
+                                                     "quic_retry.pcap"), 3):
+        pk = _first_packets(path, 4)
+        if pk and pk[0] == 1:
+            out.append(b"\xff\x00\xff".join(f[42:] for f in pk[1]))   # UDP payloads (IPv4)
+    return out
 
 CHECKS = {name: globals()["check_" + name] for name in TARGETS}
 SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}

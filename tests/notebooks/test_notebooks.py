@@ -14,7 +14,7 @@ from tests.notebooks.nbrun import NB_DIR, outputs_text, run_notebook
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOKS = ["http_analysis", "accuracy_vs_tshark", "load_balancing", "url_filtering"]
+NOTEBOOKS = ["http_analysis", "accuracy_vs_tshark", "load_balancing", "url_filtering", "tls_analysis"]
 #: a different trace than the notebooks' default, so the injection is what is run
 SMALL_TRACE = SHARED / "traces" / "elcabezzonn-pcaps" / "aug16_part2.pcap.gz"
 
@@ -23,6 +23,7 @@ PARAMS = {
     "accuracy_vs_tshark": {},
     "load_balancing": {"CONSUMERS": [2, 4, 8], "BINS": 16},
     "url_filtering": {"BLACKLIST_CATEGORIES": ["publicite"], "TREE_URLS": 20000},
+    "tls_analysis": {"TOP": 5},
 }
 
 
@@ -42,7 +43,8 @@ def test_notebook_executes(name):
         pytest.skip("tshark not on PATH")
     nb = run_notebook(name, {"TRACE": str(SMALL_TRACE), **PARAMS[name]}, timeout=240)
     pngs = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
-    expected = {"http_analysis": 6, "accuracy_vs_tshark": 4, "load_balancing": 2, "url_filtering": 4}
+    expected = {"http_analysis": 6, "accuracy_vs_tshark": 4, "load_balancing": 2, "url_filtering": 4,
+                "tls_analysis": 6}
     assert pngs >= expected[name], (name, pngs)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors

@@ -1,0 +1,87 @@
+/* The URL filter's QUIC cut (issue 18): a server Initial packet that closes the connection,
+ * forged from the client's first Initial. Header-only, nogil, thread-safe; crypto is
+ * quic_crypto.h (OpenSSL). Why a real client accepts it and what it does next: docs/urlfilter.md,
+ * "QUIC cut".
+ *
+ * The packet (RFC 9000 17.2.2, RFC 9369 3.2 for v2's type code):
+ *   first byte  1 1 TT 00 00: long header, fixed bit, Initial type of the client's version,
+ *               packet number length 1 (low bits 00)
+ *   version     the client's
+ *   DCID        the client's Source Connection ID (RFC 9000 7.2: a server addresses the client
+ *               by the SCID it chose)
+ *   SCID        8 bytes derived from the client's DCID (what a server would choose at random;
+ *               derived so that the output is reproducible)
+ *   token       length 0 (a server Initial MUST NOT carry a token, RFC 9000 17.2.2)
+ *   length      packet number + frames + 16-byte AEAD tag
+ *   pn          0 (the server's first Initial packet number)
+ *   frames      CONNECTION_CLOSE type 0x1c (RFC 9000 19.19): error CONNECTION_REFUSED (0x02),
+ *               frame type 0, reason phrase QUIC_CLOSE_REASON
+ * protected with the server Initial keys derived from the client's DCID (RFC 9001 5.2), header
+ * protection included.
+ */
+#ifndef WEBTAP_QUIC_CLOSE_H
+#define WEBTAP_QUIC_CLOSE_H
+
+#include "quic_crypto.h"
+
+#define QUIC_CLOSE_REASON "blocked by URL filter"
+#define QUIC_CLOSE_ERROR 0x02             /* CONNECTION_REFUSED (RFC 9000 20.1) */
+#define QUIC_CLOSE_SCID_LEN 8
+/* Largest packet quic_forge_close writes: header 7 + 20 + 8 + 1 + 2 + 1, frames 4 + reason, tag */
+#define QUIC_CLOSE_MAX (39 + 4 + (sizeof(QUIC_CLOSE_REASON) - 1) + 16)
+
+/* The server SCID for a client DCID: 8 bytes of a 64-bit mix of it (not secret, not random:
+ * the forged packet must only look like a server's, and tests want the same bytes twice). */
+static inline void quic_close_scid(const uint8_t *dcid, size_t dcid_len, uint8_t out[8])
+{
+    uint64_t h = 0xcbf29ce484222325ULL ^ dcid_len;
+    size_t i;
+    for (i = 0; i < dcid_len; i++) h = (h ^ dcid[i]) * 0x100000001b3ULL;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    for (i = 0; i < 8; i++) out[i] = (uint8_t)(h >> (56 - 8 * i));
+}
+
+/* Forge the close for the client Initial at pkt (n bytes: the UDP payload from this packet on).
+ * Writes the protected server Initial to out (cap bytes, QUIC_CLOSE_MAX suffice) and returns its
+ * length, or a QUIC_E_* error (< 0) when pkt is not a client Initial of a known version. Nothing
+ * is decrypted: the header alone gives the version, DCID and SCID. */
+static int quic_forge_close(const uint8_t *pkt, size_t n, uint8_t *out, size_t cap)
+{
+    quic_long_hdr_t h;
+    quic_keys_t server;
+    size_t off = 0, pn_off, frames, reason_len = sizeof(QUIC_CLOSE_REASON) - 1;
+    int rc = quic_parse_long(pkt, n, &h);
+    if (rc) return rc;
+    if (h.type != QUIC_PT_INITIAL) return QUIC_E_ARG;
+    if (cap < QUIC_CLOSE_MAX) return QUIC_E_ARG;
+    if ((rc = quic_initial_keys(h.version, pkt + h.dcid_off, h.dcid_len, NULL, &server))) return rc;
+    frames = 1 + 1 + 1 + 1 + reason_len;          /* type, error, frame type, reason length */
+    out[off++] = (uint8_t)(0xc0 | (quic_type_bits(h.version, QUIC_PT_INITIAL) << 4));
+    out[off++] = (uint8_t)(h.version >> 24);
+    out[off++] = (uint8_t)(h.version >> 16);
+    out[off++] = (uint8_t)(h.version >> 8);
+    out[off++] = (uint8_t)h.version;
+    out[off++] = h.scid_len;
+    memcpy(out + off, pkt + h.scid_off, h.scid_len);
+    off += h.scid_len;
+    out[off++] = QUIC_CLOSE_SCID_LEN;
+    quic_close_scid(pkt + h.dcid_off, h.dcid_len, out + off);
+    off += QUIC_CLOSE_SCID_LEN;
+    out[off++] = 0;                                /* token length */
+    quic_varint_put(out + off, 1 + frames + QUIC_TAG_LEN, 2);
+    off += 2;
+    pn_off = off;
+    out[off++] = 0;                                /* packet number 0 */
+    out[off++] = 0x1c;                             /* CONNECTION_CLOSE (transport) */
+    out[off++] = QUIC_CLOSE_ERROR;
+    out[off++] = 0;                                /* frame type: unknown */
+    out[off++] = (uint8_t)reason_len;
+    memcpy(out + off, QUIC_CLOSE_REASON, reason_len);
+    off += reason_len;
+    if ((rc = quic_protect(out, pn_off, 1, frames, &server, 0))) return rc;
+    return (int)(off + QUIC_TAG_LEN);
+}
+
+#endif /* WEBTAP_QUIC_CLOSE_H */

@@ -1,0 +1,1374 @@
+# cython: freethreading_compatible = False
+"""TLS first flight (issue 17): ClientHello / ServerHello of any TCP stream -> handshake records.
+
+The parser and the fingerprints are C headers (ext/tls_hello.h, ext/tls_fp.h, declared in
+ext/tls.pxd); this module holds the Python-facing helpers and the record stage.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN, UINT64_MAX
+from libc.string cimport memcmp, memcpy, memset
+from libc.stdlib cimport malloc, free
+
+from tls cimport *
+
+
+def parse_hello(const uint8_t[::1] payload, str proto="t"):
+    """Parse one TCP payload that starts a TLS hello (test and inspection helper, not a hot path).
+
+    Returns (status, dict) where status is 'ok', 'incomplete', 'not_tls', 'not_hello',
+    'bad_length', 'too_long' or 'bad_record'; the dict has the hello's fields (lists of ints,
+    text as bytes) and its JA3/JA3S and JA4 strings when status is 'ok'.
+    """
+    cdef tls_hello h
+    cdef const uint8_t *msg = NULL
+    cdef uint8_t *scratch = <uint8_t *>malloc(TLS_HELLO_CAP)
+    cdef uint16_t *s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
+    cdef char *text = <char *>malloc(6 * 32768 + 16)
+    cdef char *ja3 = <char *>malloc(6 * 32768 * 3 + 64)
+    cdef char ja3h[33]
+    cdef char ja4[37]
+    cdef char ja4r[8192]
+    cdef uint16_t ks[256]
+    cdef uint32_t n = payload.shape[0], r, k, nk
+    cdef bytes msgb
+    cdef char pc
+    try:
+        if scratch == NULL or s16 == NULL or text == NULL or ja3 == NULL:
+            raise MemoryError()
+        with nogil:
+            r = tls_parse_payload(&payload[0] if n else NULL, n, scratch, TLS_HELLO_CAP, &h, &msg)
+        names = {TLS_OK: "ok", TLS_INCOMPLETE: "incomplete", TLS_NOT_TLS: "not_tls",
+                 TLS_NOT_HELLO: "not_hello", TLS_BAD_LENGTH: "bad_length",
+                 TLS_TOO_LONG: "too_long", TLS_BAD_RECORD: "bad_record"}
+        d = {"hs_type": h.hs_type, "hs_len": h.hs_len}
+        if r != TLS_OK:
+            return names[r], d
+        msgb = bytes((<const uint8_t *>msg)[:4 + h.hs_len])
+
+        def span(tls_span s):
+            return msgb[s.off:s.off + s.len]
+
+        def u16s(tls_span s):
+            b = span(s)
+            return [int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b) - 1, 2)]
+
+        alpn_raw = span(h.alpn)
+        alpn = []
+        i = 0
+        while i < len(alpn_raw):
+            ln = alpn_raw[i]
+            alpn.append(alpn_raw[i + 1:i + 1 + ln])
+            i += 1 + ln
+        with nogil:
+            nk = tls_key_share_groups(msg, &h, ks, 256)
+        d.update(
+            legacy_version=h.legacy_version, version=h.version, cipher=h.cipher,
+            hrr=bool(h.flags & TLSF_HRR), ech=bool(h.flags & TLSF_ECH),
+            has_sni=bool(h.flags & TLSF_SNI), has_alpn=bool(h.flags & TLSF_ALPN),
+            sni=span(h.sni) if h.sni.len else None, alpn=alpn,
+            ciphers=u16s(h.ciphers), groups=u16s(h.groups), sig_algs=u16s(h.sig_algs),
+            point_formats=list(span(h.point_formats)),
+            versions=u16s(h.versions), key_share_groups=[ks[k] for k in range(nk)],
+            flags=h.flags,
+        )
+        ex = []
+        q = h.exts.off
+        e = h.exts.off + h.exts.len
+        while e - q >= 4:
+            el = int.from_bytes(msgb[q + 2:q + 4], "big")
+            if e - q - 4 < el:
+                break
+            ex.append(int.from_bytes(msgb[q:q + 2], "big"))
+            q += 4 + el
+        d["extensions"] = ex
+        with nogil:
+            k = tls_ja3_string(msg, &h, ja3, 6 * 32768 * 3 + 64)
+            if k:
+                tls_md5_hex(ja3, k, ja3h)
+        d["ja3_string"] = ja3[:k].decode() if k else None
+        d["ja3"] = ja3h[:32].decode() if k else None
+        if h.hs_type == 1:
+            pc = <char>ord(proto[0])
+            with nogil:
+                k = tls_ja4(msg, &h, pc, s16, text, 6 * 32768 + 16, ja4, ja4r, 8192)
+            d["ja4"] = ja4[:36].decode() if k else None
+            d["ja4_r"] = ja4r.decode() if k else None
+        return "ok", d
+    finally:
+        free(scratch)
+        free(s16)
+        free(text)
+        free(ja3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Record stage: TCP packets -> (reassembled) hellos -> Eq. 2 pairing -> handshake records
+# ---------------------------------------------------------------------------------------------
+cimport numpy as cnp
+import numpy as np
+
+from packet cimport PacketRef
+from l34 cimport L34, L34_DATA, batch_caplen, l34_parse
+from message cimport DR_NOT_TCP
+from message cimport same_ip
+from pairing cimport eq2_hash
+from libc.stdlib cimport realloc, calloc
+
+from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
+                          quic_open_packet, quic_varint, QUIC_OK, QUIC_E_NOT_LONG,
+                          QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_PT_INITIAL, QUIC_PT_RETRY,
+                          QUIC_PT_VERSION_NEG)
+
+cdef extern from "arpa/inet.h" nogil:
+    ctypedef unsigned int socklen_t
+    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
+    int AF_INET
+    int AF_INET6
+
+cnp.import_array()
+
+# Text widths of a record (bytes incl. the NUL); longer text is clipped and flagged (RECF_CLIPPED)
+cdef enum:
+    W_IP = 48
+    W_SNI = 256
+    W_ALPN = 256
+    W_VERS = 128
+    W_CIPHERS = 1024
+    W_EXTS = 512
+    W_GROUPS = 256
+    W_KS = 128
+    W_SALPN = 64
+    W_SEXTS = 256
+    RAW_CAP = 2 * TLS_HELLO_CAP      # stream bytes kept per split hello (records add 5 bytes each)
+    JA3_CAP = 6 * 32768 * 2 + 64
+
+ctypedef struct ChPart:
+    int64_t ts_ns               # capture time of the ClientHello's first segment
+    uint64_t pkt                # 0-based index of that packet
+    uint32_t ack                # its TCP ACK: the pairing key (= the ServerHello's SEQ)
+    uint32_t hs_len             # declared handshake length
+    uint16_t legacy_version
+    uint16_t version            # highest supported version (JA4's)
+    uint16_t flags              # TLSF_*
+    uint16_t segments           # TCP segments the ClientHello took
+    uint16_t n_ciphers
+    uint16_t n_exts
+    uint8_t status              # TLS_* parse result
+    uint8_t clipped             # 1: some text was clipped to its width
+    char sni[W_SNI]
+    char alpn[W_ALPN]           # comma-joined protocol names
+    char versions[W_VERS]       # supported_versions as 0x0304,... (wire order, GREASE kept)
+    char ciphers[W_CIPHERS]     # 0x1301,... wire order, GREASE kept
+    char exts[W_EXTS]           # extension types, decimal, wire order, GREASE kept
+    char groups[W_GROUPS]       # supported_groups 0x001d,...
+    char key_share[W_KS]        # key_share groups 0x11ec,...
+    char ja3[33]
+    char ja4[37]
+
+ctypedef struct ShPart:
+    int64_t ts_ns
+    uint64_t pkt
+    uint32_t seq                # TCP SEQ of the ServerHello's segment (pairing key)
+    uint32_t hs_len
+    uint16_t legacy_version
+    uint16_t version            # selected version (supported_versions, else legacy)
+    uint16_t cipher
+    uint16_t flags
+    uint16_t segments
+    uint8_t status
+    uint8_t clipped
+    char alpn[W_SALPN]
+    char exts[W_SEXTS]
+    char ja3s[33]
+
+ctypedef struct TlsRecord:
+    uint8_t client_ip[16]
+    uint8_t server_ip[16]
+    char client_ip_text[W_IP]
+    char server_ip_text[W_IP]
+    uint16_t client_port
+    uint16_t server_port
+    uint16_t vlan
+    uint8_t ip_version
+    uint8_t transport           # 0 tcp, 1 quic
+    uint8_t has_ch
+    uint8_t has_sh
+    uint8_t reason              # TR_* (0: paired)
+    uint8_t _pad
+    ChPart ch
+    ShPart sh
+
+# unmatched_reason codes (names in tls_reason_names())
+cdef enum:
+    TR_NONE = 0
+    TR_GC = 1            # no counterpart within the GC window
+    TR_END = 2           # still waiting at the end of the input
+    TR_CAP = 3           # evicted: the pending table hit max_pending
+    TR_INCOMPLETE = 4    # a split hello whose remaining segments never came (GC / end / gap)
+    TR_TOO_LONG = 5      # declared length above the cap (TLS_HELLO_CAP)
+    TR_MALFORMED = 6     # lengths disagree / non-handshake record inside the hello
+    TR_REASM_CAP = 7     # split hello evicted: the reassembly table hit max_reassembly
+
+_REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "reassembly_cap")
+
+# counters
+cdef enum:
+    TC_PACKETS = 0
+    TC_TCP_PAYLOAD
+    TC_CLIENT_HELLO
+    TC_SERVER_HELLO
+    TC_HRR
+    TC_SPLIT_HELLO          # hellos that took more than one segment (completed)
+    TC_REASM_STARTED
+    TC_REASM_GAP            # segments of a split hello that did not continue it (gap / out of order)
+    TC_REASM_RETRANS        # retransmitted segments of a split hello (ignored)
+    TC_INCOMPLETE
+    TC_TOO_LONG
+    TC_MALFORMED
+    TC_PAIRED
+    TC_CH_UNMATCHED
+    TC_SH_UNMATCHED
+    TC_CH_REPEAT            # ClientHello repeating one still waiting (retransmission): dropped
+    TC_SH_REPEAT
+    TC_CAP_EVICTED
+    TC_REASM_CAP_EVICTED
+    TC_PEAK_PENDING
+    TC_PEAK_REASM
+    TC_NOT_HELLO_AFTER_CCS  # handshake record after ChangeCipherSpec that did not parse (encrypted)
+    TC_QUIC_INITIAL         # QUIC Initial packets decrypted
+    TC_QUIC_UNDECRYPTABLE   # Initials whose AEAD check failed (no state for them, or damage)
+    TC_QUIC_OTHER_VERSION   # long headers of a version without known Initial keys
+    TC_QUIC_MALFORMED       # long headers / frames that do not parse
+    TC_QUIC_CRYPTO_BEYOND   # CRYPTO data beyond TLS_HELLO_CAP (hello given up)
+    TC_QUIC_EVICTED         # connections evicted by the max_quic cap
+    TC_QUIC_TIMEOUT         # connections dropped by the GC with a hello unfinished
+    TC_N
+
+_COUNTERS = ("packets", "tcp_payload", "client_hello", "server_hello", "hello_retry_request",
+             "split_hello", "reassembly_started", "reassembly_gap", "reassembly_retransmission",
+             "incomplete", "too_long", "malformed", "paired", "client_hello_unmatched",
+             "server_hello_unmatched", "client_hello_repeat", "server_hello_repeat",
+             "evicted_cap", "evicted_reassembly_cap", "peak_pending", "peak_reassembly",
+             "not_hello_after_ccs", "quic_initial", "quic_undecryptable", "quic_other_version",
+             "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout")
+
+ctypedef struct Pend:
+    TlsRecord r
+    int64_t stamp
+    uint32_t key
+    uint32_t cell
+    int32_t next
+    int32_t age_prev
+    int32_t age_next
+    uint8_t side                # 1: a ClientHello waits, 2: a ServerHello waits
+
+ctypedef struct Reasm:
+    uint8_t src[16]
+    uint8_t dst[16]
+    uint16_t sport
+    uint16_t dport
+    uint16_t vlan
+    uint16_t segs
+    uint8_t ipv
+    uint8_t side
+    uint32_t next_seq
+    uint32_t seq
+    uint32_t ack
+    uint32_t len
+    uint32_t cell
+    int64_t ts
+    int64_t stamp
+    uint64_t pkt
+    uint8_t *buf
+    int32_t next
+    int32_t age_prev
+    int32_t age_next
+
+
+# One QUIC connection's Initial state: both sides' keys (from the client's first DCID) and
+# CRYPTO streams gathered up to TLS_HELLO_CAP bytes each (coverage bitmap), until each side's hello
+# is whole. At most max_quic of them (oldest evicted, counted), ~37 KiB each.
+cdef enum:
+    TLS_HAVE_BYTES = 2048        # TLS_HELLO_CAP / 8: one bit per CRYPTO byte
+
+ctypedef struct QSide:
+    uint8_t buf[TLS_HELLO_CAP]
+    uint8_t have[TLS_HAVE_BYTES]
+    int64_t ts                  # first Initial of this side that carried CRYPTO data
+    uint64_t pkt
+    uint16_t packets            # Initials that carried CRYPTO data for the hello
+    uint8_t done                # 1: given up (CRYPTO beyond the cap)
+    uint8_t hellos              # hellos parsed on this side (2 after a HelloRetryRequest)
+    uint32_t base               # stream offset of the next handshake message
+
+ctypedef struct QConn:
+    uint8_t cli[16]
+    uint8_t srv[16]
+    uint16_t cport
+    uint16_t sport
+    uint16_t vlan
+    uint8_t ipv
+    uint8_t used
+    uint32_t version
+    uint8_t odcid[20]
+    uint8_t odcid_len
+    uint32_t key                # pairing key derived from the original DCID
+    int64_t stamp
+    quic_keys_t ck
+    quic_keys_t sk
+    QSide c
+    QSide s
+
+
+cdef inline bint _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, L34 *l) noexcept nogil:
+    """UDP datagram after link/IP (l34_parse walks the link layer and reports DR_NOT_TCP with the
+    IP header found): addresses, ports and the payload in l (seq/ack unused). IPv4 (not a
+    fragment) or IPv6 without extension headers."""
+    cdef int r = l34_parse(p, caplen, linktype, l)
+    cdef uint32_t ip, hl, tot, udp, ulen
+    if r != DR_NOT_TCP:
+        return False
+    ip = l.ip_off
+    if caplen < ip + 20:
+        return False
+    if (p[ip] >> 4) == 4:
+        hl = (p[ip] & 0x0F) * 4
+        tot = (<uint32_t>p[ip + 2] << 8) | p[ip + 3]
+        if p[ip + 9] != 17 or hl < 20 or (((<uint32_t>p[ip + 6] << 8) | p[ip + 7]) & 0x3FFF):
+            return False
+        if tot == 0:
+            tot = caplen - ip
+        if tot < hl + 8:
+            return False
+        l.ip_version = 4
+        l.src = p + ip + 12
+        l.dst = p + ip + 16
+        udp = ip + hl
+        ulen = tot - hl
+    else:
+        if caplen < ip + 40 or p[ip + 6] != 17:
+            return False
+        l.ip_version = 6
+        l.src = p + ip + 8
+        l.dst = p + ip + 24
+        udp = ip + 40
+        ulen = (<uint32_t>p[ip + 4] << 8) | p[ip + 5]
+    if caplen < udp + 8 or ulen < 8:
+        return False
+    l.src_port = (<uint16_t>p[udp] << 8) | p[udp + 1]
+    l.dst_port = (<uint16_t>p[udp + 2] << 8) | p[udp + 3]
+    l.payload_off = udp + 8
+    l.payload_len = ulen - 8
+    l.payload_caplen = caplen - (udp + 8) if caplen - (udp + 8) < ulen - 8 else ulen - 8
+    return True
+
+
+cdef bint _skip_ack(const uint8_t *b, size_t n, size_t *fo, bint ecn) noexcept nogil:
+    """Skip an ACK frame's body (RFC 9000 19.3)."""
+    cdef uint64_t v, ranges = 0, i, total
+    cdef size_t k
+    for i in range(4):
+        k = quic_varint(b + fo[0], n - fo[0], &v)
+        if k == 0:
+            return False
+        fo[0] += k
+        if i == 2:
+            ranges = v
+    if ranges > 256:
+        return False
+    total = 2 * ranges + (3 if ecn else 0)
+    for i in range(total):
+        k = quic_varint(b + fo[0], n - fo[0], &v)
+        if k == 0:
+            return False
+        fo[0] += k
+    return True
+
+
+cdef inline uint32_t _qside_whole(QSide *q) noexcept nogil:
+    """Length of the whole handshake message at q.base of the CRYPTO stream, or 0
+    (0xFFFFFFFF: it cannot fit under the cap)."""
+    cdef uint32_t need, i, b = q.base
+    if b + 4 > TLS_HELLO_CAP:
+        return 0
+    for i in range(b, b + 4):
+        if not (q.have[i >> 3] & (1 << (i & 7))):
+            return 0
+    need = 4 + ((<uint32_t>q.buf[b + 1] << 16) | (<uint32_t>q.buf[b + 2] << 8) | q.buf[b + 3])
+    if need > TLS_HELLO_CAP - b:
+        return 0xFFFFFFFFu
+    for i in range(b, b + need):
+        if not (q.have[i >> 3] & (1 << (i & 7))):
+            return 0
+    return need
+
+
+def tls_reason_names():
+    return _REASONS
+
+
+def tls_counter_names():
+    return _COUNTERS
+
+
+def sizeof_tls_record():
+    return sizeof(TlsRecord)
+
+
+cdef inline uint32_t _hex_list16(const uint8_t *p, tls_span sp, char *out, uint32_t w,
+                                 uint8_t *clipped) noexcept nogil:
+    """0xHHHH,0xHHHH,... of a 2-byte-value list span into out[0:w] (NUL-terminated)"""
+    cdef uint32_t k, o = 0, v
+    cdef const char *hx = b"0123456789abcdef"
+    for k in range(0, sp.len & ~1u, 2):
+        if o + 8 >= w:
+            clipped[0] = 1
+            break
+        v = tls_be16(p + sp.off + k)
+        if k:
+            out[o] = 44
+            o += 1
+        out[o] = 48; out[o + 1] = 120
+        out[o + 2] = hx[(v >> 12) & 15]; out[o + 3] = hx[(v >> 8) & 15]
+        out[o + 4] = hx[(v >> 4) & 15]; out[o + 5] = hx[v & 15]
+        o += 6
+    out[o] = 0
+    return o
+
+
+cdef inline void _hex16(uint32_t v, char *out) noexcept nogil:
+    cdef const char *hx = b"0123456789abcdef"
+    out[0] = 48; out[1] = 120
+    out[2] = hx[(v >> 12) & 15]; out[3] = hx[(v >> 8) & 15]
+    out[4] = hx[(v >> 4) & 15]; out[5] = hx[v & 15]
+    out[6] = 0
+
+
+cdef inline uint32_t _text(const uint8_t *s, uint32_t n, char *out, uint32_t o, uint32_t w,
+                           uint8_t *clipped) noexcept nogil:
+    """Append s[0:n] to out at o as printable text (bytes outside 0x20-0x7e -> U+FFFD, so the
+    column is valid UTF-8 whatever the wire held); NUL-terminates; returns the new length."""
+    cdef uint32_t i
+    for i in range(n):
+        if s[i] >= 0x20 and s[i] < 0x7f:
+            if o + 2 > w:
+                clipped[0] = 1
+                break
+            out[o] = <char>s[i]
+            o += 1
+        else:
+            if o + 4 > w:
+                clipped[0] = 1
+                break
+            out[o] = <char>0xEF; out[o + 1] = <char>0xBF; out[o + 2] = <char>0xBD
+            o += 3
+    out[o] = 0
+    return o
+
+
+cdef inline uint32_t _dec(uint32_t v, char *out, uint32_t o, uint32_t w, uint8_t *clipped) noexcept nogil:
+    cdef char t[12]
+    cdef int k = 0
+    while True:
+        t[k] = <char>(48 + v % 10)
+        k += 1
+        v //= 10
+        if v == 0:
+            break
+    if o + k + 1 > w:
+        clipped[0] = 1
+        return o
+    while k:
+        k -= 1
+        out[o] = t[k]
+        o += 1
+    out[o] = 0
+    return o
+
+
+cdef inline uint32_t _alpn_text(const uint8_t *p, tls_span sp, char *out, uint32_t w,
+                                uint8_t *clipped) noexcept nogil:
+    cdef uint32_t q = sp.off, e = sp.off + sp.len, o = 0, l
+    out[0] = 0
+    while q < e:
+        l = p[q]
+        q += 1
+        if e - q < l:
+            break
+        if o:
+            if o + 2 > w:
+                clipped[0] = 1
+                break
+            out[o] = 44
+            o += 1
+        o = _text(p + q, l, out, o, w, clipped)
+        q += l
+    return o
+
+
+cdef inline uint32_t _ext_text(const uint8_t *p, const tls_hello *h, char *out, uint32_t w,
+                               uint8_t *clipped) noexcept nogil:
+    cdef uint32_t q = h.exts.off, e = h.exts.off + h.exts.len, o = 0, el
+    out[0] = 0
+    while e - q >= 4:
+        el = tls_be16(p + q + 2)
+        if e - q - 4 < el:
+            break
+        if o + 8 > w:                 # room for ",65535" and the NUL, else stop here
+            clipped[0] = 1
+            break
+        if o:
+            out[o] = 44
+            o += 1
+        o = _dec(tls_be16(p + q), out, o, w, clipped)
+        q += 4 + el
+    return o
+
+
+cdef inline uint32_t _fold(const uint8_t *a, uint8_t ipv) noexcept nogil:
+    cdef uint32_t h = (<uint32_t>a[0] << 24) | (<uint32_t>a[1] << 16) | (<uint32_t>a[2] << 8) | a[3]
+    cdef int i
+    if ipv == 6:
+        for i in range(4, 16, 4):
+            h ^= (<uint32_t>a[i] << 24) | (<uint32_t>a[i + 1] << 16) | (<uint32_t>a[i + 2] << 8) | a[i + 3]
+    return h
+
+
+cdef class TlsTable:
+    """Handshake table: finds the TLS first flight of every TCP connection in packet batches,
+    reassembles split hellos (bounded), pairs ClientHello <-> ServerHello by the paper's Eq. 2
+    rule (reversed 4-tuple, ServerHello SEQ == ClientHello ACK) and emits handshake records.
+
+    Memory bound: max_pending waiting hellos (one Pend, ~3.3 KB, each) plus max_reassembly split
+    hellos (each at most 2 * TLS_HELLO_CAP = 32 KiB of stream bytes).
+    """
+    cdef Pend *pool
+    cdef int32_t pool_cap
+    cdef int32_t free_head
+    cdef int64_t npend
+    cdef int32_t *cells
+    cdef uint32_t ncells
+    cdef int32_t age_head, age_tail
+    cdef Reasm *rpool
+    cdef int32_t rpool_cap
+    cdef int32_t rfree_head
+    cdef int64_t nreasm
+    cdef int32_t *rcells
+    cdef uint32_t nrcells
+    cdef int32_t rage_head, rage_tail
+    cdef int64_t now
+    cdef bint has_now
+    cdef readonly int64_t gc_timeout_ns
+    cdef readonly int64_t max_pending
+    cdef readonly int64_t max_reassembly
+    cdef TlsRecord *recs
+    cdef size_t nrec, rec_cap
+    cdef uint64_t cnt[<int>TC_N]
+    cdef uint8_t *scratch
+    cdef uint16_t *s16
+    cdef char *text
+    cdef char *ja3buf
+    cdef QConn *q
+    cdef int32_t nq
+    cdef readonly int32_t max_quic
+    cdef uint8_t *qplain
+    cdef uint8_t qhdr[256]
+
+    def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
+                  int64_t max_reassembly=1024, int32_t max_quic=256):
+        cdef uint32_t i
+        if max_pending < 1 or max_reassembly < 1:
+            raise ValueError("max_pending and max_reassembly must be >= 1")
+        self.gc_timeout_ns = <int64_t>(gc_timeout * 1e9)
+        self.max_pending = max_pending
+        self.max_reassembly = max_reassembly
+        self.ncells = 1 << 16
+        self.nrcells = 1 << 12
+        self.cells = <int32_t *>malloc(self.ncells * sizeof(int32_t))
+        self.rcells = <int32_t *>malloc(self.nrcells * sizeof(int32_t))
+        self.scratch = <uint8_t *>malloc(TLS_HELLO_CAP)
+        self.s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
+        self.text = <char *>malloc(6 * 32768 + 16)
+        self.ja3buf = <char *>malloc(JA3_CAP)
+        if max_quic < 1:
+            raise ValueError("max_quic must be >= 1")
+        self.max_quic = max_quic
+        self.q = <QConn *>calloc(max_quic, sizeof(QConn))
+        self.qplain = <uint8_t *>malloc(65536 + 64)
+        if self.q == NULL or self.qplain == NULL:
+            raise MemoryError()
+        if (self.cells == NULL or self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
+                or self.text == NULL or self.ja3buf == NULL):
+            raise MemoryError()
+        for i in range(self.ncells):
+            self.cells[i] = -1
+        for i in range(self.nrcells):
+            self.rcells[i] = -1
+        self.free_head = -1
+        self.rfree_head = -1
+        self.age_head = self.age_tail = -1
+        self.rage_head = self.rage_tail = -1
+        memset(self.cnt, 0, sizeof(self.cnt))
+
+    def __dealloc__(self):
+        cdef int32_t i
+        if self.rpool != NULL:
+            for i in range(self.rpool_cap):
+                free(self.rpool[i].buf)
+        free(self.pool)
+        free(self.rpool)
+        free(self.cells)
+        free(self.rcells)
+        free(self.recs)
+        free(self.scratch)
+        free(self.s16)
+        free(self.text)
+        free(self.ja3buf)
+        free(self.q)
+        free(self.qplain)
+
+    # ---- records -------------------------------------------------------------------------
+    cdef int _emit(self, TlsRecord *r, uint8_t reason) except -1 nogil:
+        cdef size_t nc
+        cdef TlsRecord *q
+        cdef TlsRecord *o
+        if self.nrec == self.rec_cap:
+            nc = self.rec_cap * 2 if self.rec_cap else 64
+            q = <TlsRecord *>realloc(self.recs, nc * sizeof(TlsRecord))
+            if q == NULL:
+                with gil:
+                    raise MemoryError()
+            self.recs = q
+            self.rec_cap = nc
+        o = &self.recs[self.nrec]
+        memcpy(o, r, sizeof(TlsRecord))
+        o.reason = reason
+        inet_ntop(AF_INET if o.ip_version == 4 else AF_INET6, o.client_ip, o.client_ip_text, W_IP)
+        inet_ntop(AF_INET if o.ip_version == 4 else AF_INET6, o.server_ip, o.server_ip_text, W_IP)
+        self.nrec += 1
+        if reason == TR_NONE:
+            self.cnt[<int>TC_PAIRED] += 1
+        else:
+            if o.has_ch:
+                self.cnt[<int>TC_CH_UNMATCHED] += 1
+            if o.has_sh:
+                self.cnt[<int>TC_SH_UNMATCHED] += 1
+        return 0
+
+    # ---- pending table (Eq. 2 cells, collision chains, age list) ------------------------
+    cdef void _unlink(self, int32_t i) noexcept nogil:
+        cdef Pend *e = &self.pool[i]
+        cdef int32_t *pp = &self.cells[e.cell]
+        while pp[0] != -1 and pp[0] != i:
+            pp = &self.pool[pp[0]].next
+        if pp[0] == i:
+            pp[0] = e.next
+        if e.age_prev != -1:
+            self.pool[e.age_prev].age_next = e.age_next
+        else:
+            self.age_head = e.age_next
+        if e.age_next != -1:
+            self.pool[e.age_next].age_prev = e.age_prev
+        else:
+            self.age_tail = e.age_prev
+        e.next = self.free_head
+        self.free_head = i
+        self.npend -= 1
+
+    cdef int _evict_head(self, uint8_t reason) except -1 nogil:
+        cdef int32_t i = self.age_head
+        cdef TlsRecord r
+        if i == -1:
+            return 0
+        memcpy(&r, &self.pool[i].r, sizeof(TlsRecord))
+        self._unlink(i)
+        self._emit(&r, reason)
+        return 1
+
+    cdef int32_t _alloc(self) except -2 nogil:
+        cdef int32_t i, nc
+        cdef Pend *q
+        if self.npend >= self.max_pending:
+            self.cnt[<int>TC_CAP_EVICTED] += 1
+            self._evict_head(TR_CAP)
+        if self.free_head == -1:
+            nc = self.pool_cap * 2 if self.pool_cap else 256
+            if nc > self.max_pending:
+                nc = <int32_t>self.max_pending
+            q = <Pend *>realloc(self.pool, nc * sizeof(Pend))
+            if q == NULL:
+                with gil:
+                    raise MemoryError()
+            self.pool = q
+            for i in range(self.pool_cap, nc):
+                self.pool[i].next = self.free_head if i == self.pool_cap else i - 1
+            self.free_head = nc - 1
+            self.pool[self.pool_cap].next = -1
+            self.pool_cap = nc
+        i = self.free_head
+        self.free_head = self.pool[i].next
+        return i
+
+    cdef int _offer(self, TlsRecord *r, uint8_t side, uint32_t key) except -1 nogil:
+        """A parsed hello (its part of r filled): pair it with a waiting counterpart or wait."""
+        cdef uint32_t hv = eq2_hash(r.client_ip, r.client_port, r.server_ip, r.server_port, key,
+                                    r.ip_version)
+        cdef uint32_t cell = (hv ^ (hv >> 16)) & (self.ncells - 1)
+        cdef int32_t j = self.cells[cell], i
+        cdef Pend *e
+        cdef TlsRecord out
+        while j != -1:
+            e = &self.pool[j]
+            if (e.key == key and e.r.client_port == r.client_port and e.r.server_port == r.server_port
+                    and e.r.ip_version == r.ip_version and same_ip(e.r.client_ip, r.client_ip)
+                    and same_ip(e.r.server_ip, r.server_ip)):
+                if e.side != side:
+                    memcpy(&out, &e.r, sizeof(TlsRecord))
+                    if side == 1:
+                        memcpy(&out.ch, &r.ch, sizeof(ChPart))
+                        out.has_ch = 1
+                    else:
+                        memcpy(&out.sh, &r.sh, sizeof(ShPart))
+                        out.has_sh = 1
+                    self._unlink(j)
+                    self._emit(&out, TR_NONE)
+                    return 0
+                self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
+                return 0
+            j = e.next
+        i = self._alloc()
+        e = &self.pool[i]
+        memcpy(&e.r, r, sizeof(TlsRecord))
+        e.stamp = self.now
+        e.key = key
+        e.cell = cell
+        e.side = side
+        e.next = -1
+        # append at the chain's tail: the oldest same-key hello is found first
+        if self.cells[cell] == -1:
+            self.cells[cell] = i
+        else:
+            j = self.cells[cell]
+            while self.pool[j].next != -1:
+                j = self.pool[j].next
+            self.pool[j].next = i
+        e.age_prev = self.age_tail
+        e.age_next = -1
+        if self.age_tail != -1:
+            self.pool[self.age_tail].age_next = i
+        else:
+            self.age_head = i
+        self.age_tail = i
+        self.npend += 1
+        if <uint64_t>self.npend > self.cnt[<int>TC_PEAK_PENDING]:
+            self.cnt[<int>TC_PEAK_PENDING] = <uint64_t>self.npend
+        return 0
+
+    # ---- reassembly table (split hellos) --------------------------------------------------
+    cdef void _runlink(self, int32_t i) noexcept nogil:
+        cdef Reasm *e = &self.rpool[i]
+        cdef int32_t *pp = &self.rcells[e.cell]
+        while pp[0] != -1 and pp[0] != i:
+            pp = &self.rpool[pp[0]].next
+        if pp[0] == i:
+            pp[0] = e.next
+        if e.age_prev != -1:
+            self.rpool[e.age_prev].age_next = e.age_next
+        else:
+            self.rage_head = e.age_next
+        if e.age_next != -1:
+            self.rpool[e.age_next].age_prev = e.age_prev
+        else:
+            self.rage_tail = e.age_prev
+        e.next = self.rfree_head
+        self.rfree_head = i
+        self.nreasm -= 1
+
+    cdef uint32_t _rcell(self, const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
+                         uint8_t ipv) noexcept nogil:
+        cdef uint32_t h = _fold(src, ipv) * 2654435761u ^ _fold(dst, ipv) ^ (<uint32_t>sport << 16 | dport)
+        h ^= h >> 15
+        h *= 2246822519u
+        h ^= h >> 13
+        return h & (self.nrcells - 1)
+
+    cdef int32_t _rfind(self, L34 *l) noexcept nogil:
+        cdef uint32_t c = self._rcell(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)
+        cdef int32_t j = self.rcells[c]
+        cdef Reasm *e
+        cdef int alen = 4 if l.ip_version == 4 else 16
+        while j != -1:
+            e = &self.rpool[j]
+            if (e.sport == l.src_port and e.dport == l.dst_port and e.ipv == l.ip_version
+                    and memcmp(e.src, l.src, alen) == 0 and memcmp(e.dst, l.dst, alen) == 0):
+                return j
+            j = e.next
+        return -1
+
+    cdef void _side_record(self, TlsRecord *r, const uint8_t *src, uint16_t sport, const uint8_t *dst,
+                           uint16_t dport, uint8_t ipv, uint16_t vlan, uint8_t side) noexcept nogil:
+        memset(r, 0, sizeof(TlsRecord))
+        cdef int alen = 4 if ipv == 4 else 16
+        if side == 1:
+            memcpy(r.client_ip, src, alen)
+            memcpy(r.server_ip, dst, alen)
+            r.client_port = sport
+            r.server_port = dport
+            r.has_ch = 1
+        else:
+            memcpy(r.client_ip, dst, alen)
+            memcpy(r.server_ip, src, alen)
+            r.client_port = dport
+            r.server_port = sport
+            r.has_sh = 1
+        r.ip_version = ipv
+        r.vlan = vlan
+        r.ch.ts_ns = r.sh.ts_ns = INT64_MIN
+        r.ch.pkt = r.sh.pkt = UINT64_MAX
+
+    cdef int _reasm_fail(self, int32_t i, uint8_t reason) except -1 nogil:
+        """Emit the record of a split hello that will not complete, and drop it."""
+        cdef Reasm *e = &self.rpool[i]
+        cdef TlsRecord r
+        self._side_record(&r, e.src, e.sport, e.dst, e.dport, e.ipv, e.vlan, e.side)
+        if e.side == 1:
+            r.ch.ts_ns = e.ts
+            r.ch.pkt = e.pkt
+            r.ch.ack = e.ack
+            r.ch.segments = e.segs
+            r.ch.status = TLS_INCOMPLETE
+        else:
+            r.sh.ts_ns = e.ts
+            r.sh.pkt = e.pkt
+            r.sh.seq = e.seq
+            r.sh.segments = e.segs
+            r.sh.status = TLS_INCOMPLETE
+        self._runlink(i)
+        if reason == TR_INCOMPLETE:
+            self.cnt[<int>TC_INCOMPLETE] += 1
+        elif reason == TR_TOO_LONG:
+            self.cnt[<int>TC_TOO_LONG] += 1
+        elif reason == TR_MALFORMED:
+            self.cnt[<int>TC_MALFORMED] += 1
+        self._emit(&r, reason)
+        return 0
+
+    cdef int _rstart(self, L34 *l, const uint8_t *p, uint32_t n, int64_t ts, uint64_t pkt,
+                     uint8_t side) except -1 nogil:
+        cdef int32_t i, nc, k
+        cdef Reasm *q
+        cdef Reasm *e
+        cdef uint32_t c
+        if self.nreasm >= self.max_reassembly:
+            self.cnt[<int>TC_REASM_CAP_EVICTED] += 1
+            self._reasm_fail(self.rage_head, TR_REASM_CAP)
+        if self.rfree_head == -1:
+            nc = self.rpool_cap * 2 if self.rpool_cap else 16
+            if nc > self.max_reassembly:
+                nc = <int32_t>self.max_reassembly
+            q = <Reasm *>realloc(self.rpool, nc * sizeof(Reasm))
+            if q == NULL:
+                with gil:
+                    raise MemoryError()
+            self.rpool = q
+            for k in range(self.rpool_cap, nc):
+                self.rpool[k].buf = NULL
+                self.rpool[k].next = -1 if k == self.rpool_cap else k - 1
+            self.rfree_head = nc - 1
+            self.rpool_cap = nc
+        i = self.rfree_head
+        e = &self.rpool[i]
+        self.rfree_head = e.next
+        if e.buf == NULL:
+            e.buf = <uint8_t *>malloc(RAW_CAP)
+            if e.buf == NULL:
+                with gil:
+                    raise MemoryError()
+        memset(e.src, 0, 16)
+        memset(e.dst, 0, 16)
+        memcpy(e.src, l.src, 4 if l.ip_version == 4 else 16)
+        memcpy(e.dst, l.dst, 4 if l.ip_version == 4 else 16)
+        e.sport = l.src_port
+        e.dport = l.dst_port
+        e.vlan = l.vlan
+        e.ipv = l.ip_version
+        e.side = side
+        e.segs = 1
+        e.seq = l.seq
+        e.ack = l.ack
+        e.next_seq = l.seq + l.payload_len
+        e.len = n if n < RAW_CAP else RAW_CAP
+        memcpy(e.buf, p, e.len)
+        e.ts = ts
+        e.pkt = pkt
+        e.stamp = self.now
+        c = self._rcell(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)
+        e.cell = c
+        e.next = self.rcells[c]
+        self.rcells[c] = i
+        e.age_prev = self.rage_tail
+        e.age_next = -1
+        if self.rage_tail != -1:
+            self.rpool[self.rage_tail].age_next = i
+        else:
+            self.rage_head = i
+        self.rage_tail = i
+        self.nreasm += 1
+        self.cnt[<int>TC_REASM_STARTED] += 1
+        if <uint64_t>self.nreasm > self.cnt[<int>TC_PEAK_REASM]:
+            self.cnt[<int>TC_PEAK_REASM] = <uint64_t>self.nreasm
+        return 0
+
+    # ---- QUIC Initials ----------------------------------------------------------------------
+    cdef int32_t _qfind(self, L34 *l, bint *from_client) noexcept nogil:
+        cdef int32_t i
+        cdef QConn *c
+        cdef int alen = 4 if l.ip_version == 4 else 16
+        for i in range(self.max_quic):
+            c = &self.q[i]
+            if not c.used or c.ipv != l.ip_version:
+                continue
+            if (c.cport == l.src_port and c.sport == l.dst_port and memcmp(c.cli, l.src, alen) == 0
+                    and memcmp(c.srv, l.dst, alen) == 0):
+                from_client[0] = True
+                return i
+            if (c.sport == l.src_port and c.cport == l.dst_port and memcmp(c.srv, l.src, alen) == 0
+                    and memcmp(c.cli, l.dst, alen) == 0):
+                from_client[0] = False
+                return i
+        return -1
+
+    cdef int _qfinish_side(self, QConn *c, bint client) except -1 nogil:
+        """The side's hello is whole (or will never be): parse it and offer it for pairing."""
+        cdef QSide *q = &c.c if client else &c.s
+        cdef uint32_t n = _qside_whole(q), b = q.base, key
+        cdef uint16_t packets = q.packets
+        cdef tls_hello h
+        cdef int st
+        if q.done:
+            return 0
+        if n == 0xFFFFFFFFu:
+            q.done = 1
+            self.cnt[<int>TC_TOO_LONG] += 1
+            return 0
+        if n == 0:
+            return 0
+        # the next message (a second ClientHello after a HelloRetryRequest, the ServerHello
+        # after it) continues the same CRYPTO stream
+        q.base = b + n
+        q.packets = 0
+        q.hellos += 1
+        st = tls_parse_hello(q.buf + b, n, &h)
+        if st != TLS_OK or h.hs_type != (1 if client else 2):
+            self.cnt[<int>TC_MALFORMED] += 1
+            return 0
+        key = c.key + q.hellos          # the k-th ClientHello pairs with the k-th ServerHello
+        if client:
+            return self._hello(q.buf + b, &h, c.cli, c.cport, c.srv, c.sport, c.ipv, c.vlan, q.ts,
+                               q.pkt, key, key, packets, 1)
+        return self._hello(q.buf + b, &h, c.srv, c.sport, c.cli, c.cport, c.ipv, c.vlan, q.ts,
+                           q.pkt, key, key, packets, 1)
+
+    cdef int _qdrop(self, int32_t i, bint timeout) except -1 nogil:
+        cdef QConn *c = &self.q[i]
+        if timeout and not (c.c.hellos and c.s.hellos):
+            self.cnt[<int>TC_QUIC_TIMEOUT] += 1
+        c.used = 0
+        self.nq -= 1
+        return 0
+
+    cdef int32_t _qnew(self, L34 *l, const quic_long_hdr_t *h, const uint8_t *pkt) except -2 nogil:
+        cdef int32_t i, oldest = -1
+        cdef QConn *c
+        cdef uint32_t k, key = 2166136261u
+        for i in range(self.max_quic):
+            if not self.q[i].used:
+                break
+            if oldest == -1 or self.q[i].stamp < self.q[oldest].stamp:
+                oldest = i
+        else:
+            i = oldest
+            if not (self.q[i].c.hellos and self.q[i].s.hellos):
+                self.cnt[<int>TC_QUIC_EVICTED] += 1      # evicted before both hellos were seen
+            self._qdrop(i, False)
+        c = &self.q[i]
+        memset(c, 0, sizeof(QConn))
+        c.used = 1
+        self.nq += 1
+        memcpy(c.cli, l.src, 4 if l.ip_version == 4 else 16)
+        memcpy(c.srv, l.dst, 4 if l.ip_version == 4 else 16)
+        c.cport = l.src_port
+        c.sport = l.dst_port
+        c.ipv = l.ip_version
+        c.vlan = l.vlan
+        c.version = h.version
+        c.odcid_len = h.dcid_len
+        memcpy(c.odcid, pkt + h.dcid_off, h.dcid_len)
+        for k in range(h.dcid_len):
+            key = (key ^ c.odcid[k]) * 16777619u
+        c.key = key
+        c.stamp = self.now
+        if quic_initial_keys(h.version, c.odcid, c.odcid_len, &c.ck, &c.sk) != QUIC_OK:
+            self._qdrop(i, False)
+            return -1
+        return i
+
+    cdef int _quic(self, const uint8_t *p, uint32_t caplen, uint16_t linktype, int64_t ts,
+                   uint64_t pktno) except -1 nogil:
+        cdef L34 l
+        cdef const uint8_t *d
+        cdef size_t n, off = 0, hl = 0, pl = 0, fo, k
+        cdef quic_long_hdr_t h
+        cdef quic_keys_t tmpc
+        cdef uint64_t pn, ftype, coff, clen, x
+        cdef int r, rc
+        cdef int32_t ci
+        cdef bint from_client = True, got
+        cdef QConn *c
+        cdef QSide *q
+        if not _udp_locate(p, caplen, linktype, &l):
+            return 0
+        d = p + l.payload_off
+        n = l.payload_caplen
+        if n < 7 or not (d[0] & 0x80):
+            return 0
+        if not self.has_now or ts > self.now:
+            self.now = ts
+            self.has_now = True
+        while off < n:
+            r = quic_parse_long(d + off, n - off, &h)
+            if r == QUIC_E_NOT_LONG:
+                return 0
+            if r == QUIC_E_VERSION:
+                if off == 0:
+                    self.cnt[<int>TC_QUIC_OTHER_VERSION] += 1
+                return 0
+            if r != QUIC_OK:
+                if off == 0:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                return 0
+            if h.type == QUIC_PT_VERSION_NEG or h.type == QUIC_PT_RETRY:
+                return 0
+            if h.type != QUIC_PT_INITIAL:
+                off = h.end
+                continue
+            if h.length > 65536:
+                self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                return 0
+            ci = self._qfind(&l, &from_client)
+            if ci < 0:
+                ci = self._qnew(&l, &h, d + off)       # the first Initial seen: the client's
+                from_client = True
+                if ci < 0:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                    return 0
+            c = &self.q[ci]
+            rc = quic_open_packet(d + off, &h, &c.ck if from_client else &c.sk, self.qhdr, &hl,
+                                  self.qplain, &pl, &pn)
+            if rc == QUIC_E_DECRYPT and from_client and (
+                    h.dcid_len != c.odcid_len or memcmp(d + off + h.dcid_off, c.odcid, h.dcid_len) != 0):
+                # a new client DCID (after Retry, or a new connection on the same ports): keys
+                # from this packet's DCID, when they open it
+                if quic_initial_keys(h.version, d + off + h.dcid_off, h.dcid_len, &tmpc, NULL) == QUIC_OK and \
+                        quic_open_packet(d + off, &h, &tmpc, self.qhdr, &hl, self.qplain, &pl, &pn) == QUIC_OK:
+                    self._qdrop(ci, True)
+                    ci = self._qnew(&l, &h, d + off)
+                    if ci < 0:
+                        return 0
+                    c = &self.q[ci]
+                    rc = quic_open_packet(d + off, &h, &c.ck, self.qhdr, &hl, self.qplain, &pl, &pn)
+            if rc != QUIC_OK:
+                self.cnt[<int>(TC_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else TC_QUIC_MALFORMED)] += 1
+                off = h.end
+                continue
+            self.cnt[<int>TC_QUIC_INITIAL] += 1
+            c.stamp = self.now
+            q = &c.c if from_client else &c.s
+            got = False
+            fo = 0
+            while fo < pl and not q.done:
+                ftype = self.qplain[fo]
+                if ftype == 0x00 or ftype == 0x01:        # PADDING, PING
+                    fo += 1
+                    continue
+                if ftype == 0x02 or ftype == 0x03:        # ACK
+                    fo += 1
+                    if not _skip_ack(self.qplain, pl, &fo, ftype == 0x03):
+                        self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                        break
+                    continue
+                if ftype != 0x06:                         # CONNECTION_CLOSE or other: stop
+                    break
+                fo += 1
+                k = quic_varint(self.qplain + fo, pl - fo, &coff)
+                if k == 0:
+                    break
+                fo += k
+                k = quic_varint(self.qplain + fo, pl - fo, &clen)
+                if k == 0 or clen > pl - fo - k:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
+                    break
+                fo += k
+                if coff >= TLS_HELLO_CAP or clen > TLS_HELLO_CAP - coff:
+                    self.cnt[<int>TC_QUIC_CRYPTO_BEYOND] += 1
+                    q.done = 1                           # given up: no hello this side
+                    break
+                memcpy(q.buf + coff, self.qplain + fo, clen)
+                for x in range(coff, coff + clen):
+                    q.have[x >> 3] |= <uint8_t>(1 << (x & 7))
+                fo += clen
+                got = True
+            if got:
+                if q.packets == 0:
+                    q.ts = ts
+                    q.pkt = pktno
+                q.packets += 1
+                while not q.done and _qside_whole(q):
+                    self._qfinish_side(c, from_client)
+            off = h.end
+        return 0
+
+    cdef int _qgc(self, bint all_) except -1 nogil:
+        cdef int32_t i
+        cdef int64_t limit = self.now - self.gc_timeout_ns
+        if self.nq == 0:
+            return 0
+        for i in range(self.max_quic):
+            if self.q[i].used and (all_ or self.q[i].stamp < limit):
+                self._qdrop(i, True)
+        return 0
+
+    # ---- one hello -----------------------------------------------------------------------
+    cdef int _hello(self, const uint8_t *msg, tls_hello *h, const uint8_t *src, uint16_t sport,
+                    const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan, int64_t ts,
+                    uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs,
+                    uint8_t transport=0) except -1 nogil:
+        """A parsed hello. TCP: the pairing key is the ClientHello's ACK / the ServerHello's
+        SEQ (Eq. 2). QUIC (transport 1): seq and ack both carry a number derived from the
+        connection's original Destination Connection ID, so the two hellos pair by connection."""
+        cdef TlsRecord r
+        cdef uint16_t ks[64]
+        cdef uint32_t nk, k, o, jl
+        cdef ChPart *c
+        cdef ShPart *s
+        self._side_record(&r, src, sport, dst, dport, ipv, vlan, h.hs_type)
+        r.transport = transport
+        if segs > 1:
+            self.cnt[<int>TC_SPLIT_HELLO] += 1
+        if h.hs_type == 1:
+            self.cnt[<int>TC_CLIENT_HELLO] += 1
+            c = &r.ch
+            c.ts_ns = ts
+            c.pkt = pkt
+            c.ack = ack
+            c.hs_len = h.hs_len
+            c.legacy_version = h.legacy_version
+            c.version = h.version
+            c.flags = h.flags
+            c.segments = segs
+            c.n_ciphers = <uint16_t>(h.ciphers.len // 2)
+            c.n_exts = h.n_exts
+            c.status = TLS_OK
+            _text(msg + h.sni.off, h.sni.len, c.sni, 0, W_SNI, &c.clipped)
+            _alpn_text(msg, h.alpn, c.alpn, W_ALPN, &c.clipped)
+            _hex_list16(msg, h.versions, c.versions, W_VERS, &c.clipped)
+            _hex_list16(msg, h.ciphers, c.ciphers, W_CIPHERS, &c.clipped)
+            _ext_text(msg, h, c.exts, W_EXTS, &c.clipped)
+            _hex_list16(msg, h.groups, c.groups, W_GROUPS, &c.clipped)
+            nk = tls_key_share_groups(msg, h, ks, 64)
+            o = 0
+            for k in range(nk):
+                if o + 8 >= W_KS:
+                    c.clipped = 1
+                    break
+                if k:
+                    c.key_share[o] = 44
+                    o += 1
+                _hex16(ks[k], c.key_share + o)
+                o += 6
+            c.key_share[o] = 0
+            jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
+            if jl:
+                tls_md5_hex(self.ja3buf, jl, c.ja3)
+            if not tls_ja4(msg, h, 113 if transport else 116, self.s16, self.text, 6 * 32768 + 16, c.ja4, NULL, 0):
+                c.ja4[0] = 0
+            return self._offer(&r, 1, ack)
+        self.cnt[<int>TC_SERVER_HELLO] += 1
+        if h.flags & TLSF_HRR:
+            self.cnt[<int>TC_HRR] += 1
+        s = &r.sh
+        s.ts_ns = ts
+        s.pkt = pkt
+        s.seq = seq
+        s.hs_len = h.hs_len
+        s.legacy_version = h.legacy_version
+        s.version = h.version
+        s.cipher = h.cipher
+        s.flags = h.flags
+        s.segments = segs
+        s.status = TLS_OK
+        _alpn_text(msg, h.alpn, s.alpn, W_SALPN, &s.clipped)
+        _ext_text(msg, h, s.exts, W_SEXTS, &s.clipped)
+        jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
+        if jl:
+            tls_md5_hex(self.ja3buf, jl, s.ja3s)
+        return self._offer(&r, 2, seq)
+
+    cdef int _bad(self, int status, int hs_type, const uint8_t *src, uint16_t sport,
+                  const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan, int64_t ts,
+                  uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs, uint32_t hs_len) except -1 nogil:
+        """A hello that cannot be parsed: a record with the reason, counted."""
+        cdef TlsRecord r
+        cdef uint8_t reason
+        self._side_record(&r, src, sport, dst, dport, ipv, vlan, <uint8_t>hs_type)
+        if status == TLS_TOO_LONG:
+            reason = TR_TOO_LONG
+            self.cnt[<int>TC_TOO_LONG] += 1
+        elif status == TLS_INCOMPLETE:
+            reason = TR_INCOMPLETE
+            self.cnt[<int>TC_INCOMPLETE] += 1
+        else:
+            reason = TR_MALFORMED
+            self.cnt[<int>TC_MALFORMED] += 1
+        if hs_type == 1:
+            r.ch.ts_ns = ts; r.ch.pkt = pkt; r.ch.ack = ack; r.ch.segments = segs
+            r.ch.status = <uint8_t>status; r.ch.hs_len = hs_len
+        else:
+            r.sh.ts_ns = ts; r.sh.pkt = pkt; r.sh.seq = seq; r.sh.segments = segs
+            r.sh.status = <uint8_t>status; r.sh.hs_len = hs_len
+        return self._emit(&r, reason)
+
+    cdef int _gc(self) except -1 nogil:
+        cdef int64_t limit = self.now - self.gc_timeout_ns
+        while self.age_head != -1 and self.pool[self.age_head].stamp < limit:
+            self._evict_head(TR_GC)
+        while self.rage_head != -1 and self.rpool[self.rage_head].stamp < limit:
+            self._reasm_fail(self.rage_head, TR_INCOMPLETE)
+        return 0
+
+    cdef int _packet(self, const uint8_t *p, uint32_t caplen, uint16_t linktype, int64_t ts,
+                     uint64_t pkt) except -1 nogil:
+        cdef L34 l
+        cdef int r, t, st
+        cdef int32_t ri
+        cdef Reasm *e
+        cdef uint32_t off, n, take, got, hl
+        cdef tls_hello h
+        cdef const uint8_t *msg
+        cdef const uint8_t *pl
+        r = l34_parse(p, caplen, linktype, &l)
+        if r == DR_NOT_TCP:
+            return self._quic(p, caplen, linktype, ts, pkt)
+        if r != L34_DATA:
+            return 0
+        self.cnt[<int>TC_TCP_PAYLOAD] += 1
+        if not self.has_now or ts > self.now:
+            self.now = ts
+            self.has_now = True
+        pl = p + l.payload_off
+        n = l.payload_caplen
+        if self.nreasm > 0:
+            ri = self._rfind(&l)
+            if ri >= 0:
+                e = &self.rpool[ri]
+                if l.seq == e.next_seq:
+                    take = n if n < RAW_CAP - e.len else RAW_CAP - e.len
+                    memcpy(e.buf + e.len, pl, take)
+                    e.len += take
+                    e.next_seq += l.payload_len
+                    e.segs += 1
+                    st = tls_gather(e.buf, e.len, self.scratch, TLS_HELLO_CAP, &got, &hl)
+                    if st == TLS_OK:
+                        st = tls_parse_hello(self.scratch, got, &h)
+                        if st == TLS_OK:
+                            self._hello(self.scratch, &h, e.src, e.sport, e.dst, e.dport, e.ipv,
+                                        e.vlan, e.ts, e.pkt, e.seq, e.ack, e.segs)
+                            self._runlink(ri)
+                        else:
+                            self._reasm_fail(ri, TR_MALFORMED)
+                    elif st == TLS_INCOMPLETE:
+                        if e.len >= RAW_CAP or n < l.payload_len:
+                            self._reasm_fail(ri, TR_TOO_LONG if e.len >= RAW_CAP else TR_INCOMPLETE)
+                    elif st == TLS_TOO_LONG:
+                        self._reasm_fail(ri, TR_TOO_LONG)
+                    else:
+                        self._reasm_fail(ri, TR_MALFORMED)
+                    return 0
+                elif <int32_t>(l.seq - e.next_seq) < 0:
+                    self.cnt[<int>TC_REASM_RETRANS] += 1
+                    return 0
+                else:
+                    self.cnt[<int>TC_REASM_GAP] += 1
+                    self._reasm_fail(ri, TR_INCOMPLETE)
+                    # fall through: this segment may itself start a hello
+        off = tls_hello_start(pl, n, &t)
+        if t == 0:
+            return 0
+        st = tls_parse_payload(pl, n, self.scratch, TLS_HELLO_CAP, &h, &msg)
+        if st == TLS_OK:
+            return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
+                               ts, pkt, l.seq, l.ack, 1)
+        if off > 0:
+            # after ChangeCipherSpec only a TLS 1.3 (compatibility mode) hello is plaintext;
+            # anything else there is an encrypted record: not a hello, no record
+            self.cnt[<int>TC_NOT_HELLO_AFTER_CCS] += 1
+            return 0
+        if st == TLS_INCOMPLETE and n == l.payload_len:
+            return self._rstart(&l, pl + off, n - off, ts, pkt, <uint8_t>t)
+        return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, ts, pkt,
+                         l.seq, l.ack, 1, h.hs_len)
+
+    # ---- Python entry points ---------------------------------------------------------------
+    def feed(self, packets, const uint8_t[::1] data):
+        """Process one packet batch (PACKET_DTYPE array + its byte buffer)."""
+        from webtap.schema import PACKET_DTYPE
+        arr = np.ascontiguousarray(np.asarray(packets))
+        if arr.dtype != PACKET_DTYPE or arr.ndim != 1 or PACKET_DTYPE.itemsize != sizeof(PacketRef):
+            raise TypeError("packets must be a 1-D PACKET_DTYPE array")
+        cdef cnp.ndarray pk = arr
+        cdef const PacketRef *refs = <const PacketRef *>cnp.PyArray_DATA(pk)
+        cdef size_t n = pk.shape[0], i
+        cdef uint64_t size = data.shape[0], caplen
+        cdef const uint8_t *base = &data[0] if size > 0 else NULL
+        with nogil:
+            for i in range(n):
+                self.cnt[<int>TC_PACKETS] += 1
+                caplen = batch_caplen(refs, i, n, base, size)
+                if caplen == 0:
+                    continue
+                self._packet(base + refs[i].offset, <uint32_t>caplen, refs[i].linktype,
+                             refs[i].ts_ns, refs[i].index)
+                if (i & 255) == 255:
+                    self._gc()
+            self._gc()
+            self._qgc(False)
+
+    def flush(self):
+        """End of input: everything still waiting leaves as unmatched (reason 'end'), split
+        hellos as 'incomplete'."""
+        with nogil:
+            self._qgc(True)
+            while self.rage_head != -1:
+                self._reasm_fail(self.rage_head, TR_INCOMPLETE)
+            while self.age_head != -1:
+                self._evict_head(TR_END)
+
+    def take(self):
+        """The records emitted so far as a uint8 buffer of sizeof(TlsRecord) rows (cleared)."""
+        cdef size_t nb = self.nrec * sizeof(TlsRecord)
+        out = np.empty(nb, dtype=np.uint8)
+        cdef uint8_t[::1] ov = out
+        if nb:
+            memcpy(&ov[0], self.recs, nb)
+        self.nrec = 0
+        return out
+
+    def counters(self):
+        return {name: int(self.cnt[i]) for i, name in enumerate(_COUNTERS)}
+
+    @property
+    def pending(self):
+        return int(self.npend)
+
+    @property
+    def reassembling(self):
+        return int(self.nreasm)

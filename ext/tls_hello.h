@@ -1,0 +1,389 @@
+/* TLS first flight: ClientHello / ServerHello parser (SSL 3.0 .. TLS 1.3, HelloRetryRequest).
+ *
+ * Plain C, no allocation, no globals: every function reads only the bytes it is given and never
+ * past them (each length field is checked against what is left before it is used). Text leaves
+ * as spans (offset, length) into the handshake message buffer; nothing is copied. Shared by the
+ * TLS record stage (ext/tls.pyx) and, through ext/tls.pxd, by any module that wants the SNI of a
+ * ClientHello (the URL filter). Specifications: RFC 8446 (TLS 1.3, HRR random in 4.1.3), RFC 5246
+ * (TLS 1.2), RFC 6066 (SNI), RFC 7301 (ALPN), RFC 8701 (GREASE), draft-ietf-tls-esni (ECH 0xfe0d).
+ */
+#ifndef WT_TLS_HELLO_H
+#define WT_TLS_HELLO_H
+
+#include <stdint.h>
+#include <string.h>
+
+typedef struct { uint32_t off, len; } tls_span;
+
+/* tls_parse_hello / tls_gather results */
+enum {
+    TLS_OK = 0,            /* a complete ClientHello or ServerHello was parsed */
+    TLS_INCOMPLETE = 1,    /* the bytes end before the declared length: more segments needed */
+    TLS_NOT_TLS = 2,       /* the bytes do not start a TLS handshake record */
+    TLS_NOT_HELLO = 3,     /* a handshake, but neither ClientHello nor ServerHello */
+    TLS_BAD_LENGTH = 4,    /* a length field disagrees with its container (record, message, vector) */
+    TLS_TOO_LONG = 5,      /* declared handshake length above the caller's cap */
+    TLS_BAD_RECORD = 6,    /* a record that is not a handshake record interrupts the message */
+};
+
+/* tls_hello.flags */
+enum {
+    TLSF_HRR = 1,             /* ServerHello whose random is the HelloRetryRequest value */
+    TLSF_ECH = 2,             /* ClientHello carries encrypted_client_hello (0xfe0d; real or GREASE) */
+    TLSF_SNI = 4,             /* server_name extension present */
+    TLSF_ALPN = 8,            /* ALPN extension present */
+    TLSF_SUPPORTED_VERSIONS = 16, /* supported_versions extension present */
+    TLSF_NO_EXTENSIONS = 32,  /* hello ends after compression methods (SSL 3.0 style) */
+    TLSF_EXT_TRUNCATED = 64,  /* an extension's length ran past the extensions block (walk stopped) */
+    TLSF_TRAILING = 128,      /* bytes after the extensions block inside the message */
+    TLSF_ESNI = 256,          /* encrypted_server_name draft extension 0xffce */
+};
+
+typedef struct {
+    uint8_t  hs_type;          /* 1 ClientHello, 2 ServerHello */
+    uint8_t  _pad;
+    uint16_t flags;            /* TLSF_* */
+    uint32_t hs_len;           /* declared handshake body length (message is hs_len + 4 bytes) */
+    uint16_t legacy_version;   /* client_version / server_version field */
+    uint16_t version;          /* CH: highest non-GREASE supported_versions entry, else legacy;
+                                  SH: supported_versions selection, else legacy */
+    uint16_t cipher;           /* SH: selected cipher suite */
+    uint16_t n_exts;           /* extensions in the block (GREASE included) */
+    tls_span random;           /* 32 bytes */
+    tls_span session_id;
+    tls_span ciphers;          /* CH: cipher_suites body, 2 bytes each; SH: the 2-byte cipher */
+    tls_span compression;      /* CH: compression_methods body; SH: the 1-byte method */
+    tls_span exts;             /* extensions block body: (type u16, len u16, data)* */
+    tls_span sni;              /* first host_name of server_name (text) */
+    tls_span alpn;             /* ALPN protocol_name_list body: (len u8, name)* */
+    tls_span versions;         /* CH: supported_versions list body (2 bytes each); SH: 2 bytes */
+    tls_span groups;           /* supported_groups list body (2 bytes each) */
+    tls_span point_formats;    /* ec_point_formats list body (1 byte each) */
+    tls_span sig_algs;         /* signature_algorithms list body (2 bytes each) */
+    tls_span key_share;        /* CH: client_shares body ((group, len, key)*); SH: the entry */
+} tls_hello;
+
+static inline uint32_t tls_be16(const uint8_t *p) { return ((uint32_t)p[0] << 8) | p[1]; }
+static inline uint32_t tls_be24(const uint8_t *p) { return ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2]; }
+
+/* RFC 8701: 0x0A0A, 0x1A1A, ..., 0xFAFA */
+static inline int tls_is_grease(uint32_t v) { return (v & 0x0f0f) == 0x0a0a && (v >> 8) == (v & 0xff); }
+
+static const uint8_t tls_hrr_random[32] = {
+    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
+    0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C};
+
+/* Draft number of a TLS 1.3 draft version (0x7fNN; Facebook's 0xfbNN; Google's experiment
+ * 0x7e01/0x7e02 = draft 18 with changes, as tshark reads them), else 0. */
+static inline int tls13_draft(uint32_t v) {
+    if ((v >> 8) == 0x7f) return (int)(v & 0xff);
+    if ((v >> 8) == 0xfb) return (int)(v & 0xff);
+    if (v == 0x7e01 || v == 0x7e02) return 18;
+    return 0;
+}
+
+/* Is v a version a hello's version field can hold (SSL 3.0 .. TLS 1.3 and the 1.3 drafts)? A
+ * TLS 1.2 encrypted Finished record also starts with type 22 and, by chance, a byte 1 or 2:
+ * this check on the bytes after the handshake header tells the two apart (5 in 65536 random
+ * values pass). */
+static inline int tls_version_plausible(uint32_t v) {
+    return ((v >> 8) == 3 && (v & 0xff) <= 4) || tls13_draft(v) > 0;
+}
+
+/* Does p[0:n] (n >= 6) look like the start of a TLS handshake record carrying a hello? Record
+ * type 22, major version 3, minor 0..4, then the handshake type 1 or 2. Returns the handshake type
+ * or 0. (A leading ChangeCipherSpec record, as a TLS 1.3 client sends before its second
+ * ClientHello, is skipped by tls_hello_start.) */
+static inline int tls_looks_hello(const uint8_t *p, uint32_t n) {
+    if (n < 6 || p[0] != 22 || p[1] != 3 || p[2] > 4)
+        return 0;
+    if (p[5] == 1 || p[5] == 2)
+        return p[5];
+    return 0;
+}
+
+/* Offset of the first handshake record in a TCP payload that starts with TLS records: 0, or
+ * past ChangeCipherSpec records (type 20, 1 byte) that precede it. Returns the offset and the
+ * handshake type (1/2) in *hs_type, or 0 type when the payload does not start a hello. */
+static inline uint32_t tls_hello_start(const uint8_t *p, uint32_t n, int *hs_type) {
+    uint32_t off = 0;
+    int k;
+    *hs_type = 0;
+    for (k = 0; k < 4; k++) {
+        if (n - off >= 6 && p[off] == 20 && p[off + 1] == 3 && p[off + 2] <= 4
+                && tls_be16(p + off + 3) == 1) {
+            off += 6;
+            continue;
+        }
+        break;
+    }
+    *hs_type = tls_looks_hello(p + off, n - off);
+    /* the hello's own version field, when captured, must be a version */
+    if (*hs_type && n - off >= 11 && !tls_version_plausible(tls_be16(p + off + 9)))
+        *hs_type = 0;
+    return off;
+}
+
+/* Gather one handshake message from TLS records: p[0:n] are stream bytes starting at a record
+ * header. Handshake record payloads are copied into out[0:cap] until the handshake message
+ * (4-byte header + declared length) is whole. *out_len gets the bytes gathered, *hs_len the
+ * declared body length once known, *used the stream bytes consumed (for appending later).
+ * Returns TLS_OK, TLS_INCOMPLETE (stream ends first), TLS_TOO_LONG (4 + hs_len > cap: nothing
+ * more is copied), TLS_BAD_RECORD (a non-handshake record or bad record version in between),
+ * TLS_BAD_LENGTH (zero-length record). */
+static inline int tls_gather(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap,
+                             uint32_t *out_len, uint32_t *hs_len) {
+    uint32_t pos = 0, o = 0, need, rl, take;
+    *out_len = 0;
+    *hs_len = 0;
+    while (1) {
+        if (n - pos < 5) {
+            *out_len = o;
+            return TLS_INCOMPLETE;
+        }
+        if (p[pos] != 22 || p[pos + 1] != 3 || p[pos + 2] > 4) {
+            *out_len = o;
+            return TLS_BAD_RECORD;
+        }
+        rl = tls_be16(p + pos + 3);
+        if (rl == 0) {
+            *out_len = o;
+            return TLS_BAD_LENGTH;
+        }
+        pos += 5;
+        take = rl < n - pos ? rl : n - pos;
+        if (take > cap - o)
+            take = cap - o;
+        memcpy(out + o, p + pos, take);
+        o += take;
+        if (o >= 4) {
+            need = 4 + tls_be24(out + 1);
+            *hs_len = need - 4;
+            if (o >= need) {            /* the message is whole (the rest: later messages) */
+                *out_len = need;
+                return TLS_OK;
+            }
+            if (need > cap) {
+                *out_len = o;
+                return TLS_TOO_LONG;
+            }
+        }
+        if (take < rl) {                /* the stream ends inside this record */
+            *out_len = o;
+            return TLS_INCOMPLETE;
+        }
+        pos += rl;
+    }
+}
+
+/* Parse one ClientHello or ServerHello message: p[0:n] starts at the 4-byte handshake header and
+ * holds the whole message (n >= 4 + declared length; extra bytes after it are ignored). */
+static inline int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h) {
+    uint32_t end, pos, l, et, el, e_end, k, best = 0;
+    memset(h, 0, sizeof(*h));
+    if (n < 4)
+        return TLS_INCOMPLETE;
+    h->hs_type = p[0];
+    if (p[0] != 1 && p[0] != 2)
+        return TLS_NOT_HELLO;
+    h->hs_len = tls_be24(p + 1);
+    if (n - 4 < h->hs_len)
+        return TLS_INCOMPLETE;
+    end = 4 + h->hs_len;
+    pos = 4;
+    if (end - pos < 2 + 32 + 1)
+        return TLS_BAD_LENGTH;
+    h->legacy_version = (uint16_t)tls_be16(p + pos);
+    h->version = h->legacy_version;
+    pos += 2;
+    h->random.off = pos; h->random.len = 32;
+    if (h->hs_type == 2 && memcmp(p + pos, tls_hrr_random, 32) == 0)
+        h->flags |= TLSF_HRR;
+    pos += 32;
+    if (h->hs_type == 2 && tls13_draft(h->legacy_version) > 0 && tls13_draft(h->legacy_version) < 22) {
+        /* TLS 1.3 drafts before 22: version, random, cipher_suite, extensions (no session id
+           echo, no compression method) */
+        h->session_id.off = pos; h->session_id.len = 0;
+        if (end - pos < 2) return TLS_BAD_LENGTH;
+        h->cipher = (uint16_t)tls_be16(p + pos);
+        h->ciphers.off = pos; h->ciphers.len = 2;
+        pos += 2;
+        h->compression.off = pos; h->compression.len = 0;
+        goto extensions;
+    }
+    l = p[pos++];
+    if (l > 32 || end - pos < l)
+        return TLS_BAD_LENGTH;
+    h->session_id.off = pos; h->session_id.len = l;
+    pos += l;
+    if (h->hs_type == 1) {
+        if (end - pos < 2) return TLS_BAD_LENGTH;
+        l = tls_be16(p + pos); pos += 2;
+        if ((l & 1) || end - pos < l) return TLS_BAD_LENGTH;
+        h->ciphers.off = pos; h->ciphers.len = l;
+        pos += l;
+        if (end - pos < 1) return TLS_BAD_LENGTH;
+        l = p[pos++];
+        if (end - pos < l) return TLS_BAD_LENGTH;
+        h->compression.off = pos; h->compression.len = l;
+        pos += l;
+    } else {
+        if (end - pos < 3) return TLS_BAD_LENGTH;
+        h->cipher = (uint16_t)tls_be16(p + pos);
+        h->ciphers.off = pos; h->ciphers.len = 2;
+        pos += 2;
+        h->compression.off = pos; h->compression.len = 1;
+        pos += 1;
+    }
+extensions:
+    if (pos == end) {
+        h->flags |= TLSF_NO_EXTENSIONS;
+        return TLS_OK;
+    }
+    if (end - pos < 2) return TLS_BAD_LENGTH;
+    l = tls_be16(p + pos); pos += 2;
+    if (end - pos < l) return TLS_BAD_LENGTH;
+    if (end - pos > l) h->flags |= TLSF_TRAILING;
+    h->exts.off = pos; h->exts.len = l;
+    e_end = pos + l;
+    while (pos < e_end) {
+        if (e_end - pos < 4) { h->flags |= TLSF_EXT_TRUNCATED; break; }
+        et = tls_be16(p + pos); el = tls_be16(p + pos + 2);
+        pos += 4;
+        if (e_end - pos < el) { h->flags |= TLSF_EXT_TRUNCATED; break; }
+        h->n_exts++;
+        switch (et) {
+        case 0:       /* server_name: list_len u16, (type u8, len u16, name)* */
+            h->flags |= TLSF_SNI;
+            if (h->hs_type == 1 && el >= 5) {
+                uint32_t ll = tls_be16(p + pos), q = pos + 2, qe;
+                if (ll > el - 2) ll = el - 2;
+                qe = q + ll;
+                while (qe - q >= 3) {
+                    uint32_t nt = p[q], nl = tls_be16(p + q + 1);
+                    q += 3;
+                    if (qe - q < nl) break;
+                    if (nt == 0 && h->sni.len == 0 && nl > 0) { h->sni.off = q; h->sni.len = nl; }
+                    q += nl;
+                }
+            }
+            break;
+        case 16:      /* ALPN: list_len u16, (len u8, name)* */
+            h->flags |= TLSF_ALPN;
+            if (el >= 2) {
+                uint32_t ll = tls_be16(p + pos);
+                if (ll <= el - 2) { h->alpn.off = pos + 2; h->alpn.len = ll; }
+            }
+            break;
+        case 43:      /* supported_versions: CH list_len u8, versions; SH the selected one */
+            h->flags |= TLSF_SUPPORTED_VERSIONS;
+            if (h->hs_type == 1) {
+                if (el >= 1) {
+                    uint32_t ll = p[pos];
+                    if (ll <= el - 1) {
+                        ll &= ~1u;
+                        h->versions.off = pos + 1; h->versions.len = ll;
+                        for (k = 0; k < ll; k += 2) {
+                            uint32_t v = tls_be16(p + pos + 1 + k);
+                            if (!tls_is_grease(v) && v > best) best = v;
+                        }
+                        if (best) h->version = (uint16_t)best;
+                    }
+                }
+            } else if (el >= 2) {
+                h->versions.off = pos; h->versions.len = 2;
+                h->version = (uint16_t)tls_be16(p + pos);
+            }
+            break;
+        case 10:      /* supported_groups: list_len u16, groups */
+            if (el >= 2) {
+                uint32_t ll = tls_be16(p + pos);
+                if (ll <= el - 2) { h->groups.off = pos + 2; h->groups.len = ll & ~1u; }
+            }
+            break;
+        case 11:      /* ec_point_formats: list_len u8, formats */
+            if (el >= 1) {
+                uint32_t ll = p[pos];
+                if (ll <= el - 1) { h->point_formats.off = pos + 1; h->point_formats.len = ll; }
+            }
+            break;
+        case 13:      /* signature_algorithms: list_len u16, algorithms */
+            if (el >= 2) {
+                uint32_t ll = tls_be16(p + pos);
+                if (ll <= el - 2) { h->sig_algs.off = pos + 2; h->sig_algs.len = ll & ~1u; }
+            }
+            break;
+        case 51:      /* key_share: CH list_len u16, entries; SH one entry (HRR: the group) */
+            if (h->hs_type == 1) {
+                if (el >= 2) {
+                    uint32_t ll = tls_be16(p + pos);
+                    if (ll <= el - 2) { h->key_share.off = pos + 2; h->key_share.len = ll; }
+                }
+            } else {
+                h->key_share.off = pos; h->key_share.len = el;
+            }
+            break;
+        case 0xfe0d:
+            h->flags |= TLSF_ECH;
+            break;
+        case 0xffce:
+            h->flags |= TLSF_ESNI;
+            break;
+        }
+        pos += el;
+    }
+    return TLS_OK;
+}
+
+/* Key-share groups of a ClientHello's client_shares (GREASE kept), into out[0:cap]; returns
+ * how many were written. */
+static inline uint32_t tls_key_share_groups(const uint8_t *p, const tls_hello *h, uint16_t *out,
+                                            uint32_t cap) {
+    uint32_t q = h->key_share.off, qe = q + h->key_share.len, k = 0;
+    if (h->hs_type != 1) {
+        if (h->key_share.len >= 2 && cap > 0) { out[0] = (uint16_t)tls_be16(p + q); return 1; }
+        return 0;
+    }
+    while (qe - q >= 4 && k < cap) {
+        uint32_t kl = tls_be16(p + q + 2);
+        out[k++] = (uint16_t)tls_be16(p + q);
+        q += 4;
+        if (qe - q < kl) break;
+        q += kl;
+    }
+    return k;
+}
+
+/* One TCP payload that starts a TLS hello (possibly after ChangeCipherSpec records): gather the
+ * handshake message into scratch[0:cap] when it spans records, else point into the payload, and
+ * parse it. *msg gets the message start (spans in *h are relative to it). Returns TLS_OK,
+ * TLS_INCOMPLETE (continues in a later segment), TLS_NOT_TLS, or an error code. */
+static inline int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                                    tls_hello *h, const uint8_t **msg) {
+    int t, r;
+    uint32_t off = tls_hello_start(p, n, &t), got, hl;
+    memset(h, 0, sizeof(*h));
+    *msg = NULL;
+    if (t == 0)
+        return TLS_NOT_TLS;
+    p += off;
+    n -= off;
+    /* common case: the whole message inside the first record and the captured bytes */
+    if (n >= 9) {
+        uint32_t rl = tls_be16(p + 3), ml = 4 + tls_be24(p + 6);
+        if (ml <= rl && 5 + ml <= n) {
+            *msg = p + 5;
+            return tls_parse_hello(p + 5, ml, h);
+        }
+    }
+    r = tls_gather(p, n, scratch, cap, &got, &hl);
+    if (r != TLS_OK) {
+        h->hs_type = (uint8_t)t;
+        h->hs_len = hl;
+        return r;
+    }
+    *msg = scratch;
+    return tls_parse_hello(scratch, got, h);
+}
+
+#endif

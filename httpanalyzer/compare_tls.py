@@ -1,0 +1,376 @@
+"""`httpanalyzer compare --tls TRACE...`: webtap's TLS handshakes against tshark's (issue 17).
+
+Both sides are reduced to hellos keyed by the frame number of the hello's first packet (webtap's
+request_frame / response_frame; tshark's lowest frame among the TCP segments and handshake
+fragments it reassembled). For every ClientHello SNI, ALPN, offered versions and JA3 are compared,
+for every ServerHello the selected version, cipher and JA3S; webtap's pairs are checked against
+tshark's TCP stream numbers. tshark runs through httpanalyzer.tshark (the one runner, which checks
+its exit status). Every difference gets a category; a category is an explanation only
+when it was verified on the trace (e.g. re-running tshark with the port decoded as TLS), else it
+is `unexplained`.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from httpanalyzer.tshark import AGG as _AGG, SEP as _SEP, TsharkError, run_fields
+
+#: Why a hello differs; keys are the JSON's names.
+CATEGORIES = {
+    "match": "same hello on both sides, all compared fields equal",
+    "tshark_port_not_tls": "webtap found a hello on a port tshark does not dissect as TLS; "
+                           "verified: tshark finds the same hello with the port decoded as TLS",
+    "tshark_retransmission": "tshark shows a retransmitted copy of a hello (tcp.analysis."
+                             "retransmission); webtap keeps the first copy and counts the repeat",
+    "tunnel_not_decapsulated": "tshark found the hello inside an encapsulation webtap's dissector "
+                               "does not open (frame.protocols names it)",
+    "tshark_out_of_order": "webtap found a hello in a segment tshark flags as out of order "
+                           "(tcp.analysis.out_of_order) and does not dissect, its reassembly "
+                           "of the stream having given up",
+    "tshark_retransmission_not_dissected": "webtap found a hello in a segment tshark flags as a "
+                                           "retransmission (spurious, after port reuse, TFO "
+                                           "resend) and does not dissect",
+    "tshark_record_never_reassembled": "the hello starts a TLS record that continues past its "
+                                       "segment and a later segment of the record is missing "
+                                       "from the capture: tshark never completes the record, "
+                                       "webtap reads the whole hello from the first segment",
+    "broken_hello": "webtap's record says the hello is incomplete, too long or malformed "
+                    "(unmatched_reason), and tshark decodes no hello there either",
+    "sslv2_client_hello": "an SSLv2-format ClientHello (2-byte record header with the top bit "
+                          "set): outside SSL 3.0 .. TLS 1.3, webtap does not parse it",
+    "quic_version_without_keys": "a QUIC Initial of a version (drafts other than 29, gQUIC T051, "
+                                 "mvfst) whose Initial salt webtap's QUIC crypto does not hold; "
+                                 "tshark decrypts it",
+    "link_type_not_dissected": "the capture's link type (e.g. PPP) is one webtap's dissector "
+                               "does not read (frame.protocols names it)",
+    "quic_first_frame_differs": "the same QUIC hello on both sides (same connection, all compared "
+                                "fields equal) whose first frame differs: webtap names the first "
+                                "Initial with CRYPTO bytes of the hello, tshark the frames its "
+                                "CRYPTO reassembly used",
+    "tshark_quic_hello_resent": "a QUIC client sent its ClientHello again after a Retry or Version "
+                                "Negotiation (CRYPTO offset 0 under new keys); tshark shows the "
+                                "first copy only (an earlier ClientHello of the same connection "
+                                "and SNI/ALPN is on its side), webtap both",
+    "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
+                             "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
+    "unexplained": "a difference no verified category explains",
+}
+
+FIELDS = ["frame.number", "frame.protocols", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst",
+          "tcp.srcport", "tcp.dstport", "udp.srcport", "udp.dstport", "tcp.stream", "tls.handshake.type",
+          "tls.handshake.extensions_server_name", "tls.handshake.extensions_alpn_str",
+          "tls.handshake.version", "tls.handshake.extensions.supported_version",
+          "tls.handshake.ciphersuite", "tls.handshake.ja3", "tls.handshake.ja3s", "tcp.segment",
+          "tls.handshake.fragment", "tcp.analysis.retransmission", "tls.record.content_type",
+          "quic.crypto.fragment", "quic.version"]
+_FILTER = "(tls.handshake.type == 1 or tls.handshake.type == 2) and (tcp or quic)"
+
+
+def _vals(s: str) -> list[str]:
+    return [v for v in s.split(_AGG)] if s else []
+
+
+def _last(s: str) -> str:
+    v = _vals(s)
+    return v[-1] if v else ""
+
+
+def tshark_hellos(path: str, tshark: str = "tshark", decode_as: list[str] | None = None) -> pd.DataFrame:
+    """One row per ClientHello / ServerHello tshark decodes over TCP (desegmentation on)."""
+    cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE"]
+    for d in decode_as or []:
+        cmd += ["-d", d]
+    cmd += ["-Y", _FILTER, "-T", "fields", "-E", f"separator={_SEP}", "-E", "occurrence=a",
+            "-E", f"aggregator={_AGG}"]
+    for f in FIELDS:
+        cmd += ["-e", f]
+    rows = []
+    for r in run_fields(cmd, FIELDS, path):
+        types = _vals(r["tls.handshake.type"])
+        frames = [int(r["frame.number"])]
+        for k in ("tcp.segment", "tls.handshake.fragment", "quic.crypto.fragment"):
+            frames += [int(x) for x in _vals(r[k]) if x.isdigit()]
+        first = min(frames)
+        src = _last(r["ipv6.src"]) or _last(r["ip.src"])
+        dst = _last(r["ipv6.dst"]) or _last(r["ip.dst"])
+        sv = _vals(r["tls.handshake.extensions.supported_version"])
+        ver = _vals(r["tls.handshake.version"])
+        ciph = _vals(r["tls.handshake.ciphersuite"])
+        base = dict(frame=first, tshark_frame=int(r["frame.number"]), protocols=r["frame.protocols"],
+                    src=src, dst=dst, sport=_last(r["tcp.srcport"]) or _last(r["udp.srcport"]),
+                    dport=_last(r["tcp.dstport"]) or _last(r["udp.dstport"]),
+                    transport="quic" if "quic" in r["frame.protocols"].split(":") else "tcp",
+                    quic_version=_last(r["quic.version"]),
+                    stream=_last(r["tcp.stream"]),
+                    retrans=bool(r["tcp.analysis.retransmission"]))
+        if "1" in types:
+            rows.append(dict(base, side="ch",
+                             sni=(_vals(r["tls.handshake.extensions_server_name"]) or [None])[0],
+                             alpn=",".join(_vals(r["tls.handshake.extensions_alpn_str"])),
+                             versions=",".join(sv) if sv else (ver[0] if ver else ""),
+                             ja3=(_vals(r["tls.handshake.ja3"]) or [None])[0]))
+        if "2" in types:
+            # in a frame holding a ClientHello too (rare), the ServerHello's values come last
+            rows.append(dict(base, side="sh",
+                             server_version=(sv[-1] if sv else (ver[-1] if ver else None)),
+                             cipher=(ciph[-1] if ciph else None),
+                             ja3s=(_vals(r["tls.handshake.ja3s"]) or [None])[0]))
+    return pd.DataFrame(rows)
+
+
+def webtap_hellos(df: pd.DataFrame) -> pd.DataFrame:
+    """The same reduction of webtap's records (httpanalyzer.analyze_tls)."""
+    rows = []
+    for r in df.itertuples(index=False):
+        if pd.notna(r.request_frame):
+            rows.append(dict(side="ch", frame=int(r.request_frame), src=r.client_ip, dst=r.server_ip,
+                             transport=r.transport,
+                             sport=str(r.client_port), dport=str(r.server_port),
+                             sni=r.sni if isinstance(r.sni, str) else None,
+                             alpn=",".join(r.alpn) if r.alpn is not None else "",
+                             versions=",".join(r.client_versions) if r.client_versions is not None else "",
+                             ja3=r.ja3 if isinstance(r.ja3, str) else None,
+                             reason=r.unmatched_reason, paired=bool(r.matched),
+                             other=int(r.response_frame) if pd.notna(r.response_frame) else None))
+        if pd.notna(r.response_frame):
+            rows.append(dict(side="sh", frame=int(r.response_frame), src=r.server_ip, dst=r.client_ip,
+                             transport=r.transport,
+                             sport=str(r.server_port), dport=str(r.client_port),
+                             server_version=r.server_version, cipher=r.cipher,
+                             ja3s=r.ja3s if isinstance(r.ja3s, str) else None,
+                             reason=r.unmatched_reason, paired=bool(r.matched),
+                             other=int(r.request_frame) if pd.notna(r.request_frame) else None))
+    return pd.DataFrame(rows)
+
+
+_CMP = {"ch": ("sni", "alpn", "versions", "ja3"), "sh": ("server_version", "cipher", "ja3s")}
+_ENCAPS = ("vxlan", "geneve", "gtp", "gre", "capwap.data", "erspan", "l2tp", "teredo", "pppoes",
+           "mpls", "ayiya", "cmd")
+_LINKS_NOT_DISSECTED = ("ppp", "wlan", "radiotap", "nflog", "chdlc", "ppi")
+_OTHER = ("openvpn", "proxy", "socks")
+
+
+@dataclass
+class TlsComparison:
+    rows: pd.DataFrame                         # one row per hello (either side), with category
+    files: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        c = self.rows["category"].value_counts().to_dict() if len(self.rows) else {}
+        return {"files": len(self.files), "hellos": int(len(self.rows)),
+                "categories": {k: int(v) for k, v in c.items()},
+                "unexplained": int(c.get("unexplained", 0))}
+
+
+def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.0) -> pd.DataFrame:
+    from httpanalyzer.tls import analyze_tls
+
+    w = webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout))
+    t = tshark_hellos(path, tshark=tshark)
+    cols = ["side", "frame"]
+    if len(w) == 0:
+        w = pd.DataFrame(columns=cols)
+    if len(t) == 0:
+        t = pd.DataFrame(columns=cols + ["tshark_frame", "protocols", "stream", "retrans"])
+    m = w.merge(t, on=cols, how="outer", suffixes=("_w", "_t"), indicator="how")
+    m["file"] = path
+    cats, diffs = [], []
+    redo = []
+    for i, r in enumerate(m.itertuples(index=False)):
+        rd = r._asdict()
+        if rd["how"] == "both":
+            bad = [f for f in _CMP[rd["side"]] if not _same(f, rd.get(f + "_w"), rd.get(f + "_t"))]
+            diffs.append(",".join(bad))
+            cats.append("match" if not bad else "unexplained")
+        elif rd["how"] == "right_only":
+            diffs.append("missing_in_webtap")
+            protos = str(rd.get("protocols") or "")
+            if rd.get("retrans"):
+                cats.append("tshark_retransmission")
+            elif (rd.get("transport_t", rd.get("transport")) == "quic"
+                  and not _quic_keys_known(rd.get("quic_version"))):
+                cats.append("quic_version_without_keys")
+            elif protos.split(":")[0] in _LINKS_NOT_DISSECTED:
+                cats.append("link_type_not_dissected")
+            elif _encapsulated(protos):
+                cats.append("tunnel_not_decapsulated")
+            elif any(e in protos for e in _OTHER):
+                cats.append("tshark_other_protocol")
+            else:
+                cats.append("unexplained")
+        else:
+            diffs.append("missing_in_tshark")
+            cats.append("unexplained")
+            redo.append(i)
+    m["differs"] = diffs
+    m["category"] = cats
+    if redo:
+        # verify: tshark with the webtap hellos' ports decoded as TLS
+        ports = sorted({int(m.at[i, "dport_w"]) for i in redo if m.at[i, "side"] == "ch"}
+                       | {int(m.at[i, "sport_w"]) for i in redo if m.at[i, "side"] == "sh"})
+        quic = any(m.at[i, "transport_w"] == "quic" for i in redo)
+        t2 = tshark_hellos(path, tshark=tshark, decode_as=[f"tcp.port=={p},tls" for p in ports]
+                           + ([f"udp.port=={p},quic" for p in ports] if quic else []))
+        if len(t2):
+            found = set(zip(t2["side"], t2["frame"]))
+            for i in redo:
+                if (m.at[i, "side"], m.at[i, "frame"]) in found:
+                    m.at[i, "category"] = "tshark_port_not_tls"
+        for i in redo:
+            if m.at[i, "category"] == "unexplained" and m.at[i, "reason"] in _BROKEN:
+                m.at[i, "category"] = "broken_hello"
+        left = [i for i in redo if m.at[i, "category"] == "unexplained"]
+        if left:
+            flags = tshark_frame_flags(path, sorted({int(m.at[i, "frame"]) for i in left}), tshark)
+            for i in left:
+                f = flags.get(int(m.at[i, "frame"]), {})
+                if f.get("out_of_order"):
+                    m.at[i, "category"] = "tshark_out_of_order"
+                elif f.get("retransmission"):
+                    m.at[i, "category"] = "tshark_retransmission_not_dissected"
+                elif _record_continues(f):
+                    m.at[i, "category"] = "tshark_record_never_reassembled"
+    # tshark hellos webtap lacks: SSLv2-format ClientHellos (out of scope: SSL 3.0 .. TLS 1.3)
+    miss = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
+            and m.at[i, "differs"] == "missing_in_webtap"]
+    if miss:
+        flags = tshark_frame_flags(path, sorted({int(m.at[i, "tshark_frame"]) for i in miss}), tshark)
+        for i in miss:
+            pl = flags.get(int(m.at[i, "tshark_frame"]), {}).get("payload", "")
+            if len(pl) >= 6 and int(pl[:2], 16) & 0x80 and pl[4:6] == "01":
+                m.at[i, "category"] = "sslv2_client_hello"
+    _rejoin_quic(m)
+    return m
+
+
+def _rejoin_quic(m: pd.DataFrame) -> None:
+    """QUIC hellos both sides found on the same connection, equal in every compared field, whose
+    first frame differs (webtap: the first Initial that carried CRYPTO bytes of the hello;
+    tshark: the frames whose CRYPTO bytes its reassembly used): one category, both rows."""
+    un = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"]
+    left = [i for i in un if m.at[i, "differs"] == "missing_in_tshark"]
+    right = [i for i in un if m.at[i, "differs"] == "missing_in_webtap"]
+    for i in left:
+        for j in right:
+            if m.at[j, "category"] != "unexplained" or m.at[i, "side"] != m.at[j, "side"]:
+                continue
+            if (m.at[i, "src_w"], m.at[i, "sport_w"], m.at[i, "dst_w"], m.at[i, "dport_w"]) != (
+                    m.at[j, "src_t"], m.at[j, "sport_t"], m.at[j, "dst_t"], m.at[j, "dport_t"]):
+                continue
+            if all(_same(f, m.at[i, f + "_w"], m.at[j, f + "_t"]) for f in _CMP[m.at[i, "side"]]):
+                m.at[i, "category"] = m.at[j, "category"] = "quic_first_frame_differs"
+                break
+    # a client that sends its ClientHello again after a Retry or a Version Negotiation (new
+    # Initial keys, CRYPTO offset 0 again): tshark's per-connection CRYPTO reassembly takes the
+    # second copy for a retransmission and shows one ClientHello
+    for i in left:
+        if m.at[i, "category"] != "unexplained" or m.at[i, "side"] != "ch" or m.at[i, "transport_w"] != "quic":
+            continue
+        for j in range(len(m)):
+            if (j != i and m.at[j, "side"] == "ch" and m.at[j, "how"] != "left_only"
+                    and (m.at[j, "src_t"], m.at[j, "sport_t"], m.at[j, "dst_t"], m.at[j, "dport_t"])
+                    == (m.at[i, "src_w"], m.at[i, "sport_w"], m.at[i, "dst_w"], m.at[i, "dport_w"])
+                    and int(m.at[j, "frame"]) < int(m.at[i, "frame"])
+                    and all(_same(f, m.at[i, f + "_w"], m.at[j, f + "_t"]) for f in ("sni", "alpn"))):
+                m.at[i, "category"] = "tshark_quic_hello_resent"
+                break
+
+
+def _record_continues(f: dict) -> bool:
+    """The segment starts a TLS handshake record longer than the segment's payload."""
+    pl = f.get("payload", "")
+    return len(pl) >= 10 and pl[:2] == "16" and int(pl[6:10], 16) + 5 > f.get("tcp_len", 0)
+
+
+_BROKEN = ("incomplete", "too_long", "malformed", "reassembly_cap")
+
+
+def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> dict:
+    """tshark's TCP analysis flags of some frames: {frame: {out_of_order, retransmission}}"""
+    fields = ["frame.number", "tcp.analysis.out_of_order", "tcp.analysis.retransmission",
+              "frame.protocols", "tcp.payload", "tcp.len"]
+    cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
+           " or ".join(f"frame.number == {f}" for f in frames), "-T", "fields",
+           "-E", f"separator={_SEP}"]
+    for f in fields:
+        cmd += ["-e", f]
+    return {int(r["frame.number"]): {"out_of_order": bool(r["tcp.analysis.out_of_order"]),
+                                     "retransmission": bool(r["tcp.analysis.retransmission"]),
+                                     "protocols": r["frame.protocols"],
+                                     "payload": r["tcp.payload"][:16].replace(":", ""),
+                                     "tcp_len": int(r["tcp.len"] or 0)}
+            for r in run_fields(cmd, fields, path)}
+
+
+def _quic_keys_known(version) -> bool:
+    """QUIC versions whose Initial keys webtap derives (ext/quic_crypto.h: v1, v2, draft-29)."""
+    try:
+        v = int(str(version), 0)
+    except ValueError:
+        return False
+    return v in (0x00000001, 0x6B3343CF, 0xFF00001D)
+
+
+def _encapsulated(protos: str) -> bool:
+    """frame.protocols shows the TCP segment inside a tunnel or a shim webtap does not open:
+    two IP layers (IP-in-IP, GTP, Geneve, ...) or a named encapsulation before tcp."""
+    layers = protos.split(":")
+    pre = layers[:layers.index("tcp")] if "tcp" in layers else layers
+    return sum(x in ("ip", "ipv6") for x in pre) > 1 or any(x in _ENCAPS for x in pre)
+
+
+def _same(f, a, b) -> bool:
+    na = a is None or (isinstance(a, float) and pd.isna(a)) or a == ""
+    nb = b is None or (isinstance(b, float) and pd.isna(b)) or b == ""
+    if na or nb:
+        return na and nb
+    return str(a) == str(b)
+
+
+def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0) -> TlsComparison:
+    frames = [compare_tls_trace(p, tshark=tshark, gc_timeout=gc_timeout) for p in traces]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return TlsComparison(rows=rows, files=list(traces))
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]`"""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="httpanalyzer compare --tls",
+                                 description="Compare webtap's TLS handshakes with tshark's; every "
+                                             "difference gets a category.")
+    ap.add_argument("traces", nargs="+", metavar="TRACE")
+    ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ap.add_argument("--csv", metavar="OUT", help="write the per-hello rows as CSV")
+    ap.add_argument("--tshark", default="tshark")
+    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S")
+    a = ap.parse_args(argv)
+    for p in a.traces:
+        if not os.path.exists(p):
+            print(f"httpanalyzer compare: no such file: {p}", file=sys.stderr)
+            return 2
+    try:
+        c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout)
+    except (OSError, RuntimeError, TsharkError, subprocess.CalledProcessError) as e:
+        print(f"httpanalyzer compare: {e}", file=sys.stderr)
+        return 1
+    if a.csv:
+        c.rows.drop(columns=["how"], errors="ignore").to_csv(a.csv, index=False)
+    s = c.summary()
+    if a.json:
+        print(json.dumps(s))
+    else:
+        print(f"{s['files']} files, {s['hellos']} hellos")
+        for k, v in sorted(s["categories"].items()):
+            print(f"  {k:28s} {v}")
+        un = c.rows[c.rows["category"] == "unexplained"] if len(c.rows) else c.rows
+        for r in un.head(50).itertuples(index=False):
+            print(f"  unexplained: {r.file} frame {r.frame} {r.side}: {r.differs}")
+    return 0

@@ -1,0 +1,418 @@
+"""TLS handshake records (issue 17): traces -> capture -> TLS first flight (ext/tls.pyx: parse,
+bounded reassembly of split hellos, Eq. 2 pairing) -> Arrow record batches -> DataFrame.
+
+    import httpanalyzer
+    df = httpanalyzer.analyze_tls("trace.pcap")     # one row per handshake
+
+Columns (first ones fixed by the issue, more after them): see COLUMNS / SCHEMA. Versions and
+cipher suites are written as tshark writes them (0x0304, 0x1301); list columns are Arrow lists
+(comma-joined in CSV and text output).
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_RECORD_DTYPE"]
+
+_W = dict(ip=48, sni=256, alpn=256, vers=128, ciphers=1024, exts=512, groups=256, ks=128,
+          salpn=64, sexts=256)
+
+_CH = np.dtype([
+    ("ts_ns", "<i8"), ("pkt", "<u8"), ("ack", "<u4"), ("hs_len", "<u4"),
+    ("legacy_version", "<u2"), ("version", "<u2"), ("flags", "<u2"), ("segments", "<u2"),
+    ("n_ciphers", "<u2"), ("n_exts", "<u2"), ("status", "u1"), ("clipped", "u1"),
+    ("sni", f"S{_W['sni']}"), ("alpn", f"S{_W['alpn']}"), ("versions", f"S{_W['vers']}"),
+    ("ciphers", f"S{_W['ciphers']}"), ("exts", f"S{_W['exts']}"), ("groups", f"S{_W['groups']}"),
+    ("key_share", f"S{_W['ks']}"), ("ja3", "S33"), ("ja4", "S37"),
+], align=True)
+_SH = np.dtype([
+    ("ts_ns", "<i8"), ("pkt", "<u8"), ("seq", "<u4"), ("hs_len", "<u4"),
+    ("legacy_version", "<u2"), ("version", "<u2"), ("cipher", "<u2"), ("flags", "<u2"),
+    ("segments", "<u2"), ("status", "u1"), ("clipped", "u1"),
+    ("alpn", f"S{_W['salpn']}"), ("exts", f"S{_W['sexts']}"), ("ja3s", "S33"),
+], align=True)
+#: ext/tls.pyx TlsRecord (a test asserts the sizes agree)
+TLS_RECORD_DTYPE = np.dtype([
+    ("client_ip", "u1", (16,)), ("server_ip", "u1", (16,)),
+    ("client_ip_text", f"S{_W['ip']}"), ("server_ip_text", f"S{_W['ip']}"),
+    ("client_port", "<u2"), ("server_port", "<u2"), ("vlan", "<u2"),
+    ("ip_version", "u1"), ("transport", "u1"), ("has_ch", "u1"), ("has_sh", "u1"),
+    ("reason", "u1"), ("_pad", "u1"), ("ch", _CH), ("sh", _SH),
+], align=True)
+
+TLSF_HRR, TLSF_ECH, TLSF_SNI, TLSF_ALPN = 1, 2, 4, 8
+
+#: (name, Arrow type, meaning); the first 22 are the issue's, in its order
+FIELDS = [
+    ("client_ip", pa.string(), "client address"),
+    ("client_port", pa.uint16(), "client TCP/UDP port"),
+    ("server_ip", pa.string(), "server address"),
+    ("server_port", pa.uint16(), "server port"),
+    ("transport", pa.string(), "tcp | quic"),
+    ("client_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ClientHello's first packet"),
+    ("server_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ServerHello's packet"),
+    ("handshake_time", pa.float64(), "server_hello_ts - client_hello_ts, seconds"),
+    ("sni", pa.string(), "server_name (host_name) of the ClientHello"),
+    ("alpn", pa.list_(pa.string()), "ALPN protocols offered by the client, in order"),
+    ("client_versions", pa.list_(pa.string()), "supported_versions (wire order, GREASE kept), else the legacy version"),
+    ("server_version", pa.string(), "version the ServerHello selects"),
+    ("cipher", pa.string(), "cipher suite the ServerHello selects"),
+    ("ja3", pa.string(), "JA3 (MD5) of the ClientHello"),
+    ("ja3s", pa.string(), "JA3S (MD5) of the ServerHello"),
+    ("ja4", pa.string(), "JA4 (TLS client fingerprint, BSD-3-Clause part only)"),
+    ("ech", pa.bool_(), "encrypted_client_hello extension present (real or GREASE)"),
+    ("ch_segments", pa.uint16(), "TCP segments the ClientHello took"),
+    ("matched", pa.bool_(), "ClientHello and ServerHello paired"),
+    ("unmatched_reason", pa.string(), "gc | end | cap | incomplete | too_long | malformed | reassembly_cap; null if paired"),
+    ("request_frame", pa.uint64(), "tshark frame.number of the ClientHello (its first segment)"),
+    ("response_frame", pa.uint64(), "tshark frame.number of the ServerHello"),
+    # more
+    ("hello_retry_request", pa.bool_(), "the ServerHello is a HelloRetryRequest"),
+    ("client_legacy_version", pa.string(), "ClientHello legacy_version field"),
+    ("ciphers", pa.list_(pa.string()), "cipher suites offered (wire order, GREASE kept)"),
+    ("extensions", pa.list_(pa.uint16()), "ClientHello extension types in wire order"),
+    ("supported_groups", pa.list_(pa.string()), "supported_groups (wire order)"),
+    ("key_share_groups", pa.list_(pa.string()), "groups of the client's key shares"),
+    ("server_alpn", pa.string(), "ALPN protocol the server selects"),
+    ("server_extensions", pa.list_(pa.uint16()), "ServerHello extension types in wire order"),
+    ("ch_length", pa.uint32(), "declared ClientHello handshake length"),
+    ("ip_version", pa.uint8(), "4 or 6"),
+    ("vlan", pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
+    ("text_clipped", pa.bool_(), "some text was clipped to the record's field width"),
+]
+COLUMNS = [f[0] for f in FIELDS]
+SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in FIELDS])
+_REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "reassembly_cap")
+
+
+def _text(col: np.ndarray) -> pa.Array:
+    """Fixed-width NUL-padded bytes column -> Arrow string (the C side wrote valid UTF-8)."""
+    return pa.array(col, type=pa.binary()).cast(pa.string())
+
+
+def _hex(v: np.ndarray, valid: np.ndarray) -> pa.Array:
+    s = pa.array(np.char.add("0x", np.char.zfill(np.char.mod("%x", v.astype(np.int64)), 4)))
+    return pc.if_else(pa.array(valid), s, pa.scalar(None, pa.string()))
+
+
+def _split(col: pa.Array, typ=pa.string()) -> pa.Array:
+    """comma-joined text -> list (empty text -> empty list)"""
+    lst = pc.split_pattern(col, ",")
+    empty = pc.equal(col, "")
+    lst = pc.if_else(empty, pa.scalar([], pa.list_(pa.string())), lst)
+    return lst if typ == pa.string() else lst.cast(pa.list_(typ))
+
+
+def to_table(raw: np.ndarray) -> pa.Table:
+    """TlsRecord rows (uint8 buffer from TlsTable.take) -> Arrow table of SCHEMA (columnar,
+    no per-record Python)."""
+    r = np.frombuffer(raw, dtype=TLS_RECORD_DTYPE) if raw.dtype != TLS_RECORD_DTYPE else raw
+    if len(r) == 0:
+        return SCHEMA.empty_table()
+    ch, sh = r["ch"], r["sh"]
+    has_ch = r["has_ch"].astype(bool)
+    has_sh = r["has_sh"].astype(bool)
+    ch_ok = has_ch & (ch["status"] == 0)
+    sh_ok = has_sh & (sh["status"] == 0)
+    paired = r["reason"] == 0
+    ts = pa.timestamp("ns", tz="UTC")
+    ch_ts = pa.array(ch["ts_ns"], mask=~has_ch).cast(ts)
+    sh_ts = pa.array(sh["ts_ns"], mask=~has_sh).cast(ts)
+    ht = pa.array((sh["ts_ns"] - ch["ts_ns"]) / 1e9, mask=~paired)
+
+    def opt_text(col, ok):
+        return pc.if_else(pa.array(ok), _text(col), pa.scalar(None, pa.string()))
+
+    def nonempty(col, ok):
+        t = _text(col)
+        return pc.if_else(pc.and_(pa.array(ok), pc.not_equal(t, "")), t, pa.scalar(None, pa.string()))
+
+    vers_txt = _text(ch["versions"])
+    legacy = _hex(ch["legacy_version"], ch_ok)
+    # no supported_versions extension: the legacy version is the one the client offers
+    vers_txt = pc.if_else(pc.equal(vers_txt, ""), pc.fill_null(legacy, ""), vers_txt)
+    reason_codes = r["reason"].astype(np.int64)
+    reasons = pa.array([_REASONS[i] if i < len(_REASONS) else "unknown" for i in range(len(_REASONS))])
+    unmatched = pc.take(reasons, pa.array(reason_codes))
+    vlan = r["vlan"]
+    cols = {
+        "client_ip": _text(r["client_ip_text"]),
+        "client_port": pa.array(r["client_port"]),
+        "server_ip": _text(r["server_ip_text"]),
+        "server_port": pa.array(r["server_port"]),
+        "transport": pc.take(pa.array(["tcp", "quic"]), pa.array(r["transport"].astype(np.int64))),
+        "client_hello_ts": ch_ts,
+        "server_hello_ts": sh_ts,
+        "handshake_time": ht,
+        "sni": nonempty(ch["sni"], ch_ok),
+        "alpn": pc.if_else(pa.array(ch_ok), _split(_text(ch["alpn"])), pa.scalar(None, pa.list_(pa.string()))),
+        "client_versions": pc.if_else(pa.array(ch_ok), _split(vers_txt), pa.scalar(None, pa.list_(pa.string()))),
+        "server_version": _hex(sh["version"], sh_ok),
+        "cipher": _hex(sh["cipher"], sh_ok),
+        "ja3": nonempty(ch["ja3"], ch_ok),
+        "ja3s": nonempty(sh["ja3s"], sh_ok),
+        "ja4": nonempty(ch["ja4"], ch_ok),
+        "ech": pa.array((ch["flags"] & TLSF_ECH) != 0, mask=~ch_ok),
+        "ch_segments": pa.array(ch["segments"], mask=~has_ch),
+        "matched": pa.array(paired),
+        "unmatched_reason": unmatched,
+        "request_frame": pa.array(ch["pkt"] + 1, mask=~has_ch),
+        "response_frame": pa.array(sh["pkt"] + 1, mask=~has_sh),
+        "hello_retry_request": pa.array((sh["flags"] & TLSF_HRR) != 0, mask=~sh_ok),
+        "client_legacy_version": legacy,
+        "ciphers": pc.if_else(pa.array(ch_ok), _split(_text(ch["ciphers"])), pa.scalar(None, pa.list_(pa.string()))),
+        "extensions": pc.if_else(pa.array(ch_ok), _split(_text(ch["exts"]), pa.uint16()), pa.scalar(None, pa.list_(pa.uint16()))),
+        "supported_groups": pc.if_else(pa.array(ch_ok), _split(_text(ch["groups"])), pa.scalar(None, pa.list_(pa.string()))),
+        "key_share_groups": pc.if_else(pa.array(ch_ok), _split(_text(ch["key_share"])), pa.scalar(None, pa.list_(pa.string()))),
+        "server_alpn": nonempty(sh["alpn"], sh_ok),
+        "server_extensions": pc.if_else(pa.array(sh_ok), _split(_text(sh["exts"]), pa.uint16()), pa.scalar(None, pa.list_(pa.uint16()))),
+        "ch_length": pa.array(ch["hs_len"], mask=~has_ch),
+        "ip_version": pa.array(r["ip_version"]),
+        "vlan": pa.array(vlan, mask=vlan == 0xFFFF),
+        "text_clipped": pa.array((ch["clipped"] | sh["clipped"]) != 0),
+    }
+    return pa.Table.from_arrays([cols[n].cast(SCHEMA.field(n).type) for n in COLUMNS], schema=SCHEMA)
+
+
+class TlsRun:
+    """One TLS record stage over a stream of packet batches (several traces in a row)."""
+
+    def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_reassembly: int = 1024):
+        from webtap._ext.tls import TlsTable, sizeof_tls_record
+
+        if sizeof_tls_record() != TLS_RECORD_DTYPE.itemsize:
+            raise RuntimeError("TLS_RECORD_DTYPE does not match ext/tls.pyx TlsRecord")
+        self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
+                              max_reassembly=max_reassembly)
+
+    def feed(self, packets, data) -> pa.Table | None:
+        self.table.feed(packets, data)
+        return self._take()
+
+    def finish(self) -> pa.Table | None:
+        self.table.flush()
+        return self._take()
+
+    def _take(self):
+        raw = self.table.take()
+        if raw.size == 0:
+            return None
+        return to_table(raw)
+
+    def counters(self) -> dict:
+        return self.table.counters()
+
+
+def iter_tls_batches(traces: str | os.PathLike | Iterable, bpf: str | None = None,
+                     gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                     max_reassembly: int = 1024, counters: dict | None = None,
+                     progress: bool | None = False) -> Iterator[pa.RecordBatch]:
+    """Record batches of TLS handshakes of one or more traces (read in the order given, one
+    table: a handshake may span files)."""
+    from webtap.capture import open_trace
+
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending, max_reassembly=max_reassembly)
+    for t in traces:
+        with open_trace(t, bpf=bpf, progress=progress) as tr:
+            for batch in tr:
+                tab = run.feed(batch.packets, batch.data)
+                if tab is not None:
+                    yield from tab.to_batches()
+    tab = run.finish()
+    if tab is not None:
+        yield from tab.to_batches()
+    if counters is not None:
+        counters.update(run.counters())
+
+
+def analyze_tls(traces, bpf: str | None = None, gc_timeout: float = 60.0,
+                max_pending: int = 1 << 15, max_reassembly: int = 1024,
+                counters: dict | None = None):
+    """One row per TLS handshake (ClientHello <-> ServerHello) of the traces, as a DataFrame
+    ordered by ClientHello (else ServerHello) frame."""
+    batches = list(iter_tls_batches(traces, bpf=bpf, gc_timeout=gc_timeout,
+                                    max_pending=max_pending, max_reassembly=max_reassembly,
+                                    counters=counters))
+    tab = pa.Table.from_batches(batches, schema=SCHEMA)
+    tab = sort_table(tab)
+    return tab.to_pandas(types_mapper=None)
+
+
+def sort_table(tab: pa.Table) -> pa.Table:
+    """Rows in the order of their first frame (ClientHello, else ServerHello)."""
+    if tab.num_rows == 0:
+        return tab
+    first = pc.if_else(pc.is_null(tab["request_frame"]), tab["response_frame"], tab["request_frame"])
+    idx = pc.sort_indices(pa.table({"f": first, "r": pc.fill_null(tab["response_frame"], 0)}),
+                          sort_keys=[("f", "ascending"), ("r", "ascending")])
+    return tab.take(idx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: text views (lists comma-joined) for CSV and the line format; Parquet keeps lists
+# ---------------------------------------------------------------------------------------------
+def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records)."""
+    from httpanalyzer.writers import seconds_text
+
+    tab = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    cols = []
+    for name in tab.column_names:
+        col = tab[name].combine_chunks()
+        t = col.type
+        if pa.types.is_list(t):
+            col = pc.binary_join(col.cast(pa.list_(pa.string())), ",")
+        elif pa.types.is_timestamp(t):
+            col = seconds_text(col.cast(pa.int64()))
+        cols.append(col)
+    return pa.table(cols, names=tab.column_names)
+
+
+TEXT_SCHEMA = None
+
+
+def _text_schema() -> pa.Schema:
+    global TEXT_SCHEMA
+    if TEXT_SCHEMA is None:
+        TEXT_SCHEMA = text_view(SCHEMA.empty_table()).schema
+    return TEXT_SCHEMA
+
+
+def _views() -> dict:
+    return {"csv": text_view, "lines": text_view}
+
+
+def open_output(run, path: str):
+    """The records' output through the shared CLI layer (webtap.clikit: extension table, atomic
+    write): Parquet keeps list columns, CSV and the line format get text_view."""
+    parquet = path.endswith((".parquet", ".pq"))
+    return run.output(path, views=_views(), schema=SCHEMA if parquet else _text_schema())
+
+
+class OnePass:
+    """`httpanalyzer TRACE -o http.parquet --tls-out tls.parquet`: the TLS stage fed with the
+    packet batches the HTTP pass reads (iter_record_batches(packet_hook=...)), in this process
+    whatever the HTTP pairing mode (one process, feeder consumers): the same records as
+    `httpanalyzer tls`."""
+
+    def __init__(self, run, out: str, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_reassembly: int = 1024):
+        self.o = open_output(run, out)
+        self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
+                          max_reassembly=max_reassembly)
+        self.tables: list = []
+
+    def feed(self, packets, data) -> None:
+        t = self.run.feed(packets, data)
+        if t is not None:
+            self.tables.append(t)
+
+    def commit(self) -> None:
+        t = self.run.finish()
+        if t is not None:
+            self.tables.append(t)
+        tab = sort_table(pa.concat_tables(self.tables) if self.tables else SCHEMA.empty_table())
+        self.o.write(tab)
+        self.o.commit()
+        return tab
+
+    def counters(self) -> dict:
+        return self.run.counters()
+
+
+def feed_traces(one: OnePass, traces, bpf: str | None = None) -> list:
+    """Read the traces into a OnePass; returns the unreadable ones as 'path: why' lines."""
+    from webtap.capture import open_trace
+    from webtap.errors import BpfError
+
+    bad = []
+    for t in traces:
+        try:
+            tr = open_trace(t, bpf=bpf, progress=False)
+        except BpfError:
+            raise
+        except (OSError, ValueError, RuntimeError) as e:
+            bad.append(f"{t}: {e}")
+            continue
+        with tr:
+            for batch in tr:
+                one.feed(batch.packets, batch.data)
+    return bad
+
+
+def build_parser():
+    import argparse
+
+    from webtap import clikit
+
+    ap = argparse.ArgumentParser(
+        prog="httpanalyzer tls",
+        description="TLS handshake records: one row per ClientHello/ServerHello pair (SNI, ALPN, "
+                    "versions, cipher, JA3/JA3S/JA4, handshake time), paired like HTTP "
+                    "transactions (ServerHello SEQ = ClientHello ACK). Exit codes: 0 success, "
+                    "1 nothing could be read, 2 usage error.")
+    ap.add_argument("traces", nargs="+", metavar="TRACE")
+    ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
+    ap.add_argument("-o", "--output", metavar="OUT",
+                    help="OUT.csv, OUT.parquet or OUT.txt; default: lines on stdout")
+    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
+                    help="seconds of capture time a hello waits for its counterpart (default 60)")
+    ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 15, metavar="N",
+                    help="waiting hellos at most (oldest evicted, reason cap; default 32768)")
+    ap.add_argument("--max-reassembly", type=clikit.positive_int, default=1024, metavar="N",
+                    help="split hellos reassembled at once (32 KiB each at most; default 1024)")
+    ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
+    ap.add_argument("--plots", metavar="DIR",
+                    help="write the figures (handshake-time CCDF TCP vs QUIC, versions, ALPN, "
+                         "top SNIs, ECH share, ClientHello segments) as PNG to DIR")
+    clikit.add_common(ap)
+    return ap
+
+
+def handle(a, run) -> int:
+    import sys
+
+    from webtap import clikit
+    from webtap.errors import BpfError
+
+    a.traces = [clikit.trace_path(t) for t in a.traces]
+    if a.bpf:
+        from webtap.capture import compile_filter
+
+        try:
+            compile_filter(a.bpf)
+        except BpfError as e:
+            raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
+    one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
+                  max_reassembly=a.max_reassembly)
+    bad = feed_traces(one, a.traces, bpf=a.bpf)
+    for b in bad:
+        run.error(clikit.what_where(b))
+    if len(bad) == len(a.traces):
+        raise clikit.Exit(1)
+    tab = one.commit()
+    if a.plots:
+        from httpanalyzer.plot import save_figures
+        from httpanalyzer.tls_plot import tls_figures
+
+        for p in save_figures(tls_figures(tab.to_pandas()), a.plots):
+            run.note(f"wrote {p}")
+    if a.summary:
+        for k, v in one.counters().items():
+            print(f"{k:28s} {v}", file=sys.stderr)
+    return 0
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
+    from webtap import clikit
+
+    return clikit.main("httpanalyzer tls", build_parser(), handle, list(argv or []))
