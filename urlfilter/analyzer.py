@@ -217,17 +217,17 @@ class UrlAnalyzer:
             if len(sm):
                 out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
                                       (sni, soff), flags, frames))
+        if out:
+            # first frame of each hit, in record order (http hits, then tls/quic hits by row)
+            self.last_frame_index = np.concatenate([o[-1][o[9]] for o in out]).astype(np.int64)
         if frames and self.on_forged is not None:
-            sizes = [len(f[1]) - 1 for f in frames]
             base = np.concatenate([[0], np.cumsum([len(f[0]) for f in frames])[:-1]])
             offs = np.concatenate([[0]] + [f[1][1:] + b for f, b in zip(frames, base)]).astype(np.int64)
-            self.last_frame_index = np.concatenate([f[4] + o for f, o in
-                                                    zip(frames, np.concatenate([[0], np.cumsum(sizes)[:-1]]))]).astype(np.int64)
             self.on_forged(np.concatenate([f[0] for f in frames]), offs,
                            np.concatenate([f[2] for f in frames]), np.concatenate([f[3] for f in frames]))
         if not self.keep_records or not out:
             return None
-        rbs = [rb for rb in (self._records(*o) for o in out) if rb is not None]
+        rbs = [rb for rb in (self._records(*o[:-1]) for o in out) if rb is not None]
         if not rbs:
             return None
         rb = rbs[0] if len(rbs) == 1 else pa.Table.from_batches(rbs).combine_chunks().to_batches()[0]
@@ -248,6 +248,7 @@ class UrlAnalyzer:
         forge_ns = np.zeros(n, dtype=np.int64)
         forged = np.zeros(n, dtype=np.int8)
         tcp = proto_a != 2
+        first_all = np.full(n, -1, np.int64)     # index of each hit's first frame in this feed
         if self.forge:
             for sel_kind, fn, per in ((tcp, _um.forge, 2), (~tcp, _um.forge_quic, 1)):
                 sel = hit & sel_kind
@@ -264,16 +265,16 @@ class UrlAnalyzer:
                     self.counters["tls_forged"] += 2 * int((sel & (proto_a == 1)).sum())
                 ts = np.repeat(m["ts_ns"][hrows] + match_ns[sel] + fns, per)
                 lts = np.repeat(m["linktype"][hrows], per)
-                # first frame (within this forge call) of each hit record, in record order
-                first = np.full(n, -1, np.int64)
-                first[np.flatnonzero(sel)] = np.arange(int(sel.sum())) * per
-                frames.append((fr, foffs, ts, lts, first[sel]))
+                done = sum(len(f[1]) - 1 for f in frames)
+                first_all[sel] = done + np.arange(int(sel.sum())) * per
+                frames.append((fr, foffs, ts, lts))
         if self.time_forge_all:
             for sel_kind, fn in ((tcp, _um.forge), (~tcp, _um.forge_quic)):
                 sel = ~hit & sel_kind
                 if sel.any():
                     forge_ns[sel] = fn(m, data, rows[sel])[2]
-        return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged)
+        return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged,
+                first_all)
 
     def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged):
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))

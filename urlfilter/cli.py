@@ -88,7 +88,7 @@ def _parser():
     s.add_argument("-i", "--iface", required=True)
     s.add_argument("--blacklist", required=True)
     s.add_argument("--inject-iface")
-    s.add_argument("--bpf", default="tcp")
+    s.add_argument("--bpf", default="tcp or udp")   # udp: QUIC Initials (issue 18)
     s.add_argument("--duration", type=float, help="stop after this many seconds")
     s.add_argument("-o", "--output", help="hit records (+ reaction_ns) as .csv or .parquet at exit")
     s.add_argument("--verify-checksums", action="store_true",
@@ -187,7 +187,9 @@ def _run(mgr: UrlManager, args) -> int:
         st = t.stats()
         st.update({"bytes_per_url": round(st["paper_bytes"] / st["urls"], 2) if st["urls"] else 0.0,
                    "allocated_bytes_per_url": round(st["allocated_bytes"] / st["urls"], 2) if st["urls"] else 0.0,
-                   "store_urls": mgr.store.count(), "by_category": mgr.store.by_category()})
+                   "store_urls": mgr.store.count(), "by_category": mgr.store.by_category(),
+                   # entries an SNI can never match (issue 18: TLS/QUIC carry the host only)
+                   "path_only": mgr.store.path_only()})
         if args.json:
             print(json.dumps(st), file=out)
         else:
@@ -244,10 +246,12 @@ def _filter_cmd(args) -> int:
             print(json.dumps(c), file=out)
         else:
             if not args.output:
-                cols = ["ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "entry", "category"]
+                cols = ["ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "sni",
+                        "entry", "category"]
                 res.table.select(cols).to_pandas().to_csv(out, sep="\t", index=False)
             print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} matched, {c['hits']} hits, "
-                  f"{c['forged_frames']} frames forged; skipped: "
+                  f"{c['forged_frames']} frames forged; TLS {c['tls_lookups']} SNIs {c['tls_hits']} hits, "
+                  f"QUIC {c['quic_lookups']} SNIs {c['quic_hits']} hits; skipped: "
                   + ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later", "bad_target",
                                                       "bad_checksum", "canon_failed") if c[k]),
                   file=sys.stderr)
