@@ -1142,6 +1142,14 @@ cdef class SniTable:
                 e.used += plen
                 e.next_seq = m.seq + plen
                 e.t_last = m.ts_ns
+                if e.used < 6:
+                    return 0                        # still inside the record header
+                if e.used - plen < 6:               # the record header has just become whole
+                    tls_hello_start(e.buf, e.used, &hs_type)
+                    if hs_type != 1:
+                        self._drop(e)
+                        return 0
+                    cnt[<int>SN_TLS_HELLO_SEG] += 1
                 r = tls_parse_payload(e.buf, e.used, self.scratch, TLS_HELLO_CAP, &h, &msg)
                 if r == TLS_INCOMPLETE:
                     return 0
@@ -1154,6 +1162,15 @@ cdef class SniTable:
                     cnt[<int>SN_TLS_BAD] += 1
                 self._drop(e)
                 return r if r < 0 else 0
+        if plen < 6 and plen == m.payload_len and pay[0] == 22 and (plen < 2 or pay[1] == 3) \
+                and (plen < 3 or pay[2] <= 4):
+            # a segment shorter than a record header + handshake type: may start a hello
+            e = self._slot(m, PROTO_TLS, NULL, 0, True, m.ts_ns)
+            if e != NULL:
+                memcpy(e.buf, pay, plen)
+                e.used = plen
+                e.next_seq = m.seq + plen
+            return 0
         start = tls_hello_start(pay, plen, &hs_type)
         if hs_type != 1:
             return 0
