@@ -921,6 +921,9 @@ cdef class SniTable:
     cdef uint8_t *scratch
     cdef uint8_t *plain
     cdef uint8_t *hdr
+    cdef HttpMsg *undec         # Initials that did not open with client keys (server Initials)
+    cdef size_t n_undec, cap_undec
+    cdef public bint keep_undecryptable
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
@@ -945,6 +948,7 @@ cdef class SniTable:
         free(self.scratch)
         free(self.plain)
         free(self.hdr)
+        free(self.undec)
 
     def __len__(self):
         return self.used
@@ -1041,6 +1045,20 @@ cdef class SniTable:
                     self.evicted += 1
                     again = True
                     break
+
+    def take_undecryptable(self):
+        """The packets (MESSAGE_DTYPE rows) whose first QUIC packet was an Initial that did not
+        open with the client keys of its DCID since the last call -- the servers' Initials among
+        them give the QUIC timing condition (urlfilter.timing). Kept only with
+        keep_undecryptable = True."""
+        from webtap.schema import MESSAGE_DTYPE
+        out = np.zeros(self.n_undec, dtype=MESSAGE_DTYPE)
+        cdef uint8_t[::1] v
+        if self.n_undec:
+            v = out.view(np.uint8)
+            memcpy(&v[0], self.undec, self.n_undec * sizeof(HttpMsg))
+        self.n_undec = 0
+        return out
 
     def extract(self, packets, const uint8_t[::1] data, bint verify_checksums=True):
         """SNIs of the ClientHellos (TLS over TCP, QUIC Initials) completed in this batch.
@@ -1236,6 +1254,13 @@ cdef class SniTable:
             rc = quic_open_packet(d + off, &h, &ck, self.hdr, &hl, self.plain, &pl, &pn)
             if rc != QUIC_OK:
                 cnt[<int>(SN_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else SN_QUIC_MALFORMED)] += 1
+                if rc == QUIC_E_DECRYPT and self.keep_undecryptable and off == 0:
+                    if self.n_undec == self.cap_undec:
+                        if not _grow(<void **>&self.undec, (2 * self.cap_undec + 64) * sizeof(HttpMsg)):
+                            return -1
+                        self.cap_undec = 2 * self.cap_undec + 64
+                    self.undec[self.n_undec] = m[0]
+                    self.n_undec += 1
                 off = h.end
                 continue
             cnt[<int>SN_QUIC_INITIAL] += 1

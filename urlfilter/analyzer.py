@@ -167,6 +167,9 @@ class UrlAnalyzer:
         self.counters.update(hits=0, misses=0, inactive=0, forged_frames=0)
         # TLS/QUIC (issue 18): the SNI pass's reasons and per-protocol lookups, hits, frames
         self.sni = _um.SniTable() if sni else None
+        self.server_initials: list[np.ndarray] = []   # timing: QUIC Initials not from clients
+        if self.sni is not None and handshakes:
+            self.sni.keep_undecryptable = True
         self.counters.update(dict.fromkeys(SNI_REASONS, 0))
         self.counters.update(tls_lookups=0, tls_hits=0, tls_forged=0, quic_lookups=0,
                              quic_hits=0, quic_forged=0)
@@ -214,6 +217,10 @@ class UrlAnalyzer:
             sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract(pk, data, self.verify)
             for name, v in zip(SNI_REASONS, scnt.tolist()):
                 self.counters[name] += v
+            if self.conns is not None:
+                u = self.sni.take_undecryptable()
+                if len(u):
+                    self.server_initials.append(u[["ts_ns", "src_ip", "dst_ip", "src_port", "dst_port"]].copy())
             if len(sm):
                 out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
                                       (sni, soff), flags, frames))

@@ -161,3 +161,28 @@ def test_quic_closes_decrypt_in_tshark(tmp_path, rel):
     assert n_first >= 1 and n_first <= len(rows) <= len(qh), (len(rows), n_first, len(qh))
     for r in rows:
         assert r[0] == "28" and r[1] == str(q.CLOSE_ERROR) and r[3] == "", r
+
+
+@pytest.mark.tshark
+def test_timing_reports_tls_and_quic(tmp_path):
+    """urlfilter timing: a QUIC row's RTT(filter, server) is client Initial -> first server
+    Initial (times from tshark), a TLS row's the SYN -> SYN/ACK of its connection."""
+    from urlfilter.timing import timing
+    qpath = require_shared(TLS / "zeek/quic_chromium-115.0.5790.110-google-de-fragmented.pcap")
+    rep = timing(str(qpath), _blacklist(["google.de"]))
+    row = rep[rep["proto"] == "quic"].iloc[0]
+    assert row["handshake"] and row["hit"]
+    f = _fields(qpath, "quic.long.packet_type == 0", ["frame.time_epoch", "udp.srcport"])
+    t_client = next(float(x[0]) for x in f if x[1] != "443")
+    t_server = next(float(x[0]) for x in f if x[1] == "443")
+    assert abs(row["rtt_fs_ns"] - (t_server - t_client) * 1e9) < 2000
+    assert row["margin_ns"] == row["rtt_fs_ns"] - row["t_proc_ns"]
+    tpath = require_shared(TLS / "suricata-verify/community-id-ipv6_input.pcap")
+    rep = timing(str(tpath), _blacklist([]))
+    tls = rep[(rep["proto"] == "tls") & rep["handshake"]]
+    assert len(tls)
+    syn = _fields(tpath, "tcp.flags.syn == 1", ["frame.time_epoch", "tcp.flags.ack", "tcp.srcport", "tcp.dstport"])
+    for _, r in tls.iterrows():
+        t_syn = next(float(x[0]) for x in syn if x[1] == "0" and int(x[2]) == r["src_port"])
+        t_sa = next(float(x[0]) for x in syn if x[1] == "1" and int(x[3]) == r["src_port"])
+        assert abs(r["rtt_fs_ns"] - (t_sa - t_syn) * 1e9) < 2000
