@@ -672,10 +672,10 @@ from quic_crypto cimport (
 from quic_close cimport quic_forge_close, QUIC_CLOSE_MAX
 
 SNI_REASONS = ("tls_hello_segments", "tls_split", "tls_bad", "tls_too_long", "tls_gap",
-               "bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
+               "tls_bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
                "quic_other_version", "quic_not_initial", "quic_malformed", "quic_undecryptable",
                "quic_initials", "quic_crypto_bad", "quic_hello_bad", "client_hellos", "no_sni",
-               "sni_non_ascii", "sni_bad", "ech", "extracted")
+               "sni_non_ascii", "sni_bad", "ech", "sni_extracted")
 
 cdef enum SniReason:
     SN_TLS_HELLO_SEG = 0   # TCP segments that start a TLS ClientHello record

@@ -32,6 +32,7 @@ __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_
 
 FILTER_REASONS = _um.FILTER_REASONS
 SNI_REASONS = _um.SNI_REASONS
+assert not set(FILTER_REASONS) & set(SNI_REASONS), "GET and SNI reasons share one counters dict"
 PROTO_NAMES = _um.PROTO_NAMES
 
 #: ext/urlmatch.pxd ConnTiming

@@ -536,7 +536,7 @@ def check_sni(data: bytes) -> None:
     t = um.SniTable(capacity=4)
     msgs, proto, flags, keys, koff, sni, soff, cnt = t.extract(pk, buf, True)
     c = dict(zip(um.SNI_REASONS, cnt.tolist()))
-    assert c["extracted"] == len(msgs) <= c["client_hellos"]
+    assert c["sni_extracted"] == len(msgs) <= c["client_hellos"]
     assert len(koff) == len(soff) == len(msgs) + 1 and koff[-1] == len(keys) and soff[-1] == len(sni)
     for i in range(len(msgs)):
         name = bytes(sni[soff[i]:soff[i + 1]])

@@ -50,7 +50,7 @@ def test_split_at_every_byte_offset(tmp_path):
     # the row is the completing segment: seq/len give the server's RCV.NXT for the RST
     assert all(r["seq"] + r["len"] == 1000 + len(rec) for r in rows)
     assert c["tls_hello_segments"] == len(rec) - 1     # offsets 1..5 cut the record header itself
-    assert c["extracted"] == len(rec) - 1 and c["tls_gap"] == 0 and c["tls_bad"] == 0
+    assert c["sni_extracted"] == len(rec) - 1 and c["tls_gap"] == 0 and c["tls_bad"] == 0
 
 
 def test_split_records_and_gaps(tmp_path):
@@ -91,7 +91,7 @@ def test_64k_sni_is_too_long_not_matched(tmp_path):
     frames = [frame(rec[i:i + 1400], sport=9, seq=i) for i in range(0, len(rec), 1400)]
     write(tmp_path / "long.pcap", frames)
     rows, c = extract(tmp_path / "long.pcap")
-    assert rows == [] and c["tls_too_long"] == 1 and c["extracted"] == 0
+    assert rows == [] and c["tls_too_long"] == 1 and c["sni_extracted"] == 0
 
 
 def _blacklist(*entries):
@@ -207,4 +207,4 @@ def test_garbage_never_forges(tmp_path_factory, data, udp, cut):
     rows, c = extract(d / "g.pcap")
     for r in rows:
         assert r["sport"] == 6 and r["sni"] == b"evil.test"      # only an intact prefix can parse
-    assert c["extracted"] == len(rows)
+    assert c["sni_extracted"] == len(rows)
