@@ -2,8 +2,9 @@
  *
  * Header-only: every function is static, so each extension module that includes this header
  * (through ext/quic_crypto.pxd) gets its own copy; there is no shared state but the OpenSSL
- * algorithm handles fetched once per module (pthread_once). Every function is thread-safe and
- * may run without the GIL.
+ * algorithm handles fetched once per module (pthread_once) and one set of OpenSSL contexts per
+ * thread (HMAC, HKDF, AES-GCM, AES-ECB; kept for the thread's life, a few KB). Every function is
+ * thread-safe and may run without the GIL.
  *
  * What is here (the primitives the URL filter's QUIC cut and the TLS/QUIC analyzer share):
  *   - quic_initial_keys(): initial secret from the client's first Destination Connection ID,
@@ -126,8 +127,15 @@ static EVP_KDF *quic__hkdf;
 static EVP_CIPHER *quic__gcm, *quic__ecb;
 static pthread_once_t quic__once = PTHREAD_ONCE_INIT;
 
+static EVP_MAC *quic__hmac;
+/* Per-thread contexts, made on first use and kept: creating them per call (and OpenSSL 3.0's
+ * name lookups behind it) cost several microseconds per packet. */
+static __thread EVP_MAC_CTX *quic__tls_hmac;
+static __thread EVP_CIPHER_CTX *quic__tls_gcm, *quic__tls_ecb;
+
 static void quic__init(void)
 {
+    quic__hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     quic__hkdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
     quic__gcm = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
     quic__ecb = EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL);
@@ -136,29 +144,34 @@ static void quic__init(void)
 static inline int quic__ready(void)
 {
     pthread_once(&quic__once, quic__init);
-    return quic__hkdf && quic__gcm && quic__ecb;
+    return quic__hmac && quic__hkdf && quic__gcm && quic__ecb;
 }
 
-/* HKDF in one of OpenSSL's modes (EVP_KDF_HKDF_MODE_EXTRACT_ONLY / EXPAND_ONLY), SHA-256. */
-static int quic__hkdf_run(int mode, const uint8_t *key, size_t keylen, const uint8_t *salt,
-                          size_t saltlen, const uint8_t *info, size_t infolen,
-                          uint8_t *out, size_t outlen)
+/* HKDF-Expand (SHA-256) of key with info. One context per thread, made from the template's
+ * settings once (OpenSSL 3.0 cannot duplicate an HKDF context); each call sets key and info. */
+static __thread EVP_KDF_CTX *quic__tls_expand;
+
+static int quic__hkdf_expand(const uint8_t *key, size_t keylen, const uint8_t *info, size_t infolen,
+                             uint8_t *out, size_t outlen)
 {
-    OSSL_PARAM params[6], *p = params;
-    EVP_KDF_CTX *kctx;
-    int rc;
+    OSSL_PARAM params[5];
+    int mode = EVP_KDF_HKDF_MODE_EXPAND_ONLY;
     if (!quic__ready()) return QUIC_E_CRYPTO;
-    kctx = EVP_KDF_CTX_new(quic__hkdf);
-    if (!kctx) return QUIC_E_CRYPTO;
-    *p++ = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
-    *p++ = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
-    *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)key, keylen);
-    if (salt) *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, saltlen);
-    if (info) *p++ = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, infolen);
-    *p = OSSL_PARAM_construct_end();
-    rc = EVP_KDF_derive(kctx, out, outlen, params) == 1 ? QUIC_OK : QUIC_E_CRYPTO;
-    EVP_KDF_CTX_free(kctx);
-    return rc;
+    if (!quic__tls_expand) {
+        if (!(quic__tls_expand = EVP_KDF_CTX_new(quic__hkdf))) return QUIC_E_CRYPTO;
+        params[0] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
+        params[1] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
+        params[2] = OSSL_PARAM_construct_end();
+        if (EVP_KDF_CTX_set_params(quic__tls_expand, params) != 1) {
+            EVP_KDF_CTX_free(quic__tls_expand);
+            quic__tls_expand = NULL;
+            return QUIC_E_CRYPTO;
+        }
+    }
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)key, keylen);
+    params[1] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, infolen);
+    params[2] = OSSL_PARAM_construct_end();
+    return EVP_KDF_derive(quic__tls_expand, out, outlen, params) == 1 ? QUIC_OK : QUIC_E_CRYPTO;
 }
 
 /* HKDF-Expand-Label(secret, label, "", outlen) (RFC 8446 7.1), secret of 32 bytes. */
@@ -174,8 +187,7 @@ static int quic_hkdf_expand_label(const uint8_t secret[32], const char *label,
     memcpy(info + 3, "tls13 ", 6);
     memcpy(info + 9, label, n);
     info[9 + n] = 0;                       /* empty context */
-    return quic__hkdf_run(EVP_KDF_HKDF_MODE_EXPAND_ONLY, secret, 32, NULL, 0,
-                          info, 10 + n, out, outlen);
+    return quic__hkdf_expand(secret, 32, info, 10 + n, out, outlen);
 }
 
 /* Client and server Initial secrets (32 bytes each; either may be NULL). */
@@ -193,8 +205,20 @@ static int quic_initial_secrets(uint32_t version, const uint8_t *dcid, size_t dc
      * KDF refuses an empty IKM, which a zero-length DCID gives (legal after a Retry), so the
      * extract step calls OpenSSL's HMAC itself. */
     if (!quic__ready()) return QUIC_E_CRYPTO;
-    if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, salt, 20, dcid_len ? dcid : salt, dcid_len,
-                   initial, 32, &outlen) || outlen != 32)
+    if (!quic__tls_hmac) {
+        OSSL_PARAM mp[2];
+        if (!(quic__tls_hmac = EVP_MAC_CTX_new(quic__hmac))) return QUIC_E_CRYPTO;
+        mp[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+        mp[1] = OSSL_PARAM_construct_end();
+        if (EVP_MAC_CTX_set_params(quic__tls_hmac, mp) != 1) {
+            EVP_MAC_CTX_free(quic__tls_hmac);
+            quic__tls_hmac = NULL;
+            return QUIC_E_CRYPTO;
+        }
+    }
+    if (EVP_MAC_init(quic__tls_hmac, salt, 20, NULL) != 1
+        || (dcid_len && EVP_MAC_update(quic__tls_hmac, dcid, dcid_len) != 1)
+        || EVP_MAC_final(quic__tls_hmac, initial, &outlen, 32) != 1 || outlen != 32)
         return QUIC_E_CRYPTO;
     if (client_secret && (rc = quic_hkdf_expand_label(initial, "client in", client_secret, 32)))
         return rc;
@@ -232,14 +256,14 @@ static int quic_hp_mask(const uint8_t hp[16], const uint8_t *sample, uint8_t mas
     int outl = 0, rc = QUIC_E_CRYPTO;
     EVP_CIPHER_CTX *c;
     if (!quic__ready()) return QUIC_E_CRYPTO;
-    if (!(c = EVP_CIPHER_CTX_new())) return QUIC_E_CRYPTO;
+    if (!quic__tls_ecb && !(quic__tls_ecb = EVP_CIPHER_CTX_new())) return QUIC_E_CRYPTO;
+    c = quic__tls_ecb;
     if (EVP_EncryptInit_ex2(c, quic__ecb, hp, NULL, NULL) == 1 &&
         EVP_CIPHER_CTX_set_padding(c, 0) == 1 &&
         EVP_EncryptUpdate(c, block, &outl, sample, 16) == 1 && outl == 16) {
         memcpy(mask, block, 5);
         rc = QUIC_OK;
     }
-    EVP_CIPHER_CTX_free(c);
     return rc;
 }
 
@@ -261,14 +285,14 @@ static int quic_aead_seal(const quic_keys_t *k, uint64_t pn, const uint8_t *aad,
     if (!quic__ready()) return QUIC_E_CRYPTO;
     if (ptlen > 0x7fffffff || aadlen > 0x7fffffff) return QUIC_E_ARG;
     quic__nonce(k, pn, nonce);
-    if (!(c = EVP_CIPHER_CTX_new())) return QUIC_E_CRYPTO;
+    if (!quic__tls_gcm && !(quic__tls_gcm = EVP_CIPHER_CTX_new())) return QUIC_E_CRYPTO;
+    c = quic__tls_gcm;
     if (EVP_EncryptInit_ex2(c, quic__gcm, k->key, nonce, NULL) == 1 &&
         EVP_EncryptUpdate(c, NULL, &outl, aad, (int)aadlen) == 1 &&
         EVP_EncryptUpdate(c, ct, &outl, pt, (int)ptlen) == 1 &&
         EVP_EncryptFinal_ex(c, ct + outl, &fin) == 1 &&
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, QUIC_TAG_LEN, ct + ptlen) == 1)
         rc = QUIC_OK;
-    EVP_CIPHER_CTX_free(c);
     return rc;
 }
 
@@ -285,13 +309,13 @@ static int quic_aead_open(const quic_keys_t *k, uint64_t pn, const uint8_t *aad,
     if (ctlen > 0x7fffffff || aadlen > 0x7fffffff) return QUIC_E_ARG;
     quic__nonce(k, pn, nonce);
     memcpy(tag, ct + ctlen - QUIC_TAG_LEN, QUIC_TAG_LEN);
-    if (!(c = EVP_CIPHER_CTX_new())) return QUIC_E_CRYPTO;
+    if (!quic__tls_gcm && !(quic__tls_gcm = EVP_CIPHER_CTX_new())) return QUIC_E_CRYPTO;
+    c = quic__tls_gcm;
     if (EVP_DecryptInit_ex2(c, quic__gcm, k->key, nonce, NULL) == 1 &&
         EVP_DecryptUpdate(c, NULL, &outl, aad, (int)aadlen) == 1 &&
         EVP_DecryptUpdate(c, pt, &outl, ct, (int)(ctlen - QUIC_TAG_LEN)) == 1 &&
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_TAG, QUIC_TAG_LEN, tag) == 1)
         rc = EVP_DecryptFinal_ex(c, pt + outl, &fin) == 1 ? QUIC_OK : QUIC_E_DECRYPT;
-    EVP_CIPHER_CTX_free(c);
     return rc;
 }
 

@@ -672,10 +672,10 @@ from quic_crypto cimport (
 from quic_close cimport quic_forge_close, QUIC_CLOSE_MAX
 
 SNI_REASONS = ("tls_hello_segments", "tls_split", "tls_bad", "tls_too_long", "tls_gap",
-               "bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
+               "tls_bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
                "quic_other_version", "quic_not_initial", "quic_malformed", "quic_undecryptable",
                "quic_initials", "quic_crypto_bad", "quic_hello_bad", "client_hellos", "no_sni",
-               "sni_non_ascii", "sni_bad", "ech", "extracted")
+               "sni_non_ascii", "sni_bad", "ech", "sni_extracted")
 
 cdef enum SniReason:
     SN_TLS_HELLO_SEG = 0   # TCP segments that start a TLS ClientHello record
@@ -921,6 +921,9 @@ cdef class SniTable:
     cdef uint8_t *scratch
     cdef uint8_t *plain
     cdef uint8_t *hdr
+    cdef HttpMsg *undec         # Initials that did not open with client keys (server Initials)
+    cdef size_t n_undec, cap_undec
+    cdef public bint keep_undecryptable
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
@@ -945,6 +948,7 @@ cdef class SniTable:
         free(self.scratch)
         free(self.plain)
         free(self.hdr)
+        free(self.undec)
 
     def __len__(self):
         return self.used
@@ -1041,6 +1045,20 @@ cdef class SniTable:
                     self.evicted += 1
                     again = True
                     break
+
+    def take_undecryptable(self):
+        """The packets (MESSAGE_DTYPE rows) whose first QUIC packet was an Initial that did not
+        open with the client keys of its DCID since the last call -- the servers' Initials among
+        them give the QUIC timing condition (urlfilter.timing). Kept only with
+        keep_undecryptable = True."""
+        from webtap.schema import MESSAGE_DTYPE
+        out = np.zeros(self.n_undec, dtype=MESSAGE_DTYPE)
+        cdef uint8_t[::1] v
+        if self.n_undec:
+            v = out.view(np.uint8)
+            memcpy(&v[0], self.undec, self.n_undec * sizeof(HttpMsg))
+        self.n_undec = 0
+        return out
 
     def extract(self, packets, const uint8_t[::1] data, bint verify_checksums=True):
         """SNIs of the ClientHellos (TLS over TCP, QUIC Initials) completed in this batch.
@@ -1142,6 +1160,14 @@ cdef class SniTable:
                 e.used += plen
                 e.next_seq = m.seq + plen
                 e.t_last = m.ts_ns
+                if e.used < 6:
+                    return 0                        # still inside the record header
+                if e.used - plen < 6:               # the record header has just become whole
+                    tls_hello_start(e.buf, e.used, &hs_type)
+                    if hs_type != 1:
+                        self._drop(e)
+                        return 0
+                    cnt[<int>SN_TLS_HELLO_SEG] += 1
                 r = tls_parse_payload(e.buf, e.used, self.scratch, TLS_HELLO_CAP, &h, &msg)
                 if r == TLS_INCOMPLETE:
                     return 0
@@ -1154,6 +1180,15 @@ cdef class SniTable:
                     cnt[<int>SN_TLS_BAD] += 1
                 self._drop(e)
                 return r if r < 0 else 0
+        if plen < 6 and plen == m.payload_len and pay[0] == 22 and (plen < 2 or pay[1] == 3) \
+                and (plen < 3 or pay[2] <= 4):
+            # a segment shorter than a record header + handshake type: may start a hello
+            e = self._slot(m, PROTO_TLS, NULL, 0, True, m.ts_ns)
+            if e != NULL:
+                memcpy(e.buf, pay, plen)
+                e.used = plen
+                e.next_seq = m.seq + plen
+            return 0
         start = tls_hello_start(pay, plen, &hs_type)
         if hs_type != 1:
             return 0
@@ -1219,6 +1254,13 @@ cdef class SniTable:
             rc = quic_open_packet(d + off, &h, &ck, self.hdr, &hl, self.plain, &pl, &pn)
             if rc != QUIC_OK:
                 cnt[<int>(SN_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else SN_QUIC_MALFORMED)] += 1
+                if rc == QUIC_E_DECRYPT and self.keep_undecryptable and off == 0:
+                    if self.n_undec == self.cap_undec:
+                        if not _grow(<void **>&self.undec, (2 * self.cap_undec + 64) * sizeof(HttpMsg)):
+                            return -1
+                        self.cap_undec = 2 * self.cap_undec + 64
+                    self.undec[self.n_undec] = m[0]
+                    self.n_undec += 1
                 off = h.end
                 continue
             cnt[<int>SN_QUIC_INITIAL] += 1

@@ -32,6 +32,7 @@ __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_
 
 FILTER_REASONS = _um.FILTER_REASONS
 SNI_REASONS = _um.SNI_REASONS
+assert not set(FILTER_REASONS) & set(SNI_REASONS), "GET and SNI reasons share one counters dict"
 PROTO_NAMES = _um.PROTO_NAMES
 
 #: ext/urlmatch.pxd ConnTiming
@@ -167,6 +168,9 @@ class UrlAnalyzer:
         self.counters.update(hits=0, misses=0, inactive=0, forged_frames=0)
         # TLS/QUIC (issue 18): the SNI pass's reasons and per-protocol lookups, hits, frames
         self.sni = _um.SniTable() if sni else None
+        self.server_initials: list[np.ndarray] = []   # timing: QUIC Initials not from clients
+        if self.sni is not None and handshakes:
+            self.sni.keep_undecryptable = True
         self.counters.update(dict.fromkeys(SNI_REASONS, 0))
         self.counters.update(tls_lookups=0, tls_hits=0, tls_forged=0, quic_lookups=0,
                              quic_hits=0, quic_forged=0)
@@ -214,20 +218,24 @@ class UrlAnalyzer:
             sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract(pk, data, self.verify)
             for name, v in zip(SNI_REASONS, scnt.tolist()):
                 self.counters[name] += v
+            if self.conns is not None:
+                u = self.sni.take_undecryptable()
+                if len(u):
+                    self.server_initials.append(u[["ts_ns", "src_ip", "dst_ip", "src_port", "dst_port"]].copy())
             if len(sm):
                 out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
                                       (sni, soff), flags, frames))
+        if out:
+            # first frame of each hit, in record order (http hits, then tls/quic hits by row)
+            self.last_frame_index = np.concatenate([o[-1][o[9]] for o in out]).astype(np.int64)
         if frames and self.on_forged is not None:
-            sizes = [len(f[1]) - 1 for f in frames]
             base = np.concatenate([[0], np.cumsum([len(f[0]) for f in frames])[:-1]])
             offs = np.concatenate([[0]] + [f[1][1:] + b for f, b in zip(frames, base)]).astype(np.int64)
-            self.last_frame_index = np.concatenate([f[4] + o for f, o in
-                                                    zip(frames, np.concatenate([[0], np.cumsum(sizes)[:-1]]))]).astype(np.int64)
             self.on_forged(np.concatenate([f[0] for f in frames]), offs,
                            np.concatenate([f[2] for f in frames]), np.concatenate([f[3] for f in frames]))
         if not self.keep_records or not out:
             return None
-        rbs = [rb for rb in (self._records(*o) for o in out) if rb is not None]
+        rbs = [rb for rb in (self._records(*o[:-1]) for o in out) if rb is not None]
         if not rbs:
             return None
         rb = rbs[0] if len(rbs) == 1 else pa.Table.from_batches(rbs).combine_chunks().to_batches()[0]
@@ -248,6 +256,7 @@ class UrlAnalyzer:
         forge_ns = np.zeros(n, dtype=np.int64)
         forged = np.zeros(n, dtype=np.int8)
         tcp = proto_a != 2
+        first_all = np.full(n, -1, np.int64)     # index of each hit's first frame in this feed
         if self.forge:
             for sel_kind, fn, per in ((tcp, _um.forge, 2), (~tcp, _um.forge_quic, 1)):
                 sel = hit & sel_kind
@@ -264,16 +273,16 @@ class UrlAnalyzer:
                     self.counters["tls_forged"] += 2 * int((sel & (proto_a == 1)).sum())
                 ts = np.repeat(m["ts_ns"][hrows] + match_ns[sel] + fns, per)
                 lts = np.repeat(m["linktype"][hrows], per)
-                # first frame (within this forge call) of each hit record, in record order
-                first = np.full(n, -1, np.int64)
-                first[np.flatnonzero(sel)] = np.arange(int(sel.sum())) * per
-                frames.append((fr, foffs, ts, lts, first[sel]))
+                done = sum(len(f[1]) - 1 for f in frames)
+                first_all[sel] = done + np.arange(int(sel.sum())) * per
+                frames.append((fr, foffs, ts, lts))
         if self.time_forge_all:
             for sel_kind, fn in ((tcp, _um.forge), (~tcp, _um.forge_quic)):
                 sel = ~hit & sel_kind
                 if sel.any():
                     forge_ns[sel] = fn(m, data, rows[sel])[2]
-        return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged)
+        return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged,
+                first_all)
 
     def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged):
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))

@@ -125,8 +125,8 @@ def _parser():
                    help="interface to capture on")
     s.add_argument("--inject-iface", metavar="IFACE",
                    help="interface to send the FIN/RST frames on (default: the capture interface)")
-    s.add_argument("-f", "--filter", "--bpf", dest="bpf", default="tcp", metavar="BPF",
-                   help="BPF filter (default 'tcp'; --bpf is an old spelling)")
+    s.add_argument("-f", "--filter", "--bpf", dest="bpf", default="tcp or udp", metavar="BPF",
+                   help="BPF filter (default 'tcp or udp': udp for the QUIC Initials; --bpf is an old spelling)")
     s.add_argument("--duration", type=clikit.positive_float, metavar="S",
                    help="stop after this many seconds (else at Ctrl-C or SIGTERM)")
     s.add_argument("-o", "--output", metavar="OUT",
@@ -339,7 +339,9 @@ def _run(mgr, args, run) -> int:
         st = t.stats()
         st.update({"bytes_per_url": round(st["paper_bytes"] / st["urls"], 2) if st["urls"] else 0.0,
                    "allocated_bytes_per_url": round(st["allocated_bytes"] / st["urls"], 2) if st["urls"] else 0.0,
-                   "store_urls": mgr.store.count(), "by_category": mgr.store.by_category()})
+                   "store_urls": mgr.store.count(), "by_category": mgr.store.by_category(),
+                   # entries an SNI can never match (issue 18: TLS/QUIC carry the host only)
+                   "path_only": mgr.store.path_only()})
         if args.json:
             print(json.dumps(st), file=out)
         else:
@@ -393,7 +395,8 @@ def _check_plots_dir(d) -> None:
 
 
 #: columns of a scan record line (stdout, .txt)
-SCAN_LINE = ("ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "entry", "category")
+SCAN_LINE = ("ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "sni", "entry",
+             "category")
 TIMING_LINE = ("src_ip", "src_port", "dst_ip", "dst_port", "url", "rtt_fs_ns", "rtt_cf_ns",
                "server_wait_ns", "t_proc_ns", "margin_ns", "win")
 
@@ -453,7 +456,9 @@ def _filter_cmd(args, run) -> int:
                                                          "bad_target", "bad_checksum", "canon_failed")
                                 if c[k]) or "none"
             print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} looked up, "
-                  f"{c['hits']} hits, {c['forged_frames']} frames forged; skipped: {skipped}",
+                  f"{c['hits']} hits, {c['forged_frames']} frames forged; "
+                  f"TLS {c['tls_lookups']} SNIs {c['tls_hits']} hits, "
+                  f"QUIC {c['quic_lookups']} SNIs {c['quic_hits']} hits; skipped: {skipped}",
                   file=sys.stderr)
         return 0
     if args.cmd == "run":

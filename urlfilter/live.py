@@ -43,15 +43,22 @@ class LiveStats:
     records: list = field(default_factory=list)
     stopped_by: str | None = None        # the signal that ended the run (SIGINT, SIGTERM)
 
+    tls_hits: int = 0
+    quic_hits: int = 0
+    tls_injected: int = 0        # FIN/RST frames forged for TLS hits and handed to pcap_inject
+    quic_injected: int = 0       # server Initial closes forged for QUIC hits
+
     def line(self) -> str:
         return (f"packets {self.packets}  GETs {self.gets}  hits {self.hits}  "
+                f"TLS hits {self.tls_hits} inj {self.tls_injected}  "
+                f"QUIC hits {self.quic_hits} inj {self.quic_injected}  "
                 f"injected {self.injected}  drops {self.drops}  reloads {self.reloads}")
 
     def table(self) -> pa.Table:
         return pa.Table.from_batches(self.records) if self.records else pa.table({})
 
 
-def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str | None = "tcp",
+def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str | None = "tcp or udp",
              duration: float | None = None, status: bool = True, verify_checksums: bool = False,
              reload_every: float = 1.0, ready: threading.Event | None = None,
              stop: threading.Event | None = None, out=sys.stderr) -> LiveStats:
@@ -108,12 +115,14 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
             mb = dissect(pk, batch.data)
             rb = an.feed(batch, mb)
             if rb is not None and rb.num_rows:
-                # frames go out as (FIN to the client, RST to the server) per hit, in record order;
-                # the FIN is the one racing the server's answer to the client
-                react = sent_at[0][0::2] - rb.column("ts_ns").to_numpy()
+                # each hit record's first frame (the FIN to the client, or the QUIC close) is the
+                # one racing the server's answer to the client
+                react = sent_at[0][an.last_frame_index] - rb.column("ts_ns").to_numpy()
                 st.records.append(rb.append_column("reaction_ns", pa.array(react.astype(np.int64))))
             st.gets = an.counters["get"]
             st.hits = an.counters["hits"]
+            st.tls_hits, st.quic_hits = an.counters["tls_hits"], an.counters["quic_hits"]
+            st.tls_injected, st.quic_injected = an.counters["tls_forged"], an.counters["quic_forged"]
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)

@@ -246,6 +246,12 @@ class Store:
             args.append(limit)
         return self.db.execute(q, args)
 
+    def path_only(self) -> int:
+        """Entries with a path or query (issue 18): they can match a GET but never a TLS/QUIC SNI,
+        which carries the host alone."""
+        return self.db.execute(
+            "SELECT COUNT(*) FROM urls WHERE instr(url, '/') > 0 OR instr(url, '?') > 0").fetchone()[0]
+
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM urls").fetchone()[0]
 

@@ -16,6 +16,14 @@ between client and server):
 
 Connections whose handshake was not in the trace are reported with ``handshake`` False and
 no verdict (NaN margin). One row per connection: its first GET that reached the matcher.
+
+TLS (issue 18): the same, the ClientHello in the GET's place and the ServerHello as the first
+response byte. QUIC: no handshake precedes the client Initial; the forged close and the server's
+Initial leave the filter's position towards the client on the same path, so the race is decided
+there: ``rtt_fs_ns`` = t(first server Initial answering the client Initial, from the server's
+address and port) - t(client Initial), rtt_cf = server_wait = 0, rtt_cs = rtt_fs, margin =
+rtt_fs - t_proc; ``handshake`` says whether that server Initial was in the trace. Column
+``proto`` (http | tls | quic) tells the kinds apart.
 """
 from __future__ import annotations
 
@@ -50,7 +58,7 @@ def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:
     df = an.to_pandas()
     ct = an.connection_times()
     if len(df) == 0:
-        return pd.DataFrame(columns=["ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "url", "hit",
+        return pd.DataFrame(columns=["ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "url", "hit",
                                      "handshake", "rtt_fs_ns", "rtt_cf_ns", "server_wait_ns",
                                      "rtt_cs_ns", "t_proc_ns", "margin_ns", "win"])
     seen = (ct["state"] & 7) == 7             # SYN, SYN/ACK and ACK all seen
@@ -58,7 +66,22 @@ def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:
     rtt_cf = np.where(seen, ct["t_ack"] - ct["t_synack"], 0)
     has_resp = seen & ((ct["state"] & 24) == 24)
     wait = np.where(has_resp, np.maximum(ct["t_resp"] - ct["t_req"] - rtt_fs, 0), 0)
-    out = df[["ts_ns", "src_ip", "src_port", "dst_ip", "dst_port", "url", "hit"]].copy()
+    out = df[["ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "url", "hit"]].copy()
+    quic = (df["proto"] == "quic").to_numpy()
+    if quic.any():
+        t_si = _server_initial_times(an, df[quic])
+        got = ~np.isnan(t_si)
+        rows = np.flatnonzero(quic)
+        seen = seen.copy()
+        seen[rows] = got
+        rtt_fs = rtt_fs.astype(np.int64)
+        rtt_cf = rtt_cf.astype(np.int64)
+        rtt_fs[rows] = np.where(got, np.nan_to_num(t_si) - df["ts_ns"].to_numpy()[quic], 0)
+        rtt_cf[rows] = 0
+        has_resp = has_resp.copy()
+        has_resp[rows] = got
+        wait = wait.copy()
+        wait[rows] = 0
     out["handshake"] = seen
     out["response_seen"] = has_resp
     out["rtt_fs_ns"] = rtt_fs
@@ -79,6 +102,32 @@ def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:
     # one row per connection: the first GET of each 4-tuple
     out = out.sort_values("ts_ns", kind="stable").drop_duplicates(
         ["src_ip", "src_port", "dst_ip", "dst_port"]).reset_index(drop=True)
+    return out
+
+
+def _server_initial_times(an: UrlAnalyzer, q: pd.DataFrame) -> np.ndarray:
+    """For each QUIC record: capture time of the first Initial from its server's address and port
+    to its client's, at or after the client Initial (NaN: none in the trace)."""
+    from webtap._ext import dissect as _dissect
+
+    if not an.server_initials:
+        return np.full(len(q), np.nan)
+    si = np.concatenate(an.server_initials)
+    from webtap.schema import MESSAGE_DTYPE
+    full = np.zeros(len(si), MESSAGE_DTYPE)
+    for f in si.dtype.names:
+        full[f] = si[f]
+    s = pd.DataFrame({"t_si": si["ts_ns"], "dst_ip": _dissect.ip_to_arrow(full, "src_ip").to_pandas(),
+                      "src_ip": _dissect.ip_to_arrow(full, "dst_ip").to_pandas(),
+                      "dst_port": si["src_port"].astype(int), "src_port": si["dst_port"].astype(int)})
+    r = q[["ts_ns", "src_ip", "src_port", "dst_ip", "dst_port"]].reset_index(drop=True).copy()
+    r["src_port"] = r["src_port"].astype(int)
+    r["dst_port"] = r["dst_port"].astype(int)
+    r["row"] = np.arange(len(r))
+    m = r.merge(s, on=["src_ip", "src_port", "dst_ip", "dst_port"], how="left")
+    m = m[m["t_si"] >= m["ts_ns"]].groupby("row")["t_si"].min()
+    out = np.full(len(r), np.nan)
+    out[m.index.to_numpy()] = m.to_numpy()
     return out
 
 

@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree", "tls", "quic")
+TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree", "tls", "quic", "sni")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -618,3 +618,57 @@ def seeds_quic(shared: str | None) -> list[bytes]:
 
 CHECKS = {name: globals()["check_" + name] for name in TARGETS}
 SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}
+
+
+# ---------------------------------------------------------------------------------------------
+# sni: the SNI pass of the URL filter (ext/urlmatch.pyx SniTable: TLS reassembly, QUIC Initial
+# decryption and CRYPTO gathering, tls's ClientHello parser) and its two forges (issue 18)
+
+def check_sni(data: bytes) -> None:
+    from tests.quic.hello import frame
+    from webtap._ext import urlmatch as um
+    from webtap.schema import PACKET_DTYPE
+
+    if len(data) < 1:
+        return
+    # Header byte: bit 0 UDP, bit 1 IPv6, bit 2 VLAN. The rest: payloads split at 0xFF 0x00 0xFF,
+    # sent in order on one connection (TCP sequence numbers follow the bytes).
+    udp, v6, vlan = bool(data[0] & 1), bool(data[0] & 2), 5 if data[0] & 4 else None
+    parts = data[1:].split(b"\xff\x00\xff")[:32]
+    frames, seq = [], 1000
+    for p in parts:
+        frames.append(frame(p[:60000], sport=5555, udp=udp, v6=v6, vlan=vlan, seq=seq))
+        seq += len(p[:60000])
+    buf = np.frombuffer(b"".join(frames), dtype=np.uint8)
+    pk = np.zeros(len(frames), dtype=PACKET_DTYPE)
+    off = 0
+    for i, f in enumerate(frames):
+        pk[i]["offset"], pk[i]["caplen"], pk[i]["wirelen"] = off, len(f), len(f)
+        pk[i]["linktype"], pk[i]["index"] = 1, i
+        off += len(f)
+    t = um.SniTable(capacity=4)
+    msgs, proto, flags, keys, koff, sni, soff, cnt = t.extract(pk, buf, True)
+    c = dict(zip(um.SNI_REASONS, cnt.tolist()))
+    assert c["sni_extracted"] == len(msgs) <= c["client_hellos"]
+    assert len(koff) == len(soff) == len(msgs) + 1 and koff[-1] == len(keys) and soff[-1] == len(sni)
+    for i in range(len(msgs)):
+        name = bytes(sni[soff[i]:soff[i + 1]])
+        assert 0 < len(name) <= 255 and all(ch < 0x80 for ch in name)
+        assert proto[i] == (2 if udp else 1)
+    ip_off = 14 + (4 if vlan else 0)
+    for fn, check, k in ((um.forge, um.tcp_checksum_ok, 1), (um.forge_quic, um.udp_checksum_ok, 2)):
+        rows = np.flatnonzero(proto == k)
+        if len(rows):
+            fr, fo, _ = fn(msgs, buf, rows)
+            for j in range(len(fo) - 1):
+                if fo[j + 1] > fo[j]:
+                    assert check(fr[fo[j]:fo[j + 1]], ip_off)
+
+
+def seeds_sni(shared: str | None) -> list[bytes]:
+    from tests.quic.hello import client_hello, crypto, initial, records, sni_ext
+
+    rec = records(client_hello(sni_ext(b"www.example.test")))
+    q = initial(crypto(0, client_hello(sni_ext(b"www.example.test"), quic=True)), dcid=bytes(range(8)))
+    return [b"\x00" + rec, b"\x02" + rec[:7] + b"\xff\x00\xff" + rec[7:], b"\x01" + q, b"\x07" + q,
+            b"\x04" + rec[:100] + b"\xff\x00\xff" + rec[100:]]

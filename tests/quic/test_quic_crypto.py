@@ -82,11 +82,11 @@ def test_versions_and_special_packets():
     vn = bytes.fromhex("80 00000000 08") + DCID + b"\x00" + bytes.fromhex("00000001 6b3343cf")
     assert q.parse_long(vn)["type"] == 4
     other = bytearray(V1["client_packet"])
-    other[1:5] = b"\xff\x00\x00\x1d"               # draft-29: not handled
+    other[1:5] = b"\xfa\xce\xb0\x02"               # mvfst: not handled
     with pytest.raises(q.QuicError, match="version"):
         q.parse_long(bytes(other))
     with pytest.raises(q.QuicError, match="version"):
-        q.initial_keys(0xFF00001D, DCID)
+        q.initial_keys(0xFACEB002, DCID)
     with pytest.raises(q.QuicError, match="not_long"):
         q.parse_long(b"\x40" + bytes(30))
     # v1 Retry (type 3) and v2 Retry (type 0) have no Length: they end with the datagram
