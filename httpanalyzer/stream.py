@@ -212,7 +212,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                         gc_timeout: float = 60.0, summary: Summary | None = None,
                         progress: bool | None = False, live: bool = False,
                         consumers: int | None = None, feeder: dict | None = None,
-                        feeder_options: dict | None = None, **table_options) -> Iterator[pa.RecordBatch]:
+                        feeder_options: dict | None = None, capture: str | None = None,
+                        max_packets: int | None = None, **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
@@ -221,13 +222,26 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     consumers=N (>= 1) pairs in N consumer processes fed through shared-memory rings
     (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
     feeder: a dict that receives the feeder's balance report (httpanalyzer.feeder.balance_table);
-    feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only)."""
+    feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only).
+    capture="fanout" (live with consumers only): the kernel splits the traffic over N AF_PACKET
+    rings, one per consumer process (httpanalyzer.fanout; feeder_options: mode 'hash' or 'eq3',
+    on_ready); `feeder` then receives the per consumer packets, messages and the kernel's
+    drop counters; max_packets ends the capture
+    once the consumers have processed that many packets (else Ctrl-C ends it)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
     if live and len(sources) != 1:
         raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
+    if capture not in (None, "feeder", "fanout"):
+        raise ValueError(f"unknown capture {capture!r} (use 'feeder' or 'fanout')")
+    if capture == "fanout":
+        if not (live and consumers):
+            raise ValueError("capture='fanout' is live capture with consumers >= 1")
+        yield from _fanout_batches(sources[0], consumers, bpf, gc_timeout, stats, feeder,
+                                   max_packets, feeder_options or {}, table_options)
+        return
     dissector = None
     if consumers:
         from httpanalyzer.feeder import FeederPairer, classify_packets
@@ -345,6 +359,27 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             pairer.close()
         for g in gens:
             g.close()
+
+
+def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packets, options,
+                    table_options):
+    from httpanalyzer.fanout import iter_fanout_batches
+    from webtap.stream import Totals
+
+    totals = Totals()
+    balance: dict = {}
+    try:
+        for b in iter_fanout_batches(iface, consumers, bpf=bpf, gc_timeout=gc_timeout,
+                                     totals=totals, max_packets=max_packets, balance=balance,
+                                     **options, **table_options):
+            stats.add(b)
+            yield b
+    finally:
+        stats.absorb(totals)
+        stats.pairing = balance.pop("pairing", {})
+        stats.interrupted = stats.interrupted or balance.get("interrupted", False)
+        if feeder is not None:
+            feeder.update(balance)
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
