@@ -58,8 +58,11 @@ build: sysdeps venv
 	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	$(BIN)/python -c "import webtap; print('webtap', webtap.__version__, 'built against', webtap.libpcap_version())"
 
-demo: build
-	$(BIN)/python -m webtap.demo
+# The demo runs webtap as a user's install has it: from a wheel in build/user-venv (rebuilt when a
+# source is newer), so no command pays the editable install's build check on import (~0.1-0.2 s
+# per process, docs/PERFORMANCE.md); the tests keep the editable, incremental development build.
+demo: sysdeps venv
+	$$($(BIN)/python -m benchmarks.wheel_env build/user-venv) -m webtap.demo
 
 test: build
 	$(BIN)/python -m pytest -q -n 2 tests

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
+BENCHMARKS = ["benchmarks.bench_startup", "benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
               "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed"]
 
 

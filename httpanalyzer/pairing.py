@@ -3,12 +3,15 @@ batches out. The rules (which response pairs with which request, GC, caps) are d
 extension's docstring and in docs/PAIRING.md."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                   # annotations only
+    import pyarrow as pa
+
 import time
 
 import numpy as np
-import pyarrow as pa
 
-from httpanalyzer import records
 from webtap._ext.pairing import COUNTER_NAMES, PairingTable
 
 __all__ = ["Pairer", "COUNTER_NAMES"]
@@ -20,7 +23,15 @@ TAKE_RECORDS = 16384
 TAKE_EVERY_S = 0.25
 
 
-_EMPTY = records.empty_batch()
+_EMPTY = None
+
+
+def _records():
+    """httpanalyzer.records (and pyarrow) on the first take(): a run reads its first packets
+    before any record exists."""
+    from httpanalyzer import records
+
+    return records
 
 
 class Pairer:
@@ -63,10 +74,13 @@ class Pairer:
     def take(self) -> pa.RecordBatch:
         """The records emitted since the last take(), as one Arrow batch (possibly empty)."""
         self._last_take = time.monotonic()
+        global _EMPTY
         if not self.table.records_waiting:
+            if _EMPTY is None:
+                _EMPTY = _records().empty_batch()
             return _EMPTY
         recs, strings = self.table.take()
-        return records.to_record_batch(recs, strings)
+        return _records().to_record_batch(recs, strings)
 
     @property
     def pending(self) -> int:

@@ -7,6 +7,11 @@ response in the next.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                   # annotations only
+    import pyarrow as pa
+
 import os
 import sys
 from collections import Counter
@@ -14,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
-import pyarrow as pa
 
-from httpanalyzer import records
 from httpanalyzer.pairing import Pairer
+
+# pyarrow (and httpanalyzer.records, which builds the schema with it) is imported where a
+# record batch is first made or handled, not here: a run reads its first packet before it has
+# any record, and start-up is part of every run.
 
 __all__ = ["analyze", "iter_record_batches", "Summary"]
 
@@ -149,6 +156,7 @@ class Summary:
             self.outcomes["paired"] += n_paired
             self.outcomes["unmatched"] += batch.num_rows - n_paired
             return
+        import pyarrow as pa
         import pyarrow.compute as pc     # here: ~40 ms of import the plain stream does not need
         for name, col in (("outcome", self.outcomes), ("status", self.status),
                           ("method", self.methods)):
@@ -392,6 +400,10 @@ def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
                                        summary=summary, live=live, consumers=consumers,
                                        feeder=feeder, **table_options))
+    import pyarrow as pa
+
+    from httpanalyzer import records
+
     table = pa.Table.from_batches(batches, schema=records.SCHEMA)
     if consumers:
         table = _sort_by_time(table)
