@@ -39,7 +39,6 @@ def build_pcap_loop() -> str:
 def main() -> int:
     trace = bench_trace()
     warm(trace)
-    dev = subprocess.DEVNULL
     contenders = [("libpcap pcap_next_ex loop (C)", [build_pcap_loop(), str(trace)]),
                   ("webtap read", webtap_cmd("worker", "read", str(trace))),
                   ("webtap read+dissect", webtap_cmd("worker", "dissect", str(trace)))]

@@ -277,7 +277,7 @@ def main():
             if best_t is None or t.sum() < best_t.sum():
                 best_t = t
         per_call[label] = best_t / 1e3
-    del sk
+
 
     # delete latency (last: re-inserting changes ids): remove 50,000 random entries, check, put them back
     didx = rng.choice(np.flatnonzero(new), min(50000, int(new.sum())), replace=False)

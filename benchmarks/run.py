@@ -6,7 +6,8 @@ import importlib
 import sys
 
 BENCHMARKS = ["benchmarks.bench_startup", "benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
-              "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed"]
+              "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed",
+              "benchmarks.bench_fanout"]
 
 
 def main() -> int:

@@ -1,8 +1,9 @@
 """Helpers of the fanout tests: a network namespace with a veth pair, a bounded-rate sender of
 a trace's frames, and the fanout capture, each run inside the namespace (`ip netns exec`).
 
-    python -m tests.fanout.replay send IFACE TRACE PPS            -> prints "sent N failed M"
-    python -m tests.fanout.replay capture IFACE N MODE PACKETS OUT -> prints "ready", then
+    python -m tests.fanout.replay send IFACE TRACE PPS [LIMIT]    -> prints "sent N failed M seconds S"
+    python -m tests.fanout.replay capture IFACE N MODE PACKETS OUT GC -> prints "ready", then
+        (PACKETS 0: until SIGINT)
         writes OUT.arrow (the records) and OUT.json (summary, balance)
 """
 from __future__ import annotations
@@ -62,23 +63,26 @@ def frames_of(trace: str, max_len: int = 65535 + 14):
     return np.frombuffer(b"".join(chunks), dtype=np.uint8), offsets, skipped
 
 
-def send(iface: str, trace: str, pps: float, chunk: int = 32) -> tuple[int, int]:
-    """Send the trace's frames on iface, `chunk` at a time, paced to `pps` frames a second."""
+def send(iface: str, trace: str, pps: float, chunk: int = 256, limit: int = 0) -> tuple[int, int]:
+    """Send the trace's frames on iface (the first `limit`, 0: all), `chunk` at a time, paced
+    to `pps` frames a second (0: as fast as this process can)."""
     from webtap.capture import open_live
 
     data, offsets, _ = frames_of(trace)
-    n = len(offsets) - 1
+    n = len(offsets) - 1 if not limit else min(limit, len(offsets) - 1)
     sent = failed = 0
     with open_live(iface, promisc=False) as cap:
         t0 = time.monotonic()
+        start = t0
         for i in range(0, n, chunk):
             j = min(n, i + chunk)
             s, f = cap.inject_many(data, offsets[i: j + 1])
             sent += s
             failed += f
-            ahead = t0 + j / pps - time.monotonic()
+            ahead = t0 + j / pps - time.monotonic() if pps else 0
             if ahead > 0:
                 time.sleep(ahead)
+    send.seconds = time.monotonic() - start
     return sent, failed
 
 
@@ -91,7 +95,7 @@ def capture(iface: str, consumers: int, mode: str, packets: int, out: str,
     s = httpanalyzer.Summary(detailed=False)
     fb: dict = {}
     batches = list(httpanalyzer.iter_record_batches(
-        iface, live=True, consumers=consumers, capture="fanout", max_packets=packets,
+        iface, live=True, consumers=consumers, capture="fanout", max_packets=packets or None,
         summary=s, feeder=fb, gc_timeout=gc_timeout,
         feeder_options={"mode": mode, "on_ready": lambda: print("ready", flush=True)}))
     table = pa.Table.from_batches(batches, schema=httpanalyzer.SCHEMA)
@@ -103,8 +107,8 @@ def capture(iface: str, consumers: int, mode: str, packets: int, out: str,
 
 def main(argv) -> int:
     if argv[0] == "send":
-        sent, failed = send(argv[1], argv[2], float(argv[3]))
-        print(f"sent {sent} failed {failed}", flush=True)
+        sent, failed = send(argv[1], argv[2], float(argv[3]), limit=int(argv[4]) if len(argv) > 4 else 0)
+        print(f"sent {sent} failed {failed} seconds {send.seconds:.3f}", flush=True)
     elif argv[0] == "capture":
         capture(argv[1], int(argv[2]), argv[3], int(argv[4]), argv[5], float(argv[6]))
     return 0
