@@ -67,8 +67,11 @@ build: sysdeps venv
 	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	$(BIN)/python -c "import webtap; print('webtap', webtap.__version__, 'built against', webtap.libpcap_version())"
 
-demo: build
-	$(BIN)/python demo/webtap_demo.py
+# The demo runs webtap as a user's install has it: from a wheel in build/user-venv (rebuilt when a
+# source is newer), so no command pays the editable install's build check on import (~0.1-0.2 s
+# per process, docs/PERFORMANCE.md); the tests keep the editable, incremental development build.
+demo: sysdeps venv
+	$$($(BIN)/python -m benchmarks.wheel_env build/user-venv) demo/webtap_demo.py
 
 # -ra: the summary names every skip (and failure) with its reason; with CI=true (as CI sets it)
 # tests/conftest.py turns every environment skip into a failure naming what is missing

@@ -1,12 +1,14 @@
 """Benchmark: webtap's analyzer vs tshark (first-packet and reassembly modes) vs httpry vs the
 bare libpcap loop, on the trace ../shared/scripts/make-bench-trace builds (benchmarks.common);
-plus the pairing core alone on message arrays. Each tool runs in its own process; min wall time over repeats and the
-peak RSS (wait4 ru_maxrss) of each. The results are checked for sanity before they are printed.
+plus the pairing core alone on message arrays. Each tool runs in its own process, every one the
+same number of times, alternating (benchmarks.common.paired); the headline is the median of
+per-round time ratios of whole processes, the in-process loop beside it, labelled; peak RSS
+(wait4 ru_maxrss) of each. The results are checked for sanity before they are printed.
 
-    python -m benchmarks.bench_analyzer [--repeat R] [--core-only]
+    python -m benchmarks.bench_analyzer [--repeat R] [--core-only] [--no-tshark]
 
 Environment: WEBTAP_BENCH_TRACE or WEBTAP_BENCH_ROUNDS (default 4), WEBTAP_SHARED,
-WEBTAP_BENCH_REPEAT (default 3).
+WEBTAP_BENCH_REPEAT (default 3, every contender, tshark too).
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common import OUT, PYTHON, REPO, SHARED, best_of, bench_trace, run, table, warm, webtap_cmd
+from benchmarks.common import (OUT, PYTHON, REPEAT, REPO, bench_trace, median, pair_ratios, paired,
+                               paired_table, load_average, warm, webtap_cmd)
 
 from httpanalyzer.tshark import TSHARK_FIRST_PACKET as TSHARK_FP  # one home of tshark's flags
 TSHARK_FIELDS = ["-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e",
@@ -80,10 +83,18 @@ def bench_core(n_txn: int = 1_000_000, batch: int = 65536) -> dict:
     return {"messages": 2 * n_txn, "seconds": dt, "Mmsg/s": 2 * n_txn / dt / 1e6}
 
 
+def webtap_command() -> list[str]:
+    """The installed `httpanalyzer` command of the interpreter that runs webtap (the wheel
+    install under `make bench`), as a user runs it: default options."""
+    exe = os.path.join(os.path.dirname(PYTHON), "httpanalyzer")
+    return [exe] if os.path.exists(exe) else [PYTHON, "-m", "httpanalyzer.cli"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=int(os.environ.get("WEBTAP_BENCH_REPEAT", 3)))
+    ap.add_argument("--repeat", type=int, default=REPEAT)
     ap.add_argument("--core-only", action="store_true", help="only the pairing core (no trace)")
+    ap.add_argument("--no-tshark", action="store_true", help="leave tshark out (it takes minutes)")
     a = ap.parse_args(argv)
 
     if a.core_only:
@@ -91,31 +102,30 @@ def main(argv=None) -> int:
 
     trace = bench_trace()
     warm(trace)
-    rows = []
-    wall, rss, out = best_of([pcap_loop_binary(), str(trace)], a.repeat)
-    npk, nbytes = map(int, out.split()[:2])
-    rows.append({"name": "libpcap loop (C)", "seconds": wall, "rss": rss})
-    runs = [run(webtap_cmd("_run_webtap", str(trace))) for _ in range(a.repeat)]
-    wt = json.loads(runs[-1][2])
-    loops = [json.loads(r[2]) for r in runs]
-    wt["loop_s"] = min(x["loop_s"] for x in loops)          # best of the repeats, as the wall
-    wt["import_s"] = min(x["import_s"] for x in loops)
-    wt["loop_cpu_s"] = min(x["loop_cpu_s"] for x in loops)
-    rss = max(r[1] for r in runs)
-    rows.append({"name": "webtap httpanalyzer", "seconds": min(r[0] for r in runs), "rss": rss})
-    rows.append({"name": "  (same, without interpreter start)", "seconds": wt["loop_s"], "rss": rss})
-    ts_pairs = None
-    if shutil.which("tshark"):
-        wall, rss, out = best_of(["tshark", "-n", "-r", str(trace), *TSHARK_FP, "-Y",
-                                  "http.request or http.response", *TSHARK_FIELDS], 1)
-        ts_pairs = sum(1 for ln in out.decode(errors="replace").splitlines() if ln.split("\t")[-1])
-        rows.append({"name": "tshark first-packet", "seconds": wall, "rss": rss})
-        wall, rss, _ = best_of(["tshark", "-n", "-r", str(trace), "-Y",
-                                "http.request or http.response", *TSHARK_FIELDS], 1)
-        rows.append({"name": "tshark reassembly", "seconds": wall, "rss": rss})
+    dev = subprocess.DEVNULL
+    # Whole processes, every contender the same number of runs, alternating: the headline
+    # ratios are medians of per-round ratios (benchmarks.common.paired)
+    contenders = [("libpcap loop (C)", [pcap_loop_binary(), str(trace)]),
+                  ("webtap httpanalyzer", webtap_command() + [str(trace)], dev),
+                  ("webtap runner (in-process loop)", webtap_cmd("_run_webtap", str(trace)))]
     if shutil.which("httpry"):
-        wall, rss, _ = best_of(["httpry", "-q", "-r", str(trace), "-o", os.devnull], a.repeat)
-        rows.append({"name": "httpry", "seconds": wall, "rss": rss})
+        contenders.append(("httpry", ["httpry", "-q", "-r", str(trace), "-o", os.devnull], dev))
+    if shutil.which("tshark") and not a.no_tshark:
+        contenders.append(("tshark first-packet", ["tshark", "-n", "-r", str(trace), *TSHARK_FP, "-Y",
+                                                   "http.request or http.response", *TSHARK_FIELDS]))
+        contenders.append(("tshark reassembly", ["tshark", "-n", "-r", str(trace), "-Y",
+                                                 "http.request or http.response", *TSHARK_FIELDS], dev))
+    load_before = load_average()
+    res = paired(contenders, a.repeat)
+    npk, nbytes = map(int, res["libpcap loop (C)"]["outs"][-1].split()[:2])
+    loops = [json.loads(o) for o in res["webtap runner (in-process loop)"]["outs"]]
+    wt = dict(loops[-1])
+    for k in ("loop_s", "import_s", "loop_cpu_s"):
+        wt[k] = median([x[k] for x in loops])
+    ts_pairs = None
+    if "tshark first-packet" in res:
+        out = res["tshark first-packet"]["outs"][-1]
+        ts_pairs = sum(1 for ln in out.decode(errors="replace").splitlines() if ln.split("\t")[-1])
 
     # sanity: same packets as libpcap, pairs within a few % of tshark's, positive timings
     assert wt["packets"] == npk, f"webtap read {wt['packets']} packets, libpcap {npk}"
@@ -126,53 +136,38 @@ def main(argv=None) -> int:
         # dissecting them, webtap pairs every round (its GC clears the table between rounds).
         # So: webtap >= tshark here, and webtap ~ ROUNDS x tshark on a one-round trace.
         assert wt["paired"] >= ts_pairs, (wt["paired"], ts_pairs)
-        rounds = int(os.environ.get("WEBTAP_BENCH_ROUNDS", "4"))
-        if not os.environ.get("WEBTAP_BENCH_TRACE") and rounds > 1:
-            one = OUT / "bench-1.pcap"
-            if not one.exists():
-                subprocess.run([sys.executable, str(SHARED / "scripts" / "make-bench-trace"),
-                                str(one), "--rounds", "1"], check=True, stdout=subprocess.DEVNULL)
-            _, _, out1 = best_of(["tshark", "-n", "-r", str(one), *TSHARK_FP, "-Y",
-                                  "http.request or http.response", *TSHARK_FIELDS], 1)
-            one_pairs = sum(1 for ln in out1.decode(errors="replace").splitlines()
-                            if ln.split("\t")[-1])
-            print(f"tshark first-packet on one round: {one_pairs:,} pairs x {rounds} rounds = "
-                  f"{one_pairs * rounds:,}; webtap {wt['paired']:,}")
-            # webtap also pairs HTTP on ports tshark does not decode and retransmitted copies
-            # (flagged), and the corpus holds the same traffic twice (Misc2 = Misc5): ~+10 %.
-            assert 0.95 * one_pairs * rounds <= wt["paired"] <= 1.25 * one_pairs * rounds
-    for r in rows:
-        assert r["seconds"] > 0 and r["rss"] > 0, r
     print(f"\ntrace {trace}: {npk:,} packets, {nbytes / 1e6:.1f} MB captured; webtap "
           f"{wt['messages']:,} HTTP messages, {wt['paired']:,} pairs"
           + (f"; tshark first-packet {ts_pairs:,} pairs" if ts_pairs is not None else ""))
-    print(table(rows, npk, nbytes, "webtap httpanalyzer"))
-    print(targets(rows, wt))
     print(f"webtap ran under {PYTHON} ({'wheel install' if 'wheel-venv' in PYTHON else 'this interpreter'}); "
-          f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
+          f"before: {load_before}")
+    print(paired_table(res, "webtap httpanalyzer", npk, nbytes,
+                       extra={"  webtap loop (runner, in-process)": wt["loop_s"]}))
+    print(targets(res, wt))
     # last: the core benchmark grows this process, and children forked after it would inherit
     # that RSS in their ru_maxrss
     return _core()
 
 
-def targets(rows: list[dict], wt: dict) -> str:
-    """Issue 4's targets, each for the whole webtap process and for its packet loop (the process
-    minus interpreter start and imports, a fixed cost that a longer trace amortises)."""
-    t = {r["name"]: r["seconds"] for r in rows}
-    proc, loop = t["webtap httpanalyzer"], t["  (same, without interpreter start)"]
+def targets(res: dict, wt: dict) -> str:
+    """Issue 21's targets for the whole process (the installed command, default options),
+    as medians of per-round ratios; the in-process loop beside them, labelled."""
+    me = "webtap httpanalyzer"
     want = [("tshark first-packet", 100.0, "x faster than tshark first-packet"),
             ("httpry", 2.0, "x faster than httpry"),
             ("libpcap loop (C)", 0.8, "x the speed of the bare libpcap loop")]
-    lines = [f"targets (issue 4); webtap start-up (interpreter + imports) {wt['import_s']:.3f} s; "
-             f"the loop's CPU time (its read-ahead thread included) {wt['loop_cpu_s']:.3f} s = "
-             f"{wt['packets'] / wt['loop_cpu_s'] / 1e6:.2f} Mpps per CPU second (paper: 2.1 per core):"]
+    rss = res[me]["rss"] / 2**20
+    lines = [f"targets (issue 21), whole process, median of per-round ratios; webtap start-up "
+             f"(interpreter + imports, runner) {wt['import_s']:.3f} s; loop CPU time "
+             f"{wt['loop_cpu_s']:.3f} s = {wt['packets'] / wt['loop_cpu_s'] / 1e6:.2f} Mpps per CPU second:"]
     for name, goal, what in want:
-        if name not in t:
+        if name not in res:
             continue
-        for label, mine in (("process", proc), ("loop", loop)):
-            r = t[name] / mine
-            lines.append(f"  {label:<8} {r:7.2f}{what:<40} target {goal:g}: "
-                         f"{'met' if r >= goal else 'NOT met'}")
+        r = median(pair_ratios(res, me, name))     # their time / webtap's, per round
+        loop = median(res[name]["walls"]) / wt["loop_s"]
+        lines.append(f"  process {r:7.2f}{what:<40} target {goal:g}: {'met' if r >= goal else 'NOT met'}"
+                     f"   (in-process loop: {loop:.2f}x)")
+    lines.append(f"  peak RSS {rss:.1f} MB, target <= 200 MB: {'met' if rss <= 200 else 'NOT met'}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,9 @@
 * httpry -r (HTTP request/response logging, its default fields),
 * tshark -r with TCP reassembly off, printing the same HTTP fields webtap extracts.
 
-Prints packets/s, Gb/s, peak RSS and each contender's time relative to webtap read+dissect,
+Every contender runs $WEBTAP_BENCH_REPEAT times, alternating (benchmarks.common.paired).
+Prints packets/s, peak RSS and each contender's time relative to webtap read+dissect (median of
+per-round ratios of whole processes; the loops' in-process figures beside, labelled),
 and checks the answers: the libpcap loop and webtap agree on the packet count, and every tool
 found HTTP. Trace: $WEBTAP_BENCH_TRACE or one made by ../shared/scripts/make-bench-trace.
 """
@@ -19,7 +21,7 @@ import shutil
 import subprocess
 import sys
 
-from benchmarks.common import OUT, REPO, best_of, bench_trace, table, warm, webtap_cmd
+from benchmarks.common import OUT, REPEAT, REPO, bench_trace, median, paired, paired_table, warm, webtap_cmd
 
 TSHARK_FIELDS = ["frame.number", "http.request.method", "http.request.uri", "http.host",
                  "http.user_agent", "http.response.code", "http.response.phrase"]
@@ -37,30 +39,11 @@ def build_pcap_loop() -> str:
 def main() -> int:
     trace = bench_trace()
     warm(trace)
-    repeats = int(os.environ.get("WEBTAP_BENCH_REPEATS", "3"))
-    rows = []
-
-    wall, rss, out = best_of([build_pcap_loop(), str(trace)], repeats)
-    packets, captured = map(int, out.split())
-    rows.append({"name": "libpcap pcap_next_ex loop (C)", "seconds": wall, "rss": rss})
-
-    wall, rss, out = best_of(webtap_cmd("worker", "read", str(trace)), repeats)
-    read = json.loads(out)
-    rows.append({"name": "webtap read", "seconds": wall, "rss": rss})
-    rows.append({"name": "  (its loop, without Python start)", "seconds": read["loop_seconds"],
-                 "rss": rss})
-    wire = read["counters"]["wire_bytes"]
-
-    wall, rss, out = best_of(webtap_cmd("worker", "dissect", str(trace)), repeats)
-    dis = json.loads(out)
-    rows.append({"name": "webtap read+dissect", "seconds": wall, "rss": rss})
-    rows.append({"name": "  (its loop, without Python start)", "seconds": dis["loop_seconds"],
-                 "rss": rss})
-
+    contenders = [("libpcap pcap_next_ex loop (C)", [build_pcap_loop(), str(trace)]),
+                  ("webtap read", webtap_cmd("worker", "read", str(trace))),
+                  ("webtap read+dissect", webtap_cmd("worker", "dissect", str(trace)))]
     if shutil.which("httpry"):
-        wall, rss, out = best_of(["httpry", "-q", "-r", str(trace)], repeats)
-        httpry_lines = len(out.splitlines())
-        rows.append({"name": "httpry -r", "seconds": wall, "rss": rss})
+        contenders.append(("httpry -r", ["httpry", "-q", "-r", str(trace)]))
     if shutil.which("tshark"):
         from httpanalyzer.tshark import TSHARK_FIRST_PACKET   # one home of the flags
 
@@ -68,20 +51,28 @@ def main() -> int:
                "-Y", "http.request || http.response", "-T", "fields"]
         for f in TSHARK_FIELDS:
             cmd += ["-e", f]
-        wall, rss, out = best_of(cmd, 1)
-        tshark_frames = len(out.splitlines())
-        rows.append({"name": "tshark -r (reassembly off)", "seconds": wall, "rss": rss})
-
+        contenders.append(("tshark -r (reassembly off)", cmd))
+    res = paired(contenders, REPEAT)
+    packets, captured = map(int, res["libpcap pcap_next_ex loop (C)"]["outs"][-1].split())
+    read = json.loads(res["webtap read"]["outs"][-1])
+    dis = json.loads(res["webtap read+dissect"]["outs"][-1])
+    wire = read["counters"]["wire_bytes"]
+    extra = {"  webtap read, its loop": median([json.loads(o)["loop_seconds"] for o in res["webtap read"]["outs"]]),
+             "  webtap read+dissect, its loop": median([json.loads(o)["loop_seconds"]
+                                                        for o in res["webtap read+dissect"]["outs"]])}
     print(f"trace: {trace} ({packets} packets, {captured / 2**20:.1f} MiB captured)")
-    print(table(rows, packets, wire, "webtap read+dissect"))
+    print(paired_table(res, "webtap read+dissect", packets, wire, extra=extra))
+    httpry_lines = len(res["httpry -r"]["outs"][-1].splitlines()) if "httpry -r" in res else None
+    tshark_frames = (len(res["tshark -r (reassembly off)"]["outs"][-1].splitlines())
+                     if "tshark -r (reassembly off)" in res else None)
     print(f"HTTP first packets: webtap {dis['messages']}"
-          + (f", tshark {tshark_frames}" if shutil.which("tshark") else "")
-          + (f", httpry {httpry_lines} lines" if shutil.which("httpry") else ""))
+          + (f", tshark {tshark_frames}" if tshark_frames is not None else "")
+          + (f", httpry {httpry_lines} lines" if httpry_lines is not None else ""))
 
     # Answers, not just times.
     assert read["packets"] == packets == dis["packets"], (read, packets, dis)
     assert dis["messages"] > 0
-    if shutil.which("tshark"):
+    if tshark_frames is not None:
         assert tshark_frames > 0
     return 0
 

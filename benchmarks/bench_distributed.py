@@ -1,7 +1,7 @@
 """Benchmark: the distributed analyzer (httpanalyzer.distributed on a local 2-worker Dask
 cluster) against the single-process analyzer, on the trace ../shared/scripts/make-bench-trace
 builds (benchmarks.common). Each contender runs in its own process; min of the in-process run
-time over repeats (the cluster's start-up is reported apart). Both must give the same record
+time over alternating repeats, webtap from the same interpreter as the other benchmarks (the cluster's start-up is reported apart). Both must give the same record
 count (asserted; the tests check the records themselves). Also: the share of the run spent in
 the sequential steps, the plan (a header-only scan of the trace) and the boundary repair.
 
@@ -16,12 +16,12 @@ import shutil
 import sys
 import tempfile
 
-from benchmarks.common import OUT, best_of, bench_trace, table, warm
+from benchmarks.common import OUT, REPEAT, bench_trace, load_average, median, paired, table, warm, webtap_cmd
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeat", type=int, default=int(os.environ.get("WEBTAP_BENCH_REPEAT", "3")))
+    ap.add_argument("--repeat", type=int, default=REPEAT)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk-mb", type=float, default=48.0)
     a = ap.parse_args(argv)
@@ -29,16 +29,20 @@ def main(argv=None) -> int:
     warm(trace)
     OUT.mkdir(exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="bench-dist-", dir=OUT)
-    run = [sys.executable, "-m", "benchmarks._run_dist", str(trace)]
+    # under the interpreter every other webtap contender runs under (the wheel install)
+    run = webtap_cmd("_run_dist", str(trace))
     try:
         rows, results = [], {}
-        for name, args in [("single process", ["single"]),
-                           (f"dask, {a.workers} workers, {a.chunk_mb:g} MiB chunks",
-                            ["dask", str(a.workers), str(a.chunk_mb), os.path.join(tmp, "ds")])]:
-            wall, rss, out = best_of(run + args, a.repeat)
-            res = json.loads(out.decode().strip().splitlines()[-1])
+        contenders = [("single process", ["single"]),
+                      (f"dask, {a.workers} workers, {a.chunk_mb:g} MiB chunks",
+                       ["dask", str(a.workers), str(a.chunk_mb), os.path.join(tmp, "ds")])]
+        pres = paired([(name, run + args) for name, args in contenders], a.repeat)
+        for name, _ in contenders:
+            outs = [json.loads(o.decode().strip().splitlines()[-1]) for o in pres[name]["outs"]]
+            res = outs[-1]
+            res["loop_s"] = median([o["loop_s"] for o in outs])
             results[name] = res
-            rows.append({"name": name, "seconds": res["loop_s"], "rss": rss, "wall": wall})
+            rows.append({"name": name, "seconds": res["loop_s"], "rss": pres[name]["rss"]})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     single = results["single process"]
@@ -48,7 +52,8 @@ def main(argv=None) -> int:
     npk, nbytes = single["packets"], single["bytes"]
     print(f"\ntrace {trace}: {npk:,} packets, {nbytes / 1e6:.1f} MB; {single['messages']:,} HTTP "
           f"messages, {single['records']:,} records; {len(os.sched_getaffinity(0))} cores; "
-          f"seconds = in-process run, min of {a.repeat}; peak RSS of the driver process only")
+          f"seconds = in-process run, median of {a.repeat} alternating runs; peak RSS of the "
+          f"driver process only; {load_average()}")
     print(table(rows, npk, nbytes, "single process"))
     s = d["seconds"]
     tot = s["total"]

@@ -1,6 +1,7 @@
 """Benchmark: the packet feeder (N consumer processes over shared-memory rings) against the
 single-process analyzer, on the trace ../shared/scripts/make-bench-trace builds
-(benchmarks.common). Each contender runs in its own process; min wall time over repeats.
+(benchmarks.common). Each contender runs in its own process, all the same number of times,
+alternating; whole-process ratios are medians of per-round ratios, the loops' figures beside.
 Rows: single process; N = 1 .. cores consumers; the feeder alone (consumers only drain their
 rings: reading, dissecting, hashing and copying, no pairing). Every row must give the same
 record count as the single process (asserted), and the balance of Eq. 3 over the consumers is
@@ -15,12 +16,13 @@ import json
 import os
 import sys
 
-from benchmarks.common import PYTHON, best_of, bench_trace, table, warm, webtap_cmd
+from benchmarks.common import (PYTHON, REPEAT, bench_trace, median, pair_ratios, paired, paired_table,
+                               table, warm, webtap_cmd)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeat", type=int, default=int(os.environ.get("WEBTAP_BENCH_REPEAT", "3")))
+    ap.add_argument("--repeat", type=int, default=REPEAT)
     cores = len(os.sched_getaffinity(0))
     ap.add_argument("--max-consumers", type=int, default=cores)
     a = ap.parse_args(argv)
@@ -33,12 +35,14 @@ def main(argv=None) -> int:
                    for n in range(1, a.max_consumers + 1)]
     contenders += [(f"feeder alone (drain), {n} consumer{'s' if n > 1 else ''}", [str(n), "drain"])
                    for n in sorted({1, a.max_consumers})]
-    for name, args in contenders:
-        wall, rss, out = best_of(run + args, a.repeat)
-        res = json.loads(out.decode().strip().splitlines()[-1])
+    pres = paired([(name, run + args) for name, args in contenders], a.repeat)
+    for name, _ in contenders:
+        outs = [json.loads(o.decode().strip().splitlines()[-1]) for o in pres[name]["outs"]]
+        res = outs[-1]
+        res["loop_s"] = median([o["loop_s"] for o in outs])
         results[name] = res
         # in-process loop time: what the analyzer costs once Python and its modules are loaded
-        rows.append({"name": name, "seconds": res["loop_s"], "rss": rss, "wall": wall})
+        rows.append({"name": name, "seconds": res["loop_s"], "rss": pres[name]["rss"]})
     ref = results["single process"]
     for name, res in results.items():
         if "drain" in name:
@@ -48,12 +52,14 @@ def main(argv=None) -> int:
     npk, nbytes = ref["packets"], ref["bytes"]
     print(f"\ntrace {trace}: {npk:,} packets, {nbytes / 1e6:.1f} MB; {ref['messages']:,} HTTP "
           f"messages, {ref['records']:,} records; {cores} cores available (consumers + the reader "
-          f"share them); seconds = in-process loop, min of {a.repeat}")
+          f"share them)")
+    print(paired_table(pres, "single process", npk, nbytes))
+    print("in-process loop figures (median of the same runs; not whole processes):")
     print(table(rows, npk, nbytes, "single process"))
     print(f"webtap ran under {PYTHON} ({'wheel install' if 'wheel-venv' in PYTHON else 'this interpreter'}); "
           f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
-    print("\nspeed-up over the single process (packets/s ratio): " + ", ".join(
-        f"{r['name']}: {rows[0]['seconds'] / r['seconds']:.2f}x" for r in rows[1:]))
+    print("\nspeed-up over the single process, whole process, median of per-round ratios: " + ", ".join(
+        f"{r['name']}: {median(pair_ratios(pres, r['name'], 'single process')):.2f}x" for r in rows[1:]))
     for name, res in results.items():
         if res.get("balance") and "drain" not in name and len(res["balance"]) > 1:
             print(f"\nbalance, {name} (messages and transactions per consumer, % of the total)")

@@ -6,8 +6,9 @@ vs the paper's figures (PAPERS.md section 2), on the real shared blacklists.
     BENCH_N=200000 python -m benchmarks.bench_urltree                     # a smaller run
 
 Latency distributions of the tree are measured per operation inside the C loop (clock_gettime
-around each URL, canonicalisation included); the peers are timed per call from Python (that is how
-they are used). Every result is checked: the tree's exact and prefix answers must equal the set's
+around each URL, canonicalisation included) and the peers per call from Python (that is how they
+are used): those columns are not comparable across contenders. The comparison is the last table:
+every contender per call from Python on the same raw URLs (canonicalise + look up), one timer. Every result is checked: the tree's exact and prefix answers must equal the set's
 and marisa-trie's (plus the boundary rule) on every query, and the snapshot must answer the same.
 """
 from __future__ import annotations
@@ -25,6 +26,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.common import load_average
 
 from urlfilter.canon import canonicalize_many
 from urlfilter.tree import UrlTree, arrow_layout, build_tree
@@ -237,6 +240,45 @@ def main():
         got = tree.get_key(r).decode() if r > 0 else None
         assert got == best, (queries[i], got, best)
 
+    # ---- like with like: every contender per call from Python, on the same raw URLs, doing
+    # the same work (canonicalise with the C canonicaliser, then look up), timed by the same
+    # clock around each call. The tables above time the tree inside its C batch loop and the
+    # peers per call from Python; those columns are not comparable with each other, these are.
+    from webtap._ext.canon import canonicalize_bytes
+
+    same = queries[:100000]
+    sk = set(unique_keys)
+
+    def _set_call(u):
+        k, code = canonicalize_bytes(u, True)
+        return (k.decode() in sk) if not code else False
+
+    def _trie_call(u):
+        k, code = canonicalize_bytes(u, True)
+        if code:
+            return None
+        k = k.decode()
+        best = None
+        for p in trie.prefixes(k):
+            if (len(p) == len(k) or boundary(k, len(p))) and (best is None or len(p) > len(best)):
+                best = p
+        return best
+
+    per_call = {}
+    for label, fn in (("webtap tree.match (prefix)", tree.match), ("Python set (exact)", _set_call),
+                      ("marisa-trie (prefix)", _trie_call)):
+        best_t = None
+        for _ in range(3):
+            t = np.zeros(len(same), np.float64)
+            for i, u in enumerate(same):
+                a = pc()
+                fn(u)
+                t[i] = pc() - a
+            if best_t is None or t.sum() < best_t.sum():
+                best_t = t
+        per_call[label] = best_t / 1e3
+
+
     # delete latency (last: re-inserting changes ids): remove 50,000 random entries, check, put them back
     didx = rng.choice(np.flatnonzero(new), min(50000, int(new.sum())), replace=False)
     dd, do = arrow_layout([raw[i] for i in didx])
@@ -282,6 +324,13 @@ def main():
           f"paper mean / webtap mean = {PAPER['match_us_mean'] / px_us.mean():.1f}x; "
           f"bytes per URL webtap / paper = {tree_paper_bpu / PAPER['bytes_per_url']:.2f}; "
           f"webtap / set (exact median) = {np.median(ex_us) / (np.median(set_t) / 1e3):.2f}")
+    print(f"per call from Python, every contender alike ({len(same)} raw URLs, canonicalise + look up, "
+          f"best of 3 passes; {load_average()}):")
+    for label, t in per_call.items():
+        print(f"  {label:<28} median {np.median(t):.2f} us, p99 {pct(t, 99):.2f} us, mean {t.mean():.2f} us")
+    tm = np.median(per_call["webtap tree.match (prefix)"])
+    print("  ratios of medians: " + ", ".join(f"{k} / webtap = {np.median(v) / tm:.2f}x"
+                                               for k, v in per_call.items() if not k.startswith("webtap")))
     print("all results checked: tree == set (exact), tree == marisa-trie + boundary rule (prefix), "
           "snapshot == tree, delete/re-insert")
 

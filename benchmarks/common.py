@@ -1,8 +1,14 @@
 """Benchmark plumbing shared by every benchmark: the trace, timing one process, the table.
 
 Each contender runs in its own process (as msgspec's and cyvcf2's benchmarks do) so that its
-peak RSS is its own: os.wait4 returns the resource usage of exactly that child. Times are the
-minimum over repeats, with the trace already in the page cache.
+peak RSS is its own: os.wait4 returns the resource usage of exactly that child.
+
+How contenders are compared (`paired`): every contender gets the same number of runs (REPEAT,
+from $WEBTAP_BENCH_REPEAT, the one variable every benchmark reads), the runs alternate between
+contenders (A B C A B C ...: a change of machine load hits each contender alike), and the
+headline of each contender is the median over rounds of its time relative to the reference's
+time in the same round (the median of per-pair ratios of whole processes), printed with the load
+average of the moment. The trace is in the page cache before the first run.
 """
 from __future__ import annotations
 
@@ -19,6 +25,15 @@ OUT = REPO / "bench-out"
 #: the interpreter that runs webtap contenders: $WEBTAP_BENCH_PYTHON (`make bench` points it at
 #: a venv with webtap installed from a wheel, benchmarks/wheel_env.py), else this one
 PYTHON = os.environ.get("WEBTAP_BENCH_PYTHON", sys.executable)
+
+
+#: runs per contender, for every benchmark (one name: $WEBTAP_BENCH_REPEAT)
+REPEAT = int(os.environ.get("WEBTAP_BENCH_REPEAT", "3"))
+
+
+def load_average() -> str:
+    a = os.getloadavg()
+    return f"load average {a[0]:.1f} {a[1]:.1f} {a[2]:.1f} on {len(os.sched_getaffinity(0))} cores"
 
 
 def webtap_cmd(module: str, *args: str) -> list[str]:
@@ -89,6 +104,52 @@ def best_of(cmd: list[str], repeats: int, stdout=subprocess.PIPE) -> tuple[float
     results = [run(cmd, stdout) for _ in range(repeats)]
     wall = min(r[0] for r in results)
     return wall, max(r[1] for r in results), results[-1][2]
+
+
+def median(xs) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def paired(contenders: list[tuple[str, list[str]]], repeats: int = REPEAT,
+           stdout=subprocess.PIPE) -> dict[str, dict]:
+    """Run every contender (name, cmd[, stdout]) `repeats` times, alternating (round r runs
+    each contender once, in the given order). Returns per name: walls (one per round), rss
+    (max), outs (stdouts)."""
+    res = {c[0]: {"walls": [], "rss": 0, "outs": []} for c in contenders}
+    for _ in range(repeats):
+        for name, cmd, *own in contenders:
+            wall, rss, out = run(cmd, own[0] if own else stdout)
+            r = res[name]
+            r["walls"].append(wall)
+            r["rss"] = max(r["rss"], rss)
+            r["outs"].append(out)
+    return res
+
+
+def pair_ratios(res: dict[str, dict], name: str, ref: str) -> list[float]:
+    """Per round: the reference's time / this contender's time (> 1: the reference is slower)."""
+    return [a / b for a, b in zip(res[ref]["walls"], res[name]["walls"])]
+
+
+def paired_table(res: dict[str, dict], ref: str, packets: int, wire_bytes: int,
+                 extra: dict[str, float] | None = None) -> str:
+    """Median seconds, Mpps at the median, peak RSS and the median of per-round ratios
+    `contender time / reference time` for every contender; `extra`: labelled in-process
+    figures (seconds) printed below, not ratios of whole processes."""
+    lines = [f"{'contender (whole process)':<34} {'median s':>9} {'min s':>8} {'Mpps':>7} "
+             f"{'peak RSS':>10} {'time / ' + ref + ' (median of pairs)':>40}"]
+    for name, r in res.items():
+        m = median(r["walls"])
+        ratio = median([1 / x for x in pair_ratios(res, name, ref)])
+        lines.append(f"{name:<34} {m:>9.3f} {min(r['walls']):>8.3f} {packets / m / 1e6:>7.2f} "
+                     f"{r['rss'] / 2**20:>8.1f}MB {ratio:>39.3f}x")
+    for label, sec in (extra or {}).items():
+        lines.append(f"{label:<34} {sec:>9.3f} {'':>8} {packets / sec / 1e6:>7.2f}   "
+                     f"(in-process loop figure, not a whole process)")
+    lines.append(f"{len(next(iter(res.values()))['walls'])} alternating rounds; {load_average()}")
+    return "\n".join(lines)
 
 
 def table(rows: list[dict], packets: int, wire_bytes: int, ref: str) -> str:

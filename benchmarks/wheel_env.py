@@ -5,7 +5,11 @@ Why: the development install is an editable meson-python install. Its import hoo
 build (runs ninja) every time `webtap` is first imported, ~0.1-0.2 s per process that a user
 installing the wheel never pays, and which would be counted in every "process" time.
 
-    python -m benchmarks.wheel_env      # builds the wheel, (re)creates the venv, prints its python
+    python -m benchmarks.wheel_env [VENV]   # builds the wheel, (re)creates the venv (default
+                                            # bench-out/wheel-venv), prints its python
+
+`make demo` uses it too (VENV build/user-venv): the demo's commands run as a user's install has
+them, while the tests keep the editable install (which rebuilds what changed on import).
 
 The venv has no packages of its own besides webtap: a .pth line puts the development venv's
 site-packages (numpy, pyarrow, ...) after it on sys.path. Only the development venv's own .pth
@@ -31,9 +35,10 @@ def _newest_source() -> float:
     return max(p.stat().st_mtime for p in files)
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     wheel_dir = OUT / "wheel"
-    venv = OUT / "wheel-venv"
+    venv = OUT / "wheel-venv" if not argv else (REPO / argv[0]).resolve()
     wheels = glob.glob(str(wheel_dir / "webtap-*.whl"))
     if len(wheels) != 1 or os.path.getmtime(wheels[0]) < _newest_source():   # else: up to date
         shutil.rmtree(wheel_dir, ignore_errors=True)
@@ -42,8 +47,13 @@ def main() -> int:
     wheels = glob.glob(str(wheel_dir / "webtap-*.whl"))
     if len(wheels) != 1:
         sys.exit(f"expected one webtap wheel in {wheel_dir}, found {wheels}")
-    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
+    stamp = venv / "webtap-wheel.txt"
+    built = f"{wheels[0]} {os.path.getmtime(wheels[0])}"
+    if py.exists() and stamp.exists() and stamp.read_text() == built:
+        print(py)                                  # this wheel is installed already
+        return 0
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     dev_site = sysconfig.get_paths()["purelib"]
@@ -56,6 +66,7 @@ def main() -> int:
                            check=True, capture_output=True, text=True, cwd=OUT).stdout.strip()
     if not where.startswith(purelib):
         sys.exit(f"bench venv imports webtap from {where}, not from {purelib}")
+    stamp.write_text(built)
     print(py)
     return 0
 

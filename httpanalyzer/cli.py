@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="hard cap on waiting messages (oldest evicted, counted; default 1048576)")
     ap.add_argument("--consumers", type=clikit.nonneg_int, default=None, metavar="N",
                     help="pair in N consumer processes fed through shared memory (the paper's "
-                         "packet feeder); 0: in this process; default: the number of cores")
+                         "packet feeder; with -i: N AF_PACKET fanout rings, the kernel splitting "
+                         "the traffic by Eq. 3); 0: in this process; default: chosen from the "
+                         "cores (0 below 4 cores; --summary says what and why)")
     ap.add_argument("--dask", metavar="SCHEDULER",
                     help="run on Dask: 'local' or 'local:N' (a LocalCluster of N worker "
                          "processes) or a scheduler address (tcp://host:8786); the trace is "
@@ -236,10 +238,15 @@ def handle(a, run) -> int:
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
     run.live = live
-    from httpanalyzer.balance import balance_table
-    from httpanalyzer.feeder import ConsumerFailed, default_consumers
+    if a.consumers is None:
+        from httpanalyzer.consumers import choose_consumers
 
-    consumers = default_consumers() if a.consumers is None else a.consumers
+        consumers, why = choose_consumers()
+    else:
+        consumers, why = a.consumers, "--consumers"
+    from httpanalyzer.errors import ConsumerFailed
+
+    capture = "fanout" if live and consumers else None
     balance: dict = {}
     kept: list = []                    # record batches, for --plots
     tls = None
@@ -252,7 +259,7 @@ def handle(a, run) -> int:
                                          gc_timeout=a.gc_timeout, summary=summary,
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
-                                         feeder=balance, headers=a.headers,
+                                         feeder=balance, headers=a.headers, capture=capture,
                                          packet_hook=tls.feed if tls is not None else None):
             o.write(batch)
             if a.plots:
@@ -269,10 +276,19 @@ def handle(a, run) -> int:
     if a.summary:
         dest = sys.stderr if a.output in (None, "-") else sys.stdout
         print(summary.table(), file=dest)
+        how = ("one process" if not consumers else
+               f"{consumers} consumer process{'es' if consumers > 1 else ''}"
+               + (" on AF_PACKET fanout rings" if capture == "fanout" else " fed by the reader"))
+        print(f"\nConsumers: {how} ({why})", file=dest)
         if balance.get("consumers"):
+            from httpanalyzer.balance import balance_table
+
             df = balance_table(balance)
             cols = ["messages", "messages_pct", "transactions", "transactions_pct", "packet_bytes",
                     "stall_ns", "dropped_messages"]
+            if capture == "fanout":
+                cols = ["packets", "messages", "messages_pct", "transactions", "transactions_pct",
+                        "kernel_packets", "kernel_drops"]
             print("\nFeeder balance (paper Table 3)\n" + df[cols].round(2).to_string(), file=dest)
     if a.plots:
         for p in write_plots(kept, balance, a.plots):

@@ -80,11 +80,11 @@ _EMPTY = records.empty_batch()
 
 
 def default_consumers() -> int:
-    """The number of cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:          # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
+    """The consumer count a run uses when none is given (httpanalyzer.consumers: 0 on a
+    machine where consumers cannot gain over one process)."""
+    from httpanalyzer.consumers import choose_consumers
+
+    return choose_consumers()[0]
 
 
 # ------------------------------------------------------------------------------ consumer side

@@ -3,12 +3,15 @@ batches out. The rules (which response pairs with which request, GC, caps) are d
 extension's docstring and in docs/PAIRING.md."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                   # annotations only
+    import pyarrow as pa
+
 import time
 
 import numpy as np
-import pyarrow as pa
 
-from httpanalyzer import records
 from webtap._ext.pairing import COUNTER_NAMES, PairingTable
 
 __all__ = ["Pairer", "COUNTER_NAMES"]
@@ -20,7 +23,12 @@ TAKE_RECORDS = 16384
 TAKE_EVERY_S = 0.25
 
 
-_EMPTY = records.empty_batch()
+def _records():
+    """httpanalyzer.records (and pyarrow) on the first take(): a run reads its first packets
+    before any record exists."""
+    from httpanalyzer import records
+
+    return records
 
 
 class Pairer:
@@ -38,11 +46,12 @@ class Pairer:
         if not gc_timeout > 0:
             raise ValueError("gc_timeout must be > 0 seconds")
         self.headers = tuple(headers or ())
-        records.header_column_names(self.headers)          # ValueError for a bad list
+        if self.headers:
+            _records().header_column_names(self.headers)   # ValueError for a bad list
         self.table = PairingTable(gc_timeout_ns=int(round(gc_timeout * 1e9)), max_pending=max_pending,
                                   max_per_key=max_per_key, initial_cells=initial_cells,
                                   arena_max_bytes=arena_max_bytes, headers=self.headers)
-        self._empty = records.empty_batch(self.headers) if self.headers else _EMPTY
+        self._empty = None              # made on the first empty take()
         self._last_take = time.monotonic()
 
     def due(self) -> bool:
@@ -69,9 +78,11 @@ class Pairer:
         """The records emitted since the last take(), as one Arrow batch (possibly empty)."""
         self._last_take = time.monotonic()
         if not self.table.records_waiting:
+            if self._empty is None:
+                self._empty = _records().empty_batch(self.headers or None)
             return self._empty
         recs, strings = self.table.take()
-        return records.to_record_batch(recs, strings, self.headers)
+        return _records().to_record_batch(recs, strings, self.headers)
 
     @property
     def pending(self) -> int:

@@ -7,18 +7,25 @@ response in the next.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                   # annotations only
+    import pyarrow as pa
+
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
-import pyarrow as pa
 
-from httpanalyzer import records
 from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
 from webtap.stream import merge_by_time
+
+# pyarrow (and httpanalyzer.records, which builds the schema with it) is imported where a
+# record batch is first made or handled, not here: a run reads its first packet before it has
+# any record, and start-up is part of every run.
 
 __all__ = ["analyze", "iter_record_batches", "Summary"]
 
@@ -107,6 +114,7 @@ class Summary:
             self.outcomes["paired"] += n_paired
             self.outcomes["unmatched"] += batch.num_rows - n_paired
             return
+        import pyarrow as pa
         import pyarrow.compute as pc     # here: ~40 ms of import the plain stream does not need
         for name, col in (("outcome", self.outcomes), ("status", self.status),
                           ("method", self.methods)):
@@ -171,6 +179,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                         progress: bool | None = False, live: bool = False,
                         consumers: int | None = None, feeder: dict | None = None,
                         feeder_options: dict | None = None, packet_hook=None,
+                        capture: str | None = None, max_packets: int | None = None,
                         **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
@@ -182,13 +191,26 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     feeder: a dict that receives the feeder's balance report (httpanalyzer.balance.balance_table);
     feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only).
     packet_hook: called with (packets, data) of every packet batch read, in this process (the
-    one-pass TLS records of `--tls-out`: httpanalyzer.tls.TlsRun.feed)."""
+    one-pass TLS records of `--tls-out`: httpanalyzer.tls.TlsRun.feed).
+    capture="fanout" (live with consumers only): the kernel splits the traffic over N AF_PACKET
+    rings, one per consumer process (httpanalyzer.fanout; feeder_options: mode 'hash' or 'eq3',
+    on_ready); `feeder` then receives the per consumer packets, messages and the kernel's
+    drop counters; max_packets ends the capture
+    once the consumers have processed that many packets (else Ctrl-C ends it)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
     if live and len(sources) != 1:
         raise ValueError("live capture takes exactly one interface")
     stats = summary if summary is not None else Summary()
+    if capture not in (None, "feeder", "fanout"):
+        raise ValueError(f"unknown capture {capture!r} (use 'feeder' or 'fanout')")
+    if capture == "fanout":
+        if not (live and consumers):
+            raise ValueError("capture='fanout' is live capture with consumers >= 1")
+        yield from _fanout_batches(sources[0], consumers, bpf, gc_timeout, stats, feeder,
+                                   max_packets, feeder_options or {}, table_options)
+        return
     dissector = None
     if consumers:
         from httpanalyzer.feeder import FeederPairer, classify_packets
@@ -273,6 +295,27 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             g.close()
 
 
+def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packets, options,
+                    table_options):
+    from httpanalyzer.fanout import iter_fanout_batches
+    from webtap.stream import Totals
+
+    totals = Totals()
+    balance: dict = {}
+    try:
+        for b in iter_fanout_batches(iface, consumers, bpf=bpf, gc_timeout=gc_timeout,
+                                     totals=totals, max_packets=max_packets, balance=balance,
+                                     **options, **table_options):
+            stats.add(b)
+            yield b
+    finally:
+        stats.absorb(totals)
+        stats.pairing = balance.pop("pairing", {})
+        stats.interrupted = stats.interrupted or balance.get("interrupted", False)
+        if feeder is not None:
+            feeder.update(balance)
+
+
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
             summary: Summary | None = None, live: bool = False, consumers: int | None = None,
             feeder: dict | None = None, **table_options):
@@ -285,6 +328,10 @@ def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
                                        summary=summary, live=live, consumers=consumers,
                                        feeder=feeder, **table_options))
+    import pyarrow as pa
+
+    from httpanalyzer import records
+
     table = pa.Table.from_batches(batches, schema=records.schema_for(table_options.get("headers")))
     if consumers:
         table = _sort_by_time(table)

@@ -2,6 +2,10 @@
 
 Data flow: capture (webtap.capture) -> dissect (webtap.dissect) -> pair (httpanalyzer) |
 match (urlfilter) -> records -> analysis.
+
+Importing the package loads nothing heavy (no numpy, no extension): start-up is part of every
+command's run, so each module imports what it needs when it is used (`libpcap_version` loads
+the capture extension on first use).
 """
 __version__ = "0.1.0"
 
@@ -14,6 +18,12 @@ import os as _os
 # wins, and it applies only if numpy was not imported before webtap.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from webtap._ext.source import libpcap_version  # noqa: E402
-
 __all__ = ["__version__", "libpcap_version"]
+
+
+def __getattr__(name):
+    if name == "libpcap_version":
+        from webtap._ext.source import libpcap_version
+
+        return libpcap_version
+    raise AttributeError(f"module 'webtap' has no attribute {name!r}")
