@@ -55,6 +55,9 @@ CATEGORIES = {
     "method_without_space": "a method token not followed by a space (cut at the packet's end, or "
                             "a tab); tshark accepts, webtap requires 'METHOD SP'",
     "icy_status_line": "SHOUTcast 'ICY nnn' status line: tshark 4.0 takes it as HTTP",
+    "not_a_request_line": "a known method and a space, then no request-target form and no version at "
+                          "the line's end (a body such as 'POST request received'): tshark takes any "
+                          "first word that is a method, webtap requires the request-line shape",
     "http_over_udp": "HTTP over UDP (SSDP M-SEARCH/NOTIFY, port 1900): webtap dissects HTTP over TCP only",
     "encapsulation_not_dissected": "IP inside an encapsulation webtap does not open (PPPoE, GRE, "
                                    "MPLS, IP-in-IP, ...)",
@@ -67,6 +70,8 @@ CATEGORIES = {
                        "tshark parses the first three characters",
     "pipelined": "several messages in one frame: tshark lists the fields of all, webtap those "
                  "of the first",
+    "no_target": "'OPTIONS HTTP/1.1' (no request-target): webtap gives an empty URI and the "
+                 "version, tshark 4.0 the version as the URI",
     "unexplained": "no rule explains the difference (the test fails)",
 }
 
@@ -93,6 +98,7 @@ class TraceResult:
 def run_tshark(path: str) -> dict[int, list[str]]:
     cmd = ["tshark", "-n", "-r", path,
            "-o", "tcp.desegment_tcp_streams:FALSE",
+           "-o", "teredo.heuristic_teredo:TRUE",   # webtap takes Teredo on any port (ACCURACY.md)
            "-o", "http.desegment_headers:FALSE",
            "-o", "http.desegment_body:FALSE",
            "-T", "fields", "-E", f"separator={SEP}", "-E", f"aggregator={AGG}"]
@@ -136,6 +142,28 @@ def _starts_later(pay: bytes, method: str) -> bool:
     return any(pay.find(eol + h, 0) >= 0 for eol in (b"\n", b"\r") for h in heads)
 
 
+def _not_request_shape(pay: bytes, methods) -> bool:
+    """The payload starts with a known method and a space, and what follows is not a
+    request-target of RFC 9112's forms and the line does not end with a version (checked here
+    independently of ext/httpstart.pxd, from the rule in docs/ACCURACY.md)."""
+    import re
+
+    line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
+    tok, sp, rest = line.partition(b" ")
+    if not sp or tok.removeprefix(b"M-").decode("latin-1") not in methods[1:]:
+        return False
+    rest = rest.lstrip(b" ")
+    if not rest:
+        return False
+    target = rest.split(b" ", 1)[0]
+    if (target.startswith((b"/", b"HTTP/")) or target == b"*"
+            or re.match(rb"[A-Za-z][A-Za-z0-9+.-]*://", target)
+            or re.fullmatch(rb"(\[[0-9A-Za-z:.]+\]|[A-Za-z0-9._~-]+):[0-9]+", target)):
+        return False
+    ends_with_version = re.search(rb" HTTP/[0-9]\.[0-9]$", line) is not None and len(pay) > len(line)
+    return not ends_with_version
+
+
 def _cut_line_without_colon(data: np.ndarray, msg) -> bool:
     """The header block ends in this packet with a partial line holding no colon (tshark then
     throws in packet-http.c before it adds http.request / http.response)."""
@@ -170,7 +198,7 @@ def compare_trace(path: str) -> TraceResult:
     batch = dissect(packets, data, reasons)
     m = batch.msgs
     res.packets = len(packets)
-    cols = {n: batch.column(n, errors="tshark").to_pylist() for n in ("method", "uri", "host", "user_agent", "reason")}
+    cols = {n: batch.column(n, errors="tshark").to_pylist() for n in ("method", "uri", "version", "host", "user_agent", "reason")}
     web = {int(m["pkt_index"][i]) + 1: i for i in range(len(m))}
     tsh_http = {f: r for f, r in tsh.items() if r[2] or r[3]}
     res.tshark_frames = len(tsh_http)
@@ -228,6 +256,9 @@ def compare_trace(path: str) -> TraceResult:
             res.agree += 1
         elif not diffs:
             res.add("trailing_whitespace", desc)
+        elif (diffs == ["uri"] and is_req and not cols["uri"][i]
+              and (cols["version"][i] or "") == _first(row[6])):
+            res.add("no_target", f"{desc} tshark uri {_first(row[6])!r}")
         elif diffs == ["status"] and int(m["flags"][i]) & MSGF_BAD_STATUS:
             res.add("bad_status_code", f"{desc} tshark code {row[9]!r}")
         elif pipelined:
@@ -258,6 +289,8 @@ def compare_trace(path: str) -> TraceResult:
                 res.add("icy_status_line", desc)
             elif tok.split(b"\t")[0].removeprefix(b"M-").decode("latin-1") in METHOD_NAMES[1:] and b" " not in first[:len(tok) + 1]:
                 res.add("method_without_space", f"{desc} payload {pay[:40]!r}")
+            elif _not_request_shape(pay, METHOD_NAMES):
+                res.add("not_a_request_line", f"{desc} payload {pay[:40]!r}")
             elif _starts_later(pay, _first(row[5])):
                 res.add("message_mid_payload", f"{desc} payload starts {pay[:24]!r}")
             else:
