@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree")
+TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +181,61 @@ def seeds_dissect(shared: str | None) -> list[bytes]:
             lt, frames = pk
             if lt in _LINKTYPES:
                 out.append(bytes([_LINKTYPES.index(lt), 0]) + b"\xff\x00\xff".join(frames))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# encap: the link/IP/TCP walk through tunnels (ext/l34.pxd, via ext/dissect.pyx l34_batch)
+
+_ENCAP_LINKTYPES = (1, 239, 100, 113, 101)
+
+
+def check_encap(data: bytes) -> None:
+    """One packet (first byte: link type; second: user-named UDP port set or not): the walk
+    stays inside the packet, records at most L34_MAX_ENCAP known layers (or gives up counted),
+    and a TCP segment it reports lies inside the capture."""
+    from webtap._ext.dissect import l34_batch, set_tunnel_ports
+    from webtap.schema import DISSECT_REASONS, ENCAP_NAMES, PACKET_DTYPE
+
+    if len(data) < 2:
+        return
+    lt = _ENCAP_LINKTYPES[data[0] % len(_ENCAP_LINKTYPES)]
+    user = data[1] & 1
+    pkt = data[2:]
+    buf = np.frombuffer(pkt, dtype=np.uint8) if pkt else np.zeros(0, np.uint8)
+    pk = np.zeros(1, dtype=PACKET_DTYPE)
+    pk[0]["caplen"] = len(pkt)
+    pk[0]["wirelen"] = len(pkt)
+    pk[0]["linktype"] = lt
+    if user:
+        # port 1024 + byte 1 carries GRE, VXLAN, Geneve, GTP-U, Teredo or AYIYA
+        set_tunnel_ports([(1024 + data[1], (1, 4, 5, 6, 7, 8)[(data[1] >> 1) % 6])])
+    try:
+        w = l34_batch(pk, buf)[0]
+    finally:
+        if user:
+            set_tunnel_ports([])
+    depth, enc = int(w["encap_depth"]), int(w["encap"])
+    codes = [(enc >> (8 * j)) & 0xFF for j in range(8)]
+    if depth == 0xFF:
+        assert all(codes) and DISSECT_REASONS[int(w["reason"])] == "not_ip"
+    else:
+        assert depth <= 8 and all(codes[:depth]) and not any(codes[depth:]), (depth, enc)
+    assert all(0 <= c < len(ENCAP_NAMES) for c in codes)
+    r = int(w["reason"])
+    assert r == 255 or r < len(DISSECT_REASONS)
+    if r == 255:
+        assert w["tcp_ok"] and w["ip_version"] in (4, 6)
+    if r == 255 or DISSECT_REASONS[r] in ("no_payload",):
+        assert w["tcp_ok"]
+
+
+def seeds_encap(shared: str | None) -> list[bytes]:
+    from tests.dissect.test_encap import CASES
+
+    out = []
+    for frame, lt, *_rest in CASES.values():
+        out.append(bytes([_ENCAP_LINKTYPES.index(lt), 0]) + frame)
     return out
 
 
