@@ -109,7 +109,24 @@ def main(argv=None) -> int:
         p.add_argument("-f", "--filter", help="BPF filter expression (libpcap syntax)")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bar (default: when stderr is a terminal)")
+        # issue 23: tunnels on ports other than the IANA ones (docs/ACCURACY.md "Encapsulations")
+        p.add_argument("--tunnel-port", action="append", default=[], metavar="KIND:PORT",
+                       help="also open UDP PORT as a KIND tunnel (vxlan, geneve, gtpu, teredo, "
+                            "ayiya, gre), e.g. vxlan:8472; repeatable")
     args = ap.parse_args(argv)
+    if args.tunnel_port:                                    # issue 23
+        from webtap.dissect import set_tunnel_ports
+
+        ports: dict[str, list[int]] = {}
+        for spec in args.tunnel_port:
+            kind, _, port = spec.partition(":")
+            if not port.isdigit():
+                ap.error(f"--tunnel-port wants KIND:PORT, not {spec!r}")
+            ports.setdefault(kind, []).append(int(port))
+        try:
+            set_tunnel_ports(ports)
+        except ValueError as exc:
+            ap.error(f"--tunnel-port: {exc}")
     if args.cmd == "dissect" and not args.traces and not args.interface:
         ap.error("give TRACE files or -i IFACE")
     try:

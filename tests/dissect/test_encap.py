@@ -277,3 +277,24 @@ def test_encap_names_match_the_enum():
     first = DISSECT_REASONS.index("encap_gre")
     assert DISSECT_REASONS[first:] == tuple("encap_" + n for n in ENCAP_NAMES[1:])
     assert np.uint64(0).nbytes == 8
+
+
+def test_cli_tunnel_port(tmp_path, capsys):
+    """`webtap dissect --tunnel-port vxlan:8472` opens VXLAN on Linux's default port."""
+    from webtap.cli import main
+    from webtap.dissect import set_tunnel_ports
+
+    frame = eth(0x0800, ip4(17, udp(50000, 8472, struct.pack(">II", 0x08000000, 1 << 8) + INNER_ETH)))
+    path = tmp_path / "vx.pcap"
+    path.write_bytes(pb.pcap([(0, frame)]))
+    try:
+        assert main(["dissect", str(path), "--tunnel-port", "vxlan:8472"]) == 0
+        err = capsys.readouterr().err
+        assert "http_request=1" in err and "encap_vxlan=1" in err
+        set_tunnel_ports(None)
+        assert main(["dissect", str(path)]) == 0
+        assert "not_tcp=1" in capsys.readouterr().err
+        with pytest.raises(SystemExit):
+            main(["dissect", str(path), "--tunnel-port", "nosuch:1"])
+    finally:
+        set_tunnel_ports(None)
