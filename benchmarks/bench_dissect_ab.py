@@ -36,9 +36,18 @@ t_start = time.perf_counter()
 root, work, loops = sys.argv[1], sys.argv[2], int(sys.argv[3])
 pkg = types.ModuleType("webtap"); pkg.__path__ = [root + "/webtap"]; sys.modules["webtap"] = pkg
 ext = types.ModuleType("webtap._ext"); ext.__path__ = [root + "/webtap/_ext"]; sys.modules["webtap._ext"] = ext
+import glob, importlib.util
 import numpy as np
-import webtap.schema
-from webtap._ext import dissect as d
+# load both modules from their files: the editable install's finder would otherwise hand out
+# the working tree's build for any revision
+for name, path in (("webtap.schema", root + "/webtap/schema.py"),
+                   ("webtap._ext.dissect", glob.glob(root + "/webtap/_ext/dissect*.so")[0])):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+d = sys.modules["webtap._ext.dissect"]
+assert d.__file__.startswith(root), d.__file__
 pk = np.load(work + "/packets.npy"); data = np.load(work + "/data.npy")
 times = []
 for _ in range(loops):
