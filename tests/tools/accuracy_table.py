@@ -48,7 +48,7 @@ CATEGORIES = {
     "method_unknown_to_tshark": "a registered method tshark 4.0 does not list (MKCALENDAR, ACL, "
                                 "BIND, ...)",
     # frames tshark reports, webtap does not
-    "link_unsupported": "link type webtap does not dissect (NFLOG, ARCNET, radiotap, C-HDLC, ...)",
+    "link_unsupported": "link type webtap does not dissect (ARCNET, radiotap, C-HDLC, ...)",
     "ip_reassembled": "IP fragment: tshark reassembles IP, webtap flags and skips fragments",
     "message_mid_payload": "the message starts after the payload's first byte (a second message "
                            "after a body, or after stray bytes); webtap only looks at the start",
@@ -59,8 +59,8 @@ CATEGORIES = {
                           "the line's end (a body such as 'POST request received'): tshark takes any "
                           "first word that is a method, webtap requires the request-line shape",
     "http_over_udp": "HTTP over UDP (SSDP M-SEARCH/NOTIFY, port 1900): webtap dissects HTTP over TCP only",
-    "encapsulation_not_dissected": "IP inside an encapsulation webtap does not open (PPPoE, GRE, "
-                                   "MPLS, IP-in-IP, ...)",
+    "encapsulation_not_dissected": "HTTP inside something webtap does not open (SCTP, the packet "
+                                   "quoted in an ICMP error, ...)",
     "webtap_rejects_packet": "webtap rejects the packet below HTTP (bad/truncated IP or TCP header)",
     "connect_tunnel": "response to CONNECT: tshark hands the rest of the connection to the tunnel "
                       "(Proxy-Connect) and does not mark the 200 as http.response",
