@@ -210,6 +210,11 @@ CATEGORIES = {
     "ip_reassembled": "an IP fragment: tshark reassembles IP, webtap skips fragments",
     "message_mid_payload": "the message starts after the first byte of the payload; webtap only "
                            "looks at the payload's start (the paper's first packet)",
+    "not_a_request_line": "a method and a space, then no request-target form and no version at the "
+                          "line's end (a body such as 'POST request received'): tshark takes any "
+                          "first word that is a method, webtap requires a request line's shape",
+    "no_target": "'OPTIONS HTTP/1.1' (no request-target): webtap gives an empty URI and the "
+                 "version, tshark 4.0 the version as the URI",
     # reassembly mode only
     "reassembly_incomplete": "tshark's reassembly mode does not report a message its "
                              "first-packet mode reports: a segment is missing, or the trace ends "
@@ -385,7 +390,7 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
     stack and TCP analysis flags, from one more first-packet-mode run on just those frames.
     The command lines run are appended to `commands`."""
     cols = ["frame", "protocols", "retransmission", "http_method", "notification", "connect",
-            "ip_fragment", "payload_starts_message"]
+            "ip_fragment", "payload_starts_message", "not_request_line"]
     if not frames:
         return pd.DataFrame(columns=cols)
     import tempfile
@@ -410,7 +415,8 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
                                 bool(r["http.request.method"]), bool(r["http.notification"]),
                                 bool(r["http.proxy_connect_host"]),
                                 bool(r["ip.fragment"] or r["ipv6.fragment"]),
-                                _starts_message(_last(r["tcp.payload"]))))
+                                _starts_message(_last(r["tcp.payload"])),
+                                _not_request_line(_last(r["tcp.payload"]))))
     return pd.DataFrame(out, columns=cols)
 
 
@@ -423,6 +429,33 @@ def _starts_message(payload_hex: str) -> bool:
         head = head[2:]
     return head.startswith(b"HTTP/") or any(head.startswith(m.encode() + b" ")
                                             for m in METHOD_NAMES if m)
+
+
+def _not_request_line(payload_hex: str) -> bool:
+    """The payload starts with a method and a space but not with a request line's shape (issue 23,
+    docs/ACCURACY.md "Request lines"): no request-target form and no version at the line's end,
+    e.g. a response body "POST request received successfully!". Written from the documented
+    rule, apart from ext/httpstart.pxd."""
+    import re
+
+    from webtap.schema import METHOD_NAMES
+
+    pay = bytes.fromhex(payload_hex.replace(":", "")) if payload_hex else b""
+    if pay.startswith(b"\r\n") and len(pay) > 3:
+        pay = pay[2:]
+    line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
+    tok, sp, rest = line.partition(b" ")
+    if not sp or tok.removeprefix(b"M-").decode("latin-1") not in METHOD_NAMES[1:]:
+        return False
+    rest = rest.lstrip(b" ")
+    if not rest:
+        return False
+    target = rest.split(b" ", 1)[0]
+    if (target.startswith((b"/", b"HTTP/")) or target == b"*"
+            or re.match(rb"[A-Za-z][A-Za-z0-9+.-]*://", target)
+            or re.fullmatch(rb"(\[[0-9A-Za-z:.]+\]|[A-Za-z0-9._~-]+):[0-9]+", target)):
+        return False
+    return not (re.search(rb" HTTP/[0-9]\.[0-9]$", line) and len(pay) > len(line))
 
 
 def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
@@ -547,11 +580,14 @@ def _frame_reason_not_in_tshark(info) -> str:
 
 
 def _frame_reason_not_in_webtap(protocols: str, ip_fragment: bool = False,
-                                payload_starts_message: bool = False) -> str:
+                                payload_starts_message: bool = False,
+                                not_request_line: bool = False) -> str:
     """A frame tshark reports as an HTTP message and webtap does not."""
     layers = protocols.split(":") if protocols else []
     if ip_fragment:
         return "ip_reassembled"
+    if not_request_line:
+        return "not_a_request_line"
     if any(x.startswith(_LINKS_UNSUPPORTED) for x in layers[:2]):
         return "link_unsupported"
     if "tcp" not in layers:
@@ -620,7 +656,8 @@ class _Explainer:
         x = self.info.get(f)
         if x is None:
             return "unexplained"
-        return _frame_reason_not_in_webtap(x.protocols, x.ip_fragment, x.payload_starts_message)
+        return _frame_reason_not_in_webtap(x.protocols, x.ip_fragment, x.payload_starts_message,
+                                           x.not_request_line)
 
     def _copy_or_pipelined(self, f1: int, f2: int) -> str:
         """Two request (or two response) frames of one connection that share the ACK (SEQ):
@@ -732,6 +769,8 @@ class _Explainer:
                 "several_messages" if T.r_msgs > 1 else "unexplained")
         msgs = T.r_msgs if name == "reason" else T.q_msgs
         wv = wv if isinstance(wv, str) else ""
+        if name == "uri" and wv == "" and isinstance(tv, str) and tv.startswith("HTTP/"):
+            return "no_target"
         if self.mode == "reassembly" and isinstance(tv, str):
             if name == "uri" and W.uri_truncated and tv.startswith(wv or ""):
                 return "uri_truncated"
