@@ -298,3 +298,24 @@ def test_cli_tunnel_port(tmp_path, capsys):
             main(["dissect", str(path), "--tunnel-port", "nosuch:1"])
     finally:
         set_tunnel_ports(None)
+
+
+def test_feeder_reader_takes_the_same_tunnelled_packets():
+    """The feeder's reader walks the same tunnels (ext/l34.pxd): same first packets, same
+    encapsulation counters as the dissector."""
+    from tests.dissect._scapy_batches import batch_from_raw
+    from webtap._ext.feeder import classify_batch
+    from webtap.dissect import dissect
+
+    frames = [(c[0], c[1], 0, len(c[0])) for c in CASES.values()]
+    pk, data = batch_from_raw(frames)
+    mb = dissect(pk, data)
+    fp, cnt = classify_batch(pk, data)
+    from webtap.schema import DISSECT_REASONS
+
+    fc = dict(zip(DISSECT_REASONS, map(int, cnt)))
+    assert len(fp) == len(mb) == len(CASES)
+    assert list(fp["index"]) == list(mb.msgs["pkt_index"])
+    for k in DISSECT_REASONS:
+        if k.startswith("encap") or k in ("packets", "http_request", "http_response", "not_ip", "not_tcp"):
+            assert fc[k] == mb.counters[k], k
