@@ -17,7 +17,8 @@ cimport numpy as cnp
 import numpy as np
 
 from packet cimport PacketRef
-from l34 cimport L34, L34_DATA, batch_caplen, l34_parse
+from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse,
+                 l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
                         http_status_code)
 from message cimport (
@@ -49,6 +50,26 @@ cdef enum:
 
 # Link types: LINKTYPE_* of ext/packet.pxd, walked by ext/l34.pxd. Methods: ext/httpmethods.h
 # (index = MethodId; mirrors webtap.schema.METHOD_NAMES, a test checks).
+
+
+# User-named UDP tunnel ports (set_tunnel_ports); zero-initialised: none.
+cdef L34Cfg _tunnel_cfg
+
+
+def set_tunnel_ports(pairs):
+    """Set the user-named UDP tunnel ports of this module's walk: pairs of (port, EncapKind
+    code) (webtap.dissect.set_tunnel_ports maps names to codes and sets every module)."""
+    pairs = [(int(a), int(b)) for a, b in pairs]
+    if len(pairs) > L34_MAX_UDP_PORTS:
+        raise ValueError(f"at most {L34_MAX_UDP_PORTS} tunnel ports")
+    for port, kind in pairs:
+        if not 0 < port < 65536 or not 0 < kind < ENC_N:
+            raise ValueError(f"bad tunnel port {port} or kind {kind}")
+    _tunnel_cfg.n = 0
+    for port, kind in pairs:
+        _tunnel_cfg.port[_tunnel_cfg.n] = port
+        _tunnel_cfg.kind[_tunnel_cfg.n] = kind
+        _tunnel_cfg.n += 1
 
 
 def method_names():
@@ -202,20 +223,23 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
         m.reason.off = off + t
         m.reason.len = eol - t
     else:
-        # Request line: method SP request-target SP HTTP-version (http_start found the method).
-        eol = _line_end(q, t, n)          # no CR/LF before t: the token scan stopped at a space
+        # Request line: method [SP request-target [SP HTTP-version]] (http_start found the
+        # method and checked the shape; t is where the method ends: SP, CR, LF or the end).
+        eol = _line_end(q, t, n)          # no CR/LF before t: the token scan stopped there
         line_complete = eol < n
         m.kind = MSG_REQUEST
         m.method_id = <uint8_t>mid
         m.method.off = off + s
         m.method.len = t - s
         # Request-target: after one space. Two or more spaces mean an empty target, the rest of
-        # the line being the version (tshark's reading of "GET  HTTP/1.1").
+        # the line being the version (tshark's reading of "GET  HTTP/1.1"); no target before
+        # the version ("OPTIONS HTTP/1.1") is an empty one too (as Zeek reads it; tshark 4.0
+        # takes the version for the URI). A method alone has neither.
         k = t
         while k < eol and q[k] == 32:
             k += 1
-        if k - t >= 2:
-            m.uri.off = off + t + 1
+        if k - t >= 2 or (eol - k >= 5 and memcmp(q + k, b"HTTP/", 5) == 0):
+            m.uri.off = off + k
             m.uri.len = 0
             v0 = k
         else:
@@ -286,7 +310,7 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
 # DR_HTTP_REQUEST / DR_HTTP_RESPONSE when *m now holds a message, another DR_* otherwise.
 # ---------------------------------------------------------------------------------------------
 cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
-                         HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
+                         HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt) noexcept nogil:
     """Link, IP and TCP by ext/l34.pxd, the HTTP decision by ext/httpstart.pxd (the walk and
     the rule the feeder's reader shares), then the message's fields. Only an HTTP first
     packet writes *m (cleared first); any other packet leaves it untouched."""
@@ -294,7 +318,9 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
     cdef uint32_t s = 0, t = 0
     cdef int mid = 0, kind, r
     lines_too_long[0] = 0
-    r = l34_parse(p, caplen, linktype, &l)
+    r = l34_parse(p, caplen, linktype, &l, &_tunnel_cfg)
+    if l.encap_depth != 0:
+        l34_count_encap(cnt, &l)
     if r != L34_DATA:
         return r
     kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
@@ -321,6 +347,14 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
     m.payload_off = l.payload_off
     m.payload_len = l.payload_len
     m.payload_caplen = l.payload_caplen
+    if l.encap_depth != 0:
+        m.encap = l.encap
+        m.encap_depth = l.encap_depth
+        m.tunnel_id = l.tunnel_id
+        if l.outer_ip_version != 0:
+            m.outer_ip_version = l.outer_ip_version
+            memcpy(m.outer_src, l.outer_src, 4 if l.outer_ip_version == 4 else 16)
+            memcpy(m.outer_dst, l.outer_dst, 4 if l.outer_ip_version == 4 else 16)
     if l.payload_caplen < l.payload_len:
         m.flags |= MSGF_PAYLOAD_TRUNCATED
     return _parse_message(p, l.payload_off, l.payload_caplen, kind, s, t, mid, m, lines_too_long)
@@ -403,7 +437,7 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
             if caplen == 0:
                 r = DR_LINK_TRUNCATED
             else:
-                r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl)
+                r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt)
             cnt[<int>DR_PACKETS] += 1
             cnt[r] += 1
             if rsp != NULL:
@@ -416,6 +450,57 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
                 _count_msg(cnt, &msgs[k], ltl)
                 k += 1
     return out[:k], counters
+
+
+def l34_batch(packets, const uint8_t[::1] data):
+    """The link/IP/TCP walk (ext/l34.pxd) of every packet of a batch (tests, tools): a
+    structured array with, per packet, the walk's result (a DissectReason, or 255 for a TCP
+    segment with payload), tcp_ok, the encapsulation layers, the innermost ports, sequence
+    number, payload length on the wire, IP version and the tunnel id."""
+    cdef cnp.ndarray pk = _as_packets(packets)
+    cdef Py_ssize_t n = pk.shape[0], i
+    dt = np.dtype([("reason", "u1"), ("tcp_ok", "u1"), ("ip_version", "u1"), ("encap_depth", "u1"),
+                   ("src_port", "<u2"), ("dst_port", "<u2"), ("seq", "<u4"), ("payload_len", "<u4"),
+                   ("tunnel_id", "<u4"), ("encap", "<u8")])
+    out = np.zeros(n, dtype=dt)
+    cdef const PacketRef *refs = <const PacketRef *>cnp.PyArray_DATA(pk)
+    cdef uint64_t size = data.shape[0], caplen
+    cdef const uint8_t *base = &data[0] if size > 0 else NULL
+    cdef uint8_t[::1] reason = out["reason"].copy()
+    cdef uint8_t[::1] ok = out["tcp_ok"].copy()
+    cdef uint8_t[::1] ipv = out["ip_version"].copy()
+    cdef uint8_t[::1] dep = out["encap_depth"].copy()
+    cdef uint16_t[::1] sp = out["src_port"].copy()
+    cdef uint16_t[::1] dp = out["dst_port"].copy()
+    cdef uint32_t[::1] sq = out["seq"].copy()
+    cdef uint32_t[::1] pl = out["payload_len"].copy()
+    cdef uint32_t[::1] tid = out["tunnel_id"].copy()
+    cdef uint64_t[::1] enc = out["encap"].copy()
+    cdef L34 l
+    cdef int r
+    with nogil:
+        for i in range(n):
+            caplen = batch_caplen(refs, i, n, base, size)
+            if caplen == 0:
+                reason[i] = DR_LINK_TRUNCATED
+                continue
+            r = l34_parse(base + refs[i].offset, <uint32_t>caplen, refs[i].linktype, &l, &_tunnel_cfg)
+            reason[i] = 255 if r == L34_DATA else <uint8_t>r
+            ok[i] = l.tcp_ok
+            dep[i] = l.encap_depth
+            enc[i] = l.encap
+            tid[i] = l.tunnel_id
+            if l.tcp_ok:
+                ipv[i] = l.ip_version
+                sp[i] = l.src_port
+                dp[i] = l.dst_port
+                sq[i] = l.seq
+                pl[i] = l.payload_len
+    for name, col in (("reason", reason), ("tcp_ok", ok), ("ip_version", ipv), ("encap_depth", dep),
+                      ("src_port", sp), ("dst_port", dp), ("seq", sq), ("payload_len", pl),
+                      ("tunnel_id", tid), ("encap", enc)):
+        out[name] = np.asarray(col)
+    return out
 
 
 def parse_http_payload(const uint8_t[::1] payload, wire_len=None):
@@ -593,10 +678,11 @@ def span_to_arrow(msgs, const uint8_t[::1] data, str field, str errors="replace"
 
 
 def ip_to_arrow(msgs, str field):
-    """src_ip or dst_ip of a message batch as a pyarrow string array (inet_ntop text)."""
+    """src_ip, dst_ip, outer_src or outer_dst of a message batch as a pyarrow string array
+    (inet_ntop text); outer_* is null where the message has no outer IP header."""
     import pyarrow as pa
     _dtypes()
-    if field not in ("src_ip", "dst_ip"):
+    if field not in ("src_ip", "dst_ip", "outer_src", "outer_dst"):
         raise KeyError(field)
     arr = np.ascontiguousarray(np.asarray(msgs))
     if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1:
@@ -604,25 +690,36 @@ def ip_to_arrow(msgs, str field):
     cdef cnp.ndarray ma = arr
     cdef Py_ssize_t n = ma.shape[0], i
     cdef size_t foff = _MESSAGE_DTYPE.fields[field][1]
+    cdef bint outer = field.startswith("outer")
     cdef const uint8_t *mbase = <const uint8_t *>cnp.PyArray_DATA(ma)
     cdef const HttpMsg *mm
     cdef cnp.ndarray offsets = np.zeros(n + 1, dtype=np.int32)
     cdef cnp.ndarray text = np.empty(n * 46 + 1, dtype=np.uint8)   # INET6_ADDRSTRLEN = 46
+    cdef cnp.ndarray valid = np.zeros((n + 7) // 8 if n > 0 else 1, dtype=np.uint8)
+    cdef uint8_t *vp = <uint8_t *>cnp.PyArray_DATA(valid)
     cdef int *op = <int *>cnp.PyArray_DATA(offsets)
     cdef char *tp = <char *>cnp.PyArray_DATA(text)
-    cdef int o = 0, ln
+    cdef int o = 0, ln, ver
+    cdef Py_ssize_t nulls = 0
     cdef char buf[64]
     with nogil:
         for i in range(n):
             mm = <const HttpMsg *>(mbase + i * sizeof(HttpMsg))
+            ver = mm.outer_ip_version if outer else mm.ip_version
             buf[0] = 0
-            if inet_ntop(AF_INET if mm.ip_version == 4 else AF_INET6,
-                         mbase + i * sizeof(HttpMsg) + foff, buf, sizeof(buf)) == NULL:
-                buf[0] = 0
+            if outer and ver == 0:
+                nulls += 1
+            else:
+                vp[i >> 3] |= <uint8_t>(1 << (i & 7))
+                if inet_ntop(AF_INET if ver == 4 else AF_INET6,
+                             mbase + i * sizeof(HttpMsg) + foff, buf, sizeof(buf)) == NULL:
+                    buf[0] = 0
             ln = 0
             while buf[ln] != 0:
                 tp[o + ln] = buf[ln]
                 ln += 1
             o += ln
             op[i + 1] = o
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text[:o])])
+    return pa.Array.from_buffers(pa.string(), n, [pa.py_buffer(valid) if nulls else None,
+                                                  pa.py_buffer(offsets), pa.py_buffer(text[:o])],
+                                 null_count=nulls)

@@ -1,7 +1,9 @@
 /* The request methods the dissector recognises, index = MethodId (ext/message.pxd); mirrors
- * webtap.schema.METHOD_NAMES (tests/dissect/test_schema_sizes.py checks). RFC 9110 section 9,
- * PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791, 5323, 5842) and the few non-standard
- * ones common in real traffic. Static data: each module that includes it has its own copy. */
+ * webtap.schema.METHOD_NAMES (tests/dissect/test_schema_sizes.py checks). Every method of IANA's
+ * HTTP Method Registry (RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648,
+ * 4791, 5323, 5842), LINK/UNLINK (RFC 2068), PRI (RFC 9113), QUERY (the HTTP WG's QUERY method
+ * draft)) and the few non-standard ones common in real traffic. New methods are appended, so
+ * MethodIds stay stable. Static data: each module that includes it has its own copy. */
 #ifndef WT_HTTPMETHODS_H
 #define WT_HTTPMETHODS_H
 #include <stdint.h>
@@ -21,6 +23,7 @@ static const wt_method_t wt_methods[] = {
     WT_M("BCOPY"), WT_M("BMOVE"), WT_M("BDELETE"), WT_M("BPROPFIND"), WT_M("BPROPPATCH"),
     WT_M("CCM_POST"), WT_M("RPC_CONNECT"), WT_M("RPC_IN_DATA"), WT_M("RPC_OUT_DATA"),
     WT_M("SSTP_DUPLEX_POST"),
+    WT_M("QUERY"), WT_M("LINK"), WT_M("UNLINK"), WT_M("PRI"),
 };
 #undef WT_M
 #define WT_N_METHODS ((int)(sizeof(wt_methods) / sizeof(wt_methods[0])))

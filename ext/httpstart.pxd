@@ -29,15 +29,100 @@ cdef inline int http_method_id(const uint8_t *p, uint32_t n) noexcept nogil:
     return -1
 
 
+cdef enum:
+    HTTP_SCHEME_MAX = 32         # longest URI scheme the absolute-form check looks at
+
+
+cdef inline bint _is_alpha(uint8_t c) noexcept nogil:
+    return (c >= 65 and c <= 90) or (c >= 97 and c <= 122)
+
+
+cdef inline bint _is_digit(uint8_t c) noexcept nogil:
+    return c >= 48 and c <= 57
+
+
+cdef inline bint _ends_field(const uint8_t *q, uint32_t k, uint32_t n) noexcept nogil:
+    """q[k] ends a request-line field: SP, CR, LF, or the payload's end."""
+    return k >= n or q[k] == 32 or q[k] == 13 or q[k] == 10
+
+
+cdef inline bint _target_shape(const uint8_t *q, uint32_t k, uint32_t n) noexcept nogil:
+    """The request-target starting at q[k] has one of RFC 9112's forms (3.2): origin form
+    ("/..."), asterisk form ("*"), absolute form (scheme "://"), authority form (host ":" port;
+    CONNECT's), or is absent ("HTTP/" follows the method: the version). Reads at most
+    HTTP_SCHEME_MAX + 3 bytes, or the authority."""
+    cdef uint8_t c = q[k]
+    cdef uint32_t j
+    if c == 47:                                           # "/"
+        return True
+    if c == 42:                                           # "*"
+        return _ends_field(q, k + 1, n)
+    if n - k >= 5 and memcmp(q + k, b"HTTP/", 5) == 0:  # no target, the version follows
+        return True
+    if _is_alpha(c):
+        # absolute form: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://"
+        j = k + 1
+        while j < n and j - k < HTTP_SCHEME_MAX and (_is_alpha(q[j]) or _is_digit(q[j]) or q[j] == 43
+                                                     or q[j] == 45 or q[j] == 46):
+            j += 1
+        if n - j >= 3 and q[j] == 58 and q[j + 1] == 47 and q[j + 2] == 47:
+            return True
+    # authority form: host (reg-name, IPv4 or [IPv6]) ":" port digits, then the field ends
+    j = k
+    if c == 91:                                           # "[" IPv6 "]"
+        j += 1
+        while j < n and (_is_digit(q[j]) or _is_alpha(q[j]) or q[j] == 58 or q[j] == 46):
+            j += 1
+        if j >= n or q[j] != 93:
+            return False
+        j += 1
+    else:
+        while j < n and (_is_alpha(q[j]) or _is_digit(q[j]) or q[j] == 45 or q[j] == 46
+                         or q[j] == 95 or q[j] == 126):
+            j += 1
+        if j == k:
+            return False
+    if j >= n or q[j] != 58:
+        return False
+    j += 1
+    if j >= n or not _is_digit(q[j]):
+        return False
+    while j < n and _is_digit(q[j]):
+        j += 1
+    return _ends_field(q, j, n)
+
+
+cdef inline bint _line_ends_with_version(const uint8_t *q, uint32_t k, uint32_t n) noexcept nogil:
+    """The line from q[k] ends (CR or LF, in the payload) with SP "HTTP/" DIGIT "." DIGIT."""
+    cdef uint32_t e = k
+    while e < n and q[e] != 13 and q[e] != 10:
+        e += 1
+    if e >= n or e - k < 10:
+        return False
+    return (q[e - 9] == 32 and memcmp(q + e - 8, b"HTTP/", 5) == 0 and _is_digit(q[e - 3])
+            and q[e - 2] == 46 and _is_digit(q[e - 1]))
+
+
 cdef inline int http_start(const uint8_t *q, uint32_t n, uint32_t wire_len, uint32_t *start,
                            uint32_t *tok_end, int *method_id) noexcept nogil:
     """Classify the TCP payload q[0:n] (wire_len bytes on the wire): MSG_RESPONSE when it starts
-    with "HTTP/", MSG_REQUEST when it starts with a known method token (RFC 2774's "M-" prefix
-    accepted, as tshark does) followed by a space, 0 otherwise. *start: where the first line
-    begins (one leading CRLF is skipped, as tshark does when more than 3 bytes are on the wire;
-    RFC 9112 2.2); for a request *tok_end is the space after the method and *method_id its
-    MethodId. Looks at no more than the first 22 bytes: message bodies are rejected cheaply."""
-    cdef uint32_t s = 0, base, t
+    with "HTTP/", MSG_REQUEST when it starts a request line, 0 otherwise. *start: where the first
+    line begins (one leading CRLF is skipped, as tshark does when more than 3 bytes are on the
+    wire; RFC 9112 2.2); for a request *tok_end is where the method ends and *method_id its
+    MethodId.
+
+    A request line (docs/ACCURACY.md, "Request lines") is a known method token (case-sensitive;
+    RFC 2774's "M-" prefix accepted, as tshark does) followed by
+      - SP and a request-target in origin, asterisk, absolute or authority form, or no target
+        and the version ("OPTIONS HTTP/1.1"); spaces after the method are skipped first
+        (tshark's reading of "GET  /x HTTP/1.1": an empty URI);
+      - SP and a target of another shape only when the line ends with SP HTTP/d.d
+        ("GET index.html HTTP/1.0");
+      - the end of the line or of the payload: a method alone (tshark takes it for a request).
+    Anything else ("POST request received successfully!", a response body) is not a request,
+    whatever its first word. Looks at the first ~60 bytes, more only for a target of another
+    shape (up to the line's end)."""
+    cdef uint32_t s = 0, base, t, k
     cdef int mid
     if wire_len > 3 and n >= 2 and q[0] == 13 and q[1] == 10:
         s = 2
@@ -49,16 +134,23 @@ cdef inline int http_start(const uint8_t *q, uint32_t n, uint32_t wire_len, uint
     base = s
     if n - s >= 2 and q[s] == 77 and q[s + 1] == 45:      # "M-"
         base = s + 2
-    # The token runs to the first space; any byte that no method contains ends the search
-    # (what the dissector would then find is no known method either).
+    # The token runs to the first byte no method contains.
     t = base
     while t < n and t - base <= <uint32_t>WT_MAX_METHOD_LEN and wt_method_char(q[t]):
         t += 1
-    if t >= n or q[t] != 32:
+    if t < n and q[t] != 32 and q[t] != 13 and q[t] != 10:
         return 0
     mid = http_method_id(q + base, t - base)
     if mid < 0:
         return 0
+    k = t
+    while k < n and q[k] == 32:
+        k += 1
+    if k < n and q[k] != 13 and q[k] != 10:
+        if k == t:
+            return 0                                      # cannot happen: q[t] is SP here
+        if not _target_shape(q, k, n) and not _line_ends_with_version(q, k, n):
+            return 0
     tok_end[0] = t
     method_id[0] = mid
     return MSG_REQUEST

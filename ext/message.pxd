@@ -43,6 +43,15 @@ ctypedef struct HttpMsg:
     uint8_t tcp_flags    # TCP flag bits (FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20 ...)
     uint8_t ttl          # IPv4 TTL or IPv6 hop limit
     uint8_t _reserved    # zero
+    # Encapsulation (ext/l34.pxd; docs/ACCURACY.md "Encapsulations"). Added at the end.
+    uint64_t encap           # layers crossed (EncapKind, one per byte, outermost lowest); 0: none
+    uint8_t outer_src[16]    # source address of the outermost IP header carrying a tunnel
+    uint8_t outer_dst[16]    # its destination (layout as src_ip); zeros when outer_ip_version is 0
+    uint32_t tunnel_id       # VNI (VXLAN, Geneve), GRE key, ERSPAN session, GTP-U TEID, PPPoE
+                             # session or bottom MPLS label of the outermost such layer; else 0
+    uint8_t outer_ip_version # 4 or 6; 0 when no IP header carries the packet's tunnel
+    uint8_t encap_depth      # number of layers in encap
+    uint8_t _reserved2[2]    # zero
 
 cdef enum MsgKind:
     MSG_REQUEST = 1
@@ -92,6 +101,26 @@ cdef enum DissectReason:
     DR_HEADERS_INCOMPLETE     # messages whose header block continues in a later packet
     DR_LINE_TOO_LONG          # header lines over the per-line bound (not parsed)
     DR_PAYLOAD_TRUNCATED      # messages whose payload was cut by the snaplen
+    # Encapsulations (ext/l34.pxd EncapKind): packets whose walk crossed each layer, whatever
+    # their outcome; DR_ENC_GRE + kind - 1, in EncapKind order.
+    DR_ENCAP_TOO_DEEP         # walks given up after L34_MAX_ENCAP layers (counted not_ip too)
+    DR_ENC_GRE
+    DR_ENC_ERSPAN
+    DR_ENC_ETH
+    DR_ENC_VXLAN
+    DR_ENC_GENEVE
+    DR_ENC_GTPU
+    DR_ENC_TEREDO
+    DR_ENC_AYIYA
+    DR_ENC_4IN4
+    DR_ENC_6IN4
+    DR_ENC_4IN6
+    DR_ENC_6IN6
+    DR_ENC_PPPOE
+    DR_ENC_MPLS
+    DR_ENC_LLC
+    DR_ENC_WLAN
+    DR_ENC_PPP
     DR_N                      # number of counters
 
 ctypedef struct DissectCounters:

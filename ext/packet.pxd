@@ -30,6 +30,8 @@ cdef enum LinkType:
     LINKTYPE_IPV4 = 228
     LINKTYPE_IPV6 = 229
     LINKTYPE_LINUX_SLL2 = 276     # Linux cooked capture v2
+    LINKTYPE_NFLOG = 239          # Linux NFLOG (nflog: captures): TLVs, the packet in NFULA_PAYLOAD
+    LINKTYPE_ATM_RFC1483 = 100    # 802.2 LLC/SNAP-encapsulated frames (RFC 2684)
     DLT_RAW_ALT = 12              # DLT_RAW as written by some BSDs (also raw IP)
     DLT_RAW_ALT2 = 14             # DLT_RAW on OpenBSD (also raw IP)
 

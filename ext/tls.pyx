@@ -323,7 +323,7 @@ cdef inline bint _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktyp
     """UDP datagram after link/IP (l34_parse walks the link layer and reports DR_NOT_TCP with the
     IP header found): addresses, ports and the payload in l (seq/ack unused). IPv4 (not a
     fragment) or IPv6 without extension headers."""
-    cdef int r = l34_parse(p, caplen, linktype, l)
+    cdef int r = l34_parse(p, caplen, linktype, l, NULL)
     cdef uint32_t ip, hl, tot, udp, ulen
     if r != DR_NOT_TCP:
         return False
@@ -1255,7 +1255,7 @@ cdef class TlsTable:
         cdef tls_hello h
         cdef const uint8_t *msg
         cdef const uint8_t *pl
-        r = l34_parse(p, caplen, linktype, &l)
+        r = l34_parse(p, caplen, linktype, &l, NULL)
         if r == DR_NOT_TCP:
             return self._quic(p, caplen, linktype, ts, pkt)
         if r != L34_DATA:

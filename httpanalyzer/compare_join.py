@@ -70,6 +70,11 @@ CATEGORIES = {
     "ip_reassembled": "an IP fragment: tshark reassembles IP, webtap skips fragments",
     "message_mid_payload": "the message starts after the first byte of the payload; webtap only "
                            "looks at the payload's start (the paper's first packet)",
+    "not_a_request_line": "a method and a space, then no request-target form and no version at the "
+                          "line's end (a body such as 'POST request received'): tshark takes any "
+                          "first word that is a method, webtap requires a request line's shape",
+    "no_target": "'OPTIONS HTTP/1.1' (no request-target): webtap gives an empty URI and the "
+                 "version, tshark 4.0 the version as the URI",
     # reassembly mode only
     "reassembly_incomplete": "tshark's reassembly mode does not report a message its "
                              "first-packet mode reports: a segment is missing, or the trace ends "
@@ -221,11 +226,14 @@ def _frame_reason_not_in_tshark(info) -> str:
 
 
 def _frame_reason_not_in_webtap(protocols: str, ip_fragment: bool = False,
-                                payload_starts_message: bool = False) -> str:
+                                payload_starts_message: bool = False,
+                                not_request_line: bool = False) -> str:
     """A frame tshark reports as an HTTP message and webtap does not."""
     layers = protocols.split(":") if protocols else []
     if ip_fragment:
         return "ip_reassembled"
+    if not_request_line:
+        return "not_a_request_line"
     if any(x.startswith(_LINKS_UNSUPPORTED) for x in layers[:2]):
         return "link_unsupported"
     if "tcp" not in layers:
@@ -292,7 +300,8 @@ class _Explainer:
         x = self.info.get(f)
         if x is None:
             return "unexplained"
-        return _frame_reason_not_in_webtap(x.protocols, x.ip_fragment, x.payload_starts_message)
+        return _frame_reason_not_in_webtap(x.protocols, x.ip_fragment, x.payload_starts_message,
+                                           x.not_request_line)
 
     def _copy_or_pipelined(self, f1: int, f2: int) -> str:
         """Two request (or two response) frames of one connection that share the ACK (SEQ):
@@ -404,6 +413,8 @@ class _Explainer:
                 "several_messages" if T.r_msgs > 1 else "unexplained")
         msgs = T.r_msgs if name == "reason" else T.q_msgs
         wv = wv if isinstance(wv, str) else ""
+        if name == "uri" and wv == "" and isinstance(tv, str) and tv.startswith("HTTP/"):
+            return "no_target"
         if self.mode == "reassembly" and isinstance(tv, str):
             if name == "uri" and W.uri_truncated and tv.startswith(wv or ""):
                 return "uri_truncated"

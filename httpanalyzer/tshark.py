@@ -35,8 +35,12 @@ from httpanalyzer.errors import TsharkError
 TSHARK_FIRST_PACKET = ["-o", "tcp.desegment_tcp_streams:FALSE", "-o", "http.desegment_headers:FALSE",
                        "-o", "http.desegment_body:FALSE"]
 
+#: Preferences of both modes: webtap opens Teredo on any UDP port (docs/ACCURACY.md,
+#: "Encapsulations"), tshark only on 3544 unless its heuristic is on.
+TSHARK_COMMON = ["-o", "teredo.heuristic_teredo:TRUE"]
+
 #: tshark's two modes: the paper's first-packet mode and its default reassembly mode.
-MODES = {"first_packet": TSHARK_FIRST_PACKET, "reassembly": []}
+MODES = {"first_packet": TSHARK_COMMON + TSHARK_FIRST_PACKET, "reassembly": list(TSHARK_COMMON)}
 
 #: The display filter of tshark's HTTP messages.
 HTTP_FILTER = "http.request or http.response"
@@ -259,7 +263,7 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
     stack and TCP analysis flags, from one more first-packet-mode run on just those frames.
     The command lines run are appended to `commands`."""
     cols = ["frame", "protocols", "retransmission", "http_method", "notification", "connect",
-            "ip_fragment", "payload_starts_message"]
+            "ip_fragment", "payload_starts_message", "not_request_line"]
     if not frames:
         return pd.DataFrame(columns=cols)
     import tempfile
@@ -284,7 +288,8 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
                                 bool(r["http.request.method"]), bool(r["http.notification"]),
                                 bool(r["http.proxy_connect_host"]),
                                 bool(r["ip.fragment"] or r["ipv6.fragment"]),
-                                _starts_message(last(r["tcp.payload"]))))
+                                _starts_message(last(r["tcp.payload"])),
+                                _not_request_line(last(r["tcp.payload"]))))
     return pd.DataFrame(out, columns=cols)
 
 
@@ -297,6 +302,33 @@ def _starts_message(payload_hex: str) -> bool:
         head = head[2:]
     return head.startswith(b"HTTP/") or any(head.startswith(m.encode() + b" ")
                                             for m in METHOD_NAMES if m)
+
+
+def _not_request_line(payload_hex: str) -> bool:
+    """The payload starts with a method and a space but not with a request line's shape (issue 23,
+    docs/ACCURACY.md "Request lines"): no request-target form and no version at the line's end,
+    e.g. a response body "POST request received successfully!". Written from the documented
+    rule, apart from ext/httpstart.pxd."""
+    import re
+
+    from webtap.schema import METHOD_NAMES
+
+    pay = bytes.fromhex(payload_hex.replace(":", "")) if payload_hex else b""
+    if pay.startswith(b"\r\n") and len(pay) > 3:
+        pay = pay[2:]
+    line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
+    tok, sp, rest = line.partition(b" ")
+    if not sp or tok.removeprefix(b"M-").decode("latin-1") not in METHOD_NAMES[1:]:
+        return False
+    rest = rest.lstrip(b" ")
+    if not rest:
+        return False
+    target = rest.split(b" ", 1)[0]
+    if (target.startswith((b"/", b"HTTP/")) or target == b"*"
+            or re.match(rb"[A-Za-z][A-Za-z0-9+.-]*://", target)
+            or re.fullmatch(rb"(\[[0-9A-Za-z:.]+\]|[A-Za-z0-9._~-]+):[0-9]+", target)):
+        return False
+    return not (re.search(rb" HTTP/[0-9]\.[0-9]$", line) and len(pay) > len(line))
 
 
 # --------------------------------------------------------------------------------------------

@@ -131,11 +131,33 @@ def build_parser() -> argparse.ArgumentParser:
                        help="BPF filter expression (libpcap syntax; --bpf is an old spelling)")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress bar (default: when stderr is a terminal)")
+        # issue 23: tunnels on ports other than the IANA ones (docs/ACCURACY.md "Encapsulations")
+        p.add_argument("--tunnel-port", action="append", default=[], metavar="KIND:PORT",
+                       help="also open UDP PORT as a KIND tunnel (vxlan, geneve, gtpu, teredo, "
+                            "ayiya, gre), e.g. vxlan:8472; repeatable")
         clikit.add_common(p)
     return ap
 
 
+def _tunnel_ports(specs) -> None:
+    """--tunnel-port KIND:PORT (repeatable) into the dissector's walk (issue 23)."""
+    from webtap.dissect import set_tunnel_ports
+
+    ports: dict[str, list[int]] = {}
+    for spec in specs:
+        kind, _, port = spec.partition(":")
+        if not port.isdigit():
+            raise clikit.UsageError(f"--tunnel-port wants KIND:PORT, not {spec!r}")
+        ports.setdefault(kind, []).append(int(port))
+    try:
+        set_tunnel_ports(ports)
+    except ValueError as exc:
+        raise clikit.UsageError(f"--tunnel-port: {exc}") from None
+
+
 def _handle(args, run) -> int:
+    if args.tunnel_port:
+        _tunnel_ports(args.tunnel_port)
     if args.filter:
         from webtap.capture import compile_filter
         from webtap.errors import BpfError

@@ -19,15 +19,17 @@ import numpy as np
 from webtap._ext import dissect as _ext
 from webtap.schema import (
     DISSECT_REASONS,
+    ENCAP_NAMES,
     MESSAGE_DTYPE,
     METHOD_NAMES,
     MSG_REQUEST,
     MSG_RESPONSE,
     PACKET_DTYPE,
     SPAN_FIELDS,
+    UDP_TUNNEL_KINDS,
 )
 
-__all__ = ["MessageBatch", "dissect", "parse_http", "TEXT_ERRORS"]
+__all__ = ["MessageBatch", "dissect", "parse_http", "TEXT_ERRORS", "encap_text", "set_tunnel_ports"]
 
 #: Ways to turn span bytes into text (see docs/ACCURACY.md, "Text"):
 #: "replace" keeps valid UTF-8 and maps each byte outside a valid sequence to U+FFFD;
@@ -64,8 +66,10 @@ class MessageBatch:
 
         if name in SPAN_FIELDS:
             return _ext.span_to_arrow(self.msgs, self.data, name, errors)
-        if name in ("src_ip", "dst_ip"):
+        if name in ("src_ip", "dst_ip", "outer_src", "outer_dst"):
             return _ext.ip_to_arrow(self.msgs, name)
+        if name == "encap_text":
+            return encap_text(self.msgs["encap"])
         if name not in MESSAGE_DTYPE.names:
             raise KeyError(f"no column {name!r}")
         return pa.array(np.ascontiguousarray(self.msgs[name]))
@@ -131,10 +135,55 @@ class MessageBatch:
         }
         for name in SPAN_FIELDS:
             cols[name] = self.column(name, errors).to_pandas()
+        cols["encap"] = self.column("encap_text").to_pandas()
+        cols["outer_src"] = self.column("outer_src").to_pandas()
+        cols["outer_dst"] = self.column("outer_dst").to_pandas()
+        cols["tunnel_id"] = m["tunnel_id"]
         for name in ("status", "flags", "vlan", "ip_version", "tcp_flags", "ttl", "window",
                      "linktype", "payload_off", "payload_caplen", "pkt_offset"):
             cols[name] = m[name]
         return pd.DataFrame(cols)
+
+
+def encap_text(encap: np.ndarray):
+    """HttpMsg.encap codes as text, one string per message: the layers crossed from the link
+    layer in, comma-separated ("vxlan,eth", "gre,erspan,eth", "6in4"); null for a packet without
+    encapsulation. One string is built per distinct value (np.unique), not per message."""
+    import pyarrow as pa
+
+    codes = np.ascontiguousarray(encap, dtype=np.uint64)
+    uniq, inv = np.unique(codes, return_inverse=True)
+    names = []
+    for v in uniq.tolist():
+        parts = []
+        while v:
+            c = v & 0xFF
+            parts.append(ENCAP_NAMES[c] if 0 < c < len(ENCAP_NAMES) else f"?{c}")
+            v >>= 8
+        names.append(",".join(parts) if parts else None)
+    return pa.array(names, pa.string()).take(pa.array(inv.reshape(-1).astype(np.int64)))
+
+
+def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
+    """Name extra UDP ports for tunnels, process-wide: e.g. {"vxlan": [8472]} (Linux's VXLAN
+    default) or {"geneve": [47101]}. Kinds: webtap.schema.UDP_TUNNEL_KINDS. The IANA ports
+    (VXLAN 4789, Geneve 6081, GTP-U 2152, Teredo 3544, AYIYA 5072, GRE-in-UDP 4754) always
+    apply; None or {} removes the extra ones. Every walk of link/IP/TCP (the dissector, the
+    feeder's reader, the pass-by filter's handshake table) uses the same setting; worker
+    processes started afterwards by fork inherit it, spawned ones must call this themselves."""
+    from webtap._ext import feeder as _fx
+    from webtap._ext import urlmatch as _um
+
+    pairs = []
+    for kind, plist in (ports or {}).items():
+        if kind not in UDP_TUNNEL_KINDS:
+            raise ValueError(f"unknown tunnel kind {kind!r}; one of {', '.join(UDP_TUNNEL_KINDS)}")
+        for port in plist:
+            if not 0 < int(port) < 65536:
+                raise ValueError(f"bad UDP port {port!r}")
+            pairs.append((int(port), ENCAP_NAMES.index(kind)))
+    for mod in (_ext, _fx, _um):
+        mod.set_tunnel_ports(pairs)
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None) -> MessageBatch:

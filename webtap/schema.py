@@ -59,9 +59,27 @@ MESSAGE_DTYPE = np.dtype(
         ("tcp_flags", "u1"),
         ("ttl", "u1"),
         ("_reserved", "u1"),
+        # encapsulation (ext/message.pxd, added at the end; docs/ACCURACY.md "Encapsulations")
+        ("encap", "<u8"),
+        ("outer_src", "u1", (16,)),
+        ("outer_dst", "u1", (16,)),
+        ("tunnel_id", "<u4"),
+        ("outer_ip_version", "u1"),
+        ("encap_depth", "u1"),
+        ("_reserved2", "u1", (2,)),
     ],
     align=True,
 )
+
+#: ext/l34.pxd EncapKind: ENCAP_NAMES[code] names one layer of HttpMsg.encap (one code per byte,
+#: outermost in the lowest byte); the `encap` text column joins them with commas ("gre,eth").
+ENCAP_NAMES = (
+    None, "gre", "erspan", "eth", "vxlan", "geneve", "gtpu", "teredo", "ayiya",
+    "4in4", "6in4", "4in6", "6in6", "pppoe", "mpls", "llc", "wlan", "ppp",
+)
+
+#: UDP tunnels a user may name extra ports for (webtap.dissect.set_tunnel_ports).
+UDP_TUNNEL_KINDS = ("vxlan", "geneve", "gtpu", "teredo", "ayiya", "gre")
 
 # ext/message.pxd MsgKind
 MSG_REQUEST = 1
@@ -90,11 +108,14 @@ METHOD_NAMES = (
     "BIND", "UNBIND", "REBIND", "MKREDIRECTREF", "UPDATEREDIRECTREF",
     "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE", "POLL", "BCOPY", "BMOVE", "BDELETE", "BPROPFIND",
     "BPROPPATCH", "CCM_POST", "RPC_CONNECT", "RPC_IN_DATA", "RPC_OUT_DATA", "SSTP_DUPLEX_POST",
+    # the rest of IANA's HTTP Method Registry: QUERY (HTTP WG draft), LINK/UNLINK, PRI (RFC 9113)
+    "QUERY", "LINK", "UNLINK", "PRI",
 )
 
 #: Methods tshark 4.0 (packet-http.c) does not recognise: webtap reports them, tshark does not.
 METHODS_UNKNOWN_TO_TSHARK = frozenset(
-    {"ORDERPATCH", "ACL", "MKCALENDAR", "BIND", "UNBIND", "REBIND", "MKREDIRECTREF", "UPDATEREDIRECTREF"}
+    {"ORDERPATCH", "ACL", "MKCALENDAR", "BIND", "UNBIND", "REBIND", "MKREDIRECTREF", "UPDATEREDIRECTREF",
+     "QUERY", "LINK", "UNLINK", "PRI"}
 )
 
 #: Methods tshark files under http.notification instead of http.request (UPnP GENA).
@@ -124,7 +145,9 @@ DISSECT_REASONS = (
     "headers_incomplete",
     "line_too_long",
     "payload_truncated",
-)
+    # encapsulations: packets whose walk crossed each layer (ext/l34.pxd), whatever their outcome
+    "encap_too_deep",
+) + tuple("encap_" + n for n in ENCAP_NAMES[1:])
 
 #: ext/packet.pxd SourceReason, in enum order: the keys of the capture stage's counters.
 SOURCE_REASONS = (

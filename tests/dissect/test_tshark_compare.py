@@ -50,7 +50,7 @@ def test_agreement_is_the_rule(results):
     for r in results:
         cats.update(r.categories)
     # frames both report must agree field for field, but for the documented field categories
-    field_diffs = sum(cats[c] for c in ("trailing_whitespace", "bad_status_code", "pipelined"))
+    field_diffs = sum(cats[c] for c in ("trailing_whitespace", "bad_status_code", "pipelined", "no_target"))
     assert agree + field_diffs == both
     # the per-packet categories may not swallow HTTP over TCP: most tshark frames are found
     tcp_like = tshark - cats["http_over_udp"] - cats["link_unsupported"] - cats["encapsulation_not_dissected"]

@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "http", "canon", "blacklist", "tree", "tls", "quic", "sni")
+TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "tls", "quic", "sni")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,12 +99,13 @@ def seeds_source(shared: str | None) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------
 # dissect: link -> IP -> TCP -> HTTP (ext/dissect.pyx dissect_batch, span/IP columns)
 
-_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147)
+_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100)   # 239 NFLOG, 100 LLC/SNAP
 
 
 def check_dissect(data: bytes) -> None:
     from webtap import dissect as wd
-    from webtap.schema import DISSECT_REASONS, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE, SPAN_FIELDS
+    from webtap.schema import (DISSECT_REASONS, ENCAP_NAMES, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE,
+                               SPAN_FIELDS)
 
     if len(data) < 2:
         return
@@ -147,21 +148,94 @@ def check_dissect(data: bytes) -> None:
                 # spans are packet-relative (ext/message.pxd) and lie inside the payload
                 p0 = int(row["payload_off"])
                 assert p0 <= o and o + ln <= p0 + int(row["payload_caplen"]), f"span {f} outside the payload"
+        # encapsulation: encap_depth codes, one per byte, each a known layer; outer version 0/4/6
+        enc, depth = int(row["encap"]), int(row["encap_depth"])
+        codes = [(enc >> (8 * j)) & 0xFF for j in range(8)]
+        assert all(codes[:depth]) and not any(codes[depth:]), (enc, depth)
+        assert all(0 < c < len(ENCAP_NAMES) for c in codes[:depth])
+        assert int(row["outer_ip_version"]) in ((0, 4, 6) if depth else (0,))
+    # every layer of every message was counted
+    for code in range(1, len(ENCAP_NAMES)):
+        seen = sum(((int(e) >> (8 * j)) & 0xFF) == code for e in m["encap"] for j in range(8))
+        assert c["encap_" + ENCAP_NAMES[code]] >= seen
     for f in SPAN_FIELDS:
         assert len(mb.column(f)) == len(m)
         assert len(mb.column(f, "tshark")) == len(m)
+    assert len(mb.column("encap_text")) == len(m)
+    assert len(mb.column("outer_src")) == len(m)
     assert len(mb.column("src_ip")) == len(m)
     assert len(mb.column("dst_ip")) == len(m)
 
 
 def seeds_dissect(shared: str | None) -> list[bytes]:
     out = [bytes([0, 0]) + b"\xff\x00\xff".join(_http_packets())]
+    # one built packet per encapsulation (tests/dissect/test_encap.py), grouped by link type
+    from tests.dissect.test_encap import CASES
+
+    for lt in sorted({c[1] for c in CASES.values()}):
+        frames = [c[0] for c in CASES.values() if c[1] == lt]
+        out.append(bytes([_LINKTYPES.index(lt), 0]) + b"\xff\x00\xff".join(frames))
     for path in _shared_files(shared, "traces", (".pcap",), 12):
         pk = _first_packets(path, 4)
         if pk:
             lt, frames = pk
             if lt in _LINKTYPES:
                 out.append(bytes([_LINKTYPES.index(lt), 0]) + b"\xff\x00\xff".join(frames))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# encap: the link/IP/TCP walk through tunnels (ext/l34.pxd, via ext/dissect.pyx l34_batch)
+
+_ENCAP_LINKTYPES = (1, 239, 100, 113, 101)
+
+
+def check_encap(data: bytes) -> None:
+    """One packet (first byte: link type; second: user-named UDP port set or not): the walk
+    stays inside the packet, records at most L34_MAX_ENCAP known layers (or gives up counted),
+    and a TCP segment it reports lies inside the capture."""
+    from webtap._ext.dissect import l34_batch, set_tunnel_ports
+    from webtap.schema import DISSECT_REASONS, ENCAP_NAMES, PACKET_DTYPE
+
+    if len(data) < 2:
+        return
+    lt = _ENCAP_LINKTYPES[data[0] % len(_ENCAP_LINKTYPES)]
+    user = data[1] & 1
+    pkt = data[2:]
+    buf = np.frombuffer(pkt, dtype=np.uint8) if pkt else np.zeros(0, np.uint8)
+    pk = np.zeros(1, dtype=PACKET_DTYPE)
+    pk[0]["caplen"] = len(pkt)
+    pk[0]["wirelen"] = len(pkt)
+    pk[0]["linktype"] = lt
+    if user:
+        # port 1024 + byte 1 carries GRE, VXLAN, Geneve, GTP-U, Teredo or AYIYA
+        set_tunnel_ports([(1024 + data[1], (1, 4, 5, 6, 7, 8)[(data[1] >> 1) % 6])])
+    try:
+        w = l34_batch(pk, buf)[0]
+    finally:
+        if user:
+            set_tunnel_ports([])
+    depth, enc = int(w["encap_depth"]), int(w["encap"])
+    codes = [(enc >> (8 * j)) & 0xFF for j in range(8)]
+    if depth == 0xFF:
+        assert all(codes) and DISSECT_REASONS[int(w["reason"])] == "not_ip"
+    else:
+        assert depth <= 8 and all(codes[:depth]) and not any(codes[depth:]), (depth, enc)
+    assert all(0 <= c < len(ENCAP_NAMES) for c in codes)
+    r = int(w["reason"])
+    assert r == 255 or r < len(DISSECT_REASONS)
+    if r == 255:
+        assert w["tcp_ok"] and w["ip_version"] in (4, 6)
+    if r == 255 or DISSECT_REASONS[r] in ("no_payload",):
+        assert w["tcp_ok"]
+
+
+def seeds_encap(shared: str | None) -> list[bytes]:
+    from tests.dissect.test_encap import CASES
+
+    out = []
+    for frame, lt, *_rest in CASES.values():
+        out.append(bytes([_ENCAP_LINKTYPES.index(lt), 0]) + frame)
     return out
 
 
