@@ -680,20 +680,6 @@ def check_quic(data: bytes) -> None:
               for i, p in enumerate(parts)]
     _frames_through_table(frames)
 
-
-def seeds_quic(shared: str | None) -> list[bytes]:
-    out = [b"\xc3\x00\x00\x00\x01\x08" + bytes(8) + b"\x00\x00\x44\xd0" + bytes(60)]
-    for path in _shared_files(shared, "traces-tls", ("quic_quicv2-echo-443.pcap", "quic-29.pcap",
-                                                     "quic_retry.pcap"), 3):
-        pk = _first_packets(path, 4)
-        if pk and pk[0] == 1:
-            out.append(b"\xff\x00\xff".join(f[42:] for f in pk[1]))   # UDP payloads (IPv4)
-    return out
-
-CHECKS = {name: globals()["check_" + name] for name in TARGETS}
-SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}
-
-
 # ---------------------------------------------------------------------------------------------
 # sni: the SNI pass of the URL filter (ext/urlmatch.pyx SniTable: TLS reassembly, QUIC Initial
 # decryption and CRYPTO gathering, tls's ClientHello parser) and its two forges (issue 18)
@@ -746,3 +732,17 @@ def seeds_sni(shared: str | None) -> list[bytes]:
     q = initial(crypto(0, client_hello(sni_ext(b"www.example.test"), quic=True)), dcid=bytes(range(8)))
     return [b"\x00" + rec, b"\x02" + rec[:7] + b"\xff\x00\xff" + rec[7:], b"\x01" + q, b"\x07" + q,
             b"\x04" + rec[:100] + b"\xff\x00\xff" + rec[100:]]
+
+
+
+def seeds_quic(shared: str | None) -> list[bytes]:
+    out = [b"\xc3\x00\x00\x00\x01\x08" + bytes(8) + b"\x00\x00\x44\xd0" + bytes(60)]
+    for path in _shared_files(shared, "traces-tls", ("quic_quicv2-echo-443.pcap", "quic-29.pcap",
+                                                     "quic_retry.pcap"), 3):
+        pk = _first_packets(path, 4)
+        if pk and pk[0] == 1:
+            out.append(b"\xff\x00\xff".join(f[42:] for f in pk[1]))   # UDP payloads (IPv4)
+    return out
+
+CHECKS = {name: globals()["check_" + name] for name in TARGETS}
+SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}
