@@ -5,7 +5,8 @@ import importlib
 import sys
 
 BENCHMARKS = ["benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
-              "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed"]
+              "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed",
+              "benchmarks.bench_tls"]  # TLS/QUIC handshakes vs tshark, HTTP cost of --tls-out
 
 
 def main() -> int:
