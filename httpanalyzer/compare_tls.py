@@ -56,6 +56,9 @@ CATEGORIES = {
                                 "Negotiation (CRYPTO offset 0 under new keys); tshark shows the "
                                 "first copy only (an earlier ClientHello of the same connection "
                                 "and SNI/ALPN is on its side), webtap both",
+    "quic_fixed_bit_greased": "the hello's QUIC packet clears the fixed bit (RFC 9287, grease "
+                              "the QUIC bit); webtap's long-header parser (ext/quic_crypto.h) "
+                              "refuses such packets, tshark reads them",
     "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
                              "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
     "unexplained": "a difference no verified category explains",
@@ -241,9 +244,12 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
     if miss:
         flags = tshark_frame_flags(path, sorted({int(m.at[i, "tshark_frame"]) for i in miss}), tshark)
         for i in miss:
-            pl = flags.get(int(m.at[i, "tshark_frame"]), {}).get("payload", "")
+            f = flags.get(int(m.at[i, "tshark_frame"]), {})
+            pl = f.get("payload", "")
             if len(pl) >= 6 and int(pl[:2], 16) & 0x80 and pl[4:6] == "01":
                 m.at[i, "category"] = "sslv2_client_hello"
+            elif f.get("quic_bits") and any((int(b, 16) & 0xC0) == 0x80 for b in f["quic_bits"]):
+                m.at[i, "category"] = "quic_fixed_bit_greased"
     _rejoin_quic(m)
     return m
 
@@ -293,7 +299,7 @@ _BROKEN = ("incomplete", "too_long", "malformed", "reassembly_cap")
 def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> dict:
     """tshark's TCP analysis flags of some frames: {frame: {out_of_order, retransmission}}"""
     fields = ["frame.number", "tcp.analysis.out_of_order", "tcp.analysis.retransmission",
-              "frame.protocols", "tcp.payload", "tcp.len"]
+              "frame.protocols", "tcp.payload", "tcp.len", "udp.payload"]
     cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
            " or ".join(f"frame.number == {f}" for f in frames), "-T", "fields",
            "-E", f"separator={_SEP}"]
@@ -303,7 +309,10 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
                                      "retransmission": bool(r["tcp.analysis.retransmission"]),
                                      "protocols": r["frame.protocols"],
                                      "payload": r["tcp.payload"][:16].replace(":", ""),
-                                     "tcp_len": int(r["tcp.len"] or 0)}
+                                     "tcp_len": int(r["tcp.len"] or 0),
+                                     # first byte of the datagram: a long header with the
+                                     # fixed bit cleared (RFC 9287 greasing)
+                                     "quic_bits": [r["udp.payload"][:2]] if r["udp.payload"] else []}
             for r in run_fields(cmd, fields, path)}
 
 
