@@ -56,6 +56,16 @@ CATEGORIES = {
                                 "Negotiation (CRYPTO offset 0 under new keys); tshark shows the "
                                 "first copy only (an earlier ClientHello of the same connection "
                                 "and SNI/ALPN is on its side), webtap both",
+    "tshark_quic_reused_crypto_offset": "a QUIC client Initial whose CRYPTO offsets tshark has "
+                                        "seen on the same connection ID (its expert info: "
+                                        "'reused stream offset'; the same Initial from another "
+                                        "address, or resent after Version Negotiation): tshark "
+                                        "treats it as a retransmission, webtap keys QUIC "
+                                        "connections by addresses and ports",
+    "tshark_quic_decryption_failed": "tshark could not open the QUIC Initial (its expert info: "
+                                     "'Decryption failed', e.g. keys of the connection before a "
+                                     "Version Negotiation); webtap opened it with keys from the "
+                                     "packet's own DCID, the AEAD tag checked",
     "quic_fixed_bit_greased": "the hello's QUIC packet clears the fixed bit (RFC 9287, grease "
                               "the QUIC bit); webtap's long-header parser (ext/quic_crypto.h) "
                               "refuses such packets, tshark reads them",
@@ -238,6 +248,10 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                     m.at[i, "category"] = "tshark_retransmission_not_dissected"
                 elif _record_continues(f):
                     m.at[i, "category"] = "tshark_record_never_reassembled"
+                elif "Decryption failed" in f.get("expert", "") and m.at[i, "transport_w"] == "quic":
+                    m.at[i, "category"] = "tshark_quic_decryption_failed"
+                elif "reused stream offset" in f.get("expert", ""):
+                    m.at[i, "category"] = "tshark_quic_reused_crypto_offset"
     # tshark hellos webtap lacks: SSLv2-format ClientHellos (out of scope: SSL 3.0 .. TLS 1.3)
     miss = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
             and m.at[i, "differs"] == "missing_in_webtap"]
@@ -299,7 +313,7 @@ _BROKEN = ("incomplete", "too_long", "malformed", "reassembly_cap")
 def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> dict:
     """tshark's TCP analysis flags of some frames: {frame: {out_of_order, retransmission}}"""
     fields = ["frame.number", "tcp.analysis.out_of_order", "tcp.analysis.retransmission",
-              "frame.protocols", "tcp.payload", "tcp.len", "udp.payload"]
+              "frame.protocols", "tcp.payload", "tcp.len", "udp.payload", "_ws.expert.message"]
     cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
            " or ".join(f"frame.number == {f}" for f in frames), "-T", "fields",
            "-E", f"separator={_SEP}"]
@@ -312,7 +326,8 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
                                      "tcp_len": int(r["tcp.len"] or 0),
                                      # first byte of the datagram: a long header with the
                                      # fixed bit cleared (RFC 9287 greasing)
-                                     "quic_bits": [r["udp.payload"][:2]] if r["udp.payload"] else []}
+                                     "quic_bits": [r["udp.payload"][:2]] if r["udp.payload"] else [],
+                                     "expert": r["_ws.expert.message"]}
             for r in run_fields(cmd, fields, path)}
 
 
