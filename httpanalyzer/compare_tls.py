@@ -66,6 +66,10 @@ CATEGORIES = {
                                      "'Decryption failed', e.g. keys of the connection before a "
                                      "Version Negotiation); webtap opened it with keys from the "
                                      "packet's own DCID, the AEAD tag checked",
+    "tshark_empty_supported_versions": "a ServerHello whose supported_versions extension has "
+                                       "length 0: tshark reads the next extension's type as the "
+                                       "version, webtap keeps the legacy version (checked on "
+                                       "tshark's extension lengths)",
     "quic_fixed_bit_greased": "the hello's QUIC packet clears the fixed bit (RFC 9287, grease "
                               "the QUIC bit); webtap's long-header parser (ext/quic_crypto.h) "
                               "refuses such packets, tshark reads them",
@@ -265,6 +269,24 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
             elif f.get("quic_bits") and any((int(b, 16) & 0xC0) == 0x80 for b in f["quic_bits"]):
                 m.at[i, "category"] = "quic_fixed_bit_greased"
     _rejoin_quic(m)
+    # a ServerHello whose supported_versions extension is empty: tshark 4.0 reads the next two
+    # bytes (the following extension's type) as the version; webtap keeps the legacy version
+    odd = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
+           and m.at[i, "side"] == "sh" and m.at[i, "differs"] == "server_version"]
+    if odd:
+        fields = ["frame.number", "tls.handshake.extension.type", "tls.handshake.extension.len"]
+        cmd = [tshark, "-n", "-r", path, "-Y", " or ".join(f"frame.number == {int(m.at[i, 'tshark_frame'])}"
+                                                              for i in odd),
+               "-T", "fields", "-E", f"separator={_SEP}", "-E", "occurrence=a", "-E", "aggregator=,"]
+        for f in fields:
+            cmd += ["-e", f]
+        lens = {}
+        for r in run_fields(cmd, fields, path):
+            types, ls = r[fields[1]].split(","), r[fields[2]].split(",")
+            lens[int(r["frame.number"])] = dict(zip(types, ls))
+        for i in odd:
+            if lens.get(int(m.at[i, "tshark_frame"]), {}).get("43") == "0":
+                m.at[i, "category"] = "tshark_empty_supported_versions"
     return m
 
 
