@@ -7,7 +7,8 @@ import sys
 
 BENCHMARKS = ["benchmarks.bench_startup", "benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
               "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed",
-              "benchmarks.bench_fanout"]
+              "benchmarks.bench_fanout",
+              "benchmarks.bench_tls"]  # TLS/QUIC handshakes vs tshark, HTTP cost of --tls-out
 
 
 def main() -> int:

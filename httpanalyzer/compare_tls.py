@@ -56,6 +56,23 @@ CATEGORIES = {
                                 "Negotiation (CRYPTO offset 0 under new keys); tshark shows the "
                                 "first copy only (an earlier ClientHello of the same connection "
                                 "and SNI/ALPN is on its side), webtap both",
+    "tshark_quic_reused_crypto_offset": "a QUIC client Initial whose CRYPTO offsets tshark has "
+                                        "seen on the same connection ID (its expert info: "
+                                        "'reused stream offset'; the same Initial from another "
+                                        "address, or resent after Version Negotiation): tshark "
+                                        "treats it as a retransmission, webtap keys QUIC "
+                                        "connections by addresses and ports",
+    "tshark_quic_decryption_failed": "tshark could not open the QUIC Initial (its expert info: "
+                                     "'Decryption failed', e.g. keys of the connection before a "
+                                     "Version Negotiation); webtap opened it with keys from the "
+                                     "packet's own DCID, the AEAD tag checked",
+    "tshark_empty_supported_versions": "a ServerHello whose supported_versions extension has "
+                                       "length 0: tshark reads the next extension's type as the "
+                                       "version, webtap keeps the legacy version (checked on "
+                                       "tshark's extension lengths)",
+    "quic_fixed_bit_greased": "the hello's QUIC packet clears the fixed bit (RFC 9287, grease "
+                              "the QUIC bit); webtap's long-header parser (ext/quic_crypto.h) "
+                              "refuses such packets, tshark reads them",
     "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
                              "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
     "unexplained": "a difference no verified category explains",
@@ -235,16 +252,41 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                     m.at[i, "category"] = "tshark_retransmission_not_dissected"
                 elif _record_continues(f):
                     m.at[i, "category"] = "tshark_record_never_reassembled"
+                elif "Decryption failed" in f.get("expert", "") and m.at[i, "transport_w"] == "quic":
+                    m.at[i, "category"] = "tshark_quic_decryption_failed"
+                elif "reused stream offset" in f.get("expert", ""):
+                    m.at[i, "category"] = "tshark_quic_reused_crypto_offset"
     # tshark hellos webtap lacks: SSLv2-format ClientHellos (out of scope: SSL 3.0 .. TLS 1.3)
     miss = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
             and m.at[i, "differs"] == "missing_in_webtap"]
     if miss:
         flags = tshark_frame_flags(path, sorted({int(m.at[i, "tshark_frame"]) for i in miss}), tshark)
         for i in miss:
-            pl = flags.get(int(m.at[i, "tshark_frame"]), {}).get("payload", "")
+            f = flags.get(int(m.at[i, "tshark_frame"]), {})
+            pl = f.get("payload", "")
             if len(pl) >= 6 and int(pl[:2], 16) & 0x80 and pl[4:6] == "01":
                 m.at[i, "category"] = "sslv2_client_hello"
+            elif f.get("quic_bits") and any((int(b, 16) & 0xC0) == 0x80 for b in f["quic_bits"]):
+                m.at[i, "category"] = "quic_fixed_bit_greased"
     _rejoin_quic(m)
+    # a ServerHello whose supported_versions extension is empty: tshark 4.0 reads the next two
+    # bytes (the following extension's type) as the version; webtap keeps the legacy version
+    odd = [i for i in range(len(m)) if m.at[i, "category"] == "unexplained"
+           and m.at[i, "side"] == "sh" and m.at[i, "differs"] == "server_version"]
+    if odd:
+        fields = ["frame.number", "tls.handshake.extension.type", "tls.handshake.extension.len"]
+        cmd = [tshark, "-n", "-r", path, "-Y", " or ".join(f"frame.number == {int(m.at[i, 'tshark_frame'])}"
+                                                              for i in odd),
+               "-T", "fields", "-E", f"separator={_SEP}", "-E", "occurrence=a", "-E", "aggregator=,"]
+        for f in fields:
+            cmd += ["-e", f]
+        lens = {}
+        for r in run_fields(cmd, fields, path):
+            types, ls = r[fields[1]].split(","), r[fields[2]].split(",")
+            lens[int(r["frame.number"])] = dict(zip(types, ls))
+        for i in odd:
+            if lens.get(int(m.at[i, "tshark_frame"]), {}).get("43") == "0":
+                m.at[i, "category"] = "tshark_empty_supported_versions"
     return m
 
 
@@ -293,7 +335,7 @@ _BROKEN = ("incomplete", "too_long", "malformed", "reassembly_cap")
 def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> dict:
     """tshark's TCP analysis flags of some frames: {frame: {out_of_order, retransmission}}"""
     fields = ["frame.number", "tcp.analysis.out_of_order", "tcp.analysis.retransmission",
-              "frame.protocols", "tcp.payload", "tcp.len"]
+              "frame.protocols", "tcp.payload", "tcp.len", "udp.payload", "_ws.expert.message"]
     cmd = [tshark, "-n", "-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
            " or ".join(f"frame.number == {f}" for f in frames), "-T", "fields",
            "-E", f"separator={_SEP}"]
@@ -303,7 +345,11 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
                                      "retransmission": bool(r["tcp.analysis.retransmission"]),
                                      "protocols": r["frame.protocols"],
                                      "payload": r["tcp.payload"][:16].replace(":", ""),
-                                     "tcp_len": int(r["tcp.len"] or 0)}
+                                     "tcp_len": int(r["tcp.len"] or 0),
+                                     # first byte of the datagram: a long header with the
+                                     # fixed bit cleared (RFC 9287 greasing)
+                                     "quic_bits": [r["udp.payload"][:2]] if r["udp.payload"] else [],
+                                     "expert": r["_ws.expert.message"]}
             for r in run_fields(cmd, fields, path)}
 
 

@@ -11,7 +11,12 @@ FILES = ["zeek/tls_hrr.pcap", "arkime/tls-split-client-hello.pcap", "ndpi/teams.
          "zeek/tls_tls13draft16-ff52.a01.pcap", "zeek/tls_missing-intermediate.pcap",
          "suricata-verify/ssl_version_negated_input.pcap", "zeek/quic_quicv2-echo-443.pcap",
          "zeek/quic_quic-multiple-initial-fragmented-crypto.pcap", "ndpi/quic-29.pcap",
-         "tcpdump/quic_retry.pcap", "ja4/tls-sni.pcapng", "ndpi/long_tls_certificate.pcap"]
+         "tcpdump/quic_retry.pcap", "ja4/tls-sni.pcapng", "ndpi/long_tls_certificate.pcap",
+         "tcpdump/quic_vn.pcap", "ndpi/quic_frags_ch_in_multiple_packets.pcapng",
+         "mercury/quic-crypto-packets.pcap", "zeek/tunnels_geneve-47101.pcap"]
+
+
+TUNNELLED = {"zeek/tunnels_geneve-47101.pcap"}
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -27,9 +32,13 @@ def test_no_unexplained(name):
     bad = m[m["category"] == "unexplained"]
     assert bad.empty, bad[["side", "frame", "differs"]].to_string()
     both = m[m["how"] == "both"]
+    if name in TUNNELLED:                  # every hello inside a tunnel webtap does not open
+        assert both.empty and set(m["category"]) == {"tunnel_not_decapsulated"}
+        return
     assert len(both) > 0
     ch = both[both["side"] == "ch"]
-    assert (ch["ja3_w"] == ch["ja3_t"]).all() and ch["ja3_w"].str.len().eq(32).all()
+    if len(ch):
+        assert (ch["ja3_w"] == ch["ja3_t"]).all() and ch["ja3_w"].str.len().eq(32).all()
 
 
 def test_a_difference_is_caught(monkeypatch):
