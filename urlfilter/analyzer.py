@@ -195,13 +195,20 @@ class UrlAnalyzer:
         forge_ns = np.zeros(len(rows), dtype=np.int64)
         forged = np.zeros(len(rows), dtype=np.int8)
         if nh and self.forge:
-            hrows = rows[hit]
+            # A request inside a tunnel (issue 23: GRE, VXLAN, ...) is matched but not forged:
+            # the forged frames would carry the tunnel's outer headers with stale lengths. Counted
+            # (tunnel_hits_not_forged, present once it happens), never silent.
+            fhit = hit & (m["encap"][rows] == 0)
+            if int(fhit.sum()) != nh:
+                self.counters["tunnel_hits_not_forged"] = (self.counters.get("tunnel_hits_not_forged", 0)
+                                                           + nh - int(fhit.sum()))
+            hrows = rows[fhit]
             frames, foffs, fns = _um.forge(m, msgs.data, hrows)
-            forge_ns[hit] = fns
-            forged[hit] = 2
-            self.counters["forged_frames"] += 2 * nh
-            if self.on_forged is not None:
-                ts = np.repeat(m["ts_ns"][hrows] + match_ns[hit] + fns, 2)
+            forge_ns[fhit] = fns
+            forged[fhit] = 2
+            self.counters["forged_frames"] += 2 * len(hrows)
+            if self.on_forged is not None and len(hrows):
+                ts = np.repeat(m["ts_ns"][hrows] + match_ns[fhit] + fns, 2)
                 lts = np.repeat(m["linktype"][hrows], 2)
                 self.on_forged(frames, foffs, ts, lts)
         if self.time_forge_all and (~hit).any():
