@@ -202,18 +202,25 @@ cdef inline uint32_t _l34_teredo_hdr(const uint8_t *p, uint32_t u, uint32_t end)
 
 cdef inline bint _l34_teredo_heur(const uint8_t *p, uint32_t u, uint32_t end) noexcept nogil:
     """A UDP payload p[u:end] on another port is Teredo when it is exactly one IPv6 packet
-    (after the optional Teredo headers): version 6, and the IPv6 payload length plus the 40-byte
-    header fills the datagram. (tshark's "heuristic_teredo" preference checks the same.)"""
+    (after the optional Teredo headers): version 6, one end in 2001:0000::/32, and the IPv6
+    payload length plus the 40-byte header fills the datagram (tshark's "heuristic_teredo"
+    preference checks the shape, not the prefix)."""
     cdef uint32_t h = _l34_teredo_hdr(p, u, end)
     if h == <uint32_t>0xFFFFFFFF or u + h + 40 > end:
         return False
     if (p[u + h] >> 4) != 6:
         return False
+    # one end is a Teredo address (2001:0000::/32, RFC 4380 2.14): what keeps other UDP
+    # payloads whose first nibble is 6 (a QUIC short header, ...) from passing for Teredo
+    if not ((p[u + h + 8] == 0x20 and p[u + h + 9] == 0x01 and p[u + h + 10] == 0 and p[u + h + 11] == 0)
+            or (p[u + h + 24] == 0x20 and p[u + h + 25] == 0x01 and p[u + h + 26] == 0
+                and p[u + h + 27] == 0)):
+        return False
     return u + h + 40 + be16(p + u + h + 4) == end
 
 
 cdef inline int l34_parse(const uint8_t *p, uint32_t caplen, uint16_t linktype, L34 *l,
-                          const L34Cfg *cfg) noexcept nogil:
+                          const L34Cfg *cfg=NULL) noexcept nogil:
     """Walk p[0:caplen] (a packet of link type `linktype`) to its TCP payload, opening the
     encapsulations of EncapKind on the way (at most L34_MAX_ENCAP layers). Returns L34_DATA for a
     TCP segment with payload in the capture, else the DissectReason that stops the walk

@@ -258,8 +258,15 @@ class UrlAnalyzer:
         tcp = proto_a != 2
         first_all = np.full(n, -1, np.int64)     # index of each hit's first frame in this feed
         if self.forge:
+            # A lookup inside a tunnel (issue 23: GRE, VXLAN, ...) is matched but not forged: the
+            # forged frames would carry the tunnel's outer headers with stale lengths. Counted
+            # (tunnel_hits_not_forged, present once it happens), never silent.
+            plain = m["encap"][rows] == 0
+            nt = int((hit & ~plain).sum())
+            if nt:
+                self.counters["tunnel_hits_not_forged"] = self.counters.get("tunnel_hits_not_forged", 0) + nt
             for sel_kind, fn, per in ((tcp, _um.forge, 2), (~tcp, _um.forge_quic, 1)):
-                sel = hit & sel_kind
+                sel = hit & sel_kind & plain
                 if not sel.any():
                     continue
                 hrows = rows[sel]

@@ -319,3 +319,24 @@ def test_feeder_reader_takes_the_same_tunnelled_packets():
     for k in DISSECT_REASONS:
         if k.startswith("encap") or k in ("packets", "http_request", "http_response", "not_ip", "not_tcp"):
             assert fc[k] == mb.counters[k], k
+
+
+def test_pass_by_filter_matches_a_tunnelled_get_but_forges_nothing():
+    """urlfilter: a blacklisted GET inside VXLAN is a hit, counted tunnel_hits_not_forged, with
+    no forged frame (the copied outer headers would carry stale lengths)."""
+    from tests.dissect._scapy_batches import batch_from_raw
+    from urlfilter.analyzer import UrlAnalyzer
+    from urlfilter.tree import UrlTree
+    from webtap.dissect import dissect
+
+    frames = [CASES["vxlan"][0], eth(0x0800, INNER4)]
+    pk, data = batch_from_raw([(f, 1, 0, len(f)) for f in frames])
+    tree = UrlTree()
+    tree.insert("example.org/index.html")
+    got = []
+    an = UrlAnalyzer(tree, on_forged=lambda fr, offs, ts, lts: got.append(len(offs) - 1),
+                     verify_checksums=False, handshakes=False)
+    an.feed(pk, dissect(pk, data))
+    assert an.counters["hits"] == 2
+    assert an.counters["tunnel_hits_not_forged"] == 1
+    assert an.counters["forged_frames"] == 2 and got == [2]

@@ -30,10 +30,12 @@ def test_every_method(name):
 
 @pytest.mark.parametrize("p", [
     b"get / HTTP/1.1\r\n\r\n",          # methods are case-sensitive
-    b"GET\t/ HTTP/1.1\r\n\r\n",         # the method must be followed by a space
-    b"GET",                             # ... even at the end of the packet
+    b"GET\t/ HTTP/1.1\r\n\r\n",         # the method must be followed by a space or the line end
     b"GETX / HTTP/1.1\r\n\r\n",
-    b"QUERY / HTTP/1.1\r\n\r\n",
+    b"QUERYX / HTTP/1.1\r\n\r\n",
+    b"POST request received successfully!\r\n",   # no request-line shape (issue 23)
+    b"GET x\r\n",                                   # ... a target of no form and no version
+    # ("GET" alone and "QUERY / HTTP/1.1" are requests now: tests/dissect/test_request_line.py)
     b" GET / HTTP/1.1\r\n\r\n",
     b"\x00GET / HTTP/1.1\r\n\r\n",
     b"\r\n\r\nGET / HTTP/1.1\r\n\r\n",  # only one leading CRLF is skipped
