@@ -64,7 +64,7 @@ build: sysdeps venv
 	$(BIN)/python -c "import webtap; print('webtap', webtap.__version__, 'built against', webtap.libpcap_version())"
 
 demo: build
-	$(BIN)/python -m webtap.demo
+	$(BIN)/python demo/webtap_demo.py
 
 test: build
 	$(BIN)/python -m pytest -q -n 2 tests

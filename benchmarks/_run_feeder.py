@@ -7,7 +7,7 @@ import time
 
 t0 = time.perf_counter()
 import httpanalyzer  # noqa: E402
-from httpanalyzer.feeder import balance_table  # noqa: E402
+from httpanalyzer.balance import balance_table  # noqa: E402
 
 trace, consumers = sys.argv[1], int(sys.argv[2])
 drain = len(sys.argv) > 3 and sys.argv[3] == "drain"

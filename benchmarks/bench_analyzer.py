@@ -23,8 +23,7 @@ import numpy as np
 
 from benchmarks.common import OUT, PYTHON, REPO, SHARED, best_of, bench_trace, run, table, warm, webtap_cmd
 
-TSHARK_FP = ["-o", "tcp.desegment_tcp_streams:FALSE", "-o", "http.desegment_headers:FALSE",
-             "-o", "http.desegment_body:FALSE"]
+from httpanalyzer.tshark import TSHARK_FIRST_PACKET as TSHARK_FP  # one home of tshark's flags
 TSHARK_FIELDS = ["-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e",
                  "tcp.dstport", "-e", "frame.time_epoch", "-e", "http.time", "-e",
                  "http.response.phrase", "-e", "http.response.code", "-e", "http.request.method",

@@ -62,8 +62,9 @@ def main() -> int:
         httpry_lines = len(out.splitlines())
         rows.append({"name": "httpry -r", "seconds": wall, "rss": rss})
     if shutil.which("tshark"):
-        cmd = ["tshark", "-n", "-r", str(trace), "-o", "tcp.desegment_tcp_streams:FALSE",
-               "-o", "http.desegment_headers:FALSE", "-o", "http.desegment_body:FALSE",
+        from httpanalyzer.tshark import TSHARK_FIRST_PACKET   # one home of the flags
+
+        cmd = ["tshark", "-n", "-r", str(trace), *TSHARK_FIRST_PACKET,
                "-Y", "http.request || http.response", "-T", "fields"]
         for f in TSHARK_FIELDS:
             cmd += ["-e", f]

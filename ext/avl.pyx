@@ -374,7 +374,13 @@ cdef int64_t[::1] _timing_view(timings, Py_ssize_t n):
     return tv
 
 
-class TreeCorrupt(RuntimeError):
+class UrlFilterError(Exception):
+    """Base class of urlfilter's errors. Defined in the compiled tree, urlfilter's engine, so
+    that the tree's own TreeCorrupt is one; urlfilter.errors re-exports it (the base of
+    InvalidUrl, TreeFull, StoreError)."""
+
+
+class TreeCorrupt(UrlFilterError, RuntimeError):
     """The tree's arrays violate an invariant (a bug, or a damaged snapshot file)."""
 
 

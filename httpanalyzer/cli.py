@@ -225,7 +225,8 @@ def handle(a, run) -> int:
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
     run.live = live
-    from httpanalyzer.feeder import ConsumerFailed, balance_table, default_consumers
+    from httpanalyzer.balance import balance_table
+    from httpanalyzer.feeder import ConsumerFailed, default_consumers
 
     consumers = default_consumers() if a.consumers is None else a.consumers
     balance: dict = {}
@@ -288,7 +289,7 @@ def write_plots(batches, balance: dict, directory) -> list:
     if balance.get("consumers"):
         from matplotlib.figure import Figure
 
-        from httpanalyzer.feeder import balance_table
+        from httpanalyzer.balance import balance_table
 
         fig = Figure(figsize=(6, 3.8))
         plot.balance_figure(balance_table(balance), ax=fig.add_subplot())

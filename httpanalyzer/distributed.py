@@ -37,11 +37,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -49,28 +47,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from httpanalyzer import records
+from httpanalyzer.errors import OverlappingTraces
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
-from webtap._ext import source as _source
 from webtap._ext.pairing import PairingTable
-from webtap.capture import (DEFAULT_BATCH, DEFAULT_CHUNK, _GZIP_MAGIC, ChunkPool, Trace, _GzipStream,
-                            carry_over, fill as _fill)
+from webtap.capture import ChunkStart, counter_warnings, plan_chunks, read_chunk
 from webtap.errors import BpfError
-from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
 
 __all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "parse_scheduler"]
 
 #: Default chunk size for the plan (bytes of the file); boundaries fall on the next batch end.
 DEFAULT_CHUNK_BYTES = 256 << 20
-
-#: env var of the worker-kill test: "MARKER_PATH:CHUNK" -- the first attempt at CHUNK creates
-#: MARKER_PATH and kills its own worker process (SIGKILL), so Dask must retry it elsewhere.
-KILL_ONCE_ENV = "WEBTAP_DASK_KILL_ONCE"
-
-
-class OverlappingTraces(ValueError):
-    """Several traces overlap in capture time: one stream would interleave them."""
-
 
 # ----------------------------------------------------------------------------------- the plan
 
@@ -87,112 +74,6 @@ class Chunk:
     gzip: bool = False
 
 
-def _open_stream(path: str, start: int, warnings: list):
-    f = open(path, "rb")
-    gz = f.peek(2)[:2] == _GZIP_MAGIC
-    if gz:
-        if start:
-            f.close()
-            raise ValueError(f"{path}: a gzip'd trace cannot be entered at byte {start}")
-        return f, _GzipStream(f, warnings), True
-    f.seek(start)
-    return f, f, False
-
-
-def _scan_file(path: str, trace: int, bpf: str | None, chunk_packets: int | None,
-               chunk_bytes: int, exact_packets: bool, info: dict, batch_size: int = DEFAULT_BATCH,
-               chunk_size: int = DEFAULT_CHUNK, progress: bool = False):
-    """Generator of (offset, state, npackets, gzip), one per chunk, each
-    as soon as the scan has passed its end (so its task can start while the scan goes on);
-    info receives the file's first packet time ('first_ts')."""
-    yield from _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets,
-                                 info, batch_size, chunk_size, progress)
-
-
-def _scan_file_chunks(path, trace, bpf, chunk_packets, chunk_bytes, exact_packets, info,
-                      batch_size, chunk_size, progress):
-    """One pass over the record headers with the reader of webtap.capture.Trace. Chunk boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of
-    a batch) or, without chunk_packets, at the first batch end past every chunk_bytes bytes."""
-    warnings: list = []
-    f, stream, gz = _open_stream(path, 0, warnings)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=os.fstat(f.fileno()).st_size, unit="B", unit_scale=True, leave=False,
-                   desc=f"plan {os.path.basename(path)}", file=sys.stderr)
-    try:
-        pool = ChunkPool(keep=2)         # two buffers in turn: their pages stay mapped
-        buf = pool.get(chunk_size)
-        filled, final = _fill(stream, buf, 0)
-        if filled == 0:
-            raise _source.NotACapture(f"{path}: empty file, not a capture")
-        reader = _source.FileReader(buf[:filled], bpf, path, final)
-        buf_off = 0
-        starts = [[0, None, 0, -1]]
-        in_chunk = 0
-        total = 0
-        next_bytes = chunk_bytes
-        first_ts = None
-        packets = np.empty(batch_size, dtype=PACKET_DTYPE)
-        exact = bool(exact_packets and chunk_packets)
-
-        ready: list = []
-
-        def boundary():
-            nonlocal in_chunk
-            starts[-1][3] = in_chunk
-            st = reader.export_state()
-            ready.append((starts[-1][0], starts[-1][1], in_chunk, gz))
-            starts.append([buf_off + reader.position, st, total, -1])
-            in_chunk = 0
-
-        while True:
-            nb = 0
-            while nb < batch_size:
-                want = batch_size - nb
-                if exact and not gz:
-                    want = min(want, chunk_packets - in_chunk)
-                n = reader.read_into(packets[:want])
-                if n:
-                    if first_ts is None:
-                        first_ts = int(packets["ts_ns"][0])
-                    nb += n
-                    in_chunk += n
-                    total += n
-                if exact and not gz and in_chunk == chunk_packets:
-                    boundary()
-                if n < want:
-                    break
-            if nb:
-                if not gz and not exact and in_chunk:
-                    if chunk_packets and in_chunk >= chunk_packets:
-                        boundary()
-                    elif not chunk_packets and buf_off + reader.position >= next_bytes:
-                        while next_bytes <= buf_off + reader.position:
-                            next_bytes += chunk_bytes
-                        boundary()
-            if ready:
-                info["first_ts"] = first_ts
-                yield from ready
-                ready.clear()
-            if reader.eof:
-                break
-            if reader.need_more:
-                buf_off += reader.position
-                buf = carry_over(reader, buf, chunk_size, pool, stream)
-                if bar is not None:
-                    bar.update(f.tell() - bar.n)
-        info["first_ts"] = first_ts
-        yield from ready
-        # the last chunk reads to the end of the file
-        yield (starts[-1][0], starts[-1][1], -1, gz)
-    finally:
-        if bar is not None:
-            bar.close()
-        f.close()
-
-
 def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
               chunk_packets: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
               progress: bool = False) -> Iterator[Chunk]:
@@ -207,8 +88,8 @@ def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
         info: dict = {}
         got = []
         try:
-            for off, state, npk, gz in _scan_file(p, i, bpf, chunk_packets, chunk_bytes,
-                                                  single, info, progress=progress):
+            for off, state, npk, gz in plan_chunks(p, bpf, chunk_packets, chunk_bytes,
+                                                   single, info, progress=progress):
                 if single:
                     yield Chunk(n, p, i, off, state, npk, gz)
                     n += 1
@@ -286,41 +167,6 @@ def _compact(msgs: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return msgs, np.ascontiguousarray(out)
 
 
-def _read_chunk(ch: Chunk, bpf: str | None, totals: dict, batch_size: int = DEFAULT_BATCH,
-                chunk_size: int = DEFAULT_CHUNK):
-    """(packets, buffer) batches of one chunk: the file from ch.start, its reader resumed from
-    ch.state, until ch.npackets packets (or the end of the file)."""
-    warnings = totals["warnings"]
-    f, stream, gz = _open_stream(ch.path, ch.start, warnings)
-    try:
-        pool = ChunkPool()
-        buf = pool.get(chunk_size)
-        filled, final = _fill(stream, buf, 0)
-        if ch.state is None:
-            reader = _source.FileReader(buf[:filled], bpf, ch.path, final)
-        else:
-            reader = _source.FileReader.resume(buf[:filled], ch.state, bpf, ch.path, final)
-        remaining = ch.npackets
-        while remaining != 0:
-            want = batch_size if remaining < 0 else min(batch_size, remaining)
-            packets = np.empty(want, dtype=PACKET_DTYPE)
-            n = reader.read_into(packets)
-            if n:
-                if remaining > 0:
-                    remaining -= n
-                yield packets[:n], buf
-            if reader.eof:
-                break
-            if reader.need_more:
-                # the pool hands out a buffer no batch still refers to (the caller has
-                # dissected and let go of the previous ones), else a new one
-                buf = carry_over(reader, buf, chunk_size, pool, stream)
-        for k, v in zip(SOURCE_REASONS, reader.counters):
-            totals["source"][k] = totals["source"].get(k, 0) + int(v)
-    finally:
-        f.close()
-
-
 def _chunk_dir(out_dir: str, index: int) -> str:
     return os.path.join(out_dir, f"chunk={index:06d}")
 
@@ -343,27 +189,6 @@ def _write(out_dir: str, index: int, name: str, batches: list, always: bool = Fa
     return table.num_rows
 
 
-def _maybe_kill(index: int) -> None:
-    spec = os.environ.get(KILL_ONCE_ENV)
-    if not spec:
-        return
-    marker, _, k = spec.rpartition(":")
-    if int(k) == index:
-        try:
-            from distributed import get_worker
-
-            get_worker()                # only in a Dask worker process, never in the client
-        except (ImportError, ValueError):
-            return
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except (FileExistsError, FileNotFoundError):
-            return                      # done once already, or not armed
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
                   seed: tuple | None = None) -> ChunkResult:
     """The map task: read, dissect and pair one chunk (see the module docstring). seed:
@@ -373,7 +198,6 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
 
     t0 = time.perf_counter()
     c0 = time.process_time()
-    _maybe_kill(ch.index)
     pairer = Pairer(**table_options)
     table = pairer.table
     table.trace = ch.trace
@@ -423,7 +247,8 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             table.feed(msgs, data)
 
     post: list = []
-    for packets, buf in _read_chunk(ch, bpf, totals):
+    for packets, buf in read_chunk(ch.path, ChunkStart(ch.start, ch.state, ch.npackets, ch.gzip),
+                                   bpf, totals):
         st["packets"] += len(packets)
         mb = dissect(packets, buf)
         for k, v in mb.counters.items():
@@ -748,9 +573,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     for t in sorted(per_file):
         path, counters, warnings = per_file[t]
         # the warnings one process gives for this file, from its counters summed over chunks
-        ns = SimpleNamespace(counters=counters, warnings=warnings)
-        Trace._note_counters(ns)
-        summary.warnings.extend(f"{path}: {w}" for w in ns.warnings)
+        summary.warnings.extend(f"{path}: {w}" for w in warnings + counter_warnings(counters))
         for k, v in counters.items():
             summary.source[k] += int(bool(v)) if k == "truncated" else v
     summary.packets = summary.source.get("packets", 0)

@@ -29,11 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from httpanalyzer import records
+from httpanalyzer.errors import ConsumerFailed  # noqa: F401  (raised here; its home is errors)
 from webtap._ext import feeder as _fx
 from webtap.schema import DISSECT_REASONS
 
-__all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "balance_table", "hash_histograms",
-           "hash_eq1", "hash_eq2", "hash_eq3", "trace_messages", "balance_runs", "balance_summary",
+__all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "hash_eq1", "hash_eq2", "hash_eq3",
            "classify_packets", "FEED_DTYPE"]
 
 hash_eq1, hash_eq2, hash_eq3 = _fx.hash_eq1, _fx.hash_eq2, _fx.hash_eq3
@@ -85,18 +85,6 @@ def default_consumers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:          # pragma: no cover - non-Linux
         return os.cpu_count() or 1
-
-
-class ConsumerFailed(RuntimeError):
-    """A consumer died or raised. consumer: its id; exitcode; messages/frames: what it had
-    fed to its pairing table; detail: its traceback when it raised."""
-
-    def __init__(self, consumer: int, exitcode, messages: int, frames: int, detail: str = ""):
-        self.consumer, self.exitcode, self.messages, self.frames, self.detail = (
-            consumer, exitcode, messages, frames, detail)
-        how = f"raised:\n{detail}" if detail else f"died (exit code {exitcode})"
-        super().__init__(f"feeder consumer {consumer} {how} after {messages} HTTP messages "
-                         f"in {frames} frames")
 
 
 # ------------------------------------------------------------------------------ consumer side
@@ -486,79 +474,3 @@ class FeederPairer:
 
     def __exit__(self, *exc):
         self.close()
-
-
-# ------------------------------------------------------------------------------ balance report
-
-def balance_table(balance: dict):
-    """The paper's Table 3 as a DataFrame: per consumer, share (%) of the HTTP messages (the
-    packets the feeder forwards) and of the transactions."""
-    import pandas as pd
-
-    df = pd.DataFrame(balance["consumers"]).set_index("consumer")
-    for col, share in (("messages", "messages_pct"), ("transactions", "transactions_pct"),
-                       ("packet_bytes", "bytes_pct")):
-        tot = df[col].sum()
-        df[share] = 100.0 * df[col] / tot if tot else 0.0
-    return df
-
-
-def hash_histograms(msgs: np.ndarray, bins: int = 64, consumers: int | None = None) -> dict:
-    """Histograms of Eq. 1 (4-tuple) and Eq. 3 (seq/ack) values mod `bins` over messages (the
-    paper's Fig. 8), and, with consumers=N, each consumer's share under both."""
-    e1 = hash_eq1(msgs)
-    e3 = hash_eq3(msgs)
-    out = {"bins": np.arange(bins),
-           "eq1": np.bincount(e1 % bins, minlength=bins),
-           "eq3": np.bincount(e3 % bins, minlength=bins)}
-    if consumers:
-        out["eq1_share"] = np.bincount(e1 % consumers, minlength=consumers) / max(len(msgs), 1)
-        out["eq3_share"] = np.bincount(e3 % consumers, minlength=consumers) / max(len(msgs), 1)
-    return out
-
-
-def trace_messages(traces, bpf: str | None = None) -> np.ndarray:
-    """Every HTTP message (HttpMsg struct array, webtap.schema) of the traces, in one array:
-    the input of hash_histograms. Read and dissected in one pass (webtap.stream.messages)."""
-    from webtap.stream import messages
-
-    parts = [mb.msgs.copy() for _, mb in messages(traces, bpf=bpf, progress=False)]
-    if not parts:
-        from webtap.schema import MESSAGE_DTYPE
-
-        return np.zeros(0, MESSAGE_DTYPE)
-    return np.concatenate(parts)
-
-
-def balance_runs(traces, consumers=(2, 4, 8), gc_timeout: float = 60.0) -> dict:
-    """Run the feeder once per N in `consumers` over the traces; N -> balance_table (the paper's
-    Table 3 for each N). Each table's attrs hold the run's `paired` count (single source of truth
-    for the transactions the table must add up to)."""
-    from httpanalyzer.stream import Summary, iter_record_batches
-
-    out = {}
-    for n in consumers:
-        fb: dict = {}
-        s = Summary(detailed=False)
-        for _ in iter_record_batches(traces, consumers=int(n), feeder=fb, summary=s,
-                                     gc_timeout=gc_timeout, progress=False):
-            pass
-        t = balance_table(fb)
-        t.attrs["paired"] = int(s.pairing["paired"])
-        out[int(n)] = t
-    return out
-
-
-def balance_summary(tables: dict):
-    """The paper's Table 3 layout: one row per consumer, one column pair (messages %,
-    transactions %) per N; NaN where a consumer does not exist for that N."""
-    import pandas as pd
-
-    cols = {}
-    for n, t in tables.items():
-        cols[(f"N={n}", "messages %")] = t["messages_pct"]
-        cols[(f"N={n}", "transactions %")] = t["transactions_pct"]
-    df = pd.DataFrame(cols)
-    df.columns = pd.MultiIndex.from_tuples(df.columns)
-    df.index.name = "consumer"
-    return df

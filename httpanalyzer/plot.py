@@ -218,7 +218,7 @@ def analysis_figures(df, top: int = 10) -> dict:
 
 def hash_histograms_figure(hist: dict, ax=None):
     """The paper's Fig. 8: messages per hash value (mod bins) under Eq. 1 (4-tuple) and Eq. 3
-    (seq/ack consumer hash). hist: httpanalyzer.feeder.hash_histograms(...). Returns the axes
+    (seq/ack consumer hash). hist: httpanalyzer.balance.hash_histograms(...). Returns the axes
     (new pyplot axes when none are given)."""
     if ax is None:
         import matplotlib.pyplot as plt
@@ -237,7 +237,7 @@ def hash_histograms_figure(hist: dict, ax=None):
 
 def balance_figure(table, ax=None, title: str | None = None):
     """Per consumer share (%) of messages and transactions (the paper's Table 3 as bars).
-    table: httpanalyzer.feeder.balance_table(...). Returns the axes (new pyplot axes when none
+    table: httpanalyzer.balance.balance_table(...). Returns the axes (new pyplot axes when none
     are given)."""
     if ax is None:
         import matplotlib.pyplot as plt
@@ -258,8 +258,8 @@ def balance_figure(table, ax=None, title: str | None = None):
 
 
 def load_balance_figures(hist: dict, tables: dict) -> dict:
-    """name -> Figure: 'hash_histograms' (Fig. 8, from feeder.hash_histograms) and 'balance'
-    (Table 3 as bars, one panel per N; tables: N -> feeder.balance_table)."""
+    """name -> Figure: 'hash_histograms' (Fig. 8, from balance.hash_histograms) and 'balance'
+    (Table 3 as bars, one panel per N; tables: N -> balance.balance_table)."""
     f1 = _figure(figsize=(9, 3.8))
     hash_histograms_figure(hist, ax=f1.add_subplot())
     f1.tight_layout()

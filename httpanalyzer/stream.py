@@ -8,7 +8,6 @@ response in the next.
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -17,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from httpanalyzer import records
+from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
+from webtap.stream import merge_by_time
 
 __all__ = ["analyze", "iter_record_batches", "Summary"]
 
@@ -33,13 +34,13 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     read_ahead: capture runs in a thread a batch or two ahead (it releases the GIL while it
     reads and parses); the dissector then runs here, in the caller's thread."""
     from webtap.dissect import dissect
-    from webtap.stream import Totals, messages
+    from webtap.stream import Totals, messages, read_ahead as _read_ahead
 
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
                    skip_unreadable=True, dissector=_undissected if read_ahead else dissector)
     try:
-        for batch, mb in (_prefetched(gen) if read_ahead else gen):
+        for batch, mb in (_read_ahead(gen) if read_ahead else gen):
             if read_ahead:
                 mb = (dissector or dissect)(batch.packets, batch.data)
                 totals.add_dissect(mb.counters)
@@ -61,63 +62,6 @@ class _Undissected:
 def _undissected(packets, data):
     """The read-ahead thread's dissector: none (the caller's thread dissects)."""
     return _Undissected
-
-
-def _prefetched(gen: Iterator, depth: int = 2) -> Iterator:
-    """Run `gen` in a thread, `depth` items ahead (capture and dissect release the GIL, so the
-    reading thread works while the caller dispatches). Exceptions are re-raised here; closing
-    this generator stops the thread and closes `gen`."""
-    import queue
-    import threading
-
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    END = object()
-
-    def work():
-        try:
-            for item in gen:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        pass
-                if stop.is_set():
-                    break
-            q.put(("end", END))
-        except BaseException as e:          # noqa: BLE001 - handed to the caller
-            q.put(("error", e))
-        finally:
-            gen.close()
-
-    t = threading.Thread(target=work, name="webtap-reader", daemon=True)
-    t.start()
-    abandon = False
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise item
-            yield item
-    except KeyboardInterrupt:
-        # a signal (Ctrl-C, SIGTERM via webtap.clikit): the thread may sit in a read that
-        # never returns (a FIFO, a stalled pipe); it is a daemon, so leave it and go on
-        abandon = True
-        raise
-    finally:
-        stop.set()
-        if abandon:
-            t = None
-        while t is not None and t.is_alive():
-            try:
-                q.get(timeout=0.05)        # unblock a put
-            except queue.Empty:
-                pass
-        if t is not None:
-            t.join()
 
 
 @dataclass
@@ -232,7 +176,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
 
     consumers=N (>= 1) pairs in N consumer processes fed through shared-memory rings
     (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
-    feeder: a dict that receives the feeder's balance report (httpanalyzer.feeder.balance_table);
+    feeder: a dict that receives the feeder's balance report (httpanalyzer.balance.balance_table);
     feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -262,76 +206,40 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     else:
         gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector)
                 for p in sources]
-    heads: list = [None] * len(gens)   # per trace: [msgs, data, pos, last_ts]
-    ready: list = []                   # batches emitted while refilling (GC on idle batches)
 
-    def refill(i):
-        while True:
-            if stats.interrupted:
-                heads[i] = None
-                return
-            try:
-                msgs, data, last = next(gens[i])
-            except StopIteration:
-                heads[i] = None
-                return
-            except KeyboardInterrupt:
-                # Ctrl-C ends the input (live capture): flush what waits, then stop.
-                stats.interrupted = True
-                for j in range(len(heads)):
-                    heads[j] = None
-                return
-            if len(msgs):
-                heads[i] = [msgs, data, 0, last]
-                return
-            if live:
-                pairer.advance(last)
-                if pairer.due():
-                    b = pairer.take()
-                    stats.add(b)
-                    if b.num_rows:
-                        ready.append(b)
+    def feed(i, msgs, data, last):
+        pairer.feed(msgs, data, trace=i)
+        if last is not None and live:
+            # On an interface the clock also moves across stretches without HTTP (and on wall
+            # time when idle). A file's clock is its HTTP messages' alone: the records then do
+            # not depend on how the reader cuts it into batches.
+            pairer.advance(last)
 
-    if consumers:
-        from httpanalyzer.feeder import ConsumerFailed
-    else:
-        class ConsumerFailed(Exception):     # never raised: no consumers (and no import)
-            pass
+    def taken():
+        b = pairer.take()
+        stats.add(b)
+        return [b] if b.num_rows else []
+
+    def after():
+        return taken() if pairer.due() else ()
+
+    def idle(last):
+        if not live:
+            return ()
+        pairer.advance(last)
+        return taken() if pairer.due() else ()
+
+    def interrupted():
+        stats.interrupted = True
 
     try:
-        for i in range(len(gens)):
-            refill(i)
-        while True:
-            yield from ready
-            ready.clear()
-            active = [i for i, h in enumerate(heads) if h is not None]
-            if not active:
-                break
-            i = min(active, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
-            msgs, data, pos, last = heads[i]
-            ts = msgs["ts_ns"]
-            others = [heads[j][0]["ts_ns"][heads[j][2]] for j in active if j != i]
-            if others:
-                later = np.flatnonzero(ts[pos:] > min(others))
-                end = pos + int(later[0]) if len(later) else len(msgs)
-                end = max(end, pos + 1)
-            else:
-                end = len(msgs)
-            pairer.feed(msgs[pos:end], data, trace=i)
-            if end == len(msgs):
-                if live:
-                    # On an interface the clock also moves across stretches without HTTP (and
-                    # on wall time when idle). A file's clock is its HTTP messages' alone: the
-                    # records then do not depend on how the reader cuts it into batches.
-                    pairer.advance(last)
-                refill(i)
-            else:
-                heads[i][2] = end
-            if pairer.due():
-                b = pairer.take()
-                stats.add(b)
-                if b.num_rows:
-                    yield b
+        try:
+            yield from merge_by_time(gens, feed, after, idle, stop=lambda: stats.interrupted,
+                                     interrupted=interrupted)
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM while dissecting or pairing (not only while reading): the input
+            # ends here too, and what waits is flushed below
+            stats.interrupted = True
         pairer.flush()
         b = pairer.take()
         stats.add(b)

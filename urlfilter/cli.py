@@ -206,7 +206,7 @@ def main(argv=None) -> int:
 def _handle(args, run) -> int:
     import sqlite3
 
-    from urlfilter.errors import InvalidUrl, UrlFilterError
+    from urlfilter.errors import InvalidUrl, StoreError, UrlFilterError
 
     run.quiet = bool(getattr(args, "quiet", False))
     if args.cmd in ("scan", "run", "timing"):
@@ -218,6 +218,10 @@ def _handle(args, run) -> int:
         return _run(mgr, args, run)
     except InvalidUrl as e:
         raise clikit.UsageError(str(e)) from None
+    except (ValueError, StoreError) as e:
+        if args.cmd != "add":
+            raise
+        raise clikit.UsageError(clikit.describe(e)) from None    # a bad --daily / --from
     except sqlite3.Error as e:
         raise clikit.RunError(f"the store refused it ({e}), {_db_path(args)}") from None
     except UrlFilterError as e:
@@ -464,6 +468,7 @@ def _filter_cmd(args, run) -> int:
         o = run.output(args.output)
         bl = _load_blacklist(args)
         run.live = True
+        run.forward = False            # run_live polls and takes SIGINT/SIGTERM itself
         from webtap.errors import CaptureError
 
         try:
@@ -472,6 +477,8 @@ def _filter_cmd(args, run) -> int:
                           verify_checksums=args.verify_checksums)
         except CaptureError as e:
             raise clikit.RunError(f"cannot capture ({clikit.describe(e)}), -i {args.iface}") from None
+        if st.stopped_by:
+            run.note(f"stopped by {st.stopped_by} after {st.packets} packets")
         if o is not None:
             t = st.table()
             if not t.num_columns:

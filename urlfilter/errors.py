@@ -1,8 +1,10 @@
-"""Exceptions of urlfilter; each subclasses the builtin a caller would naturally catch."""
+"""Exceptions of urlfilter: each subclasses UrlFilterError and the builtin a caller would
+naturally catch. UrlFilterError and TreeCorrupt are defined in the compiled tree (ext/avl.pyx),
+which raises TreeCorrupt itself."""
 
+from webtap._ext.avl import TreeCorrupt, UrlFilterError
 
-class UrlFilterError(Exception):
-    """Base class of urlfilter's errors."""
+__all__ = ["UrlFilterError", "TreeCorrupt", "InvalidUrl", "TreeFull", "StoreError"]
 
 
 class InvalidUrl(UrlFilterError, ValueError):

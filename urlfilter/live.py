@@ -41,6 +41,7 @@ class LiveStats:
     reloads: int = 0
     counters: dict = field(default_factory=dict)
     records: list = field(default_factory=list)
+    stopped_by: str | None = None        # the signal that ended the run (SIGINT, SIGTERM)
 
     def line(self) -> str:
         return (f"packets {self.packets}  GETs {self.gets}  hits {self.hits}  "
@@ -77,6 +78,7 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
     old = {}
 
     def _stop(signum, frame):
+        st.stopped_by = signal.Signals(signum).name
         cap.stop()
 
     if threading.current_thread() is threading.main_thread():

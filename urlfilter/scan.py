@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
+from webtap.capture import Batch, write_pcap
+from webtap.schema import PACKET_DTYPE
 
 __all__ = ["scan", "ScanResult", "ForgedPcapWriter", "write_records"]
 
@@ -51,26 +53,13 @@ class ForgedPcapWriter:
         keep = np.flatnonzero(lts == linktype)
         self.dropped_linktype = len(lts) - len(keep)
         order = keep[np.argsort(ts[keep], kind="stable")]
-        lens, starts, ts = lens[order], starts[order], ts[order]
-        n = len(order)
-        hdr = np.zeros(n, dtype=[("sec", "<u4"), ("nsec", "<u4"), ("caplen", "<u4"), ("wirelen", "<u4")])
-        hdr["sec"], hdr["nsec"] = np.divmod(ts, 1_000_000_000)
-        hdr["caplen"] = hdr["wirelen"] = lens
-        rec = 16 + lens
-        rstart = np.concatenate([[0], np.cumsum(rec)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
-        out = np.empty(int(rec.sum()), dtype=np.uint8)
-        if n:
-            out[(rstart[:, None] + np.arange(16)).ravel()] = hdr.view(np.uint8)
-            # byte j of frame i goes to rstart[i] + 16 + j; gather the bytes in output order
-            src_idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
-            dst_idx = np.repeat(rstart + 16 - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
-            out[dst_idx] = frames[src_idx]
-        head = np.array([(0xA1B23C4D, 2, 4, 0, 0, 262144, linktype)],
-                        dtype=[("magic", "<u4"), ("major", "<u2"), ("minor", "<u2"), ("zone", "<i4"),
-                               ("sigfigs", "<u4"), ("snaplen", "<u4"), ("linktype", "<u4")])
-        with open(self.path, "wb") as f:
-            f.write(head.tobytes())
-            f.write(out.tobytes())
+        # the core's pcap writer (nanosecond pcap, NumPy gathers): one batch of the frames in
+        # the order they would have left the filter, described where they lie in `frames`
+        pk = np.zeros(len(order), dtype=PACKET_DTYPE)
+        pk["ts_ns"], pk["offset"] = ts[order], starts[order]
+        pk["caplen"] = pk["wirelen"] = lens[order]
+        pk["linktype"] = linktype
+        n = write_pcap(self.path, [Batch(pk, frames, "forged")], linktype)
         self.written = n
         return n
 

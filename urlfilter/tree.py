@@ -17,7 +17,7 @@ __all__ = ["UrlTree", "TREE_NODE_DTYPE", "MAX_URLS", "arrow_layout"]
 
 TREE_NODE_DTYPE = _avl.TREE_NODE_DTYPE
 MAX_URLS = _avl.MAX_URLS
-TreeCorrupt = _avl.TreeCorrupt
+from urlfilter.errors import TreeCorrupt  # noqa: E402,F401  (raised by the compiled tree)
 _BAD_HOST = -3          # CANON_BAD_HOST (ext/urlcanon.h): the only code urlfilter.canon retries
 
 

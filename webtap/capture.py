@@ -21,7 +21,7 @@ import mmap
 import os
 import sys
 import zlib
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -30,7 +30,8 @@ from webtap.errors import BpfError, CaptureError, NotACapture
 from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
 
 __all__ = ["Batch", "Trace", "LiveCapture", "open_trace", "open_live", "compile_filter",
-           "DEFAULT_BATCH", "BpfError", "CaptureError", "NotACapture"]
+           "DEFAULT_BATCH", "DEFAULT_CHUNK", "BpfError", "CaptureError", "NotACapture",
+           "ChunkStart", "plan_chunks", "read_chunk", "open_at", "write_pcap", "counter_warnings"]
 
 #: Packets per batch: large enough that Python's per-batch cost vanishes (~100 batches for a
 #: million packets), small enough that the packet headers a batch touches are still in the
@@ -98,6 +99,23 @@ def _anonymous_buffer(size: int) -> np.ndarray:
         except OSError:
             pass
     return np.frombuffer(m, dtype=np.uint8)
+
+
+def counter_warnings(c: dict[str, int]) -> list[str]:
+    """The problems a reader's counters (SOURCE_REASONS) stand for, in words: what a Trace adds
+    to its warnings at the end of a file (also for counters summed over a file's chunks)."""
+    out = []
+    if c.get("truncated"):
+        out.append(f"the file ends in the middle of a packet record after "
+                   f"{c.get('packets', 0)} packets (capture cut short)")
+    if c.get("bad_record"):
+        out.append(f"{c['bad_record']} corrupt record/block header(s): "
+                   f"{c.get('skipped_bytes', 0)} bytes skipped to resynchronise")
+    if c.get("bad_interface"):
+        out.append(f"{c['bad_interface']} packet(s) named an undefined interface")
+    if c.get("unknown_blocks"):
+        out.append(f"{c['unknown_blocks']} pcapng block(s) of unknown type skipped")
+    return out
 
 
 class ChunkPool:
@@ -321,17 +339,7 @@ class Trace:
             self.warnings.append(f"libpcap stopped reading: {h.error}")
 
     def _note_counters(self) -> None:
-        c = self.counters
-        if c["truncated"]:
-            self.warnings.append(f"the file ends in the middle of a packet record after "
-                                 f"{c['packets']} packets (capture cut short)")
-        if c["bad_record"]:
-            self.warnings.append(f"{c['bad_record']} corrupt record/block header(s): "
-                                 f"{c['skipped_bytes']} bytes skipped to resynchronise")
-        if c["bad_interface"]:
-            self.warnings.append(f"{c['bad_interface']} packet(s) named an undefined interface")
-        if c["unknown_blocks"]:
-            self.warnings.append(f"{c['unknown_blocks']} pcapng block(s) of unknown type skipped")
+        self.warnings.extend(counter_warnings(self.counters))
 
     # -- state --------------------------------------------------------------------------------
 
@@ -471,6 +479,167 @@ def open_live(iface: str, bpf: str | None = None, **kw) -> LiveCapture:
     """Open an interface for live capture (needs root or CAP_NET_RAW)."""
     return LiveCapture(iface, bpf=bpf, **kw)
 
+
+# ------------------------------------------------------------------------- chunks of a file
+#
+# A trace cut into chunks that separate processes read (httpanalyzer.distributed; anything that
+# maps work over a large file): plan_chunks() walks the record headers once and gives, for each
+# chunk, the byte offset of its first record and the reader's state there (link types,
+# pcapng interfaces, byte order: FileReader.export_state()); read_chunk() opens the file at that
+# offset, resumes the reader from that state and reads the chunk's packets. A gzip'd trace
+# cannot be entered mid-stream: it is one chunk.
+
+
+class ChunkStart(NamedTuple):
+    """Where a chunk of a file begins and how long it is."""
+
+    start: int              # byte offset in the file of the chunk's first record
+    state: tuple | None     # FileReader.export_state() there; None: the file's start
+    npackets: int           # packets (passing the BPF filter) in the chunk; -1: to the end
+    gzip: bool              # the file is gzip'd (then there is one chunk, from 0)
+
+
+def open_at(path: str | os.PathLike, start: int, warnings: list):
+    """(file, stream, gzip'd) with `stream` positioned at byte `start` of the capture."""
+    f = open(path, "rb")
+    gz = f.peek(2)[:2] == _GZIP_MAGIC
+    if gz:
+        if start:
+            f.close()
+            raise ValueError(f"{path}: a gzip'd trace cannot be entered at byte {start}")
+        return f, _GzipStream(f, warnings), True
+    f.seek(start)
+    return f, f, False
+
+
+def plan_chunks(path: str | os.PathLike, bpf: str | None = None, chunk_packets: int | None = None,
+                chunk_bytes: int = 256 << 20, exact_packets: bool = False,
+                info: dict | None = None, batch_size: int = DEFAULT_BATCH,
+                chunk_size: int = DEFAULT_CHUNK, progress: bool = False) -> Iterator[ChunkStart]:
+    """The chunks of one file, each as soon as the scan has passed its end (so its reader can
+    start while the scan goes on). One pass over the record headers with Trace's reader.
+    Boundaries: every chunk_packets packets (exact_packets: anywhere, else at the end of a
+    batch) or, without chunk_packets, at the first batch end past every chunk_bytes bytes.
+    info (a dict) receives the file's first packet time ('first_ts')."""
+    info = info if info is not None else {}
+    path = os.fspath(path)
+    warnings: list = []
+    f, stream, gz = open_at(path, 0, warnings)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=os.fstat(f.fileno()).st_size, unit="B", unit_scale=True, leave=False,
+                   desc=f"plan {os.path.basename(path)}", file=sys.stderr)
+    try:
+        pool = ChunkPool(keep=2)         # two buffers in turn: their pages stay mapped
+        buf = pool.get(chunk_size)
+        filled, final = fill(stream, buf, 0)
+        if filled == 0:
+            raise NotACapture(f"{path}: empty file, not a capture")
+        reader = _source.FileReader(buf[:filled], bpf, path, final)
+        buf_off = 0
+        starts = [[0, None, 0, -1]]
+        in_chunk = 0
+        total = 0
+        next_bytes = chunk_bytes
+        first_ts = None
+        packets = np.empty(batch_size, dtype=PACKET_DTYPE)
+        exact = bool(exact_packets and chunk_packets)
+
+        ready: list = []
+
+        def boundary():
+            nonlocal in_chunk
+            starts[-1][3] = in_chunk
+            st = reader.export_state()
+            ready.append(ChunkStart(starts[-1][0], starts[-1][1], in_chunk, gz))
+            starts.append([buf_off + reader.position, st, total, -1])
+            in_chunk = 0
+
+        while True:
+            nb = 0
+            while nb < batch_size:
+                want = batch_size - nb
+                if exact and not gz:
+                    want = min(want, chunk_packets - in_chunk)
+                n = reader.read_into(packets[:want])
+                if n:
+                    if first_ts is None:
+                        first_ts = int(packets["ts_ns"][0])
+                    nb += n
+                    in_chunk += n
+                    total += n
+                if exact and not gz and in_chunk == chunk_packets:
+                    boundary()
+                if n < want:
+                    break
+            if nb:
+                if not gz and not exact and in_chunk:
+                    if chunk_packets and in_chunk >= chunk_packets:
+                        boundary()
+                    elif not chunk_packets and buf_off + reader.position >= next_bytes:
+                        while next_bytes <= buf_off + reader.position:
+                            next_bytes += chunk_bytes
+                        boundary()
+            if ready:
+                info["first_ts"] = first_ts
+                yield from ready
+                ready.clear()
+            if reader.eof:
+                break
+            if reader.need_more:
+                buf_off += reader.position
+                buf = carry_over(reader, buf, chunk_size, pool, stream)
+                if bar is not None:
+                    bar.update(f.tell() - bar.n)
+        info["first_ts"] = first_ts
+        yield from ready
+        # the last chunk reads to the end of the file
+        yield ChunkStart(starts[-1][0], starts[-1][1], -1, gz)
+    finally:
+        if bar is not None:
+            bar.close()
+        f.close()
+
+
+def read_chunk(path: str | os.PathLike, chunk: ChunkStart, bpf: str | None = None,
+               totals: dict | None = None, batch_size: int = DEFAULT_BATCH,
+               chunk_size: int = DEFAULT_CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(packets, buffer) batches of one chunk: the file from chunk.start, its reader resumed
+    from chunk.state, until chunk.npackets packets (or the end of the file). totals (a dict
+    with 'source': {} and 'warnings': []) receives the reader's counters and warnings."""
+    path = os.fspath(path)
+    totals = totals if totals is not None else {"source": {}, "warnings": []}
+    warnings = totals["warnings"]
+    f, stream, gz = open_at(path, chunk.start, warnings)
+    try:
+        pool = ChunkPool()
+        buf = pool.get(chunk_size)
+        filled, final = fill(stream, buf, 0)
+        if chunk.state is None:
+            reader = _source.FileReader(buf[:filled], bpf, path, final)
+        else:
+            reader = _source.FileReader.resume(buf[:filled], chunk.state, bpf, path, final)
+        remaining = chunk.npackets
+        while remaining != 0:
+            want = batch_size if remaining < 0 else min(batch_size, remaining)
+            packets = np.empty(want, dtype=PACKET_DTYPE)
+            n = reader.read_into(packets)
+            if n:
+                if remaining > 0:
+                    remaining -= n
+                yield packets[:n], buf
+            if reader.eof:
+                break
+            if reader.need_more:
+                # the pool hands out a buffer no batch still refers to (the caller has
+                # dissected and let go of the previous ones), else a new one
+                buf = carry_over(reader, buf, chunk_size, pool, stream)
+        for k, v in zip(SOURCE_REASONS, reader.counters):
+            totals["source"][k] = totals["source"].get(k, 0) + int(v)
+    finally:
+        f.close()
 
 
 def write_pcap(path: str | os.PathLike, batches, linktype: int, snaplen: int = 262144) -> int:

@@ -94,7 +94,7 @@ def cmd_dissect(args, run) -> int:
                               progress=args.progress, skip_unreadable=True):
             if len(mb):
                 o.write(mb.to_arrow())
-    except clikit.Interrupted:
+    except KeyboardInterrupt:          # clikit.Interrupted, or a reader's stop at a batch end
         if not live:
             raise
         run.note(f"stopped by {run.stopped_by} after {totals.source['packets']} packets")

@@ -19,7 +19,9 @@ layer guarantees, so that no tool has to remember it:
 - **Signals.** SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (so a blocked
   read of a FIFO or a slow gzip stream ends at once); the run ends with exit 130 / 143 and one
   line ``tool: interrupted by SIGINT after N packets``. A write in progress is finished first
-  (``with run.shielded():``). Live captures (``-i``) end normally on a signal: exit 0.
+  (``with run.shielded():``); a signal that arrives then sets webtap.stream.TALLY.stop_requested,
+  and the reader ends its input at its next batch. Live captures (``-i``) end normally on a
+  signal: exit 0.
 - **Warnings.** ``run.warn(...)`` prints ``tool: warning: ...`` unless ``--quiet``.
 
 The extension table
@@ -304,7 +306,8 @@ class Output:
                 self._open_writer()
             self._writer.write(view(batch) if view else batch)
             self.rows += batch.num_rows
-        self.run.check()
+        # a signal that came meanwhile is not raised here: the reader ends its input at its next
+        # batch (webtap.stream.TALLY.stop_requested), what waits is flushed, and commit() raises
 
     def _finish(self, meta: dict) -> None:
         if self.directory:
@@ -399,6 +402,8 @@ class Run:
         self.outputs: list[Output] = []
         self._temps: set[str] = set()
         self._shield = 0
+        self._raised = False
+        self.forward = True                # False while a live loop handles signals itself
         self.packets = None                # callable -> packets read so far (for messages)
 
     # outputs
@@ -430,7 +435,11 @@ class Run:
     def _on_signal(self, signum, frame) -> None:
         if self.signum is None:
             self.signum = signum
-        if self._shield == 0:
+        stream = sys.modules.get("webtap.stream")
+        if stream is not None:
+            stream.TALLY.stop_requested = True     # readers end their input at the next batch
+        if self._shield == 0 and not self._raised:
+            self._raised = True                    # once: a forwarded copy must not raise again
             raise Interrupted(signum)
 
     class _Shield:
@@ -450,6 +459,7 @@ class Run:
     def check(self) -> None:
         """Raise Interrupted if a signal arrived (something may have swallowed it)."""
         if self.signum is not None and self._shield == 0:
+            self._raised = True
             raise Interrupted(self.signum)
 
     @property
@@ -489,12 +499,102 @@ def main(tool: str, parser: argparse.ArgumentParser, handler, argv=None) -> int:
     """Parse, run `handler(args, run)`, and turn every way of ending into the contract's exit
     code and stderr line. Returns the exit code."""
     run = Run(tool)
+    stream = sys.modules.get("webtap.stream")
+    if stream is not None:
+        stream.TALLY.stop_requested = stream.TALLY.stop_delivered = False
     old = {s: signal.signal(s, run._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    fwd = _Forwarder(run)
     try:
         return _main(run, parser, handler, argv)
     finally:
+        fwd.close()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _child_defaults() -> None:
+    """In a child forked during a run (the feeder's consumers): signals as Python's defaults,
+    and no wakeup fd shared with the parent (its watcher would forward the child's SIGTERM)."""
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:
+        pass
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        pass
+
+
+_AT_FORK = []
+
+
+class _Forwarder:
+    """The kernel gives a process-directed signal to any thread that does not block it: with
+    pyarrow's or numpy's threads around, often not the main one. Python then runs the handler
+    only when the main thread next executes bytecode, which a read blocked on a FIFO or a quiet
+    interface never does. So the C-level handler's wakeup byte (signal.set_wakeup_fd) is read
+    here, in a thread of ours, and the signal sent again to the main thread (pthread_kill): its
+    read returns EINTR and the handler runs. Sent again until the main thread raised (or a
+    reader ended its input on webtap.stream.TALLY.stop_requested)."""
+
+    def __init__(self, run: Run):
+        import threading
+
+        self.w = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            self.old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:
+            os.close(r)
+            os.close(w)
+            return
+        self.r, self.w = r, w
+        main_id = threading.main_thread().ident
+        if not _AT_FORK:
+            os.register_at_fork(after_in_child=_child_defaults)
+            _AT_FORK.append(True)
+
+        def delivered() -> bool:
+            stream = sys.modules.get("webtap.stream")
+            return run._raised or bool(stream is not None and stream.TALLY.stop_delivered)
+
+        def watch():
+            import time
+
+            while True:
+                try:
+                    data = os.read(r, 64)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for sig in data:
+                    if sig not in (signal.SIGINT, signal.SIGTERM):
+                        continue
+                    # again until the main thread acted on it: a copy that lands just before
+                    # it enters a blocking read is not seen until the read returns
+                    while not delivered() and self.w is not None and run.forward:
+                        try:
+                            signal.pthread_kill(main_id, sig)
+                        except (OSError, ValueError):
+                            return
+                        time.sleep(0.2)
+
+        threading.Thread(target=watch, name="webtap-signals", daemon=True).start()
+
+    def close(self) -> None:
+        if self.w is None:
+            return
+        try:
+            signal.set_wakeup_fd(self.old)
+        except ValueError:
+            pass
+        os.close(self.w)                   # the watcher reads EOF and ends
+        self.w = None
 
 
 def _main(run: Run, parser, handler, argv) -> int:
@@ -563,6 +663,7 @@ def _interrupted(run: Run, signum: int) -> int:
     # a second signal while the partial outputs are written is noted, not obeyed
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *a: None)
+    run._raised = True
     name = signal.Signals(signum).name
     run.signum = signum
     kept = []

@@ -1,4 +1,5 @@
-"""Exceptions of webtap. Each subclasses a builtin so callers can catch what they know.
+"""Exceptions of webtap. Each subclasses WebtapError and a builtin so callers can catch what
+they know.
 
 - :class:`NotACapture` (ValueError): the file is not a pcap/pcapng capture (gzip'd or not).
 - :class:`BpfError` (ValueError): libpcap rejected a filter expression; libpcap's text included.
@@ -7,6 +8,6 @@
 
 They are defined in the compiled capture module (ext/source.pyx), which raises them.
 """
-from webtap._ext.source import BpfError, CaptureError, NotACapture
+from webtap._ext.source import BpfError, CaptureError, NotACapture, WebtapError
 
-__all__ = ["BpfError", "CaptureError", "NotACapture"]
+__all__ = ["WebtapError", "BpfError", "CaptureError", "NotACapture"]

@@ -9,6 +9,10 @@ writer) receives both. Nothing re-reads the trace, as the integrated-gateway pap
 
 Several traces are read one after another as one stream (in the order given; sort them by
 capture time first if they overlap). The running totals of every stage are in `Totals`.
+
+Two tools for every consumer above (pairing, URL matching, the TLS dissector): `read_ahead`
+runs the reading in a thread a batch or two ahead, `merge_by_time` merges several traces
+message by message in capture time (what `httpanalyzer a.pcap b.pcap` does).
 """
 from __future__ import annotations
 
@@ -16,19 +20,28 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Protocol
 
+import numpy as np
+
 from webtap.capture import Batch, LiveCapture, Trace, open_live, open_trace
 from webtap.dissect import MessageBatch, dissect
 from webtap.errors import BpfError
 from webtap.schema import DISSECT_REASONS, SOURCE_REASONS
 
-__all__ = ["Consumer", "Totals", "messages", "run", "open_source", "TALLY"]
+__all__ = ["Consumer", "Totals", "messages", "run", "open_source", "read_ahead", "merge_by_time",
+           "TALLY"]
 
 
 class _Tally:
     """Packets read so far by this process (every source, every call of messages()); the
-    command line reports it when a signal stops a run. One addition per batch."""
+    command line reports it when a signal stops a run. One addition per batch.
+
+    stop_requested: set by the command line's SIGINT/SIGTERM handler (webtap.clikit); a
+    reader that sees it ends its input with KeyboardInterrupt at the next batch, so a signal
+    that arrived while the caller was busy (writing, pairing) still ends the read."""
 
     packets = 0
+    stop_requested = False
+    stop_delivered = False            # a reader raised KeyboardInterrupt for it
 
 
 TALLY = _Tally()
@@ -109,6 +122,9 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
             totals.files += 1
             try:
                 for batch in s:
+                    if TALLY.stop_requested:
+                        TALLY.stop_delivered = True
+                        raise KeyboardInterrupt("stop requested")
                     TALLY.packets += len(batch)
                     mb = dissector(batch.packets, batch.data)
                     totals.add_dissect(mb.counters)
@@ -130,3 +146,135 @@ def run(sources, consumers: Iterable[Consumer], bpf: str | None = None,
     for c in consumers:
         c.finish()
     return totals
+
+
+def read_ahead(gen: Iterator, depth: int = 2) -> Iterator:
+    """Run `gen` (e.g. messages(...)) in a thread, `depth` items ahead: capture and dissect
+    release the GIL, so the reading thread works while the caller pairs, matches or dispatches.
+    Exceptions are re-raised here; closing this generator stops the thread and closes `gen`.
+    Not for live capture: Ctrl-C must reach the capture loop, which only the main thread sees."""
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    END = object()
+
+    def work():
+        try:
+            for item in gen:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    break
+            q.put(("end", END))
+        except BaseException as e:          # noqa: BLE001 - handed to the caller
+            q.put(("error", e))
+        finally:
+            gen.close()
+
+    t = threading.Thread(target=work, name="webtap-reader", daemon=True)
+    t.start()
+    abandon = False
+    try:
+        while True:
+            try:
+                # with a timeout: a stop asked for while this thread was busy elsewhere (see
+                # TALLY) must end a wait on a reader blocked in a read
+                kind, item = q.get(timeout=0.25)
+            except queue.Empty:
+                if TALLY.stop_requested:
+                    TALLY.stop_delivered = True
+                    raise KeyboardInterrupt("stop requested") from None
+                continue
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    except KeyboardInterrupt:
+        # a signal (Ctrl-C, SIGTERM via webtap.clikit): the thread may sit in a read that
+        # never returns (a FIFO, a stalled pipe); it is a daemon, so leave it and go on
+        abandon = True
+        raise
+    finally:
+        stop.set()
+        if abandon or TALLY.stop_requested:   # also when closed after a stop elsewhere
+            t = None
+        while t is not None and t.is_alive():
+            try:
+                q.get(timeout=0.05)        # unblock a put
+            except queue.Empty:
+                pass
+        if t is not None:
+            t.join()
+
+
+def merge_by_time(sources: list, feed, after=None, idle=None, stop=None,
+                  interrupted=None) -> Iterator:
+    """k-way merge of several message streams by capture time, as one stream.
+
+    sources: iterators of (msgs, data, last_ts_ns) per batch (msgs: a MESSAGE_DTYPE batch, or
+    any structured array with a `ts_ns` field in time order within its source; last_ts_ns: the
+    time of the batch's last packet). The merge calls feed(i, msgs[a:b], data, last) for runs
+    of source i's messages that no other source's next message precedes (last: last_ts_ns when
+    the run ends its batch, else None), then `after()` after each run. A batch without
+    messages calls idle(last_ts_ns) (a live source's clock moves on). `after` and `idle` return
+    an iterable (or None) of items this generator yields: the caller's outputs (record
+    batches), in the order they are produced. stop(): when true, the merge ends as at the end
+    of the input; a KeyboardInterrupt while reading ends it too, after interrupted()."""
+    heads: list = [None] * len(sources)     # per source: [msgs, data, pos, last_ts]
+    ready: list = []                        # outputs of idle() while refilling
+
+    def refill(i):
+        while True:
+            if stop is not None and stop():
+                heads[i] = None
+                return
+            try:
+                msgs, data, last = next(sources[i])
+            except StopIteration:
+                heads[i] = None
+                return
+            except KeyboardInterrupt:
+                # Ctrl-C ends the input (live capture): the caller flushes what waits.
+                if interrupted is not None:
+                    interrupted()
+                for j in range(len(heads)):
+                    heads[j] = None
+                return
+            if len(msgs):
+                heads[i] = [msgs, data, 0, last]
+                return
+            if idle is not None:
+                ready.extend(idle(last) or ())
+
+    for i in range(len(sources)):
+        refill(i)
+    while True:
+        yield from ready
+        ready.clear()
+        active = [i for i, h in enumerate(heads) if h is not None]
+        if not active:
+            return
+        i = min(active, key=lambda j: heads[j][0]["ts_ns"][heads[j][2]])
+        msgs, data, pos, last = heads[i]
+        ts = msgs["ts_ns"]
+        others = [heads[j][0]["ts_ns"][heads[j][2]] for j in active if j != i]
+        if others:
+            later = np.flatnonzero(ts[pos:] > min(others))
+            end = pos + int(later[0]) if len(later) else len(msgs)
+            end = max(end, pos + 1)
+        else:
+            end = len(msgs)
+        feed(i, msgs[pos:end], data, last if end == len(msgs) else None)
+        if end == len(msgs):
+            refill(i)
+        else:
+            heads[i][2] = end
+        if after is not None:
+            yield from after() or ()

@@ -1,5 +1,5 @@
-"""`--plots DIR` of the httpanalyzer CLI (main command and compare), and `make demo`'s module
-(webtap.demo) on a small shared trace with small settings: it writes the figures and ends with
+"""`--plots DIR` of the httpanalyzer CLI (main command and compare), and `make demo`'s script
+(demo/webtap_demo.py, above both packages) on a small shared trace with small settings: it writes the figures and ends with
 the list of files it wrote."""
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from tests.conftest import SHARED, TRACES, require_shared
+from tests.conftest import REPO, SHARED, TRACES, require_shared
 
 TRACE = TRACES / "elcabezzonn-pcaps" / "aug16_part2.pcap.gz"
+DEMO = [sys.executable, str(REPO / "demo" / "webtap_demo.py")]
 RECORD_FIGURES = {"response_time_ccdf.png", "status_methods.png", "url_length.png",
                   "slowest_hosts.png", "slowest_uris.png", "unmatched_over_time.png"}
 
@@ -63,13 +64,19 @@ def test_compare_plots(tmp_path, capsys):
     assert len(figs["response_time_ccdf"].axes[0].get_lines()) == 3
 
 
+def test_demo_help_says_where_it_writes(tmp_path):
+    r = subprocess.run(DEMO + ["--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "--out DIR" in r.stdout and "./demo-output" in r.stdout
+    assert not (tmp_path / "demo-output").exists()          # --help writes nothing
+
+
 def test_demo_writes_figures_and_lists_them(tmp_path):
     require_shared(TRACE)
     out = tmp_path / "demo-output"
     env = dict(os.environ, WEBTAP_DEMO_OUT=str(out), WEBTAP_DEMO_TRACE=str(TRACE),
                WEBTAP_DEMO_CATEGORIES="publicite", WEBTAP_DEMO_TREE_URLS="5000",
                WEBTAP_DEMO_CONSUMERS="2,4", WEBTAP_SHARED=str(SHARED))
-    r = subprocess.run([sys.executable, "-m", "webtap.demo"], env=env, capture_output=True,
+    r = subprocess.run(DEMO, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     text = r.stdout
@@ -103,7 +110,7 @@ def test_demo_without_shared_data_captures_loopback_traffic(tmp_path):
     env = dict(os.environ, WEBTAP_DEMO_OUT=str(out), WEBTAP_SHARED=str(tmp_path / "no-shared"),
                WEBTAP_DEMO_REQUESTS="40", WEBTAP_DEMO_CONSUMERS="2")
     env.pop("WEBTAP_DEMO_TRACE", None)
-    r = subprocess.run([sys.executable, "-m", "webtap.demo"], env=env, capture_output=True,
+    r = subprocess.run(DEMO, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "capturing real traffic on the loopback interface" in r.stdout

@@ -2,15 +2,15 @@
 piece in fresh readers gives exactly the packets of one pass (timestamps, indices, bytes) and
 the same counters, for pcap in both byte orders and pcapng with several sections, byte orders,
 interfaces, timestamp resolutions, simple packet blocks (no timestamp of their own), unknown
-and corrupt blocks."""
+and corrupt blocks. Through the core's chunk API (webtap.capture.plan_chunks / read_chunk), which
+the distributed analyzer schedules."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from httpanalyzer import distributed as D
 from tests import pcapbuild as pb
-from webtap.capture import open_trace
+from webtap.capture import open_trace, plan_chunks, read_chunk
 from webtap.schema import SOURCE_REASONS
 
 
@@ -61,13 +61,13 @@ def test_resume_everywhere(tmp_path, kind, every):
     path = tmp_path / f"t.{kind}"
     path.write_bytes(data)
     ref, ref_counters = _one_pass(path)
-    chunks, unreadable = D.plan([str(path)], chunk_packets=every)
-    assert not unreadable and len(chunks) >= len(ref) // every
+    chunks = list(plan_chunks(path, chunk_packets=every, exact_packets=True))
+    assert len(chunks) >= len(ref) // every
     got = []
     counters = dict.fromkeys(SOURCE_REASONS, 0)
     for ch in chunks:
         totals = {"source": {}, "dissect": {}, "warnings": []}
-        for packets, buf in D._read_chunk(ch, None, totals):
+        for packets, buf in read_chunk(path, ch, None, totals):
             for p in packets:
                 off = int(p["offset"])
                 got.append((int(p["ts_ns"]), int(p["index"]), bytes(buf[off: off + int(p["caplen"])])))

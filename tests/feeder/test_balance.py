@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import httpanalyzer
-from httpanalyzer.feeder import balance_table, hash_histograms
+from httpanalyzer.balance import balance_table, hash_histograms
 from tests.conftest import SHARED
 
 

@@ -87,16 +87,16 @@ def test_figures_are_labelled(records):
 
 
 def test_load_balance_figures_are_labelled(records):
-    from httpanalyzer import feeder
+    from httpanalyzer import balance
 
-    msgs = feeder.trace_messages(TRACE)
-    h = feeder.hash_histograms(msgs, bins=16)
-    tables = feeder.balance_runs(TRACE, (2, 3))
+    msgs = balance.trace_messages(TRACE)
+    h = balance.hash_histograms(msgs, bins=16)
+    tables = balance.balance_runs(TRACE, (2, 3))
     for n, t in tables.items():
         assert len(t) == n and np.isclose(t["transactions_pct"].sum(), 100)
         assert t["transactions"].sum() == int(records["matched"].sum())
         assert t["messages"].sum() == len(msgs)
-    s = feeder.balance_summary(tables)
+    s = balance.balance_summary(tables)
     assert s.shape == (3, 4) and s[("N=2", "messages %")].isna().sum() == 1
     figs = plot.load_balance_figures(h, tables)
     for fig in figs.values():

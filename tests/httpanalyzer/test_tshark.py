@@ -1,6 +1,6 @@
 """Pairs against tshark's first-packet pairing (http.request_in with TCP/HTTP desegmentation
 off) on the shared real traces. Every difference must have a documented reason
-(httpanalyzer.compare.REASONS, docs/ACCURACY.md "Pairing"); 'unexplained' fails the test.
+(tests/tools/pair_table.py REASONS, docs/ACCURACY.md "Pairing"); 'unexplained' fails the test.
 
 Two levels: (1) the pairing table on tshark's own messages, which isolates pairing from
 dissection; (2) end to end, capture -> dissect -> pairing (needs webtap.capture and
@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from httpanalyzer import compare
+from httpanalyzer.tshark import tshark_frames
+from tests.tools import pair_table as compare
 
 SHARED = os.environ.get("WEBTAP_SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
 TRACES = os.path.join(SHARED, "traces")
@@ -60,7 +61,7 @@ def check(diff, df, frames):
 def test_pairing_on_tshark_messages_matches_tshark(rel):
     path = trace(rel)
     df, seen = compare.pair_tshark_messages(path)
-    frames = compare.tshark_frames(path)
+    frames = tshark_frames(path)
     diff = compare.compare(df, frames, seen)
     check(diff, df, frames)
     # differences are rare and of the kinds docs/ACCURACY.md lists
@@ -110,7 +111,7 @@ def test_end_to_end_matches_tshark(rel):
 
     path = trace(rel)
     df = httpanalyzer.analyze(path)
-    frames = compare.tshark_frames(path)
+    frames = tshark_frames(path)
     diff = compare.compare(df, frames)
     check(diff, df, frames)
     if len(diff):

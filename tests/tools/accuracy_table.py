@@ -19,7 +19,6 @@ and the test fails on it.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-SEP = "\x1f"
-AGG = "\x1e"
+from httpanalyzer import tshark
+from httpanalyzer.tshark import AGG, SEP
+
 TSHARK_FIELDS = (
     "frame.number", "frame.protocols", "http.request", "http.response", "http.notification",
     "http.request.method", "http.request.uri", "http.host", "http.user_agent",
@@ -91,16 +91,12 @@ class TraceResult:
 
 
 def run_tshark(path: str) -> dict[int, list[str]]:
-    cmd = ["tshark", "-n", "-r", path,
-           "-o", "tcp.desegment_tcp_streams:FALSE",
-           "-o", "http.desegment_headers:FALSE",
-           "-o", "http.desegment_body:FALSE",
-           "-T", "fields", "-E", f"separator={SEP}", "-E", f"aggregator={AGG}"]
-    for f in TSHARK_FIELDS:
-        cmd += ["-e", f]
-    p = subprocess.run(cmd, capture_output=True, env={**os.environ, "LC_ALL": "C.UTF-8"})
+    """tshark's fields of every frame (first-packet mode, no display filter), by frame number.
+    A tshark that fails raises httpanalyzer.tshark.TsharkError (it names tshark)."""
+    cmd = tshark.command(path, "first_packet", TSHARK_FIELDS, display_filter=None)
+    out = tshark.run(cmd, path).stdout
     rows = {}
-    for line in p.stdout.decode("utf-8", "surrogateescape").split("\n"):
+    for line in out.decode("utf-8", "surrogateescape").split("\n"):
         if not line:
             continue
         cols = line.split(SEP)

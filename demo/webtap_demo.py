@@ -1,5 +1,10 @@
 """`make demo`: the main job on a real trace, in one command, with the papers' figures.
 
+    python demo/webtap_demo.py [--out DIR] [--trace TRACE]      (what `make demo` runs)
+
+It sits above both packages (it uses httpanalyzer and urlfilter; the core, webtap/, imports
+neither).
+
 1. Pick the trace: $WEBTAP_DEMO_TRACE when set; else the largest shared capture with 100+ HTTP
    requests (by ../shared/traces/PROVENANCE.md); else, on a machine without ../shared, real
    traffic captured here: a real HTTP server and client talking over the loopback interface,
@@ -15,16 +20,17 @@
    and insert/match time distributions against the paper (its URL lists).
 4. List every file written.
 
-Outputs go to ./demo-output/ (or $WEBTAP_DEMO_OUT). Smaller runs (the tests): WEBTAP_DEMO_TRACE,
+Outputs go to ./demo-output/ in the current directory (or --out DIR, or $WEBTAP_DEMO_OUT).
+Smaller runs (the tests): WEBTAP_DEMO_TRACE (or --trace),
 WEBTAP_DEMO_CATEGORIES (comma-separated UT1 categories), WEBTAP_DEMO_TREE_URLS (URLs for the
 tree measurements), WEBTAP_DEMO_CONSUMERS (e.g. "2,4"), WEBTAP_DEMO_REQUESTS (loopback capture).
 """
 from __future__ import annotations
 
+import argparse
 import http.server
 import os
 import pathlib
-import re
 import socket
 import threading
 import time
@@ -32,7 +38,7 @@ import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared"))
-OUT = pathlib.Path(os.environ.get("WEBTAP_DEMO_OUT", REPO / "demo-output"))
+OUT = pathlib.Path(os.environ.get("WEBTAP_DEMO_OUT", "demo-output"))
 
 #: Blacklist categories the demo imports (a mix of URL and domain lists of real size).
 DEMO_CATEGORIES = ("malware", "phishing", "publicite", "tracking", "cryptojacking", "shortener",
@@ -123,9 +129,22 @@ def _section(title: str) -> None:
     print(f"\n== {title} " + "=" * max(0, 72 - len(title)))
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    global OUT
+    ap = argparse.ArgumentParser(prog="webtap_demo", description=__doc__.split("\n\n")[0],
+                                 epilog="Outputs: --out DIR, else $WEBTAP_DEMO_OUT, else "
+                                        "./demo-output/ in the current directory.")
+    ap.add_argument("--out", metavar="DIR", help="where every file goes (default ./demo-output)")
+    ap.add_argument("--trace", metavar="TRACE",
+                    help="the trace (default $WEBTAP_DEMO_TRACE, else the largest shared capture "
+                         "with 100+ HTTP requests, else loopback traffic captured here)")
+    a = ap.parse_args(argv)
+    if a.out:
+        OUT = pathlib.Path(a.out)
+    if a.trace:
+        os.environ["WEBTAP_DEMO_TRACE"] = a.trace
     import httpanalyzer
-    from httpanalyzer import analysis, feeder
+    from httpanalyzer import analysis, balance
     from httpanalyzer import plot as hplot
     from httpanalyzer.stream import Summary
 
@@ -164,11 +183,11 @@ def main() -> int:
     written += hplot.save_figures(hplot.analysis_figures(df), OUT)
 
     _section("feeder: Eq. 1 vs Eq. 3 and the per-consumer balance (paper Fig. 8, Table 3)")
-    msgs = feeder.trace_messages(trace)
+    msgs = balance.trace_messages(trace)
     ns = tuple(int(x) for x in _env_list("WEBTAP_DEMO_CONSUMERS", ("2", "4", "8")))
-    hist = feeder.hash_histograms(msgs, bins=32)
-    tables = feeder.balance_runs(trace, ns)
-    print(feeder.balance_summary(tables).round(2).to_string())
+    hist = balance.hash_histograms(msgs, bins=32)
+    tables = balance.balance_runs(trace, ns)
+    print(balance.balance_summary(tables).round(2).to_string())
     written += hplot.save_figures(hplot.load_balance_figures(hist, tables), OUT)
 
     import shutil

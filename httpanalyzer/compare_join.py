@@ -1,0 +1,467 @@
+"""webtap's transactions joined with tshark's, and every difference put in a category (issue 5).
+
+The join/categories/explainer part of `httpanalyzer compare` (httpanalyzer.compare runs it,
+httpanalyzer.compare_report renders it, httpanalyzer.tshark runs tshark).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+# --------------------------------------------------------------------------------------------
+# Transactions: webtap's records against tshark in both modes (issue 5)
+#
+# A transaction is one row: a request half (its first packet) and/or a response half (its first
+# packet). tshark's rows come from its HTTP frames: each response with its http.request_in, and
+# each request no response points at. webtap's rows are its records (paired, request_only,
+# response_only).
+#
+# Join key (docs/ACCURACY.md, "Transactions"): the 0-based frame index of the first packet of the
+# request (tshark's reassembly mode reports a message at its last segment; the first one is the
+# first `tcp.segment` of that frame), checked against the 4-tuple and the request's ACK, which
+# must agree whenever the frames do. Rows are joined in three passes: (1) same request frame AND
+# same response frame; (2) the rest on the request frame; (3) the rest on the response frame.
+# Rows joined in (2) or (3) are found by both tools but paired differently: each gets a reason.
+# What is left is found by one tool only, and gets a reason too.
+# --------------------------------------------------------------------------------------------
+
+#: Why a transaction (or a field) differs between webtap and tshark. Keys are the JSON's and the
+#: report's category names; docs/ACCURACY.md ("Transactions") says why each exists.
+CATEGORIES = {
+    # the paper's accepted approximations
+    "pipelined": "a pipelined request (it shares its ACK with an earlier request on the "
+                 "connection): tshark pairs requests and responses in order, first-packet "
+                 "pairing (response SEQ == request ACK) cannot place the later responses",
+    "retransmission": "a retransmitted copy of a request or response: webtap reports it (the "
+                      "paper's duplicate records, flagged request_repeat/response_repeat), "
+                      "tshark's TCP analysis does not hand it to HTTP",
+    "other_copy": "both tools pair the response, with different copies of a repeated request "
+                  "(TCP retransmission, or an ICMP error quoting the request): webtap the "
+                  "oldest copy, tshark the latest",
+    "interim": "a 1xx interim response or the final response after it: webtap pairs the final "
+               "response too (SEQ of the 1xx + its length), tshark's first-packet mode does not",
+    "seq_not_ack": "tshark pairs by order in the TCP stream a response whose SEQ is not the "
+                   "request's ACK (request in a SYN with TCP Fast Open, fuzzed sequence numbers, "
+                   "a response after a lost one)",
+    "chunk_boundary": "tshark ran on chunks (editcap -c, as in the paper) and the request and "
+                      "response fell in different chunks",
+    "gc_timeout": "the response came 60 s or more after the request: webtap's garbage "
+                  "collector had already emitted the request unmatched (the paper's 60 s)",
+    # what tshark decodes differently
+    "port_not_http": "HTTP on a port tshark does not decode as HTTP (its HTTP ports + "
+                     "heuristics); webtap looks at every TCP port as the paper's filter does",
+    "tshark_notification": "NOTIFY/SUBSCRIBE/UNSUBSCRIBE: tshark sets http.notification, not "
+                           "http.request",
+    "tshark_header_exception": "the header block is cut mid-line; tshark throws before it "
+                               "marks the frame http.request/http.response",
+    "connect_tunnel": "the answer to CONNECT: tshark hands the connection to the tunnel and does "
+                      "not mark the response",
+    "tshark_no_request_in": "tshark leaves a response with SEQ == a request's ACK without "
+                            "http.request_in (it lost track of the stream)",
+    # what webtap does not dissect (docs/ACCURACY.md, "First packets")
+    "http_over_udp": "HTTP over UDP (SSDP): webtap dissects HTTP over TCP only",
+    "encapsulation_not_dissected": "IP inside an encapsulation webtap does not open (GRE, "
+                                   "ERSPAN, VXLAN, PPPoE, MPLS, IP-in-IP, an ICMP error's "
+                                   "quote, ...)",
+    "link_unsupported": "a link type webtap does not dissect (802.11, NFLOG, ARCNET, C-HDLC)",
+    "ip_reassembled": "an IP fragment: tshark reassembles IP, webtap skips fragments",
+    "message_mid_payload": "the message starts after the first byte of the payload; webtap only "
+                           "looks at the payload's start (the paper's first packet)",
+    # reassembly mode only
+    "reassembly_incomplete": "tshark's reassembly mode does not report a message its "
+                             "first-packet mode reports: a segment is missing, or the trace ends "
+                             "before the body does",
+    "reassembly_merged": "tshark's reassembly joins segments that each start a message in "
+                         "first-packet mode into one message (server bytes sent before the "
+                         "request, then the response)",
+    "reassembled_message": "tshark's reassembly mode finds a message its first-packet mode "
+                           "does not (the message begins inside a segment, or its first line "
+                           "is split across packets)",
+    # field disagreements
+    "uri_truncated": "the URI continues past the first packet: webtap keeps what the first "
+                     "packet holds (flag uri_truncated), tshark's reassembly mode the whole URI",
+    "header_after_first_packet": "Host or User-Agent is in a later segment of the request: only "
+                                 "reassembly sees it",
+    "text_clipped": "webtap shortened the text to its per-field bound (flag text_clipped)",
+    "bad_status_code": "status code not three digits: webtap sets 0, tshark parses three "
+                       "characters",
+    "several_messages": "the frame holds several messages; tshark's first value is not the "
+                        "message webtap compared",
+    "unexplained": "no rule explains the difference: a bug (the tests fail on it)",
+}
+
+#: Fields compared on transactions both tools find (text compared in tshark's encoding).
+FIELDS = ("method", "uri", "host", "user_agent", "status", "reason")
+_ENCAPS = {"gre", "erspan", "vxlan", "geneve", "gtp", "ayiya", "pppoes", "pppoed", "ppp", "mpls",
+           "llc", "sctp", "icmp", "icmpv6", "teredo", "l2tp", "udp", "ipv6", "ip"}
+_LINKS_UNSUPPORTED = ("wlan", "radiotap", "nflog", "arcnet", "chdlc", "ppi", "prism")
+
+def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """One row per transaction tshark reports: request first frame `q` and response first frame
+    `r` (-1 when absent), the 4-tuple (client first), request ACK, response SEQ, text, status
+    and response time in seconds (http.time)."""
+    by_frame = frames.set_index("frame")
+    req = frames[frames.is_req]
+    resp = frames[frames.is_resp]
+    used = set()
+    rows = []
+    for x in resp.itertuples(index=False):
+        qf = x.request_in if x.request_in in by_frame.index else -1
+        q = by_frame.loc[qf] if qf >= 0 else None
+        if qf >= 0:
+            used.add(qf)
+        rows.append(dict(
+            q=int(q.first_frame) if q is not None else -1, r=int(x.first_frame),
+            q_chunk=int(q.chunk) if q is not None else -1, r_chunk=int(x.chunk),
+            client=x.dst, client_port=x.dport, server=x.src, server_port=x.sport,
+            ack=int(q.ack) if q is not None else -1, seq=int(x.seq),
+            method=q.method if q is not None else None, uri=q.uri if q is not None else None,
+            host=q.host if q is not None else None,
+            user_agent=q.user_agent if q is not None else None,
+            status=int(x.status), reason=x.reason, time_s=x.time_s,
+            q_msgs=int(q.n_msgs) if q is not None else 0, r_msgs=int(x.n_msgs),
+            q_segs=q.segments if q is not None else (), r_segs=x.segments))
+    for x in req.itertuples(index=False):
+        if x.frame in used:
+            continue
+        rows.append(dict(q=int(x.first_frame), r=-1, q_chunk=int(x.chunk), r_chunk=-1,
+                         client=x.src, client_port=x.sport, server=x.dst, server_port=x.dport,
+                         ack=int(x.ack), seq=-1, method=x.method, uri=x.uri, host=x.host,
+                         user_agent=x.user_agent, status=-1, reason=None, time_s=np.nan,
+                         q_msgs=int(x.n_msgs), r_msgs=0, q_segs=x.segments, r_segs=()))
+    cols = ["q", "r", "q_chunk", "r_chunk", "client", "client_port", "server", "server_port",
+            "ack", "seq", "method", "uri", "host", "user_agent", "status", "reason", "time_s",
+            "q_msgs", "r_msgs", "q_segs", "r_segs"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def webtap_transactions(records: pd.DataFrame) -> pd.DataFrame:
+    """webtap's records as transaction rows, with the same columns as tshark_transactions plus
+    webtap's flags."""
+    def idx(c):
+        return records[c].astype("Int64").fillna(-1).astype(np.int64).to_numpy()
+
+    def txt(c):
+        return records[c].astype(object).where(records[c].notna(), None).to_numpy()
+
+    def flag(c):
+        return records[c].fillna(False).astype(bool).to_numpy()
+
+    rt = records.response_time
+    return pd.DataFrame({
+        "q": idx("request_frame"), "r": idx("response_frame"),
+        "client": records.client_ip.astype(object).to_numpy(),
+        "client_port": records.client_port.astype("Int64").fillna(-1).to_numpy(np.int64),
+        "server": records.server_ip.astype(object).to_numpy(),
+        "server_port": records.server_port.astype("Int64").fillna(-1).to_numpy(np.int64),
+        "ack": idx("request_ack"), "seq": idx("response_seq"),
+        "method": txt("method"), "uri": txt("uri"), "host": txt("host"),
+        "user_agent": txt("user_agent"),
+        "status": records.status.astype("Int64").fillna(-1).to_numpy(np.int64),
+        "reason": txt("reason"),
+        "time_s": rt.dt.total_seconds().to_numpy(float, na_value=np.nan),
+        "interim": flag("interim"), "after_interim": flag("after_interim"),
+        "request_repeat": flag("request_repeat"), "response_repeat": flag("response_repeat"),
+        "uri_truncated": flag("uri_truncated"), "text_clipped": flag("text_clipped"),
+        "unmatched_reason": txt("unmatched_reason"),
+    })
+
+
+def join_transactions(w: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
+    """Rows (w, t): indices into the webtap and tshark rows (-1 when one tool lacks the
+    transaction), and `how` = exact | request | response | only_webtap | only_tshark."""
+    wq, wr, tq, tr = (w.q.to_numpy(), w.r.to_numpy(), t.q.to_numpy(), t.r.to_numpy())
+    w_left, t_left = set(range(len(w))), set(range(len(t)))
+    out = []
+
+    def one_pass(how, wkey, tkey):
+        index: dict = {}
+        for i in sorted(t_left):
+            k = tkey(i)
+            if k is not None:
+                index.setdefault(k, []).append(i)
+        for i in sorted(w_left):
+            k = wkey(i)
+            lst = index.get(k) if k is not None else None
+            if lst:
+                j = lst.pop(0)
+                w_left.discard(i)
+                t_left.discard(j)
+                out.append((i, j, how))
+
+    one_pass("exact", lambda i: (wq[i], wr[i]), lambda j: (tq[j], tr[j]))
+    one_pass("request", lambda i: wq[i] if wq[i] >= 0 else None,
+             lambda j: tq[j] if tq[j] >= 0 else None)
+    one_pass("response", lambda i: wr[i] if wr[i] >= 0 else None,
+             lambda j: tr[j] if tr[j] >= 0 else None)
+    out += [(i, -1, "only_webtap") for i in sorted(w_left)]
+    out += [(-1, j, "only_tshark") for j in sorted(t_left)]
+    return pd.DataFrame(out, columns=["w", "t", "how"])
+
+
+def _frame_reason_not_in_tshark(info) -> str:
+    """A frame webtap reports as an HTTP message and tshark does not (first-packet mode)."""
+    if info is None:
+        return "unexplained"
+    if info.retransmission:
+        return "retransmission"
+    layers = info.protocols.split(":")
+    if "http" not in layers:
+        return "port_not_http"
+    if info.notification:
+        return "tshark_notification"
+    if info.connect:
+        return "connect_tunnel"
+    if info.http_method or "http" in layers:
+        return "tshark_header_exception"
+    return "unexplained"
+
+
+def _frame_reason_not_in_webtap(protocols: str, ip_fragment: bool = False,
+                                payload_starts_message: bool = False) -> str:
+    """A frame tshark reports as an HTTP message and webtap does not."""
+    layers = protocols.split(":") if protocols else []
+    if ip_fragment:
+        return "ip_reassembled"
+    if any(x.startswith(_LINKS_UNSUPPORTED) for x in layers[:2]):
+        return "link_unsupported"
+    if "tcp" not in layers:
+        return "http_over_udp" if "udp" in layers else "encapsulation_not_dissected"
+    below = layers[:layers.index("tcp")]
+    nets = [x for x in below if x in ("ip", "ipv6")]
+    if len(nets) > 1 or any(x in _ENCAPS - {"ip", "ipv6"} for x in below):
+        return "encapsulation_not_dissected"
+    # plain Ethernet/IP/TCP: webtap misses a message only when the payload does not start it
+    return "unexplained" if payload_starts_message else "message_mid_payload"
+
+
+def _chunk_of(frame: int, starts: list[int]) -> int:
+    return int(np.searchsorted(np.asarray(starts), frame, side="right")) - 1 if frame >= 0 else -1
+
+
+def _tshark_text(v):
+    """webtap's text in a form comparable with tshark's -T fields output (ENC_ASCII: each byte
+    >= 0x80 is one U+FFFD, a NUL ends the string). webtap's records decode valid UTF-8 and take
+    any other byte as ISO-8859-1, so a non-ASCII character stands for one or more bytes: each
+    run of non-ASCII characters (on both sides) becomes one U+FFFD. Trailing blanks are dropped
+    (webtap trims them)."""
+    if not isinstance(v, str):
+        return None
+    return _NON_ASCII.sub("\ufffd", v.split("\0", 1)[0]).rstrip(" \t")
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+
+
+class _Explainer:
+    """The reason of each difference in one mode (see CATEGORIES)."""
+
+    def __init__(self, mode, w, t, joined, fp_frames, mode_frames, info, chunk_starts, seq_of):
+        self.mode, self.w, self.t, self.j = mode, w, t, joined
+        self.seq_of = seq_of            # frame -> its TCP SEQ (tshark's HTTP frames)
+        self.fp_frames, self.mode_frames, self.info = fp_frames, mode_frames, info
+        self.starts = chunk_starts
+        self.w_frames = set(w.q[w.q >= 0]) | set(w.r[w.r >= 0])
+        self.t_of: dict[int, list[int]] = {}
+        for j, (q, r) in enumerate(zip(t.q, t.r)):
+            for f in (q, r):
+                if f >= 0:
+                    self.t_of.setdefault(int(f), []).append(j)
+        self.w_of: dict[int, list[int]] = {}
+        for i, (q, r) in enumerate(zip(w.q, w.r)):
+            for f in (q, r):
+                if f >= 0:
+                    self.w_of.setdefault(int(f), []).append(i)
+        # requests sharing an ACK on one connection: pipelining
+        key = list(zip(w.client, w.client_port, w.server, w.server_port, w.ack))
+        reqs = w.q >= 0
+        self.shared_ack = Counter(k for k, is_req in zip(key, reqs) if is_req)
+        self.w_key = key
+
+    def missing_in_tshark(self, f: int) -> str:
+        if self.mode == "reassembly" and f in self.fp_frames:
+            return "reassembly_incomplete"
+        return _frame_reason_not_in_tshark(self.info.get(f))
+
+    def missing_in_webtap(self, f: int) -> str:
+        if self.mode == "reassembly" and f not in self.fp_frames:
+            return "reassembled_message"
+        x = self.info.get(f)
+        if x is None:
+            return "unexplained"
+        return _frame_reason_not_in_webtap(x.protocols, x.ip_fragment, x.payload_starts_message)
+
+    def _copy_or_pipelined(self, f1: int, f2: int) -> str:
+        """Two request (or two response) frames of one connection that share the ACK (SEQ):
+        copies of one message if their own TCP SEQ is equal too, else pipelined messages."""
+        s1, s2 = self.seq_of.get(int(f1)), self.seq_of.get(int(f2))
+        return "other_copy" if s1 is not None and s1 == s2 else "pipelined"
+
+    def _tshark_pair(self, T) -> str:
+        """tshark pairs T (q, r) and webtap does not."""
+        if T.seq != T.ack:
+            k = (T.client, T.client_port, T.server, T.server_port, T.ack)
+            return "pipelined" if self.shared_ack.get(k, 0) > 1 or T.q_msgs > 1 else "seq_not_ack"
+        for i in self.w_of.get(int(T.r), []):
+            W = self.w.iloc[i]
+            if W.q >= 0 and W.q != T.q:         # webtap gives the response to another request
+                return self._copy_or_pipelined(W.q, T.q)
+        for i in self.w_of.get(int(T.q), []):
+            W = self.w.iloc[i]
+            if W.r >= 0 and W.r != T.r:         # webtap gives the request another response
+                return self._copy_or_pipelined(W.r, T.r)
+            if W.unmatched_reason == "gc":
+                return "gc_timeout"
+        return "unexplained"
+
+    def _webtap_pair(self, W) -> str:
+        """webtap pairs W (q, r) and tshark does not."""
+        if W.request_repeat or W.response_repeat:
+            return "retransmission"
+        if self.mode == "first_packet" and len(self.starts) > 1 and \
+                _chunk_of(W.q, self.starts) != _chunk_of(W.r, self.starts):
+            return "chunk_boundary"
+        for j in self.t_of.get(int(W.r), []):
+            T = self.t.iloc[j]
+            if T.q >= 0 and T.q != W.q:         # tshark gives the response to another request
+                return self._tshark_pair(T) if T.seq != T.ack else \
+                    self._copy_or_pipelined(W.q, T.q)
+            if T.q < 0:
+                return "tshark_no_request_in"
+        for j in self.t_of.get(int(W.q), []):
+            T = self.t.iloc[j]
+            if T.r >= 0 and T.r != W.r:         # tshark gives the request another response
+                return self._tshark_pair(T) if T.seq != T.ack else \
+                    self._copy_or_pipelined(W.r, T.r)
+        return "unexplained"
+
+    def merged(self, T) -> bool:
+        """tshark's reassembly glued segments that start several first-packet messages into
+        one message (e.g. server data sent before the request, then the response)."""
+        if self.mode != "reassembly" or T is None:
+            return False
+        if 0 <= T.r < T.q:          # the reassembled response begins before its request
+            return True
+        return any(sum(f in self.fp_frames for f in segs) > 1 for segs in (T.q_segs, T.r_segs))
+
+    def pair(self, W, T) -> str:
+        """Reason why W (webtap's row) and T (tshark's) differ; either may be None."""
+        if self.merged(T):
+            return "reassembly_merged"
+        for X in (W, T):       # 101 Switching Protocols is final: it pairs like any response
+            if X is not None and 100 <= X.status < 200 and X.status != 101:
+                return "interim"
+        if W is not None and (W.interim or W.after_interim):
+            return "interim"
+        if self.mode == "reassembly" and len(self.starts) > 1 and W is not None and \
+                W.q >= 0 and W.r >= 0 and _chunk_of(W.q, self.starts) != _chunk_of(W.r, self.starts):
+            return "chunk_boundary"
+        if W is not None:
+            for f in (W.q, W.r):
+                if f >= 0 and f not in self.mode_frames:
+                    return "retransmission" if (W.request_repeat or W.response_repeat) \
+                        else self.missing_in_tshark(int(f))
+        if T is not None:
+            for f in (T.q, T.r):
+                if f >= 0 and f not in self.w_frames:
+                    return self.missing_in_webtap(int(f))
+        if T is not None and T.q >= 0 and T.r >= 0 and (W is None or (W.q, W.r) != (T.q, T.r)):
+            if W is not None and (W.request_repeat or W.response_repeat):
+                return "retransmission"
+            why = self._tshark_pair(T)
+            if why != "unexplained" or W is None or W.q < 0 or W.r < 0:
+                return why
+        if W is not None and W.q >= 0 and W.r >= 0:
+            return self._webtap_pair(W)
+        if W is not None and (W.request_repeat or W.response_repeat):
+            return "retransmission"
+        # a half of a transaction the other tool pairs: the other row's reason
+        if W is not None:
+            for f in (W.q, W.r):
+                for j in self.t_of.get(int(f), []) if f >= 0 else []:
+                    T2 = self.t.iloc[j]
+                    if self.merged(T2):
+                        return "reassembly_merged"
+                    if T2.q >= 0 and T2.r >= 0:
+                        return self._tshark_pair(T2)
+        if T is not None:
+            for f in (T.q, T.r):
+                for i in self.w_of.get(int(f), []) if f >= 0 else []:
+                    W2 = self.w.iloc[i]
+                    if W2.q >= 0 and W2.r >= 0:
+                        return self._webtap_pair(W2)
+        return "unexplained"
+
+    def field(self, name, W, T) -> str:
+        wv, tv = getattr(W, name), getattr(T, name)
+        if W.text_clipped:
+            return "text_clipped"
+        if name == "status":
+            return "bad_status_code" if W.status == 0 else (
+                "several_messages" if T.r_msgs > 1 else "unexplained")
+        msgs = T.r_msgs if name == "reason" else T.q_msgs
+        wv = wv if isinstance(wv, str) else ""
+        if self.mode == "reassembly" and isinstance(tv, str):
+            if name == "uri" and W.uri_truncated and tv.startswith(wv or ""):
+                return "uri_truncated"
+            if name in ("host", "user_agent") and tv.startswith(wv):
+                return "header_after_first_packet"
+        return "several_messages" if msgs > 1 else "unexplained"
+
+
+def _field_equal(name, wv, tv) -> bool:
+    """tshark's -T fields prints an absent field and an empty one alike: both are ''."""
+    if name == "status":
+        return int(wv) == int(tv)
+    return (_tshark_text(wv) or "") == (_tshark_text(tv) or "")
+
+
+def compare_modes(w: pd.DataFrame, tx: dict, frames: dict, info: dict,
+                  chunk_starts: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(transactions, field differences) of one trace over every mode in tx (mode -> tshark
+    transaction rows)."""
+    fp_frames = set(frames["first_packet"].first_frame) if "first_packet" in frames else set()
+    seq_of = {}
+    for f in frames.values():
+        seq_of.update(zip(f.frame[f.frame == f.first_frame].astype(int), f.seq.astype(int)))
+    rows, fdiffs = [], []
+    for mode, t in tx.items():
+        j = join_transactions(w, t)
+        ex = _Explainer(mode, w, t, j, fp_frames, set(frames[mode].first_frame), info,
+                        chunk_starts, seq_of)
+        for wi, ti, how in j.itertuples(index=False):
+            W = w.iloc[wi] if wi >= 0 else None
+            T = t.iloc[ti] if ti >= 0 else None
+            same = how == "exact"
+            cat = None if same else ex.pair(W, T)
+            X = W if W is not None else T
+            rows.append((mode, how, "both" if wi >= 0 and ti >= 0 else how, not same, cat,
+                         int(W.q) if W is not None else -1, int(W.r) if W is not None else -1,
+                         int(T.q) if T is not None else -1, int(T.r) if T is not None else -1,
+                         X.client, int(X.client_port), X.server, int(X.server_port),
+                         W.time_s if W is not None else np.nan,
+                         T.time_s if T is not None else np.nan))
+            if W is None or T is None:
+                continue
+            checks = []
+            if W.q >= 0 and W.q == T.q:
+                checks += ["method", "uri", "host", "user_agent"]
+            if W.r >= 0 and W.r == T.r:
+                checks += ["status", "reason"]
+            for name in checks:
+                if not _field_equal(name, getattr(W, name), getattr(T, name)):
+                    fdiffs.append((mode, name, W.q, W.r, getattr(W, name), getattr(T, name),
+                                   ex.field(name, W, T)))
+            if mode == "first_packet" and same and W.q >= 0 and W.r >= 0 and \
+                    abs(W.time_s - T.time_s) > 1.5e-6:
+                fdiffs.append((mode, "response_time", W.q, W.r, W.time_s, T.time_s, "unexplained"))
+    tcols = ["mode", "how", "side", "differs", "category", "webtap_request_frame",
+             "webtap_response_frame", "tshark_request_frame", "tshark_response_frame", "client_ip",
+             "client_port", "server_ip", "server_port", "webtap_time_s", "tshark_time_s"]
+    fcols = ["mode", "field", "request_frame", "response_frame", "webtap", "tshark", "category"]
+    trans = pd.DataFrame(rows, columns=tcols)
+    trans["differs"] = trans.differs.astype(bool)   # an empty object column would select columns
+    return trans, pd.DataFrame(fdiffs, columns=fcols)

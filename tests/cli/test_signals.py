@@ -1,0 +1,204 @@
+"""SIGINT / SIGTERM end a run whose read blocks (a FIFO kept open by its writer): exit 130 / 143,
+one stderr line saying after how many packets, an earlier output left alone, the records so far
+in OUT.partial.EXT marked partial, no temporary left (docs/CLI.md).
+
+Deterministic: the signal is sent after an event, never after a guessed sleep. The writer's
+open() of the FIFO returns only once the tool opened it (after its handlers were installed), and
+its write() of the whole payload returns only once the tool has read all but a pipe buffer of it;
+the payload is several reader chunks (4 MiB each), so the tool has passed batches on before it
+blocks waiting for more.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import threading
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from tests import pcapbuild as pb
+from tests.cli import contract as C
+
+EARLIER = b"an earlier run's output\n"
+
+
+@pytest.fixture(scope="module")
+def payload() -> bytes:
+    # ~20 MiB: five 4 MiB reader chunks, so batches are handed on before the read blocks
+    return pb.pcap(C.transactions(10_000, pad=1800))
+
+
+class FifoFeeder:
+    """Writes `data` into a FIFO and keeps it open until release()."""
+
+    def __init__(self, path: pathlib.Path, data: bytes):
+        os.mkfifo(path)
+        self.path, self.data = path, data
+        self.opened = threading.Event()
+        self.written = threading.Event()
+        self.release = threading.Event()
+        self.error = None
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        try:
+            with open(self.path, "wb") as f:     # returns when the tool opens the FIFO
+                self.opened.set()
+                f.write(self.data)               # returns when the tool has read it (but a pipe's worth)
+                f.flush()
+                self.written.set()
+                self.release.wait(600)
+        except BrokenPipeError:
+            self.written.set()
+        except BaseException as e:  # noqa: BLE001
+            self.error = e
+            self.opened.set()
+            self.written.set()
+
+
+def _start(argv, **kw):
+    env = dict(os.environ)
+    env.pop("WEBTAP_DEBUG", None)
+    return subprocess.Popen([C.PY, "-m", *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, **kw)
+
+
+def _finish(p, feeder):
+    try:
+        out, err = p.communicate(timeout=300)
+    finally:
+        feeder.release.set()
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _interrupted_line(err: str, sig: str) -> int:
+    m = re.search(rf": interrupted by {sig} after (\d+) packets", err)
+    assert m, err
+    assert "Traceback" not in err, err
+    return int(m.group(1))
+
+
+def _signal_after_consumed(tmp_path, argv_for, payload, sig, out_name, data=None):
+    fifo = tmp_path / "trace.fifo"
+    out = tmp_path / out_name
+    out.write_bytes(EARLIER)
+    feeder = FifoFeeder(fifo, data if data is not None else payload)
+    p = _start(argv_for(fifo, out))
+    assert feeder.written.wait(300), "the tool never read the FIFO"
+    assert feeder.error is None, feeder.error
+    p.send_signal(sig)
+    rc, stdout, err = _finish(p, feeder)
+    return rc, stdout, err, out
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_httpanalyzer_keeps_records_so_far_as_partial(tmp_path, payload, sig, rc):
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", f, "-o", o, "--no-progress"], payload, sig,
+        "out.parquet")
+    assert got == rc, err
+    assert _interrupted_line(err, signal.Signals(sig).name) > 0
+    assert out.read_bytes() == EARLIER                     # never replaced by a partial run
+    part = tmp_path / "out.partial.parquet"
+    meta = pq.read_metadata(part).metadata
+    assert meta[b"webtap.partial"] == b"true"
+    assert meta[b"webtap.interrupted_by"] == signal.Signals(sig).name.encode()
+    t = pq.read_table(part)
+    assert 0 < t.num_rows < 10_000
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_httpanalyzer_gzip_stream_in_process_pairing(tmp_path, payload):
+    """A gzip'd trace through the FIFO (the inflating reader blocks), pairing in this process."""
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", f, "-o", o, "--consumers", "0",
+                                "--no-progress"],
+        payload, signal.SIGINT, "out.csv", data=gzip.compress(payload + payload, 1))
+    assert got == 130, err
+    _interrupted_line(err, "SIGINT")
+    assert out.read_bytes() == EARLIER
+    # how far inflating got when the compressed bytes were all read is not an event we can
+    # wait for: records so far may be none (then no partial file); if any, a valid file
+    part = tmp_path / "out.partial.csv"
+    if part.exists():
+        assert pacsv.read_csv(part).num_rows > 0
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_webtap_dissect_stdout_stops(tmp_path, payload):
+    fifo = tmp_path / "trace.fifo"
+    feeder = FifoFeeder(fifo, payload)
+    p = _start(["webtap.cli", "dissect", fifo])
+    first = p.stdout.readline()                  # the event: the first message line
+    assert first.count(b"|") == 12, first
+    p.send_signal(signal.SIGINT)
+    rc, _, err = _finish(p, feeder)
+    assert rc == 130, err
+    assert _interrupted_line(err, "SIGINT") > 0
+
+
+def test_webtap_dissect_to_file(tmp_path, payload):
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["webtap.cli", "dissect", f, "-o", o], payload, signal.SIGTERM,
+        "m.parquet")
+    assert got == 143, err
+    assert _interrupted_line(err, "SIGTERM") > 0
+    assert out.read_bytes() == EARLIER
+    part = tmp_path / "m.partial.parquet"
+    assert pq.read_metadata(part).metadata[b"webtap.partial"] == b"true"
+    assert pq.read_table(part).num_rows > 0
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_urlfilter_scan(tmp_path, payload, sig, rc):
+    db = C.make_db(tmp_path / "bl.db")
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["urlfilter.cli", "--db", db, "scan", f, "-o", o], payload, sig,
+        "hits.csv")
+    assert got == rc, err
+    assert _interrupted_line(err, signal.Signals(sig).name) > 0
+    assert out.read_bytes() == EARLIER
+    t = pacsv.read_csv(tmp_path / "hits.partial.csv")
+    assert t.num_rows > 0 and "url" in t.column_names
+
+
+def test_httpanalyzer_compare(tmp_path, payload):
+    """compare reads the FIFO with webtap first (tshark would read it next): a signal then ends
+    the whole comparison, tshark included."""
+    got, _, err, _ = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", "compare", f, "--json"], payload,
+        signal.SIGINT, "unused.txt")
+    assert got == 130, err
+    assert _interrupted_line(err, "SIGINT") > 0
+
+
+def _has_lo() -> bool:
+    return os.path.exists("/sys/class/net/lo") and os.geteuid() == 0
+
+
+@pytest.mark.skipif(not _has_lo(), reason="live capture on lo needs root (CAP_NET_RAW)")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_urlfilter_run_ends_on_ctrl_c(tmp_path, sig):
+    """A live filter ends normally on SIGINT (Ctrl-C) or SIGTERM: exit 0, hits written."""
+    db = C.make_db(tmp_path / "bl.db")
+    out = tmp_path / "hits.csv"
+    p = _start(["urlfilter.cli", "--db", db, "run", "-i", "lo", "-o", out])
+    # the event: the status line (printed once the capture runs and its handlers are set)
+    buf = b""
+    while b"packets" not in buf:
+        ch = p.stderr.read1(4096) if hasattr(p.stderr, "read1") else p.stderr.read(1)
+        assert ch, "urlfilter run ended before its status line"
+        buf += ch
+    p.send_signal(sig)
+    out_s, err = p.communicate(timeout=120)
+    err = buf.decode() + err.decode()
+    assert p.returncode == 0, err
+    assert f"stopped by {signal.Signals(sig).name}" in err and "Traceback" not in err
+    assert out.exists() and not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
