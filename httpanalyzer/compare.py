@@ -44,6 +44,10 @@ def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_
 
     if records is None:
         records = httpanalyzer.analyze(path, gc_timeout=gc_timeout)
+        from webtap.stream import TALLY
+
+        if TALLY.stop_requested:       # analyze() ended its input on Ctrl-C / SIGTERM
+            raise KeyboardInterrupt("stop requested")
     frames, cmds, chunks = tshark_http(path, tuple(MODES), tshark=tshark,
                                        chunk_packets=chunk_packets, jobs=jobs)
     w = webtap_transactions(records)
@@ -131,53 +135,104 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         per_trace=pd.DataFrame(per), skipped=skipped)
 
 
-def cli(argv=None) -> int:
-    """`httpanalyzer compare TRACE... [--report DIR] [--json]`."""
+def build_parser():
     import argparse
-    import json
+
+    from webtap import clikit
 
     ap = argparse.ArgumentParser(
         prog="httpanalyzer compare",
         description="Compare webtap's HTTP transactions with the real tshark, in its "
                     "first-packet mode and its reassembly mode; every difference gets a category "
-                    "(docs/ACCURACY.md).")
-    ap.add_argument("traces", nargs="+", metavar="TRACE")
+                    "(docs/ACCURACY.md).",
+        epilog="Exit codes: 0 compared; 1 a trace could not be read or tshark failed (one line "
+               "naming it), or nothing to compare; 2 usage error; 130/143 interrupted by "
+               "SIGINT/SIGTERM. See docs/CLI.md.")
+    ap.add_argument("traces", nargs="+", metavar="TRACE",
+                    help="pcap / pcapng files (gzip'd too), each compared on its own")
     ap.add_argument("--report", metavar="DIR", help="write summary.md/.html, PNG figures, CSVs")
     ap.add_argument("--plots", metavar="DIR",
                     help="write only the figures (the paper's Figs. 4-7: response-time CCDF, "
                          "status codes, methods, URL length) as PNG to DIR")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    ap.add_argument("--chunk-packets", type=int, default=1_000_000, metavar="N",
+    ap.add_argument("--chunk-packets", type=clikit.positive_int, default=1_000_000, metavar="N",
                     help="tshark reads traces longer than N packets in editcap chunks of N "
                          "(default 1000000)")
-    ap.add_argument("--jobs", type=int, default=2, help="tshark processes at once (default 2)")
-    ap.add_argument("--tshark", default="tshark", help="tshark binary (default: on PATH)")
-    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S")
-    a = ap.parse_args(argv)
+    ap.add_argument("--jobs", type=clikit.positive_int, default=2, metavar="N",
+                    help="tshark processes at once (default 2, at most 2)")
+    ap.add_argument("--tshark", default="tshark", metavar="PATH",
+                    help="tshark binary (default: on PATH)")
+    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
+                    help="webtap's pairing window in seconds of capture time (default 60)")
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a line per trace on stderr as it is done (default: when stderr is a "
+                         "terminal)")
+    clikit.add_common(ap)
+    return ap
+
+
+def _handle(a, run) -> int:
+    import json
+    import math
+
+    from webtap import clikit
+
+    for d in (a.report, a.plots):
+        if d is not None and os.path.exists(d) and not os.path.isdir(d):
+            raise clikit.UsageError(f"needs a folder, {d}")
     for p in a.traces:
         if not os.path.exists(p):
-            print(f"httpanalyzer compare: no such file: {p}", file=sys.stderr)
-            return 2
+            raise clikit.RunError(f"No such file or directory, {p}")
+        if os.path.isfile(p):          # (a FIFO is read once, by the comparison itself)
+            from webtap.capture import open_trace
+
+            with open_trace(p):        # NotACapture: one line, exit 1
+                pass
+    show = a.progress if a.progress is not None else (sys.stderr.isatty() and not a.quiet)
+    n = len(a.traces)
+    done = []
+
+    def progress(path, row):
+        done.append(path)
+        if show:
+            print(f"httpanalyzer compare: {len(done)}/{n} {path}", file=sys.stderr, flush=True)
+
     try:
         c = compare_traces(a.traces, tshark=a.tshark, chunk_packets=a.chunk_packets,
-                           jobs=max(1, min(a.jobs, 2)), gc_timeout=a.gc_timeout)
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
-        print(f"httpanalyzer compare: {e}", file=sys.stderr)
-        return 1
+                           jobs=max(1, min(a.jobs, 2)), gc_timeout=a.gc_timeout,
+                           progress=progress)
+    except TsharkError as e:
+        raise clikit.RunError(clikit.describe(e)) from None
+    except subprocess.CalledProcessError as e:
+        raise clikit.RunError(f"{e.cmd[0]} exited with status {e.returncode}") from None
+    for s in c.skipped:
+        run.error(clikit.what_where(s))
+    if len(c.skipped) == n:
+        raise clikit.Exit(1)
+    ks = c.ks()
+    if all(isinstance(v, float) and math.isnan(v) for v in ks.values()):
+        raise clikit.RunError("nothing to compare: no HTTP transactions, "
+                              + ", ".join(a.traces))
     if a.report:
         c.write_report(a.report)
     if a.plots:
         from httpanalyzer.plot import save_figures
 
         for p in save_figures(c.figures(), a.plots):
-            print(f"httpanalyzer compare: wrote {p}", file=sys.stderr)
+            run.note(f"wrote {p}")
     if a.json:
         print(json.dumps(c.summary()))
     else:
         print(c.markdown().split("## Response time")[0].rstrip())
-        ks = c.ks()
         print(f"\nKS first-packet {ks['ks_first_packet']:.4f}, reassembly {ks['ks_reassembly']:.4f}")
         if a.report:
             print(f"report: {os.path.join(a.report, 'summary.md')}")
         print(f"unexplained differences: {c.unexplained}")
-    return 0
+    return 0                           # a trace skipped among several: said above
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer compare TRACE... [--report DIR] [--json]` (the webtap.clikit contract)."""
+    from webtap import clikit
+
+    return clikit.main("httpanalyzer compare", build_parser(), _handle, argv)

@@ -206,7 +206,7 @@ def main(argv=None) -> int:
 def _handle(args, run) -> int:
     import sqlite3
 
-    from urlfilter.errors import InvalidUrl, UrlFilterError
+    from urlfilter.errors import InvalidUrl, StoreError, UrlFilterError
 
     run.quiet = bool(getattr(args, "quiet", False))
     if args.cmd in ("scan", "run", "timing"):
@@ -218,6 +218,10 @@ def _handle(args, run) -> int:
         return _run(mgr, args, run)
     except InvalidUrl as e:
         raise clikit.UsageError(str(e)) from None
+    except (ValueError, StoreError) as e:
+        if args.cmd != "add":
+            raise
+        raise clikit.UsageError(clikit.describe(e)) from None    # a bad --daily / --from
     except sqlite3.Error as e:
         raise clikit.RunError(f"the store refused it ({e}), {_db_path(args)}") from None
     except UrlFilterError as e:

@@ -123,6 +123,7 @@ def hits_by_category(table, gets: int | None = None):
         ax.set_xlim(0, table["hits"].max() * 1.3)
     else:
         # nothing to draw: say so, on a 0..1 axis (an empty autoscaled axis shows negative ticks)
+        ax.barh([], [], color="C3", label="no GET matched the blacklist")
         ax.set_xlim(0, 1)
         ax.text(0.5, 0.5, "no hits", transform=ax.transAxes, ha="center", va="center",
                 fontsize=11, color="0.3")
@@ -135,8 +136,7 @@ def hits_by_category(table, gets: int | None = None):
     ax.set_xlabel("GET requests (count)")
     ax.set_ylabel("category")
     ax.set_title("Blacklist hits by category" + (f" ({gets:,} GETs looked up)" if gets else ""))
-    if len(table):
-        ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
 

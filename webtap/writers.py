@@ -147,6 +147,8 @@ class CsvWriter:
     def write(self, data) -> None:
         import pyarrow.csv as pacsv
 
+        if self.w is None:
+            self.schema = data.schema          # a header even if no batch has a row
         for b in _batches(data):
             if self.w is None:
                 self.w = pacsv.CSVWriter(self.f, b.schema,

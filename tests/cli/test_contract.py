@@ -249,3 +249,39 @@ def test_live_interface_that_does_not_exist(tmp_path):
         _check_failure(r, 1, out)
         assert "nosuch0" in r.stderr
         assert "No such device exists: No such device exists" not in r.stderr
+
+
+# -- httpanalyzer compare (tshark is a peer: the comparison needs it) ---------------------------
+
+@pytest.mark.parametrize("bad,rc", [("missing", 1), ("directory", 1), ("empty", 1), ("text", 1)])
+def test_compare_unreadable_trace(bad, rc, inputs):
+    r = C.run(["httpanalyzer.cli", "compare", inputs[bad]])
+    assert r.returncode == rc, r.stderr
+    assert "Traceback" not in r.stderr and len(C.error_lines(r.stderr)) == 1, r.stderr
+    assert inputs[bad].name in r.stderr
+
+
+@pytest.mark.parametrize("opt", [["--jobs", "0"], ["--gc-timeout", "-5"], ["--chunk-packets", "x"]])
+def test_compare_bad_number(opt, inputs):
+    r = C.run(["httpanalyzer.cli", "compare", inputs["good"], *opt])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_compare_when_tshark_fails(inputs, tmp_path):
+    fake = tmp_path / "tshark"
+    fake.write_text("#!/bin/sh\necho 'tshark: broken on purpose' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    r = C.run(["httpanalyzer.cli", "compare", inputs["good"], "--tshark", fake])
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and len(C.error_lines(r.stderr)) == 1, r.stderr
+    assert "tshark" in r.stderr
+
+
+def test_compare_nothing_to_compare(tmp_path):
+    from tests import pcapbuild as pb
+
+    empty = tmp_path / "nohttp.pcap"
+    empty.write_bytes(pb.pcap([]))
+    r = C.run(["httpanalyzer.cli", "compare", empty])
+    assert r.returncode == 1 and "nothing to compare" in r.stderr, r.stderr
+    assert "KS nan" not in r.stdout

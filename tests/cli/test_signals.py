@@ -169,6 +169,16 @@ def test_urlfilter_scan(tmp_path, payload, sig, rc):
     assert t.num_rows > 0 and "url" in t.column_names
 
 
+def test_httpanalyzer_compare(tmp_path, payload):
+    """compare reads the FIFO with webtap first (tshark would read it next): a signal then ends
+    the whole comparison, tshark included."""
+    got, _, err, _ = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", "compare", f, "--json"], payload,
+        signal.SIGINT, "unused.txt")
+    assert got == 130, err
+    assert _interrupted_line(err, "SIGINT") > 0
+
+
 def _has_lo() -> bool:
     return os.path.exists("/sys/class/net/lo") and os.geteuid() == 0
 

@@ -78,8 +78,10 @@ def test_timing_cli_report_and_plot(tmp_path, db, capsys):
 
 def test_bad_blacklist_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "junk").write_bytes(b"not a blacklist")
-    assert main(["scan", _trace(tmp_path), "--blacklist", str(tmp_path / "junk")]) == 2
-    assert main(["scan", _trace(tmp_path), "--blacklist", str(tmp_path / "absent")]) == 2
+    # not a store, or no store there: a run failure (exit 1, docs/CLI.md), nothing created
+    assert main(["scan", _trace(tmp_path), "--blacklist", str(tmp_path / "junk")]) == 1
+    assert main(["scan", _trace(tmp_path), "--blacklist", str(tmp_path / "absent")]) == 1
+    assert not (tmp_path / "absent").exists()
 
 
 REAL = ["zeek/http/1000-requests-one-dropped-response.pcap.gz", "httpreplay", "acandeias-intrusiondetection"]

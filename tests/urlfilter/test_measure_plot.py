@@ -62,7 +62,7 @@ def test_scan_and_timing_plots_cli(tmp_path, capsys):
     assert main(["scan", tr, "--blacklist", db, "--plots", str(tmp_path / "p"), "--json"]) == 0
     assert main(["timing", tr, "--blacklist", db, "--plots", str(tmp_path / "p"), "--json"]) == 0
     names = sorted(p.name for p in (tmp_path / "p").iterdir())
-    assert names == ["hits_by_category.png", "match_time.png", "timing_condition.png"]
+    assert names == ["hits_by_category.png", "margin_cdf.png", "match_time.png", "timing_condition.png"]
     assert all((tmp_path / "p" / n).read_bytes()[:4] == b"\x89PNG" for n in names)
     err = capsys.readouterr().err
     assert "wrote" in err and "timing_condition.png" in err

@@ -176,7 +176,7 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert st["urls"] == 2 and st["bytes_per_url"] > 0 and st["by_category"] == {"malware": 1, "phishing": 1}
     assert main(["--db", db, "add", "x.com", "--category", "c", "--daily", "99:00-1"]) == 2
     assert "error" in capsys.readouterr().err
-    assert main(["--db", db, "import", str(tmp_path / "missing.txt")]) == 2
+    assert main(["--db", db, "import", str(tmp_path / "missing.txt")]) == 1   # nothing imported
     assert main(["--db", db, "export", str(tmp_path / "e.csv")]) == 0
     assert (tmp_path / "e.csv").read_text().count("\n") == 3
     assert main(["--db", db, "backup", str(tmp_path / "b.db")]) == 0
@@ -186,7 +186,15 @@ def test_cli_end_to_end(tmp_path, capsys):
 def test_cli_entry_point(tmp_path):
     r = subprocess.run([sys.executable, "-m", "urlfilter.cli", "--db", str(tmp_path / "e.db"), "stats", "--json"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and json.loads(r.stdout)["urls"] == 0
+    # a store that does not exist is an error, and nothing is created (docs/CLI.md)
+    assert r.returncode == 1 and "no blacklist store" in r.stderr
+    assert not (tmp_path / "e.db").exists()
+    r = subprocess.run([sys.executable, "-m", "urlfilter.cli", "--db", str(tmp_path / "e.db"), "add",
+                        "x.example", "--category", "c"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "urlfilter.cli", "--db", str(tmp_path / "e.db"), "stats", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["urls"] == 1
 
 
 def test_import_folder_of_plain_lists_and_empty_folder(tmp_path):
