@@ -84,6 +84,7 @@ FIELDS = [
     ("ip_version", pa.uint8(), "4 or 6"),
     ("vlan", pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
     ("text_clipped", pa.bool_(), "some text was clipped to the record's field width"),
+    ("community_id", pa.string(), "Community ID v1 of the flow (TCP; UDP for QUIC), as on the HTTP records"),
 ]
 COLUMNS = [f[0] for f in FIELDS]
 SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in FIELDS])
@@ -111,6 +112,8 @@ def _split(col: pa.Array, typ=pa.string()) -> pa.Array:
 def to_table(raw: np.ndarray) -> pa.Table:
     """TlsRecord rows (uint8 buffer from TlsTable.take) -> Arrow table of SCHEMA (columnar,
     no per-record Python)."""
+    from webtap._ext.communityid import community_id
+
     r = np.frombuffer(raw, dtype=TLS_RECORD_DTYPE) if raw.dtype != TLS_RECORD_DTYPE else raw
     if len(r) == 0:
         return SCHEMA.empty_table()
@@ -175,6 +178,11 @@ def to_table(raw: np.ndarray) -> pa.Table:
         "ip_version": pa.array(r["ip_version"]),
         "vlan": pa.array(vlan, mask=vlan == 0xFFFF),
         "text_clipped": pa.array((ch["clipped"] | sh["clipped"]) != 0),
+        # the same C function as the HTTP records' column (ext/communityid.pyx), per row protocol
+        "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
+                                     np.ascontiguousarray(r["server_ip"]), r["server_port"],
+                                     r["ip_version"],
+                                     np.where(r["transport"] == 1, 17, 6).astype(np.uint8)),
     }
     return pa.Table.from_arrays([cols[n].cast(SCHEMA.field(n).type) for n in COLUMNS], schema=SCHEMA)
 
@@ -303,7 +311,9 @@ def _text_schema() -> pa.Schema:
 
 
 def _views() -> dict:
-    return {"csv": text_view, "lines": text_view}
+    from httpanalyzer.zeek import ssl_log_view
+
+    return {"csv": text_view, "lines": text_view, "zeek": ssl_log_view}
 
 
 def open_output(run, path: str):

@@ -82,3 +82,26 @@ def test_other_protocol_and_bad_arguments():
                      np.array([4], np.uint8), seed=1 << 16)
     assert community_id(np.zeros((0, 16), np.uint8), np.zeros(0, np.uint16), np.zeros((0, 16), np.uint8),
                         np.zeros(0, np.uint16), np.zeros(0, np.uint8)).to_pylist() == []
+
+
+def test_tls_and_quic_records_of_the_shared_tls_traces():
+    """The TLS records (httpanalyzer.tls) carry the same column: TCP for TLS, UDP for QUIC."""
+    from httpanalyzer import analyze_tls
+    from tests.conftest import SHARED
+
+    files = [SHARED / "traces-tls" / f for f in ("pcapplusplus/ExamplesTest_pcap_examples_tls2.pcap",
+                                               "mercury/quic-crypto-packets.pcap",
+                                               "ja4/ipv6.pcapng")]
+    if not all(f.exists() for f in files):
+        pytest.skip("the shared TLS traces are missing")
+    seen = set()
+    for f in files:
+        df = analyze_tls(str(f))
+        assert len(df) > 0, f
+        cid = communityid.CommunityID()
+        for c, cp, s, sp, tr, got in zip(df["client_ip"], df["client_port"], df["server_ip"],
+                                         df["server_port"], df["transport"], df["community_id"]):
+            make = communityid.FlowTuple.make_udp if tr == "quic" else communityid.FlowTuple.make_tcp
+            assert got == cid.calc(make(c, s, int(cp), int(sp))), (f, c, cp, s, sp, tr)
+            seen.add((tr, ":" in c))
+    assert ("tcp", False) in seen and ("quic", False) in seen and ("tcp", True) in seen, seen
