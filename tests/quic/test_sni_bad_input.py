@@ -197,14 +197,18 @@ def test_quic_bad_input_counted(tmp_path):
 @settings(max_examples=150, deadline=None)
 @given(data=st.binary(max_size=1500), udp=st.booleans(), cut=st.integers(0, 1500))
 def test_garbage_never_forges(tmp_path_factory, data, udp, cut):
-    """Arbitrary payloads (and damaged real ClientHellos / Initials) never crash the pass and
-    never yield a lookup that was not a whole ClientHello with a matching SNI."""
+    """Arbitrary payloads (and damaged real ClientHellos / Initials) never crash the pass, and
+    every lookup carries a host-name SNI (garbage can complete a cut ClientHello into a valid one
+    with another name: that one is then looked up under that name, as a server would read it)."""
     base = initial(crypto(0, client_hello(sni_ext(b"evil.test"), quic=True)), dcid=DCID) if udp \
         else records(client_hello(sni_ext(b"evil.test")))
     mixed = base[:cut % (len(base) + 1)] + data
     d = tmp_path_factory.mktemp("g")
     write(d / "g.pcap", [frame(data, sport=5, udp=udp), frame(mixed, sport=6, udp=udp)])
     rows, c = extract(d / "g.pcap")
+    host = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:")
     for r in rows:
-        assert r["sport"] == 6 and r["sni"] == b"evil.test"      # only an intact prefix can parse
+        assert 0 < len(r["sni"]) <= 255 and set(r["sni"]) <= host and r["key"]
+        if r["sport"] == 6 and r["sni"] != b"evil.test":
+            assert cut % (len(base) + 1) < len(base)          # only a cut ClientHello changes name
     assert c["sni_extracted"] == len(rows)
