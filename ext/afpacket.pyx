@@ -365,7 +365,7 @@ cdef class FanoutRing:
         wt_ring_close(&self.r)
 
 
-def open_group(str iface, int n, str mode="eq3", bpf=None, group=None, **ring_options):
+def open_group(str iface, int n, str mode="hash", bpf=None, group=None, **ring_options):
     """n FanoutRing sockets on `iface` joined to one fanout group (id `group`, default from the
     process id), the Eq. 3 program set when mode='eq3', then the user's filter on each."""
     if n < 1:

@@ -2,9 +2,9 @@
 
 `httpanalyzer -i IFACE --consumers N` (and `iter_record_batches(iface, live=True, consumers=N,
 capture="fanout")`): the parent opens N TPACKET_V3 sockets joined to one PACKET_FANOUT group
-(webtap._ext.afpacket), the kernel picks each packet's socket with the paper's Eq. 3 as a
-classic-BPF program (a request, keyed by its ACK, and its response, keyed by its SEQ, meet in
-one socket), and each consumer process reads its ring in place (no copy), dissects, pairs and
+(webtap._ext.afpacket), the kernel picks each packet's socket (by default its symmetric flow
+hash, so a connection's packets meet in one socket; or the paper's Eq. 3 as a classic-BPF
+program, see DEFAULT_MODE), and each consumer process reads its ring in place (no copy), dissects, pairs and
 sends its records back as Arrow IPC batches over a pipe (the feeder's wire format). Unlike the
 offline feeder (docs/FEEDER.md) nothing in user space reads every packet: the reader, which
 is the feeder's bottleneck, is the kernel here.

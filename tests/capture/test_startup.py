@@ -34,7 +34,8 @@ def _threads(module: str, expected: int, **env_over) -> tuple[str, list[str]]:
     return setting, [n for n in names.split(",") if n != "jemalloc_bg_thd"]
 
 
-@pytest.mark.parametrize("module", ["httpanalyzer", "urlfilter.tree", "webtap.capture"])
+# httpanalyzer.stream, not httpanalyzer: the package itself loads no numpy any more (lazy names)
+@pytest.mark.parametrize("module", ["httpanalyzer.stream", "urlfilter.tree", "webtap.capture"])
 def test_no_blas_threads(module):
     setting, threads = _threads(module, 1)
     assert setting == "1"
@@ -42,6 +43,21 @@ def test_no_blas_threads(module):
 
 
 def test_user_setting_wins():
-    setting, threads = _threads("httpanalyzer", 2, OPENBLAS_NUM_THREADS="2")
+    setting, threads = _threads("httpanalyzer.stream", 2, OPENBLAS_NUM_THREADS="2")
     assert setting == "2"
     assert len(threads) == 2, threads           # main + the one extra OpenBLAS thread
+
+
+def test_package_import_loads_nothing_heavy():
+    """`import httpanalyzer` (what every command does first) loads neither numpy nor pyarrow:
+    its names load on first use, so a command pays only for what its run needs."""
+    probe = ("import sys, httpanalyzer, webtap, urlfilter; "
+             "print(','.join(m for m in ('numpy', 'pyarrow', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout
+    # and the lazy names still resolve
+    out = subprocess.run([sys.executable, "-c", "import httpanalyzer, webtap; "
+                          "print(httpanalyzer.SCHEMA.names[0], callable(httpanalyzer.analyze), "
+                          "webtap.libpcap_version().startswith('libpcap'))"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["client_ip", "True", "True"], out.stdout

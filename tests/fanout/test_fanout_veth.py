@@ -212,3 +212,42 @@ def test_fanout_after_a_1xx(tmp_path, mode):
         assert int(live.after_interim.sum()) == 0
         assert int((live.outcome == "response_only").sum()) == apart
         assert got != want
+
+
+def test_cli_interface_with_consumers_uses_fanout(tmp_path):
+    """`httpanalyzer -i IFACE --consumers 2 --summary`: the kernel's fanout carries it; Ctrl-C
+    ends the capture and every transaction sent comes out paired."""
+    import signal
+    import time
+
+    from tests.fanout.replay import veth_namespace
+
+    offline = httpanalyzer.analyze(str(TRACE), consumers=0, gc_timeout=GC)
+    out = tmp_path / "live.csv"
+    with veth_namespace(f"{os.getpid() % 100000}c") as (ns, tx, rx):
+        cli = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "httpanalyzer.cli",
+                                "-i", rx, "--consumers", "2", "--gc-timeout", str(GC), "-o", str(out),
+                                "--summary", "--no-progress"], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        # ready when both consumer processes exist: they are forked after the group is up
+        deadline = time.monotonic() + 300                  # a hang guard, not a timing
+        while True:
+            kids = subprocess.run(["pgrep", "-f", "--", f"-i {rx} --consumers 2"], capture_output=True,
+                                  text=True).stdout.split()
+            if len(kids) >= 3:                  # the CLI (ip netns exec execs it) and 2 consumers
+                break
+            assert cli.poll() is None, cli.communicate()
+            assert time.monotonic() < deadline, "the fanout consumers never started"
+            time.sleep(0.1)
+        snd = _run_in(ns, "send", tx, TRACE, PPS)
+        so, se = snd.communicate(timeout=600)
+        assert snd.returncode == 0, se
+        time.sleep(1.0)            # the rings' blocks retire within 20 ms; the consumers read them
+        cli.send_signal(signal.SIGINT)
+        co, ce = cli.communicate(timeout=600)
+    assert cli.returncode == 0, ce
+    assert "2 consumer processes on AF_PACKET fanout rings (--consumers)" in co, co
+    import pandas as pd
+
+    live = pd.read_csv(out)
+    assert int(live.matched.sum()) == int(offline.matched.sum())
