@@ -46,6 +46,8 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
 	# Dask: the distributed analyzer (httpanalyzer --dask) and its LocalCluster tests
 	$(BIN)/pip install -q "dask[distributed,dataframe]"
+	# duckdb: tests/distributed reads the Dask dataset with it, as docs/DISTRIBUTED.md says users can
+	$(BIN)/pip install -q duckdb
 	# atheris: the coverage-guided fuzzer of tests/fuzz (smoke runs in make test, long runs in make fuzz)
 	$(BIN)/pip install -q atheris
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)

@@ -99,6 +99,8 @@ def _fail_environment_skip(rep) -> None:
     where, reason = _skip_reason(rep)
     if _allowed(rep.nodeid, reason):
         return
+    if reason.startswith("got empty parameter set"):
+        reason += " (the parameters are listed from shared data or tools: see 'missing here' in the header)"
     rep.outcome = "failed"
     rep.longrepr = (f"CI is set, so a skip is a failure: this test needs what is missing here: {reason}"
                     + (f" (skipped at {where})" if where else ""))

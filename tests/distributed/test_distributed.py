@@ -360,3 +360,49 @@ def test_cli_scheduler_address(cluster, traces, tmp_path):
     assert pq_out.is_dir() and list(pq_out.glob("chunk=*/*.parquet"))
     assert len(pd.read_parquet(pq_out)) == len(a) - 1
     assert cli.main([str(src), "--dask", addr, "-f", "tcp port", "-o", str(dist)]) == 2
+
+
+def test_cli_chunk_mb_sets_the_chunks(cluster, traces, tmp_path):
+    """`--chunk-mb` (documented in README.md and docs/DISTRIBUTED.md, untested before): smaller
+    chunks give more chunk partitions, a chunk larger than the trace gives one, and the records
+    are those of one process either way."""
+    from httpanalyzer import cli
+
+    client, _ = cluster
+    addr = client.scheduler.address
+    src = next(p for p in traces if p.name == "blackholev2.pcap")      # 3.9 MB
+    one = tmp_path / "one.csv"
+    assert cli.main([str(src), "-o", str(one), "--consumers", "0", "--no-progress"]) == 0
+    want = pd.read_csv(one)
+    chunks = {}
+    for mb in ("0.25", "64"):
+        out = tmp_path / f"recs-{mb}.parquet"
+        assert cli.main([str(src), "-o", str(out), "--dask", addr, "--chunk-mb", mb, "--no-progress"]) == 0
+        chunks[mb] = {p.name for p in out.glob("chunk=*") if any(p.glob("*.parquet"))}
+        got = pd.read_parquet(out)
+        assert len(got) == len(want) > 30
+        assert sorted(map(str, got["uri"].tolist())) == sorted(map(str, want["uri"].tolist()))
+    # 3.9 MB in 0.25 MiB steps, each rounded up to the end of a read batch (~2 MB of this
+    # trace): two chunks; in 64 MiB steps: one
+    assert len(chunks["64"]) == 1 and len(chunks["0.25"]) > 1, chunks
+    with pytest.raises(SystemExit) as e:                                # a usage error
+        cli.main([str(src), "--dask", addr, "--chunk-mb", "0", "-o", str(tmp_path / "x.csv")])
+    assert e.value.code == 2
+
+
+def test_dask_dataset_read_by_duckdb(cluster, jumpy, tmp_path):
+    """docs/DISTRIBUTED.md says DuckDB reads the dataset with hive partitioning: the same rows as
+    one process, every column (DuckDB's own types, compared loosely as for pandas)."""
+    duckdb = pytest.importorskip("duckdb")
+    client, _ = cluster
+    res, ref = same([str(jumpy)], tmp_path, scheduler=client, chunk_packets=20000)
+    con = duckdb.connect()
+    df = con.execute(f"SELECT * FROM read_parquet('{res.out_dir}/**/*.parquet', hive_partitioning=true)").df()
+    assert "chunk" in df.columns and df["chunk"].nunique() > 1
+    assert len(df) == len(ref)
+    assert loose(df) == loose(ref)
+    # and a query over it: transactions per status, as pandas counts them
+    by_status = dict(con.execute(f"SELECT status, count(*) FROM read_parquet('{res.out_dir}/**/*.parquet', "
+                                 "hive_partitioning=true) WHERE matched GROUP BY status").fetchall())
+    want = ref[ref.matched].groupby("status", observed=True).size()
+    assert by_status == {int(k): int(v) for k, v in want.items()}

@@ -210,6 +210,56 @@ def test_random_payload_never_forges(payload):
                                                               "bad_target", "bad_checksum", "canon_failed"))
 
 
+_HOSTS = ["evil.example", "EVIL.Example", "x.evil.example", "evil.example.", "notevil.example", "evil.examples",
+          "fine.example", "FINE.example:80", "fine.example:8080", "example"]
+_SEGS = ["bad", "BAD", "bad2", "x", "..", ".", "", "%62ad", "b%41d", "bad?q=1"]
+_BLACKLIST = ["evil.example", "fine.example/bad"]
+
+
+@st.composite
+def mixed_requests(draw):
+    """A well-formed GET whose Host and target are drawn so that about half hit the blacklist
+    (_BLACKLIST: a domain entry and a URL-prefix entry), with random printable bytes in an extra
+    header and random bytes after the head."""
+    host = draw(st.sampled_from(_HOSTS))
+    target = "/" + "/".join(draw(st.lists(st.sampled_from(_SEGS), max_size=4)))
+    junk = draw(st.text(alphabet=[chr(c) for c in range(0x20, 0x7f)], max_size=60))
+    tail = draw(st.binary(max_size=100))
+    head = f"GET {target} HTTP/1.1\r\nX-Junk: {junk}\r\nHost: {host}\r\n\r\n".encode()
+    return head + tail, host, target
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixed_requests())
+def test_random_payloads_with_blacklisted_urls_mixed_in(case):
+    """The hit is decided by an independent path: the reference canonicaliser
+    (tests/urlfilter/canon_reference.py) and the naive longest-prefix rule of tests/strategies.py,
+    not the tree; a hit forges exactly its FIN + RST pair, a miss nothing."""
+    import os
+    import tempfile
+
+    from tests.strategies import naive_prefix
+    from tests.urlfilter.canon_reference import reference
+
+    payload, host, target = case
+    keys = [reference(u.encode(), key=True) for u in _BLACKLIST]
+    want = naive_prefix(keys, reference((host + target).encode(), key=True))
+    with tempfile.TemporaryDirectory() as d:
+        p = req(payload)
+        p.time = 1_700_000_000
+        path = os.path.join(d, "r.pcap")
+        wrpcap(path, [p])
+        res = scan(path, tree(*_BLACKLIST))
+    c = res.counters
+    assert c["get"] == c["extracted"] == 1, c
+    df = res.to_pandas()
+    assert bool(df["hit"].iloc[0]) == (want is not None), (host, target, want, df.iloc[0].to_dict())
+    assert c["hits"] == (want is not None) and c["forged_frames"] == 2 * c["hits"]
+    if want is not None:
+        from urlfilter.canon import from_key
+        assert df["entry"].iloc[0] == from_key(want)
+
+
 def test_one_pass_with_the_http_analyzer(tmp_path):
     """The URL analyzer and the HTTP analyzer's pairing table share one pass (webtap.stream.run)."""
     from httpanalyzer.pairing import Pairer

@@ -111,6 +111,20 @@ def _wait_for(p: subprocess.Popen, what: bytes, timeout=20.0):
     assert what in buf, f"{p.args}: no {what!r} on stderr within {timeout} s"
 
 
+def _wait_in_pcap(pcap: Path, port: int, timeout=120.0):
+    """Until tcpdump (immediate mode, -U: written as read) has written a FIN or RST of the
+    connection from client port `port`, the last one of the test, instead of a fixed 0.5 s before
+    stopping it. The timeout only bounds a failure."""
+    expr = f"tcp port {port} and tcp[tcpflags] & (tcp-fin|tcp-rst) != 0"
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        r = subprocess.run(["tcpdump", "-nr", str(pcap), expr], capture_output=True, text=True, timeout=60)
+        if r.stdout.strip():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no FIN/RST of client port {port} in {pcap.name} within {timeout} s")
+
+
 def _wait_reload(p: subprocess.Popen, timeout=120.0):
     """Until the filter's status line (stderr, every reload_every = 1 s) counts a reload. The
     timeout only bounds a failure."""
@@ -174,7 +188,7 @@ def test_live_filter_cuts_blacklisted_connections(tmp_path):
         good.append(late)
         out, err = _stop(flt)
         if tcpdump is not None:
-            time.sleep(0.5)
+            _wait_in_pcap(pcap, bad[-1]["client_port"])     # the last connection's end is written
             _stop(tcpdump)
 
         for r in bad:
@@ -244,7 +258,7 @@ def test_without_delay_the_race_is_lost_and_the_report_says_so(tmp_path):
         while len(seen) < N_RACES or (not any(r["bytes"] for r in seen) and len(seen) < MAX_RACES):
             seen.append(_fetch(t, 80, f"/bad/{len(seen)}", "blocked.test"))
         _stop(flt)
-        time.sleep(0.5)
+        _wait_in_pcap(pcap, seen[-1]["client_port"])
         _stop(tcpdump)
         hits = pd.read_csv(hits_csv)
         assert len(hits) == len(seen)
