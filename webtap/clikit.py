@@ -51,7 +51,6 @@ import argparse
 import os
 import signal
 import sys
-from dataclasses import dataclass
 
 __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
            "what_where", "describe",
@@ -62,12 +61,16 @@ __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit
 DEBUG_ENV = "WEBTAP_DEBUG"
 
 
-@dataclass(frozen=True)
 class Format:
-    name: str
-    writer: str
-    stream: bool
-    help: str
+    """One row of OUTPUTS (a plain class: dataclasses would import inspect at start-up)."""
+
+    __slots__ = ("name", "writer", "stream", "help")
+
+    def __init__(self, name: str, writer: str, stream: bool, help: str):
+        self.name, self.writer, self.stream, self.help = name, writer, stream, help
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r}, {self.writer!r}, stream={self.stream}, help={self.help!r})"
 
 
 #: Output file extension -> format (see the module docstring for the row format).
