@@ -221,8 +221,9 @@ class Output:
     :meth:`commit`; anything not committed is discarded when the run ends."""
 
     def __init__(self, run: "Run", path: str, *, schema=None, views=None, formats=None,
-                 directory: bool = False):
+                 directory: bool = False, raw: bool = False):
         self.run = run
+        self.raw = raw                     # a file another module writes at self.tmp
         self.path = path
         self.schema = schema
         self.views = views or {}
@@ -236,6 +237,15 @@ class Output:
         ext = os.path.splitext(path)[1].lower()
         if not self.stdout and not directory and os.path.isdir(path):
             raise UsageError(f"output is a directory, {path}")
+        if raw:
+            if self.stdout:
+                raise UsageError("this output cannot be stdout, -")
+            self.format = None
+            self._check_target()
+            self._make_temp()
+            self._f.close()
+            self._f = None
+            return
         if directory:
             self.format = OUTPUTS.get(ext)
             if self.format is None or self.format.name != "parquet":
@@ -288,7 +298,7 @@ class Output:
 
     @property
     def target(self) -> str:
-        """Where a dataset writer puts its files (the temporary folder)."""
+        """Where another writer puts its file or dataset (the temporary file or folder)."""
         return self.tmp
 
     def _open_writer(self):
@@ -309,7 +319,7 @@ class Output:
         # batch (webtap.stream.TALLY.stop_requested), what waits is flushed, and commit() raises
 
     def _finish(self, meta: dict) -> None:
-        if self.directory:
+        if self.directory or self.raw:
             return
         if self._writer is None:
             self._open_writer()
@@ -354,7 +364,7 @@ class Output:
     def commit_partial(self, reason: str) -> str | None:
         """Interrupted: the records so far, complete and valid, in NAME.partial.EXT; returns
         that path (None for stdout, or when nothing could be kept)."""
-        if self.done:
+        if self.done or self.raw:
             return None
         self._finish({"webtap.tool": self.run.tool, "webtap.partial": "true",
                       "webtap.interrupted_by": reason})
