@@ -79,6 +79,9 @@ bench-urltree: build
 # webtap vs tshark (both modes) on every shared trace: the tables of docs/ACCURACY.md
 # ("Transactions") and the pooled report with the paper's figures in build/accuracy/ (issue 5)
 accuracy: build
+	# the transaction comparison of every shared trace, both modes, against the pinned counts of
+	# tests/expectations/transactions.json (make test runs a fixed sample of it: ~25 min here)
+	$(BIN)/python -m tests.tools.expectations transactions $(WEBTAP_SHARED)/traces
 	$(BIN)/python -m tests.tools.compare_table $(WEBTAP_SHARED)/traces --report build/accuracy
 	$(BIN)/python -m tests.tools.compare_table --traces-table build/accuracy/per_trace.csv $(WEBTAP_SHARED)/traces
 

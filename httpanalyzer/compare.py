@@ -81,6 +81,8 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         try:
             t, fd, w, tx, c = compare_trace(p, tshark=tshark, chunk_packets=chunk_packets,
                                             jobs=jobs, gc_timeout=gc_timeout)
+        except TsharkError:
+            raise                   # a failing tshark is an error, never "nothing to compare"
         except (RuntimeError, OSError, ValueError) as e:
             skipped.append(f"{p}: {e}")
             continue

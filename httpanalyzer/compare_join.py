@@ -123,7 +123,8 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
             user_agent=q.user_agent if q is not None else None,
             status=int(x.status), reason=x.reason, time_s=x.time_s,
             q_msgs=int(q.n_msgs) if q is not None else 0, r_msgs=int(x.n_msgs),
-            q_segs=q.segments if q is not None else (), r_segs=x.segments))
+            q_segs=q.segments if q is not None else (), r_segs=x.segments,
+            request_in=int(x.request_in)))
     for x in req.itertuples(index=False):
         if x.frame in used:
             continue
@@ -131,10 +132,11 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
                          client=x.src, client_port=x.sport, server=x.dst, server_port=x.dport,
                          ack=int(x.ack), seq=-1, method=x.method, uri=x.uri, host=x.host,
                          user_agent=x.user_agent, status=-1, reason=None, time_s=np.nan,
-                         q_msgs=int(x.n_msgs), r_msgs=0, q_segs=x.segments, r_segs=()))
+                         q_msgs=int(x.n_msgs), r_msgs=0, q_segs=x.segments, r_segs=(),
+                         request_in=-1))
     cols = ["q", "r", "q_chunk", "r_chunk", "client", "client_port", "server", "server_port",
             "ack", "seq", "method", "uri", "host", "user_agent", "status", "reason", "time_s",
-            "q_msgs", "r_msgs", "q_segs", "r_segs"]
+            "q_msgs", "r_msgs", "q_segs", "r_segs", "request_in"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -330,7 +332,12 @@ class _Explainer:
                 return self._tshark_pair(T) if T.seq != T.ack else \
                     self._copy_or_pipelined(W.q, T.q)
             if T.q < 0:
-                return "tshark_no_request_in"
+                # the claim, checked on tshark's own fields: tshark marks this frame a response
+                # (T is one of its response rows), gives it no http.request_in at all (not one
+                # that points at a frame it does not mark HTTP), and its SEQ is the ACK of
+                # webtap's request
+                return "tshark_no_request_in" if T.request_in < 0 and T.seq == W.ack \
+                    else "unexplained"
         for j in self.t_of.get(int(W.q), []):
             T = self.t.iloc[j]
             if T.r >= 0 and T.r != W.r:         # tshark gives the request another response

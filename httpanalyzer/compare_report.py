@@ -65,7 +65,8 @@ class Comparison:
     method_counts: pd.DataFrame
     url_lengths: dict               # source -> np.ndarray of URI lengths (characters)
     per_trace: pd.DataFrame         # trace x (both, only_tshark, only_webtap, unexplained ...)
-    skipped: list                   # "trace: error" for traces tshark or webtap could not read
+    skipped: list                   # "trace: error" for traces webtap could not read (a failing
+                                    # tshark raises TsharkError instead)
 
     def counts(self, mode: str = "first_packet") -> dict:
         t = self.transactions[self.transactions["mode"] == mode]

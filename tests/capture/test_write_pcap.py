@@ -30,8 +30,17 @@ def test_round_trip(tmp_path, batch_size):
 def test_loopback_demo_capture_is_real_http(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("live capture needs root")
+    import importlib.util
+    import pathlib
+
     import httpanalyzer
-    from webtap.demo import capture_loopback
+
+    # the demo sits above both packages (demo/webtap_demo.py), not in webtap/
+    script = pathlib.Path(__file__).resolve().parents[2] / "demo" / "webtap_demo.py"
+    spec = importlib.util.spec_from_file_location("webtap_demo", script)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    capture_loopback = demo.capture_loopback
 
     trace = capture_loopback(tmp_path / "lo.pcap", requests=40)
     df = httpanalyzer.analyze(trace)

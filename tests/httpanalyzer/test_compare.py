@@ -195,3 +195,58 @@ def test_cli_missing_trace_is_a_usage_error(tmp_path, capsys):
     # a trace that is not there: one error line, exit 1, as for `httpanalyzer` (docs/CLI.md)
     assert cli.main(["compare", str(tmp_path / "absent.pcap"), "--json"]) == 1
     assert "no such file" in capsys.readouterr().err.lower()
+
+
+# --- a failing tshark is an error (issue 20) --------------------------------------------------
+
+def test_failing_tshark_fails_compare_and_names_tshark(tmp_path, capsys):
+    """tshark that exits non-zero: compare_traces raises TsharkError (not a skipped trace, not
+    "nothing to compare"), the CLI exits 1 with one line naming tshark."""
+    from httpanalyzer.tshark import TsharkError
+
+    path = ct.write(tmp_path / "mixed_cases.pcap", ct.mixed_cases())
+    with pytest.raises(TsharkError, match=r"^tshark failed \(exit status 1\)"):
+        compare.compare_traces(path, tshark="false")
+    assert cli.main(["compare", path, "--json", "--tshark", "false"]) == 1
+    err = capsys.readouterr().err
+    assert "httpanalyzer compare: error: tshark failed (exit status 1)" in err
+
+
+def test_real_tshark_error_status_is_raised(tmp_path):
+    """The real tshark refusing its command line (a bad display filter: exit status 4) raises,
+    with tshark's own message."""
+    from httpanalyzer import tshark
+
+    path = ct.write(tmp_path / "mixed_cases.pcap", ct.mixed_cases())
+    cmd = tshark.command(path, "first_packet", ["frame.number"], display_filter="http.nonsense ==")
+    with pytest.raises(tshark.TsharkError, match=r"tshark failed \(exit status [1-9]"):
+        tshark.run(cmd, path)
+
+
+def test_tshark_on_a_cut_short_capture_is_not_an_error():
+    """A capture cut in the middle of a packet: tshark prints what it read and exits 2; the
+    runner accepts that one case (webtap reads the same packets) and says so."""
+    from httpanalyzer import tshark
+
+    path = str(require_shared(TRACES / "suricata-verify/http-mime-truncated/input.pcap"))
+    r = tshark.run(tshark.command(path, "first_packet", ["frame.number"], display_filter=None), path)
+    assert r.damaged and len(r.stdout.split()) > 0
+
+
+def test_tshark_no_request_in_is_checked_on_tshark_fields():
+    """The explainer gives `tshark_no_request_in` only when tshark's response row has no
+    http.request_in and its SEQ is the ACK of webtap's request; otherwise `unexplained`."""
+    import pandas as pd
+
+    from httpanalyzer.compare_join import _Explainer
+
+    w = pd.DataFrame([dict(q=1, r=2, client="a", client_port=1, server="b", server_port=80,
+                           ack=100, seq=100, request_repeat=False, response_repeat=False,
+                           unmatched_reason=None)])
+    for request_in, seq, want in ((-1, 100, "tshark_no_request_in"),
+                                  (7, 100, "unexplained"),        # points at a non-HTTP frame
+                                  (-1, 555, "unexplained")):      # SEQ is not the request's ACK
+        t = pd.DataFrame([dict(q=-1, r=2, seq=seq, ack=-1, request_in=request_in, q_msgs=0,
+                               r_msgs=1, client="a", client_port=1, server="b", server_port=80)])
+        ex = _Explainer("first_packet", w, t, None, set(), set(), {}, [0], {})
+        assert ex._webtap_pair(w.iloc[0]) == want

@@ -1,6 +1,8 @@
 """Pairs against tshark's first-packet pairing (http.request_in with TCP/HTTP desegmentation
 off) on the shared real traces. Every difference must have a documented reason
-(tests/tools/pair_table.py REASONS, docs/ACCURACY.md "Pairing"); 'unexplained' fails the test.
+(tests/tools/pair_table.py REASONS, docs/ACCURACY.md "Pairing"); 'unexplained' fails the test,
+and end to end the counts (webtap's pairs, tshark's pairs, differences by side and reason) must
+equal those pinned in tests/expectations/pairs.json for every shared trace.
 
 Two levels: (1) the pairing table on tshark's own messages, which isolates pairing from
 dissection; (2) end to end, capture -> dissect -> pairing (needs webtap.capture and
@@ -37,22 +39,32 @@ FILES = [
     "acandeias-intrusiondetection/Misc5.pcap",
 ]
 
-needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not on PATH")
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None and not CI,
+                                  reason="tshark not on PATH")
 
 
 def trace(rel):
     path = os.path.join(TRACES, rel)
     if not os.path.exists(path):
+        if CI:
+            pytest.fail(f"shared trace absent under CI: {path}")
         pytest.skip(f"shared trace absent: {path}")
     return path
 
 
 def check(diff, df, frames):
+    """No unexplained difference, and the difference rows are exactly the pairs one tool has
+    and the other has not (computed here from the two tools' pairs, apart from compare())."""
     unexplained = diff[diff.reason == "unexplained"]
     assert unexplained.empty, f"unexplained differences:\n{unexplained}"
-    tp = len(compare.tshark_pairs(frames))
-    agree = int(df.matched.sum()) - int((diff.side == "webtap").sum())
-    assert agree == tp - int((diff.side == "tshark").sum())
+    m = df[df.matched.astype(bool)]
+    wp = set(zip(m.request_frame.astype(int), m.response_frame.astype(int)))
+    tp_df = compare.tshark_pairs(frames)
+    tp = set(zip(tp_df.request_frame.astype(int), tp_df.response_frame.astype(int)))
+    got = {(s, int(q), int(r)) for s, q, r in zip(diff.side, diff.request_frame, diff.response_frame)}
+    want = {("webtap", q, r) for q, r in wp - tp} | {("tshark", q, r) for q, r in tp - wp}
+    assert got == want and len(diff) == len(want)
 
 
 @pytest.mark.tshark
@@ -62,16 +74,16 @@ def test_pairing_on_tshark_messages_matches_tshark(rel):
     path = trace(rel)
     df, seen = compare.pair_tshark_messages(path)
     frames = tshark_frames(path)
-    diff = compare.compare(df, frames, seen)
+    diff = compare.compare(df, frames, seen, path=path)
     check(diff, df, frames)
     # differences are rare and of the kinds docs/ACCURACY.md lists
     assert len(diff) <= max(12, len(frames) // 20), diff
 
 
+@pytest.mark.tshark
+@needs_tshark
 def test_1000_requests_one_dropped_response():
     path = trace("zeek/http/1000-requests-one-dropped-response.pcap.gz")
-    if shutil.which("tshark") is None:
-        pytest.skip("tshark not on PATH")
     df, _ = compare.pair_tshark_messages(path)
     assert int(df.matched.sum()) == 999
     assert (df.outcome == "request_only").sum() == 1
@@ -79,7 +91,7 @@ def test_1000_requests_one_dropped_response():
 
 def _all_shared():
     if not os.path.isdir(TRACES):
-        return ["(shared traces absent)"]
+        return ["(shared traces absent)"]        # trace() fails on it under CI, else skips
     out = []
     for root, _, files in os.walk(TRACES):
         for f in files:
@@ -88,34 +100,38 @@ def _all_shared():
     return sorted(out)
 
 
-def _documented_rows():
-    """trace -> reasons cell of the end-to-end table in docs/ACCURACY.md ("Pairing")."""
-    doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "ACCURACY.md")
-    text = open(doc, encoding="utf-8").read()
-    text = text[text.index("## Pairing"):]
-    rows = {}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split("|")]
-        if len(cells) == 8 and "/" in cells[1]:
-            rows[cells[1]] = cells[6]
-    return rows
+def _pinned():
+    from tests.tools.expectations import load
+
+    return load("pairs")
+
+
+def test_every_shared_trace_is_pinned():
+    if not os.path.isdir(TRACES):
+        pytest.fail("shared traces absent under CI") if CI else pytest.skip("shared traces absent")
+    assert set(_all_shared()) == set(_pinned()), "regenerate: python -m tests.tools.expectations pairs --write"
 
 
 @pytest.mark.tshark
 @needs_tshark
 @pytest.mark.parametrize("rel", _all_shared())
 def test_end_to_end_matches_tshark(rel):
-    """Every shared trace: every pair that only one tool finds has a documented reason, and a
-    trace with differences is listed in docs/ACCURACY.md with those reasons."""
+    """Every shared trace: every pair that only one tool finds has a reason checked against
+    tshark's own fields, and the counts (webtap's pairs, tshark's pairs, differences by side and
+    reason) are exactly those pinned in tests/expectations/pairs.json: a trace cannot gain or
+    lose differences, and a tshark that reads nothing fails on the pinned tshark pairs."""
     import httpanalyzer
 
     path = trace(rel)
     df = httpanalyzer.analyze(path)
     frames = tshark_frames(path)
-    diff = compare.compare(df, frames)
+    diff = compare.compare(df, frames, path=path)
     check(diff, df, frames)
-    if len(diff):
-        rows = _documented_rows()
-        assert rel in rows, f"{rel}: differences not listed in docs/ACCURACY.md:\n{diff}"
-        for reason in set(diff.reason):
-            assert reason in rows[rel], f"{rel}: reason {reason} not documented"
+    want = _pinned().get(rel)
+    assert want is not None, f"{rel} is not pinned in tests/expectations/pairs.json"
+    reasons = {}
+    for s, r in zip(diff.side, diff.reason):
+        reasons[f"{s}:{r}"] = reasons.get(f"{s}:{r}", 0) + 1
+    got = {"webtap_pairs": int(df.matched.sum()), "tshark_pairs": len(compare.tshark_pairs(frames)),
+           "reasons": dict(sorted(reasons.items()))}
+    assert got == want

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from httpanalyzer.tshark import tshark_frames, tshark_messages
+from httpanalyzer.tshark import tshark_explain, tshark_frames, tshark_messages
 
 #: Reasons a pair can differ between the two tools (docs/ACCURACY.md, "Pairing").
 REASONS = {
@@ -50,11 +50,21 @@ def tshark_pairs(frames: pd.DataFrame) -> pd.DataFrame:
                          "status": r.status.to_numpy()})
 
 
-def compare(records: pd.DataFrame, frames: pd.DataFrame, webtap_frames: set[int] | None = None) -> pd.DataFrame:
+def compare(records: pd.DataFrame, frames: pd.DataFrame, webtap_frames: set[int] | None = None,
+            path: str | None = None) -> pd.DataFrame:
     """One row per pair found by exactly one tool, with `side` (webtap|tshark) and `reason` (a
-    key of REASONS, or 'unexplained'). records: webtap's records of ONE trace."""
+    key of REASONS, or 'unexplained'). records: webtap's records of ONE trace; frames:
+    tshark_frames of it; path: the trace, to check the claim of `tshark_not_http` (without it,
+    such a pair is unexplained).
+
+    Each reason of a pair only webtap found is checked against tshark's own fields:
+    `tshark_not_http` only when tshark read the frame (it is in tshark's output for just that
+    frame number) and did not mark it http.request/http.response; `tshark_no_request_in` only
+    when tshark marked the response frame a response, gave it no http.request_in, and its SEQ is
+    the ACK of webtap's request. Anything else is unexplained."""
     w = records[records.matched.astype(bool)]
     wp = set(zip(w.request_frame.astype(np.int64), w.response_frame.astype(np.int64)))
+    ack_of = dict(zip(w.request_frame.astype(np.int64), w.request_ack.astype(np.int64)))
     tp_df = tshark_pairs(frames)
     tp = set(zip(tp_df.request_frame, tp_df.response_frame))
     by_frame = frames.set_index("frame")
@@ -86,19 +96,34 @@ def compare(records: pd.DataFrame, frames: pd.DataFrame, webtap_frames: set[int]
     if "request_repeat" in w.columns:
         rep = w[w.request_repeat.astype(bool) | w.response_repeat.astype(bool)]
         repeats = set(zip(rep.request_frame.astype(np.int64), rep.response_frame.astype(np.int64)))
-    for q, r in sorted(wp - tp):
+    only_w = sorted(wp - tp)
+    not_marked = {int(f) for q, r in only_w for f in (q, r) if f not in by_frame.index}
+    read = _frames_tshark_read(path, not_marked) if path and not_marked else set()
+    for q, r in only_w:
         if (q, r) in repeats:
             why = "retransmission"
         elif q not in by_frame.index or r not in by_frame.index:
-            why = "tshark_not_http"
+            # tshark's HTTP output lacks the frame: the claim holds only if tshark read it
+            why = "tshark_not_http" if {int(f) for f in (q, r) if f not in by_frame.index} <= read \
+                else "unexplained"
         elif 100 <= status.get(r, 0) < 200 or q in interim_reqs:
             why = "interim"
         elif r in t_resp:
             why = "other_copy"
-        else:
+        elif bool(by_frame.loc[r].is_resp) and int(by_frame.loc[r].request_in) < 0 \
+                and int(by_frame.loc[r].seq) == int(ack_of.get(q, -2)):
             why = "tshark_no_request_in"
+        else:
+            why = "unexplained"
         out.append(("webtap", q, r, why))
     return pd.DataFrame(out, columns=["side", "request_frame", "response_frame", "reason"])
+
+
+def _frames_tshark_read(path: str, frames: set[int]) -> set[int]:
+    """The frames (0-based) of `frames` that tshark outputs when asked for just them: it read
+    them (a tshark that stopped early, or a frame number past its end, gives nothing)."""
+    info = tshark_explain(path, sorted(frames), [0])
+    return set(info.frame.astype(np.int64).tolist())
 
 
 def pair_tshark_messages(path: str) -> tuple[pd.DataFrame, set[int]]:
@@ -129,7 +154,7 @@ def main(argv=None) -> int:
         else:
             df, seen = httpanalyzer.analyze(p), None
         frames = tshark_frames(p)
-        diff = compare(df, frames, seen)
+        diff = compare(df, frames, seen, path=p)
         counts = diff.reason.value_counts()
         npairs = int(df.matched.sum())
         tp = len(tshark_pairs(frames))
