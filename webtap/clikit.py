@@ -85,15 +85,18 @@ OUTPUTS: dict[str, Format] = {
 }
 
 
-class UsageError(Exception):
+from webtap.errors import WebtapError  # noqa: E402  (the compiled module, loaded by webtap anyway)
+
+
+class UsageError(WebtapError):
     """A bad option, argument or output path: one line, exit 2."""
 
 
-class RunError(Exception):
+class RunError(WebtapError):
     """The run could not do its job (nothing readable, a tool it needs failed): one line, exit 1."""
 
 
-class Exit(Exception):
+class Exit(WebtapError):
     """End the run with this exit code; what went wrong was already said on stderr."""
 
     def __init__(self, code: int = 1):
