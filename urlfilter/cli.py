@@ -354,11 +354,10 @@ def _run(mgr, args, run) -> int:
             for k, v in st["by_category"].items():
                 print(f"  {k}\t{v}", file=out)
         return 0
-    if args.cmd == "export":
-        mgr.store.export_csv(args.path)
-        return 0
-    if args.cmd == "backup":
-        mgr.store.backup(args.path)
+    if args.cmd in ("export", "backup"):       # into a temporary file, renamed on success
+        o = run.output(args.path, raw=True)
+        (mgr.store.export_csv if args.cmd == "export" else mgr.store.backup)(o.target)
+        o.commit()
         return 0
     if args.cmd == "snapshot":
         if mgr.snapshot is not None and mgr.snapshot.exists():
@@ -431,9 +430,9 @@ def _filter_cmd(args, run) -> int:
 
         progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
         t0 = time.perf_counter()
-        forged_tmp = _forged_output(args, run)
+        forged_tmp = run.output(args.forged_out, raw=True)   # pcap written by scan()
         try:
-            res = scan(args.traces, bl, forged_out=forged_tmp.tmp if forged_tmp else None,
+            res = scan(args.traces, bl, forged_out=forged_tmp.target if forged_tmp else None,
                        bpf=args.bpf, verify_checksums=args.verify_checksums, progress=progress)
         except KeyboardInterrupt as e:
             part = getattr(e, "partial", None)
@@ -445,7 +444,7 @@ def _filter_cmd(args, run) -> int:
             o.write(res.table)
         o.commit()
         if forged_tmp is not None:
-            forged_tmp.commit_raw()
+            forged_tmp.commit()
         if args.plots:
             from urlfilter.plot import save_figures, scan_figures
 
@@ -522,38 +521,6 @@ def _filter_cmd(args, run) -> int:
         print(f"{s['won']} of {s['with_handshake']} connections with a handshake won "
               f"({s['share_won']:.1%}); {s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
     return 0
-
-
-class _RawOutput:
-    """--forged-out: a pcap written by urlfilter.scan into a temporary file beside the target,
-    renamed into place when the run succeeds (the clikit rules, for a file another module writes)."""
-
-    def __init__(self, run, path):
-        import os
-
-        self.run, self.path = run, path
-        folder = os.path.dirname(os.path.abspath(path))
-        if os.path.isdir(path):
-            raise clikit.UsageError(f"output is a directory, {path}")
-        if not os.path.isdir(folder):
-            raise clikit.UsageError(f"output folder does not exist, {os.path.dirname(path) or '.'}")
-        self.tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.urandom(4).hex()}.tmp")
-        try:
-            open(self.tmp, "xb").close()
-        except OSError as e:
-            raise clikit.UsageError(f"cannot write the output folder ({e.strerror}), "
-                                    f"{os.path.dirname(path) or '.'}") from None
-        run._temps.add(self.tmp)
-
-    def commit_raw(self):
-        import os
-
-        os.replace(self.tmp, self.path)
-        self.run._temps.discard(self.tmp)
-
-
-def _forged_output(args, run):
-    return _RawOutput(run, args.forged_out) if args.forged_out else None
 
 
 if __name__ == "__main__":

@@ -51,7 +51,6 @@ import argparse
 import os
 import signal
 import sys
-from dataclasses import dataclass
 
 __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
            "what_where", "describe",
@@ -62,12 +61,16 @@ __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit
 DEBUG_ENV = "WEBTAP_DEBUG"
 
 
-@dataclass(frozen=True)
 class Format:
-    name: str
-    writer: str
-    stream: bool
-    help: str
+    """One row of OUTPUTS (a plain class: dataclasses would import inspect at start-up)."""
+
+    __slots__ = ("name", "writer", "stream", "help")
+
+    def __init__(self, name: str, writer: str, stream: bool, help: str):
+        self.name, self.writer, self.stream, self.help = name, writer, stream, help
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r}, {self.writer!r}, stream={self.stream}, help={self.help!r})"
 
 
 #: Output file extension -> format (see the module docstring for the row format).
@@ -86,15 +89,18 @@ OUTPUTS: dict[str, Format] = {
 }
 
 
-class UsageError(Exception):
+from webtap.errors import WebtapError  # noqa: E402  (the compiled module, loaded by webtap anyway)
+
+
+class UsageError(WebtapError):
     """A bad option, argument or output path: one line, exit 2."""
 
 
-class RunError(Exception):
+class RunError(WebtapError):
     """The run could not do its job (nothing readable, a tool it needs failed): one line, exit 1."""
 
 
-class Exit(Exception):
+class Exit(WebtapError):
     """End the run with this exit code; what went wrong was already said on stderr."""
 
     def __init__(self, code: int = 1):
@@ -222,8 +228,9 @@ class Output:
     :meth:`commit`; anything not committed is discarded when the run ends."""
 
     def __init__(self, run: "Run", path: str, *, schema=None, views=None, formats=None,
-                 directory: bool = False):
+                 directory: bool = False, raw: bool = False):
         self.run = run
+        self.raw = raw                     # a file another module writes at self.tmp
         self.path = path
         self.schema = schema
         self.views = views or {}
@@ -237,6 +244,15 @@ class Output:
         ext = os.path.splitext(path)[1].lower()
         if not self.stdout and not directory and os.path.isdir(path):
             raise UsageError(f"output is a directory, {path}")
+        if raw:
+            if self.stdout:
+                raise UsageError("this output cannot be stdout, -")
+            self.format = None
+            self._check_target()
+            self._make_temp()
+            self._f.close()
+            self._f = None
+            return
         if directory:
             self.format = OUTPUTS.get(ext)
             if self.format is None or self.format.name != "parquet":
@@ -289,7 +305,7 @@ class Output:
 
     @property
     def target(self) -> str:
-        """Where a dataset writer puts its files (the temporary folder)."""
+        """Where another writer puts its file or dataset (the temporary file or folder)."""
         return self.tmp
 
     def _open_writer(self):
@@ -310,7 +326,7 @@ class Output:
         # batch (webtap.stream.TALLY.stop_requested), what waits is flushed, and commit() raises
 
     def _finish(self, meta: dict) -> None:
-        if self.directory:
+        if self.directory or self.raw:
             return
         if self._writer is None:
             self._open_writer()
@@ -355,7 +371,7 @@ class Output:
     def commit_partial(self, reason: str) -> str | None:
         """Interrupted: the records so far, complete and valid, in NAME.partial.EXT; returns
         that path (None for stdout, or when nothing could be kept)."""
-        if self.done:
+        if self.done or self.raw:
             return None
         self._finish({"webtap.tool": self.run.tool, "webtap.partial": "true",
                       "webtap.interrupted_by": reason})
