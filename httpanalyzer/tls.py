@@ -310,10 +310,20 @@ def _text_schema() -> pa.Schema:
     return TEXT_SCHEMA
 
 
-def _views() -> dict:
+def _ssl_log(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+    """Zeek's ssl.log view (httpanalyzer.zeek) of the records, which the TLS stage hands over as
+    a Table (one per run), not a RecordBatch."""
     from httpanalyzer.zeek import ssl_log_view
 
-    return {"csv": text_view, "lines": text_view, "zeek": ssl_log_view}
+    if isinstance(batch, pa.Table):
+        batch = pa.RecordBatch.from_arrays(
+            [pa.concat_arrays(c.chunks) if c.num_chunks else pa.array([], c.type) for c in batch.columns],
+            schema=batch.schema)
+    return ssl_log_view(batch)
+
+
+def _views() -> dict:
+    return {"csv": text_view, "lines": text_view, "zeek": _ssl_log}
 
 
 def open_output(run, path: str):

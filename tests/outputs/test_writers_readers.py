@@ -236,3 +236,31 @@ def test_tls_records_as_zeek_ssl_log(tmp_path):
 
     j = pd.read_json(io.BytesIO(format_jsonl(b)), lines=True)
     assert j["alpn"].tolist()[:2] == [["h2", "http/1.1"], ["h3"]] and j["extensions"][0] == [0, 16, 43]
+
+
+def test_tls_command_writes_ssl_log_and_jsonl(tmp_path):
+    """`httpanalyzer tls TRACE -o OUT.log|OUT.jsonl` on a real capture: zat reads Zeek's ssl.log
+    (server_name, version, cipher, ja3/ja4 by the record), pandas reads the JSON lines, and both
+    carry the same handshakes as the Parquet output."""
+    import pyarrow.parquet as pq
+    from zat.log_to_dataframe import LogToDataFrame
+
+    from httpanalyzer.zeek import SSL_FIELDS
+    from tests.conftest import SHARED
+
+    trace = SHARED / "traces-tls" / "pcapplusplus" / "ExamplesTest_pcap_examples_tls2.pcap"
+    if not trace.exists():
+        pytest.skip(f"shared data absent: {trace}")
+    outs = {ext: tmp_path / f"tls.{ext}" for ext in ("parquet", "jsonl", "log")}
+    for p in outs.values():
+        _cli("tls", str(trace), "-o", str(p))
+    t = pq.read_table(outs["parquet"])
+    assert t.num_rows > 100
+    z = LogToDataFrame().create_dataframe(str(outs["log"]), ts_index=False)
+    assert list(z.columns[:len(SSL_FIELDS)]) == [n for n, _ in SSL_FIELDS] and len(z) == t.num_rows
+    sni = [None if v is None else v for v in t.column("sni").to_pylist()]
+    assert [None if _na(v) else v for v in z["server_name"]] == sni
+    assert [None if _na(v) else v for v in z["ja4"]] == t.column("ja4").to_pylist()
+    assert z["community_id"].tolist() == t.column("community_id").to_pylist()
+    j = pd.read_json(outs["jsonl"], lines=True)
+    assert len(j) == t.num_rows and j["community_id"].tolist() == t.column("community_id").to_pylist()
