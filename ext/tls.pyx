@@ -9,6 +9,8 @@ from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport malloc, free
 
 from tls cimport *
+from quic_initial cimport (quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole,
+                          QF_CRYPTO, QF_BAD_ACK, QF_BAD_LENGTH)
 
 
 def parse_hello(const uint8_t[::1] payload, str proto="t"):
@@ -114,7 +116,7 @@ from pairing cimport eq2_hash
 from libc.stdlib cimport realloc, calloc
 
 from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
-                          quic_open_packet, quic_varint, QUIC_OK, QUIC_E_NOT_LONG,
+                          quic_open_packet, QUIC_OK, QUIC_E_NOT_LONG,
                           QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_PT_INITIAL, QUIC_PT_RETRY,
                           QUIC_PT_VERSION_NEG)
 
@@ -317,89 +319,6 @@ ctypedef struct QConn:
     quic_keys_t sk
     QSide c
     QSide s
-
-
-cdef inline bint _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, L34 *l) noexcept nogil:
-    """UDP datagram after link/IP (l34_parse walks the link layer and reports DR_NOT_TCP with the
-    IP header found): addresses, ports and the payload in l (seq/ack unused). IPv4 (not a
-    fragment) or IPv6 without extension headers."""
-    cdef int r = l34_parse(p, caplen, linktype, l, NULL)
-    cdef uint32_t ip, hl, tot, udp, ulen
-    if r != DR_NOT_TCP:
-        return False
-    ip = l.ip_off
-    if caplen < ip + 20:
-        return False
-    if (p[ip] >> 4) == 4:
-        hl = (p[ip] & 0x0F) * 4
-        tot = (<uint32_t>p[ip + 2] << 8) | p[ip + 3]
-        if p[ip + 9] != 17 or hl < 20 or (((<uint32_t>p[ip + 6] << 8) | p[ip + 7]) & 0x3FFF):
-            return False
-        if tot == 0:
-            tot = caplen - ip
-        if tot < hl + 8:
-            return False
-        l.ip_version = 4
-        l.src = p + ip + 12
-        l.dst = p + ip + 16
-        udp = ip + hl
-        ulen = tot - hl
-    else:
-        if caplen < ip + 40 or p[ip + 6] != 17:
-            return False
-        l.ip_version = 6
-        l.src = p + ip + 8
-        l.dst = p + ip + 24
-        udp = ip + 40
-        ulen = (<uint32_t>p[ip + 4] << 8) | p[ip + 5]
-    if caplen < udp + 8 or ulen < 8:
-        return False
-    l.src_port = (<uint16_t>p[udp] << 8) | p[udp + 1]
-    l.dst_port = (<uint16_t>p[udp + 2] << 8) | p[udp + 3]
-    l.payload_off = udp + 8
-    l.payload_len = ulen - 8
-    l.payload_caplen = caplen - (udp + 8) if caplen - (udp + 8) < ulen - 8 else ulen - 8
-    return True
-
-
-cdef bint _skip_ack(const uint8_t *b, size_t n, size_t *fo, bint ecn) noexcept nogil:
-    """Skip an ACK frame's body (RFC 9000 19.3)."""
-    cdef uint64_t v, ranges = 0, i, total
-    cdef size_t k
-    for i in range(4):
-        k = quic_varint(b + fo[0], n - fo[0], &v)
-        if k == 0:
-            return False
-        fo[0] += k
-        if i == 2:
-            ranges = v
-    if ranges > 256:
-        return False
-    total = 2 * ranges + (3 if ecn else 0)
-    for i in range(total):
-        k = quic_varint(b + fo[0], n - fo[0], &v)
-        if k == 0:
-            return False
-        fo[0] += k
-    return True
-
-
-cdef inline uint32_t _qside_whole(QSide *q) noexcept nogil:
-    """Length of the whole handshake message at q.base of the CRYPTO stream, or 0
-    (0xFFFFFFFF: it cannot fit under the cap)."""
-    cdef uint32_t need, i, b = q.base
-    if b + 4 > TLS_HELLO_CAP:
-        return 0
-    for i in range(b, b + 4):
-        if not (q.have[i >> 3] & (1 << (i & 7))):
-            return 0
-    need = 4 + ((<uint32_t>q.buf[b + 1] << 16) | (<uint32_t>q.buf[b + 2] << 8) | q.buf[b + 3])
-    if need > TLS_HELLO_CAP - b:
-        return 0xFFFFFFFFu
-    for i in range(b, b + need):
-        if not (q.have[i >> 3] & (1 << (i & 7))):
-            return 0
-    return need
 
 
 def tls_reason_names():
@@ -940,7 +859,7 @@ cdef class TlsTable:
     cdef int _qfinish_side(self, QConn *c, bint client) except -1 nogil:
         """The side's hello is whole (or will never be): parse it and offer it for pairing."""
         cdef QSide *q = &c.c if client else &c.s
-        cdef uint32_t n = _qside_whole(q), b = q.base, key
+        cdef uint32_t n = quic_crypto_whole(q.buf, q.have, TLS_HELLO_CAP, q.base), b = q.base, key
         cdef uint16_t packets = q.packets
         cdef tls_hello h
         cdef int st
@@ -1016,16 +935,16 @@ cdef class TlsTable:
                    uint64_t pktno) except -1 nogil:
         cdef L34 l
         cdef const uint8_t *d
-        cdef size_t n, off = 0, hl = 0, pl = 0, fo, k
+        cdef size_t n, off = 0, hl = 0, pl = 0, fo
         cdef quic_long_hdr_t h
         cdef quic_keys_t tmpc
-        cdef uint64_t pn, ftype, coff, clen, x
-        cdef int r, rc
+        cdef uint64_t pn, coff, clen
+        cdef int r, rc, fr
         cdef int32_t ci
         cdef bint from_client = True, got
         cdef QConn *c
         cdef QSide *q
-        if not _udp_locate(p, caplen, linktype, &l):
+        if not quic_udp_locate(p, caplen, linktype, NULL, &l, False):
             return 0
         d = p + l.payload_off
         n = l.payload_caplen
@@ -1085,36 +1004,17 @@ cdef class TlsTable:
             q = &c.c if from_client else &c.s
             got = False
             fo = 0
-            while fo < pl and not q.done:
-                ftype = self.qplain[fo]
-                if ftype == 0x00 or ftype == 0x01:        # PADDING, PING
-                    fo += 1
-                    continue
-                if ftype == 0x02 or ftype == 0x03:        # ACK
-                    fo += 1
-                    if not _skip_ack(self.qplain, pl, &fo, ftype == 0x03):
+            while not q.done:
+                fr = quic_next_crypto(self.qplain, pl, &fo, &coff, &clen)
+                if fr != QF_CRYPTO:                       # the end, CONNECTION_CLOSE or other: stop
+                    if fr == QF_BAD_ACK or fr == QF_BAD_LENGTH:
                         self.cnt[<int>TC_QUIC_MALFORMED] += 1
-                        break
-                    continue
-                if ftype != 0x06:                         # CONNECTION_CLOSE or other: stop
                     break
-                fo += 1
-                k = quic_varint(self.qplain + fo, pl - fo, &coff)
-                if k == 0:
-                    break
-                fo += k
-                k = quic_varint(self.qplain + fo, pl - fo, &clen)
-                if k == 0 or clen > pl - fo - k:
-                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
-                    break
-                fo += k
                 if coff >= TLS_HELLO_CAP or clen > TLS_HELLO_CAP - coff:
                     self.cnt[<int>TC_QUIC_CRYPTO_BEYOND] += 1
                     q.done = 1                           # given up: no hello this side
                     break
-                memcpy(q.buf + coff, self.qplain + fo, clen)
-                for x in range(coff, coff + clen):
-                    q.have[x >> 3] |= <uint8_t>(1 << (x & 7))
+                quic_crypto_put(q.buf, q.have, coff, self.qplain + fo, clen)
                 fo += clen
                 got = True
             if got:
@@ -1122,7 +1022,7 @@ cdef class TlsTable:
                     q.ts = ts
                     q.pkt = pktno
                 q.packets += 1
-                while not q.done and _qside_whole(q):
+                while not q.done and quic_crypto_whole(q.buf, q.have, TLS_HELLO_CAP, q.base):
                     self._qfinish_side(c, from_client)
             off = h.end
         return 0

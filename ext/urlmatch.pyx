@@ -682,11 +682,12 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
 from tls cimport tls_hello, tls_parse_payload, tls_hello_start, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP, TLSF_ECH, tls_parse_hello
 from quic_crypto cimport (
-    quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys, quic_open_packet, quic_varint,
+    quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys, quic_open_packet,
     QUIC_OK, QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_E_NOT_LONG, QUIC_PT_INITIAL, QUIC_PT_RETRY,
     QUIC_PT_VERSION_NEG, QUIC_MAX_CID,
 )
 from quic_close cimport quic_forge_close, QUIC_CLOSE_MAX
+from quic_initial cimport quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole, QF_CRYPTO
 
 SNI_REASONS = ("tls_hello_segments", "tls_split", "tls_bad", "tls_too_long", "tls_gap",
                "tls_bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
@@ -755,58 +756,6 @@ cdef inline bint _host_byte(uint8_t c) noexcept nogil:
     return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c == 45 or c == 46 or c == 95
 
 
-cdef int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, HttpMsg *m) noexcept nogil:
-    """Fill m's addresses, ports, offsets for a UDP datagram (IPv4, or IPv6 without extension
-    headers), link parsing by l34_parse (VLAN tags included). 0, or -1 when not UDP."""
-    cdef L34 s
-    cdef int r = l34_parse(p, caplen, linktype, &s, &_tunnel_cfg)
-    cdef uint32_t ip, hl, tot, udp, ulen
-    if r != DR_NOT_TCP:
-        return -1
-    ip = s.ip_off
-    if caplen < ip + 20:
-        return -1
-    if (p[ip] >> 4) == 4:
-        hl = (p[ip] & 0x0F) * 4
-        tot = be16(p + ip + 2)
-        if p[ip + 9] != 17 or hl < 20 or (be16(p + ip + 6) & 0x3FFF):
-            return -1
-        if tot == 0:
-            tot = caplen - ip
-        m.ip_version = 4
-        memset(m.src_ip, 0, 16)
-        memset(m.dst_ip, 0, 16)
-        memcpy(m.src_ip, p + ip + 12, 4)
-        memcpy(m.dst_ip, p + ip + 16, 4)
-        m.ttl = p[ip + 8]
-        udp = ip + hl
-        if tot < hl + 8:
-            return -1
-        ulen = tot - hl
-    else:
-        if caplen < ip + 40 or p[ip + 6] != 17:
-            return -1
-        m.ip_version = 6
-        memcpy(m.src_ip, p + ip + 8, 16)
-        memcpy(m.dst_ip, p + ip + 24, 16)
-        m.ttl = p[ip + 7]
-        udp = ip + 40
-        ulen = be16(p + ip + 4)
-    if caplen < udp + 8 or ulen < 8:
-        return -1
-    if be16(p + udp + 4) < ulen and be16(p + udp + 4) >= 8:
-        ulen = be16(p + udp + 4)
-    m.ip_off = ip
-    m.tcp_off = udp
-    m.src_port = be16(p + udp)
-    m.dst_port = be16(p + udp + 2)
-    m.payload_off = udp + 8
-    m.payload_len = ulen - 8
-    m.payload_caplen = caplen - (udp + 8) if caplen - (udp + 8) < ulen - 8 else ulen - 8
-    m.vlan = s.vlan
-    return 0
-
-
 ctypedef struct _Out:
     HttpMsg *msgs
     uint8_t *proto
@@ -838,6 +787,17 @@ cdef inline void _fill_tcp(HttpMsg *m, const L34 *s) noexcept nogil:
     m.payload_len = s.payload_len
     m.tcp_flags = s.tcp_flags
     m.ttl = s.ttl
+
+
+cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, HttpMsg *m) noexcept nogil:
+    """Fill m's addresses, ports, offsets for a UDP datagram (ext/quic_initial.pxd; the datagram
+    ends with the UDP length, tunnels by the user-named ports too). 0, or -1 when not UDP."""
+    cdef L34 s
+    memset(&s, 0, sizeof(L34))           # the TCP fields (seq, ack, window, flags) stay 0
+    if not quic_udp_locate(p, caplen, linktype, &_tunnel_cfg, &s, True):
+        return -1
+    _fill_tcp(m, &s)
+    return 0
     m.kind = MSG_REQUEST
 
 
@@ -1237,8 +1197,8 @@ cdef class SniTable:
         cdef size_t n = m.payload_caplen, off = 0, pl = 0, hl = 0, fo, k
         cdef quic_long_hdr_t h
         cdef quic_keys_t ck
-        cdef uint64_t pn, ftype, coff, clen, x
-        cdef int r, rc
+        cdef uint64_t pn, coff, clen
+        cdef int r, rc, fr
         cdef HelloSlot *e
         cdef tls_hello th
         cdef const uint8_t *msg
@@ -1285,28 +1245,9 @@ cdef class SniTable:
             # CRYPTO frames into the slot of (addresses, DCID)
             e = NULL
             fo = 0
-            while fo < pl:
-                ftype = self.plain[fo]
-                if ftype == 0x00 or ftype == 0x01:        # PADDING, PING
-                    fo += 1
-                    continue
-                if ftype == 0x02 or ftype == 0x03:        # ACK (ranges skipped)
-                    fo += 1
-                    if not _skip_ack(self.plain, pl, &fo, ftype == 0x03):
-                        break
-                    continue
-                if ftype != 0x06:
-                    break
-                fo += 1
-                k = quic_varint(self.plain + fo, pl - fo, &coff)
-                if k == 0:
-                    break
-                fo += k
-                k = quic_varint(self.plain + fo, pl - fo, &clen)
-                if k == 0:
-                    break
-                fo += k
-                if clen > pl - fo:
+            while True:
+                fr = quic_next_crypto(self.plain, pl, &fo, &coff, &clen)
+                if fr != QF_CRYPTO:                       # the end (fo == pl) or a bad frame
                     break
                 if coff + clen > TLS_HELLO_CAP:
                     fo = pl + 1                           # beyond the bound: mark bad
@@ -1317,9 +1258,7 @@ cdef class SniTable:
                         fo = pl + 1
                         break
                     e.t_last = m.ts_ns
-                memcpy(e.buf + coff, self.plain + fo, clen)
-                for x in range(coff, coff + clen):
-                    e.have[x >> 3] |= <uint8_t>(1 << (x & 7))
+                quic_crypto_put(e.buf, e.have, coff, self.plain + fo, clen)
                 fo += clen
             if fo != pl:
                 cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
@@ -1340,41 +1279,12 @@ cdef class SniTable:
         return 0
 
 
-cdef bint _skip_ack(const uint8_t *b, size_t n, size_t *fo, bint ecn) noexcept nogil:
-    """Skip an ACK frame's body (RFC 9000 19.3): largest, delay, range count, first range,
-    count x (gap, length), and the three ECN counts of type 0x03."""
-    cdef uint64_t v, ranges = 0, i, total
-    cdef size_t k
-    for i in range(4):
-        k = quic_varint(b + fo[0], n - fo[0], &v)
-        if k == 0:
-            return False
-        fo[0] += k
-        if i == 2:
-            ranges = v
-    if ranges > 256:
-        return False
-    total = 2 * ranges + (3 if ecn else 0)
-    for i in range(total):
-        k = quic_varint(b + fo[0], n - fo[0], &v)
-        if k == 0:
-            return False
-        fo[0] += k
-    return True
-
-
-cdef bint _crypto_whole(HelloSlot *e) noexcept nogil:
-    """The CRYPTO stream holds a whole handshake message from offset 0."""
-    cdef uint32_t need, i
-    if (e.have[0] & 0x0F) != 0x0F:
-        return False
-    need = 4 + ((<uint32_t>e.buf[1] << 16) | (<uint32_t>e.buf[2] << 8) | e.buf[3])
-    if need > TLS_HELLO_CAP:
+cdef inline bint _crypto_whole(HelloSlot *e) noexcept nogil:
+    """The CRYPTO stream holds a whole handshake message from offset 0 (its length in e.used)."""
+    cdef uint32_t need = quic_crypto_whole(e.buf, e.have, TLS_HELLO_CAP, 0)
+    if need == 0 or need == 0xFFFFFFFFu:
         return False
     e.used = need
-    for i in range(need):
-        if not (e.have[i >> 3] & (1 << (i & 7))):
-            return False
     return True
 
 
