@@ -186,11 +186,9 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
     default) or {"geneve": [47101]}. Kinds: webtap.schema.UDP_TUNNEL_KINDS. The IANA ports
     (VXLAN 4789, Geneve 6081, GTP-U 2152, Teredo 3544, AYIYA 5072, GRE-in-UDP 4754) always
     apply; None or {} removes the extra ones. Every walk of link/IP/TCP (the dissector, the
-    feeder's reader, the pass-by filter's handshake table) uses the same setting; worker
+    feeder's reader, the pass-by filter's handshake table, the TLS/QUIC record stage) reads the
+    same setting; worker
     processes started afterwards by fork inherit it, spawned ones must call this themselves."""
-    from webtap._ext import feeder as _fx
-    from webtap._ext import urlmatch as _um
-
     pairs = []
     for kind, plist in (ports or {}).items():
         if kind not in UDP_TUNNEL_KINDS:
@@ -199,8 +197,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
             if not 0 < int(port) < 65536:
                 raise ValueError(f"bad UDP port {port!r}")
             pairs.append((int(port), ENCAP_NAMES.index(kind)))
-    for mod in (_ext, _fx, _um):
-        mod.set_tunnel_ports(pairs)
+    _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/l34.pxd l34_shared_cfg)
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None) -> MessageBatch:
