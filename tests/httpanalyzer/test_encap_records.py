@@ -169,3 +169,16 @@ def test_pending_entries_keep_the_encap_over_the_boundary():
     assert _MASK[offs["outer_src"]:offs["outer_src"] + 16].all()
     e = np.frombuffer(state[0], np.uint8).reshape(-1, size)[0]
     assert int.from_bytes(e[offs["encap"]:offs["encap"] + 8].tobytes(), "little") != 0
+
+
+def test_feeder_consumers_give_the_same_encap():
+    """Records paired in feeder consumer processes (the messages cross the shared-memory rings)
+    carry the same encapsulation as the single-process run."""
+    import httpanalyzer
+
+    path = _need("traces/zeek/erspan.pcap")
+    cols = ["request_frame", "response_frame", "encap", "outer_src_ip", "outer_dst_ip", "tunnel_id"]
+    a = httpanalyzer.analyze(str(path))[cols].sort_values(["request_frame", "response_frame"])
+    b = httpanalyzer.analyze(str(path), consumers=2)[cols].sort_values(["request_frame", "response_frame"])
+    assert a["encap"].notna().any()
+    assert a.reset_index(drop=True).equals(b.reset_index(drop=True))
