@@ -14,6 +14,7 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_New
 import numpy as np
 
 from packet cimport PacketRef
@@ -52,13 +53,19 @@ cdef enum:
 # (index = MethodId; mirrors webtap.schema.METHOD_NAMES, a test checks).
 
 
-# User-named UDP tunnel ports (set_tunnel_ports); zero-initialised: none.
+# User-named UDP tunnel ports (set_tunnel_ports); zero-initialised: none. The one copy in the
+# process: the other walks (feeder, urlmatch, tls) read it through l34_shared_cfg().
 cdef L34Cfg _tunnel_cfg
 
 
+def tunnel_cfg_capsule():
+    """The address of this module's L34Cfg, for ext/l34.pxd l34_shared_cfg()."""
+    return PyCapsule_New(&_tunnel_cfg, b"webtap.L34Cfg", NULL)
+
+
 def set_tunnel_ports(pairs):
-    """Set the user-named UDP tunnel ports of this module's walk: pairs of (port, EncapKind
-    code) (webtap.dissect.set_tunnel_ports maps names to codes and sets every module)."""
+    """Set the user-named UDP tunnel ports of every walk in the process: pairs of (port,
+    EncapKind code) (webtap.dissect.set_tunnel_ports maps names to codes)."""
     pairs = [(int(a), int(b)) for a, b in pairs]
     if len(pairs) > L34_MAX_UDP_PORTS:
         raise ValueError(f"at most {L34_MAX_UDP_PORTS} tunnel ports")

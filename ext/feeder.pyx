@@ -26,7 +26,7 @@ from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, same_ip, DR_PACK
                      DR_PAYLOAD_TRUNCATED, DR_N)
 from packet cimport PacketRef
 from pairing cimport fold_ip, eq2_hash
-from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse,
+from l34 cimport (l34_shared_cfg, L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse,
                  l34_count_encap)
 from httpstart cimport http_start, http_status_code
 
@@ -239,20 +239,8 @@ def feed_dtype():
     return _FEED_DTYPE
 
 
-# User-named UDP tunnel ports, as in ext/dissect.pyx (webtap.dissect.set_tunnel_ports sets both).
-cdef L34Cfg _tunnel_cfg
-
-
-def set_tunnel_ports(pairs):
-    """Pairs of (port, EncapKind code); see ext/dissect.pyx set_tunnel_ports."""
-    pairs = [(int(a), int(b)) for a, b in pairs]
-    if len(pairs) > L34_MAX_UDP_PORTS:
-        raise ValueError(f"at most {L34_MAX_UDP_PORTS} tunnel ports")
-    _tunnel_cfg.n = 0
-    for port, kind in pairs:
-        _tunnel_cfg.port[_tunnel_cfg.n] = port
-        _tunnel_cfg.kind[_tunnel_cfg.n] = kind
-        _tunnel_cfg.n += 1
+# User-named UDP tunnel ports: the one setting in ext/dissect.pyx (webtap.dissect.set_tunnel_ports).
+cdef const L34Cfg *_tunnel_cfg = l34_shared_cfg()
 
 
 def classify_batch(packets, const uint8_t[::1] data):
@@ -291,7 +279,7 @@ def classify_batch(packets, const uint8_t[::1] data):
                 cnt[<int>DR_LINK_TRUNCATED] += 1
                 continue
             p = base + poff
-            r = l34_parse(p, <uint32_t>caplen, refs[i].linktype, &l, &_tunnel_cfg)
+            r = l34_parse(p, <uint32_t>caplen, refs[i].linktype, &l, _tunnel_cfg)
             if l.encap_depth != 0:
                 l34_count_encap(cnt, &l)
             if r != L34_DATA:

@@ -7,6 +7,7 @@
 # are written down in docs/ACCURACY.md; tests/dissect/test_link_ip_tcp.py pins them.
 from libc.stddef cimport size_t
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from cpython.pycapsule cimport PyCapsule_GetPointer
 
 from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
                     LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
@@ -87,6 +88,14 @@ ctypedef struct L34Cfg:
     uint16_t port[L34_MAX_UDP_PORTS]
     uint8_t kind[L34_MAX_UDP_PORTS]
     int n
+
+
+cdef inline const L34Cfg *l34_shared_cfg() except NULL:
+    """The process's one L34Cfg: it lives in webtap._ext.dissect (set_tunnel_ports there, named
+    by webtap.dissect.set_tunnel_ports); every other module that walks packets (feeder, urlmatch,
+    tls) takes its address once, at import, so one setting reaches every walk."""
+    from webtap._ext import dissect as _owner
+    return <const L34Cfg *>PyCapsule_GetPointer(_owner.tunnel_cfg_capsule(), b"webtap.L34Cfg")
 
 
 cdef extern from *:

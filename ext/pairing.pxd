@@ -31,6 +31,13 @@ ctypedef struct TxnRecord:
     uint16_t rflags             # RF_* bits below
     uint16_t request_trace      # position of the request's trace among the inputs (0-based)
     uint16_t response_trace     # same for the response
+    # Encapsulation (ext/l34.pxd), added at the end: of the request's first packet, of the
+    # response's when the record has no request.
+    uint64_t encap              # EncapKind per byte, outermost lowest; 0: no tunnel
+    uint8_t outer_src[16]       # source of the outermost IP header carrying the tunnel (HttpMsg layout)
+    uint8_t outer_dst[16]       # its destination
+    uint32_t tunnel_id          # HttpMsg.tunnel_id (VNI, GRE key, TEID, ...); 0 without encap
+    uint8_t outer_ip_version    # 4 or 6; 0 when no IP header carries the tunnel
 
 cdef enum RecOutcome:
     REC_PAIRED = 0              # request and response both present
@@ -121,6 +128,12 @@ ctypedef struct PendEntry:
     uint8_t ip_version          # 4 or 6
     uint8_t interim_done        # 1 when the request already appeared in a record with a 1xx
     uint16_t trace              # position of the message's trace among the inputs (0-based)
+    # encapsulation of the message's packet (HttpMsg fields of the same names)
+    uint64_t encap
+    uint8_t outer_src[16]
+    uint8_t outer_dst[16]
+    uint32_t tunnel_id
+    uint8_t outer_ip_version
 
 
 cdef inline uint32_t fold_ip(const uint8_t *a, uint8_t ip_version) noexcept nogil:

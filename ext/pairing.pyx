@@ -78,9 +78,12 @@ cdef enum:
     C_HOST = 4
     C_UA = 5
     C_REASON = 6
-    C_N = 7
+    C_OUTER_SRC = 7
+    C_OUTER_DST = 8
+    C_N = 9
 
-STRING_COLUMNS = ("client_ip", "server_ip", "method", "uri", "host", "user_agent", "reason")
+STRING_COLUMNS = ("client_ip", "server_ip", "method", "uri", "host", "user_agent", "reason",
+                  "outer_src_ip", "outer_dst_ip")
 
 COUNTER_NAMES = (
     "messages", "requests", "responses", "bad_kind", "bad_span", "paired", "paired_interim",
@@ -437,7 +440,10 @@ cdef class PairingTable:
             "vlan": <size_t>&e.vlan - b, "msg_flags": <size_t>&e.msg_flags - b,
             "rflags": <size_t>&e.rflags - b, "kind": <size_t>&e.kind - b,
             "method_id": <size_t>&e.method_id - b, "ip_version": <size_t>&e.ip_version - b,
-            "interim_done": <size_t>&e.interim_done - b, "trace": <size_t>&e.trace - b}
+            "interim_done": <size_t>&e.interim_done - b, "trace": <size_t>&e.trace - b,
+            "encap": <size_t>&e.encap - b, "outer_src": <size_t>&e.outer_src - b,
+            "outer_dst": <size_t>&e.outer_dst - b, "tunnel_id": <size_t>&e.tunnel_id - b,
+            "outer_ip_version": <size_t>&e.outer_ip_version - b}
 
     def export_pending(self):
         """Every waiting entry, oldest change first (the age list; each collision list is that
@@ -665,6 +671,11 @@ cdef class PairingTable:
         e.ip_version = m.ip_version
         e.interim_done = 0
         e.trace = self.trace
+        e.encap = m.encap
+        memcpy(e.outer_src, m.outer_src, 16)
+        memcpy(e.outer_dst, m.outer_dst, 16)
+        e.tunnel_id = m.tunnel_id
+        e.outer_ip_version = m.outer_ip_version
         e.next = -1
         e.age_prev = -1
         e.age_next = -1
@@ -1134,6 +1145,7 @@ cdef class PairingTable:
         cdef int x
         cdef uint32_t xl
         cdef const uint8_t *xv
+        cdef const PendEntry *first = req if req != NULL else resp
         self._reserve_row()
         r = &self.recs[self.nrec]
         memset(r, 0, sizeof(TxnRecord))
@@ -1175,6 +1187,12 @@ cdef class PairingTable:
             r.rflags |= resp.rflags & (RF_RESPONSE_REPEAT | RF_TEXT_CLIPPED)
             if resp.status >= 100 and resp.status < 200 and resp.status != 101:
                 r.rflags |= RF_INTERIM
+        if first != NULL:
+            r.encap = first.encap
+            r.tunnel_id = first.tunnel_id
+            r.outer_ip_version = first.outer_ip_version
+            memcpy(r.outer_src, first.outer_src, 16)
+            memcpy(r.outer_dst, first.outer_dst, 16)
         if outcome == REC_PAIRED:
             self.cnt[PC_PAIRED] += 1
             if r.rflags & RF_INTERIM:
@@ -1190,6 +1208,12 @@ cdef class PairingTable:
         self._put_text(C_HOST, req, T_HOST, req != NULL and req.tlen[T_HOST] > 0)
         self._put_text(C_UA, req, T_UA, req != NULL and req.tlen[T_UA] > 0)
         self._put_text(C_REASON, resp, T_REASON, True)
+        if r.outer_ip_version != 0:
+            self._put_ip(C_OUTER_SRC, r.outer_src, r.outer_ip_version)
+            self._put_ip(C_OUTER_DST, r.outer_dst, r.outer_ip_version)
+        else:
+            self._put(C_OUTER_SRC, NULL, 0, False)
+            self._put(C_OUTER_DST, NULL, 0, False)
         if self.nx:
             # chosen headers: "" when absent from the message, null when there is no message
             for x in range(self.nx):

@@ -109,7 +109,7 @@ cimport numpy as cnp
 import numpy as np
 
 from packet cimport PacketRef
-from l34 cimport L34, L34_DATA, batch_caplen, l34_parse
+from l34 cimport L34, L34Cfg, L34_DATA, batch_caplen, l34_parse, l34_shared_cfg
 from message cimport DR_NOT_TCP
 from message cimport same_ip
 from pairing cimport eq2_hash
@@ -182,6 +182,14 @@ ctypedef struct ShPart:
     char exts[W_SEXTS]
     char ja3s[33]
 
+# The encapsulation of a hello's packet (ext/l34.pxd; the HTTP records' columns of the same names)
+ctypedef struct TEnc:
+    uint64_t encap              # EncapKind per byte, outermost lowest; 0: no tunnel
+    uint8_t outer_src[16]       # outermost IP header carrying the tunnel (HttpMsg layout)
+    uint8_t outer_dst[16]
+    uint32_t tunnel_id
+    uint8_t outer_ip_version    # 0: no IP header carries a tunnel
+
 ctypedef struct TlsRecord:
     uint8_t client_ip[16]
     uint8_t server_ip[16]
@@ -198,6 +206,11 @@ ctypedef struct TlsRecord:
     uint8_t _pad
     ChPart ch
     ShPart sh
+    # added at the end: of the ClientHello's (first) packet, the ServerHello's without one;
+    # QUIC: of the connection's first Initial
+    TEnc enc
+    char outer_src_text[W_IP]
+    char outer_dst_text[W_IP]
 
 # unmatched_reason codes (names in tls_reason_names())
 cdef enum:
@@ -284,6 +297,7 @@ ctypedef struct Reasm:
     int32_t next
     int32_t age_prev
     int32_t age_next
+    TEnc enc                    # of the hello's first segment
 
 
 # One QUIC connection's Initial state: both sides' keys (from the client's first DCID) and
@@ -319,6 +333,24 @@ ctypedef struct QConn:
     quic_keys_t sk
     QSide c
     QSide s
+    TEnc enc                    # of the connection's first Initial
+
+
+# User-named UDP tunnel ports: the one setting in ext/dissect.pyx (webtap.dissect.set_tunnel_ports).
+cdef const L34Cfg *_tunnel_cfg = l34_shared_cfg()
+
+
+cdef inline void _enc_of(TEnc *e, const L34 *l) noexcept nogil:
+    """The encapsulation fields of a walk. A plain UDP datagram's walk has looked for a tunnel
+    in its IP packet (outer_ip_version set, encap 0): that is no tunnel."""
+    e.encap = l.encap
+    e.tunnel_id = l.tunnel_id if l.encap else 0
+    e.outer_ip_version = l.outer_ip_version if l.encap else 0
+    memset(e.outer_src, 0, 16)
+    memset(e.outer_dst, 0, 16)
+    if e.outer_ip_version:
+        memcpy(e.outer_src, l.outer_src, 4 if l.outer_ip_version == 4 else 16)
+        memcpy(e.outer_dst, l.outer_dst, 4 if l.outer_ip_version == 4 else 16)
 
 
 def tls_reason_names():
@@ -563,6 +595,13 @@ cdef class TlsTable:
         o.reason = reason
         inet_ntop(AF_INET if o.ip_version == 4 else AF_INET6, o.client_ip, o.client_ip_text, W_IP)
         inet_ntop(AF_INET if o.ip_version == 4 else AF_INET6, o.server_ip, o.server_ip_text, W_IP)
+        o.outer_src_text[0] = 0
+        o.outer_dst_text[0] = 0
+        if o.enc.outer_ip_version:
+            inet_ntop(AF_INET if o.enc.outer_ip_version == 4 else AF_INET6, o.enc.outer_src,
+                      o.outer_src_text, W_IP)
+            inet_ntop(AF_INET if o.enc.outer_ip_version == 4 else AF_INET6, o.enc.outer_dst,
+                      o.outer_dst_text, W_IP)
         self.nrec += 1
         if reason == TR_NONE:
             self.cnt[<int>TC_PAIRED] += 1
@@ -644,6 +683,7 @@ cdef class TlsTable:
                     memcpy(&out, &e.r, sizeof(TlsRecord))
                     if side == 1:
                         memcpy(&out.ch, &r.ch, sizeof(ChPart))
+                        memcpy(&out.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
                         out.has_ch = 1
                     else:
                         memcpy(&out.sh, &r.sh, sizeof(ShPart))
@@ -724,8 +764,10 @@ cdef class TlsTable:
         return -1
 
     cdef void _side_record(self, TlsRecord *r, const uint8_t *src, uint16_t sport, const uint8_t *dst,
-                           uint16_t dport, uint8_t ipv, uint16_t vlan, uint8_t side) noexcept nogil:
+                           uint16_t dport, uint8_t ipv, uint16_t vlan, const TEnc *enc,
+                           uint8_t side) noexcept nogil:
         memset(r, 0, sizeof(TlsRecord))
+        memcpy(&r.enc, enc, sizeof(TEnc))
         cdef int alen = 4 if ipv == 4 else 16
         if side == 1:
             memcpy(r.client_ip, src, alen)
@@ -748,7 +790,7 @@ cdef class TlsTable:
         """Emit the record of a split hello that will not complete, and drop it."""
         cdef Reasm *e = &self.rpool[i]
         cdef TlsRecord r
-        self._side_record(&r, e.src, e.sport, e.dst, e.dport, e.ipv, e.vlan, e.side)
+        self._side_record(&r, e.src, e.sport, e.dst, e.dport, e.ipv, e.vlan, &e.enc, e.side)
         if e.side == 1:
             r.ch.ts_ns = e.ts
             r.ch.pkt = e.pkt
@@ -809,6 +851,7 @@ cdef class TlsTable:
         e.sport = l.src_port
         e.dport = l.dst_port
         e.vlan = l.vlan
+        _enc_of(&e.enc, l)
         e.ipv = l.ip_version
         e.side = side
         e.segs = 1
@@ -882,9 +925,9 @@ cdef class TlsTable:
             return 0
         key = c.key + q.hellos          # the k-th ClientHello pairs with the k-th ServerHello
         if client:
-            return self._hello(q.buf + b, &h, c.cli, c.cport, c.srv, c.sport, c.ipv, c.vlan, q.ts,
+            return self._hello(q.buf + b, &h, c.cli, c.cport, c.srv, c.sport, c.ipv, c.vlan, &c.enc, q.ts,
                                q.pkt, key, key, packets, 1)
-        return self._hello(q.buf + b, &h, c.srv, c.sport, c.cli, c.cport, c.ipv, c.vlan, q.ts,
+        return self._hello(q.buf + b, &h, c.srv, c.sport, c.cli, c.cport, c.ipv, c.vlan, &c.enc, q.ts,
                            q.pkt, key, key, packets, 1)
 
     cdef int _qdrop(self, int32_t i, bint timeout) except -1 nogil:
@@ -919,6 +962,7 @@ cdef class TlsTable:
         c.sport = l.dst_port
         c.ipv = l.ip_version
         c.vlan = l.vlan
+        _enc_of(&c.enc, l)
         c.version = h.version
         c.odcid_len = h.dcid_len
         memcpy(c.odcid, pkt + h.dcid_off, h.dcid_len)
@@ -944,7 +988,7 @@ cdef class TlsTable:
         cdef bint from_client = True, got
         cdef QConn *c
         cdef QSide *q
-        if not quic_udp_locate(p, caplen, linktype, NULL, &l, False):
+        if not quic_udp_locate(p, caplen, linktype, _tunnel_cfg, &l, False):
             return 0
         d = p + l.payload_off
         n = l.payload_caplen
@@ -1039,9 +1083,9 @@ cdef class TlsTable:
 
     # ---- one hello -----------------------------------------------------------------------
     cdef int _hello(self, const uint8_t *msg, tls_hello *h, const uint8_t *src, uint16_t sport,
-                    const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan, int64_t ts,
-                    uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs,
-                    uint8_t transport=0) except -1 nogil:
+                    const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan,
+                    const TEnc *enc, int64_t ts, uint64_t pkt, uint32_t seq, uint32_t ack,
+                    uint16_t segs, uint8_t transport=0) except -1 nogil:
         """A parsed hello. TCP: the pairing key is the ClientHello's ACK / the ServerHello's
         SEQ (Eq. 2). QUIC (transport 1): seq and ack both carry a number derived from the
         connection's original Destination Connection ID, so the two hellos pair by connection."""
@@ -1050,7 +1094,7 @@ cdef class TlsTable:
         cdef uint32_t nk, k, o, jl
         cdef ChPart *c
         cdef ShPart *s
-        self._side_record(&r, src, sport, dst, dport, ipv, vlan, h.hs_type)
+        self._side_record(&r, src, sport, dst, dport, ipv, vlan, enc, h.hs_type)
         r.transport = transport
         if segs > 1:
             self.cnt[<int>TC_SPLIT_HELLO] += 1
@@ -1114,12 +1158,13 @@ cdef class TlsTable:
         return self._offer(&r, 2, seq)
 
     cdef int _bad(self, int status, int hs_type, const uint8_t *src, uint16_t sport,
-                  const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan, int64_t ts,
-                  uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs, uint32_t hs_len) except -1 nogil:
+                  const uint8_t *dst, uint16_t dport, uint8_t ipv, uint16_t vlan, const TEnc *enc,
+                  int64_t ts, uint64_t pkt, uint32_t seq, uint32_t ack, uint16_t segs,
+                  uint32_t hs_len) except -1 nogil:
         """A hello that cannot be parsed: a record with the reason, counted."""
         cdef TlsRecord r
         cdef uint8_t reason
-        self._side_record(&r, src, sport, dst, dport, ipv, vlan, <uint8_t>hs_type)
+        self._side_record(&r, src, sport, dst, dport, ipv, vlan, enc, <uint8_t>hs_type)
         if status == TLS_TOO_LONG:
             reason = TR_TOO_LONG
             self.cnt[<int>TC_TOO_LONG] += 1
@@ -1155,7 +1200,8 @@ cdef class TlsTable:
         cdef tls_hello h
         cdef const uint8_t *msg
         cdef const uint8_t *pl
-        r = l34_parse(p, caplen, linktype, &l, NULL)
+        cdef TEnc enc
+        r = l34_parse(p, caplen, linktype, &l, _tunnel_cfg)
         if r == DR_NOT_TCP:
             return self._quic(p, caplen, linktype, ts, pkt)
         if r != L34_DATA:
@@ -1181,7 +1227,7 @@ cdef class TlsTable:
                         st = tls_parse_hello(self.scratch, got, &h)
                         if st == TLS_OK:
                             self._hello(self.scratch, &h, e.src, e.sport, e.dst, e.dport, e.ipv,
-                                        e.vlan, e.ts, e.pkt, e.seq, e.ack, e.segs)
+                                        e.vlan, &e.enc, e.ts, e.pkt, e.seq, e.ack, e.segs)
                             self._runlink(ri)
                         else:
                             self._reasm_fail(ri, TR_MALFORMED)
@@ -1203,10 +1249,11 @@ cdef class TlsTable:
         off = tls_hello_start(pl, n, &t)
         if t == 0:
             return 0
+        _enc_of(&enc, &l)
         st = tls_parse_payload(pl, n, self.scratch, TLS_HELLO_CAP, &h, &msg)
         if st == TLS_OK:
             return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
-                               ts, pkt, l.seq, l.ack, 1)
+                               &enc, ts, pkt, l.seq, l.ack, 1)
         if off > 0:
             # after ChangeCipherSpec only a TLS 1.3 (compatibility mode) hello is plaintext;
             # anything else there is an encrypted record: not a hello, no record
@@ -1214,7 +1261,7 @@ cdef class TlsTable:
             return 0
         if st == TLS_INCOMPLETE and n == l.payload_len:
             return self._rstart(&l, pl + off, n - off, ts, pkt, <uint8_t>t)
-        return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, ts, pkt,
+        return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, &enc, ts, pkt,
                          l.seq, l.ack, 1, h.hs_len)
 
     # ---- Python entry points ---------------------------------------------------------------

@@ -56,7 +56,7 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 import numpy as np
 
 from packet cimport PacketRef, LINKTYPE_ETHERNET
-from l34 cimport L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse
+from l34 cimport l34_shared_cfg, L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse
 from message cimport DR_NOT_TCP
 from message cimport (
     HttpMsg, MSG_REQUEST, METHOD_GET, MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE,
@@ -145,20 +145,8 @@ cdef uint32_t _pseudo(int ver, const uint8_t *src, const uint8_t *dst, uint32_t 
     return acc
 
 
-# User-named UDP tunnel ports, as in ext/dissect.pyx (webtap.dissect.set_tunnel_ports sets all).
-cdef L34Cfg _tunnel_cfg
-
-
-def set_tunnel_ports(pairs):
-    """Pairs of (port, EncapKind code); see ext/dissect.pyx set_tunnel_ports."""
-    pairs = [(int(a), int(b)) for a, b in pairs]
-    if len(pairs) > L34_MAX_UDP_PORTS:
-        raise ValueError(f"at most {L34_MAX_UDP_PORTS} tunnel ports")
-    _tunnel_cfg.n = 0
-    for port, kind in pairs:
-        _tunnel_cfg.port[_tunnel_cfg.n] = port
-        _tunnel_cfg.kind[_tunnel_cfg.n] = kind
-        _tunnel_cfg.n += 1
+# User-named UDP tunnel ports: the one setting in ext/dissect.pyx (webtap.dissect.set_tunnel_ports).
+cdef const L34Cfg *_tunnel_cfg = l34_shared_cfg()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +156,7 @@ cdef inline int _locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, L3
     """Fill *s for a TCP segment whose fixed header is in the capture (ext/l34.pxd: the
     dissector's own walk, so both take the same packets for TCP). Returns 0, or -1 for anything
     else (not TCP, truncated, fragment). TCP options cut by the snaplen do not matter here."""
-    l34_parse(p, caplen, linktype, s, &_tunnel_cfg)
+    l34_parse(p, caplen, linktype, s, _tunnel_cfg)
     return 0 if s.tcp_ok else -1
 
 
@@ -794,7 +782,7 @@ cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype
     ends with the UDP length, tunnels by the user-named ports too). 0, or -1 when not UDP."""
     cdef L34 s
     memset(&s, 0, sizeof(L34))           # the TCP fields (seq, ack, window, flags) stay 0
-    if not quic_udp_locate(p, caplen, linktype, &_tunnel_cfg, &s, True):
+    if not quic_udp_locate(p, caplen, linktype, _tunnel_cfg, &s, True):
         return -1
     _fill_tcp(m, &s)
     return 0
@@ -1075,7 +1063,7 @@ cdef class SniTable:
                     m.pkt_index = refs[i].index
                     m.pkt_offset = refs[i].offset
                     m.linktype = refs[i].linktype
-                    r = l34_parse(p, caplen, refs[i].linktype, &s, &_tunnel_cfg)
+                    r = l34_parse(p, caplen, refs[i].linktype, &s, _tunnel_cfg)
                     if r == L34_DATA:
                         _fill_tcp(&m, &s)
                         if self._tcp(p, &m, verify_checksums, &cnt[0], &o) < 0:

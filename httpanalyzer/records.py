@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from webtap._ext.communityid import community_id
+from webtap.dissect import encap_text
 
 
 #: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
@@ -44,6 +45,12 @@ RECORD_DTYPE = np.dtype(
         ("rflags", "<u2"),
         ("request_trace", "<u2"),
         ("response_trace", "<u2"),
+        # encapsulation, added at the end (ext/l34.pxd; docs/ACCURACY.md "Encapsulations")
+        ("encap", "<u8"),
+        ("outer_src", "u1", (16,)),
+        ("outer_dst", "u1", (16,)),
+        ("tunnel_id", "<u4"),
+        ("outer_ip_version", "u1"),
     ],
     align=True,
 )
@@ -98,6 +105,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "response_trace": (pa.uint16(), "position of the response's trace among the inputs"),
     "community_id": (pa.string(), "Community ID v1 of the TCP flow (seed 0), '1:' + base64 SHA-1;"
                                   " joins records with Zeek, Suricata, Arkime, ... (computed in C)"),
+    # encapsulation: of the request's first packet (the response's when there is no request)
+    "encap": (pa.string(), "tunnel layers crossed to reach the inner IP packet, outermost first,"
+                           " comma-separated ('vxlan,eth', 'gre,erspan,eth', '6in4'; names as"
+                           " webtap dissect's); null for a packet without encapsulation"),
+    "outer_src_ip": (pa.string(), "source address of the outermost IP header that carries the"
+                                  " tunnel (the request's packet; the response's if no request);"
+                                  " null when no IP header carries one (plain, PPPoE, MPLS)"),
+    "outer_dst_ip": (pa.string(), "destination address of that outer IP header; null likewise"),
+    "tunnel_id": (pa.uint32(), "VNI (VXLAN, Geneve), GRE key, ERSPAN session, GTP-U TEID, PPPoE"
+                               " session or bottom MPLS label of the outermost such layer (0"
+                               " when that layer has none); null without encapsulation"),
 }
 SCHEMA = pa.schema([pa.field(n, t) for n, (t, _) in COLUMNS.items()])
 
@@ -250,6 +268,10 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.Re
         "response_trace": _num(r["response_trace"], pa.uint16(), has_resp),
         "community_id": community_id(r["client_ip"], r["client_port"], r["server_ip"],
                                      r["server_port"], r["ip_version"], 6),
+        "encap": encap_text(r["encap"]),
+        "outer_src_ip": _strings(n, strings["outer_src_ip"]),
+        "outer_dst_ip": _strings(n, strings["outer_dst_ip"]),
+        "tunnel_id": _num(r["tunnel_id"], pa.uint32(), r["encap"] != 0),
     }
     if headers:
         arrays = list(cols.values())

@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from webtap.dissect import encap_text
+
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_RECORD_DTYPE"]
 
 _W = dict(ip=48, sni=256, alpn=256, vers=128, ciphers=1024, exts=512, groups=256, ks=128,
@@ -43,6 +45,9 @@ TLS_RECORD_DTYPE = np.dtype([
     ("client_port", "<u2"), ("server_port", "<u2"), ("vlan", "<u2"),
     ("ip_version", "u1"), ("transport", "u1"), ("has_ch", "u1"), ("has_sh", "u1"),
     ("reason", "u1"), ("_pad", "u1"), ("ch", _CH), ("sh", _SH),
+    ("enc", np.dtype([("encap", "<u8"), ("outer_src", "u1", (16,)), ("outer_dst", "u1", (16,)),
+                      ("tunnel_id", "<u4"), ("outer_ip_version", "u1")], align=True)),
+    ("outer_src_text", f"S{_W['ip']}"), ("outer_dst_text", f"S{_W['ip']}"),
 ], align=True)
 
 TLSF_HRR, TLSF_ECH, TLSF_SNI, TLSF_ALPN = 1, 2, 4, 8
@@ -84,6 +89,12 @@ FIELDS = [
     ("ip_version", pa.uint8(), "4 or 6"),
     ("vlan", pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
     ("text_clipped", pa.bool_(), "some text was clipped to the record's field width"),
+    # encapsulation (as the HTTP records'): of the ClientHello's first packet, the
+    # ServerHello's without one; QUIC: of the connection's first Initial
+    ("encap", pa.string(), "tunnel layers crossed, outermost first ('vxlan,eth', '6in4'); null without"),
+    ("outer_src_ip", pa.string(), "source of the outermost IP header carrying the tunnel; null if none"),
+    ("outer_dst_ip", pa.string(), "its destination; null if none"),
+    ("tunnel_id", pa.uint32(), "VNI, GRE key, ERSPAN session, TEID, PPPoE session or MPLS label; null without encapsulation"),
     ("community_id", pa.string(), "Community ID v1 of the flow (TCP; UDP for QUIC), as on the HTTP records"),
 ]
 COLUMNS = [f[0] for f in FIELDS]
@@ -117,7 +128,7 @@ def to_table(raw: np.ndarray) -> pa.Table:
     r = np.frombuffer(raw, dtype=TLS_RECORD_DTYPE) if raw.dtype != TLS_RECORD_DTYPE else raw
     if len(r) == 0:
         return SCHEMA.empty_table()
-    ch, sh = r["ch"], r["sh"]
+    ch, sh, enc = r["ch"], r["sh"], r["enc"]
     has_ch = r["has_ch"].astype(bool)
     has_sh = r["has_sh"].astype(bool)
     ch_ok = has_ch & (ch["status"] == 0)
@@ -178,6 +189,10 @@ def to_table(raw: np.ndarray) -> pa.Table:
         "ip_version": pa.array(r["ip_version"]),
         "vlan": pa.array(vlan, mask=vlan == 0xFFFF),
         "text_clipped": pa.array((ch["clipped"] | sh["clipped"]) != 0),
+        "encap": encap_text(enc["encap"]),
+        "outer_src_ip": opt_text(r["outer_src_text"], enc["outer_ip_version"] != 0),
+        "outer_dst_ip": opt_text(r["outer_dst_text"], enc["outer_ip_version"] != 0),
+        "tunnel_id": pa.array(enc["tunnel_id"], mask=enc["encap"] == 0),
         # the same C function as the HTTP records' column (ext/communityid.pyx), per row protocol
         "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
                                      np.ascontiguousarray(r["server_ip"]), r["server_port"],

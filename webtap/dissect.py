@@ -148,20 +148,37 @@ class MessageBatch:
 def encap_text(encap: np.ndarray):
     """HttpMsg.encap codes as text, one string per message: the layers crossed from the link
     layer in, comma-separated ("vxlan,eth", "gre,erspan,eth", "6in4"); null for a packet without
-    encapsulation. One string is built per distinct value (np.unique), not per message."""
+    encapsulation. One string is built per distinct value (np.unique), not per message; the
+    column is laid out with numpy (pa.array would import pandas on its first call)."""
     import pyarrow as pa
 
-    codes = np.ascontiguousarray(encap, dtype=np.uint64)
+    codes = np.ascontiguousarray(encap, dtype=np.uint64).reshape(-1)
+    n = len(codes)
+    if not codes.any():
+        return pa.nulls(n, pa.string())
     uniq, inv = np.unique(codes, return_inverse=True)
-    names = []
+    inv = inv.reshape(-1)
+    texts = []
     for v in uniq.tolist():
         parts = []
         while v:
             c = v & 0xFF
             parts.append(ENCAP_NAMES[c] if 0 < c < len(ENCAP_NAMES) else f"?{c}")
             v >>= 8
-        names.append(",".join(parts) if parts else None)
-    return pa.array(names, pa.string()).take(pa.array(inv.reshape(-1).astype(np.int64)))
+        texts.append(",".join(parts).encode())
+    width = max(len(t) for t in texts)
+    table = np.zeros((len(texts), width), np.uint8)
+    for i, t in enumerate(texts):
+        table[i, :len(t)] = np.frombuffer(t, np.uint8)
+    lens = np.array([len(t) for t in texts], np.int32)[inv]
+    offs = np.zeros(n + 1, np.int32)
+    np.cumsum(lens, out=offs[1:])
+    data = table[inv][np.arange(width)[None, :] < lens[:, None]]
+    valid = codes != 0
+    nulls = n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)],
+                                 null_count=nulls)
 
 
 def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
@@ -169,11 +186,9 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
     default) or {"geneve": [47101]}. Kinds: webtap.schema.UDP_TUNNEL_KINDS. The IANA ports
     (VXLAN 4789, Geneve 6081, GTP-U 2152, Teredo 3544, AYIYA 5072, GRE-in-UDP 4754) always
     apply; None or {} removes the extra ones. Every walk of link/IP/TCP (the dissector, the
-    feeder's reader, the pass-by filter's handshake table) uses the same setting; worker
+    feeder's reader, the pass-by filter's handshake table, the TLS/QUIC record stage) reads the
+    same setting; worker
     processes started afterwards by fork inherit it, spawned ones must call this themselves."""
-    from webtap._ext import feeder as _fx
-    from webtap._ext import urlmatch as _um
-
     pairs = []
     for kind, plist in (ports or {}).items():
         if kind not in UDP_TUNNEL_KINDS:
@@ -182,8 +197,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
             if not 0 < int(port) < 65536:
                 raise ValueError(f"bad UDP port {port!r}")
             pairs.append((int(port), ENCAP_NAMES.index(kind)))
-    for mod in (_ext, _fx, _um):
-        mod.set_tunnel_ports(pairs)
+    _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/l34.pxd l34_shared_cfg)
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None) -> MessageBatch:

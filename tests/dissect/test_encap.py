@@ -294,8 +294,9 @@ def test_cli_tunnel_port(tmp_path, capsys):
         set_tunnel_ports(None)
         assert main(["dissect", str(path)]) == 0
         assert "not_tcp=1" in capsys.readouterr().err
-        with pytest.raises(SystemExit):
-            main(["dissect", str(path), "--tunnel-port", "nosuch:1"])
+        # a usage error: one line, exit 2 (docs/CLI.md)
+        assert main(["dissect", str(path), "--tunnel-port", "nosuch:1"]) == 2
+        assert "unknown tunnel kind 'nosuch'" in capsys.readouterr().err
     finally:
         set_tunnel_ports(None)
 
