@@ -199,10 +199,14 @@ class UrlAnalyzer:
         and QUIC Initials (SniTable). Returns the batch's records (http rows first, then tls and
         quic), or None; forged frames go to on_forged in one call, in record order
         (`last_frame_index[i]`: the first frame of hit record i of the returned batch)."""
-        pk = getattr(packets, "packets", packets)
-        data = getattr(packets, "data", None)
-        if data is None:
-            data = msgs.data
+        if isinstance(packets, np.ndarray):
+            # a bare PACKET_DTYPE array (an ndarray's own .data is its buffer, not the bytes)
+            pk, data = packets, msgs.data
+        else:
+            pk = getattr(packets, "packets", packets)
+            data = getattr(packets, "data", None)
+            if data is None:
+                data = msgs.data
         if self.conns is not None and len(pk):
             self.conns.feed(pk, data)
         out = []          # (msgs, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged)

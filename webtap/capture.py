@@ -423,8 +423,22 @@ class LiveCapture:
             n = h.read_into(packets, data)
             if n:
                 yield Batch(packets[:n], data, self.iface)
+        if self._stopped and not h.eof:
+            # Stopped (Ctrl-C, stop()): the packets captured before the stop are still read.
+            # The kernel hands a partly filled TPACKET_V3 block over only after the read
+            # timeout, so each read below waits at most timeout_ms; bounded by DRAIN_READS.
+            for _ in range(self.DRAIN_READS):
+                packets = np.empty(self.batch_size, dtype=PACKET_DTYPE)
+                data = np.empty(self.batch_size * 2048 + 262144, dtype=np.uint8)
+                n = h.read_into(packets, data)
+                if not n:
+                    break
+                yield Batch(packets[:n], data, self.iface)
         if h.error:
             raise CaptureError(f"{self.iface}: {h.error}")
+
+    #: reads after a stop that drain the kernel's ring (each returns within timeout_ms)
+    DRAIN_READS = 64
 
     def poll(self) -> "Batch | None":
         """One read: a batch, or None after the read timeout with nothing captured (so a caller
@@ -444,8 +458,10 @@ class LiveCapture:
         return self._stopped or self._h is None or self._h.eof
 
     def stop(self) -> None:
+        """End the capture after what the kernel already holds (iteration drains it). Reads
+        never block longer than timeout_ms (poll + non-blocking pcap), so no breakloop is
+        needed to end a wait."""
         self._stopped = True
-        self._h.breakloop()
 
     def inject(self, frame: bytes) -> int:
         """Send one link-layer frame with ``pcap_inject``."""

@@ -123,12 +123,19 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
             try:
                 for batch in s:
                     if TALLY.stop_requested:
-                        TALLY.stop_delivered = True
-                        raise KeyboardInterrupt("stop requested")
+                        if not (live and isinstance(s, LiveCapture)):
+                            TALLY.stop_delivered = True
+                            raise KeyboardInterrupt("stop requested")
+                        # live: the packets captured before Ctrl-C are kept; the capture
+                        # drains the kernel's ring and ends (LiveCapture.stop), then we stop
+                        s.stop()
                     TALLY.packets += len(batch)
                     mb = dissector(batch.packets, batch.data)
                     totals.add_dissect(mb.counters)
                     yield batch, mb
+                if TALLY.stop_requested and live and isinstance(s, LiveCapture):
+                    TALLY.stop_delivered = True
+                    raise KeyboardInterrupt("stop requested")
             finally:
                 totals.add_source(s.counters)
                 totals.warnings.extend(f"{src}: {w}" for w in getattr(s, "warnings", []))

@@ -349,6 +349,13 @@ def check_blacklist(data: bytes) -> None:
         try:
             try:
                 res = importers.import_path(store, path, fmt=fmt)
+            except importers.NotAList as exc:
+                # documented (docs/CLI.md, urlfilter import): a file that is not a text list (a
+                # capture, binary data: more than 5 % control bytes in its head) is refused whole,
+                # with the reason, before anything is stored
+                assert "not a text list" in str(exc), exc
+                assert store.count() == 0
+                return
             except OSError as exc:
                 # documented: a file that cannot be read (here: a damaged gzip) raises OSError
                 assert body[:2] == b"\x1f\x8b" and "gzip" in str(exc), exc

@@ -16,7 +16,8 @@ T0 = 1_700_000_000 * S
 
 def fake_traces(monkeypatch, traces):
     """traces: {path: [MsgBuilder, ...]} -> each builder is one batch of that trace."""
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None):
+    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None,
+            packet_hook=None):
         for b in traces[path]:
             msgs, data = b.build()
             stats.packets += len(msgs)
@@ -61,7 +62,7 @@ def test_idle_batches_move_the_clock_only_live(monkeypatch, live, expect):
     a1 = MsgBuilder()
     a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
 
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None):
+    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None, **_kw):
         msgs, data = a1.build()
         yield msgs, data, T0
         yield msgs[:0], data, T0 + 61 * S          # no messages, 61 s later
@@ -100,7 +101,7 @@ def test_keyboard_interrupt_ends_input_and_flushes(monkeypatch):
     a1 = MsgBuilder()
     a1.req(T0, "10.0.0.1", 1000, "10.0.0.2", 80, 1, 100)
 
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None):
+    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None, **_kw):
         msgs, data = a1.build()
         yield msgs, data, T0
         raise KeyboardInterrupt

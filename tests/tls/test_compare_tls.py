@@ -16,7 +16,8 @@ FILES = ["zeek/tls_hrr.pcap", "arkime/tls-split-client-hello.pcap", "ndpi/teams.
          "mercury/quic-crypto-packets.pcap", "zeek/tunnels_geneve-47101.pcap"]
 
 
-TUNNELLED = {"zeek/tunnels_geneve-47101.pcap"}
+# webtap opens Geneve (issue 23): no shared TLS trace here is tunnelled past what webtap opens
+TUNNELLED: set[str] = set()
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -55,10 +55,18 @@ def _r6(s: bytes) -> bytes:
 def _host(h: bytes) -> bytes:
     """R4 on the host (userinfo and port already gone)."""
     if h.startswith(b"["):                                      # IPv6 literal
-        body = h[1:-1].lower()
-        if not h.endswith(b"]") or not body or any(c not in IPV6_BYTES for c in body):
+        # R4 (docs/urlfilter.md): an IPv6 address in RFC 5952 text, read here by Python's
+        # ipaddress (independent of the C parser); anything else in brackets is a bad host
+        body = h[1:-1]
+        if not h.endswith(b"]") or not body or any(c not in IPV6_BYTES for c in body.lower()):
             raise Rejected("bad_host")
-        return b"[" + body + b"]"
+        import ipaddress
+
+        try:
+            addr = ipaddress.IPv6Address(body.decode("ascii"))
+        except ValueError:
+            raise Rejected("bad_host") from None
+        return b"[" + addr.compressed.encode("ascii") + b"]"
     decoded = bytearray()
     i = 0
     while i < len(h):
