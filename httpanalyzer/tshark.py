@@ -305,17 +305,23 @@ def _starts_message(payload_hex: str) -> bool:
 
 
 def _not_request_line(payload_hex: str) -> bool:
+    """not_request_line of a TCP payload in tshark's hex."""
+    pay = bytes.fromhex(payload_hex.replace(":", "")) if payload_hex else b""
+    if pay.startswith(b"\r\n") and len(pay) > 3:
+        pay = pay[2:]
+    return not_request_line(pay)
+
+
+def not_request_line(pay: bytes) -> bool:
     """The payload starts with a method and a space but not with a request line's shape (issue 23,
     docs/ACCURACY.md "Request lines"): no request-target form and no version at the line's end,
     e.g. a response body "POST request received successfully!". Written from the documented
-    rule, apart from ext/httpstart.pxd."""
+    rule, apart from ext/httpstart.pxd (the compare explainer and tests/tools/accuracy_table.py
+    use it to name the difference)."""
     import re
 
     from webtap.schema import METHOD_NAMES
 
-    pay = bytes.fromhex(payload_hex.replace(":", "")) if payload_hex else b""
-    if pay.startswith(b"\r\n") and len(pay) > 3:
-        pay = pay[2:]
     line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
     tok, sp, rest = line.partition(b" ")
     if not sp or tok.removeprefix(b"M-").decode("latin-1") not in METHOD_NAMES[1:]:

@@ -138,25 +138,12 @@ def _starts_later(pay: bytes, method: str) -> bool:
 
 
 def _not_request_shape(pay: bytes, methods) -> bool:
-    """The payload starts with a known method and a space, and what follows is not a
-    request-target of RFC 9112's forms and the line does not end with a version (checked here
-    independently of ext/httpstart.pxd, from the rule in docs/ACCURACY.md)."""
-    import re
+    """The payload starts with a known method and a space, and what follows is not a request
+    line's shape: the rule of docs/ACCURACY.md, in its one Python home (httpanalyzer.tshark,
+    independent of ext/httpstart.pxd). `methods` is webtap.schema.METHOD_NAMES, which it uses."""
+    from httpanalyzer.tshark import not_request_line
 
-    line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
-    tok, sp, rest = line.partition(b" ")
-    if not sp or tok.removeprefix(b"M-").decode("latin-1") not in methods[1:]:
-        return False
-    rest = rest.lstrip(b" ")
-    if not rest:
-        return False
-    target = rest.split(b" ", 1)[0]
-    if (target.startswith((b"/", b"HTTP/")) or target == b"*"
-            or re.match(rb"[A-Za-z][A-Za-z0-9+.-]*://", target)
-            or re.fullmatch(rb"(\[[0-9A-Za-z:.]+\]|[A-Za-z0-9._~-]+):[0-9]+", target)):
-        return False
-    ends_with_version = re.search(rb" HTTP/[0-9]\.[0-9]$", line) is not None and len(pay) > len(line)
-    return not ends_with_version
+    return not_request_line(pay)
 
 
 def _cut_line_without_colon(data: np.ndarray, msg) -> bool:
