@@ -638,23 +638,27 @@ def forge(msgs, const uint8_t[::1] data, rows):
     return frames[:at], offs_a, ns_a
 
 
-def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
-    """True when the IPv4 header and TCP checksums of a frame (IP at ip_off) are right (tests)."""
-    cdef const uint8_t *p = &frame[0]
-    cdef uint32_t hl, tcp_len, acc
-    cdef int ver = p[ip_off] >> 4
-    if ver == 4:
+cdef bint _l4_checksum_ok(const uint8_t *p, int ip_off, uint32_t proto_extra) noexcept nogil:
+    """IPv4 header and TCP/UDP checksums of a frame whose IP header is at ip_off. _pseudo sums
+    the pseudo-header with TCP's protocol number (6); proto_extra adds what another protocol
+    needs on top (UDP, 17: 11)."""
+    cdef uint32_t hl, l4_len, acc
+    if p[ip_off] >> 4 == 4:
         hl = (p[ip_off] & 0x0F) * 4
         if _fold(_sum(p + ip_off, hl, 0)) != 0:
             return False
-        tcp_len = be16(p + ip_off + 2) - hl
-        acc = _pseudo(4, p + ip_off + 12, p + ip_off + 16, tcp_len)
+        l4_len = be16(p + ip_off + 2) - hl
+        acc = _pseudo(4, p + ip_off + 12, p + ip_off + 16, l4_len) + proto_extra
     else:
         hl = 40
-        tcp_len = be16(p + ip_off + 4)
-        acc = _pseudo(6, p + ip_off + 8, p + ip_off + 24, tcp_len)
-    return _fold(_sum(p + ip_off + hl, tcp_len, acc)) == 0
+        l4_len = be16(p + ip_off + 4)
+        acc = _pseudo(6, p + ip_off + 8, p + ip_off + 24, l4_len) + proto_extra
+    return _fold(_sum(p + ip_off + hl, l4_len, acc)) == 0
 
+
+def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
+    """True when the IPv4 header and TCP checksums of a frame (IP at ip_off) are right (tests)."""
+    return _l4_checksum_ok(&frame[0], ip_off, 0)
 
 # =============================================================================================
 # HTTPS and QUIC (issue 18): the SNI of every ClientHello -> key-form host, QUIC close forge
@@ -1366,17 +1370,4 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
 
 def udp_checksum_ok(const uint8_t[::1] frame, int ip_off):
     """True when the IPv4 header and UDP checksums of a frame (IP at ip_off) are right (tests)."""
-    cdef const uint8_t *p = &frame[0]
-    cdef uint32_t hl, ulen, acc
-    cdef int ver = p[ip_off] >> 4
-    if ver == 4:
-        hl = (p[ip_off] & 0x0F) * 4
-        if _fold(_sum(p + ip_off, hl, 0)) != 0:
-            return False
-        ulen = be16(p + ip_off + 2) - hl
-        acc = _pseudo(4, p + ip_off + 12, p + ip_off + 16, ulen) + 11
-    else:
-        hl = 40
-        ulen = be16(p + ip_off + 4)
-        acc = _pseudo(6, p + ip_off + 8, p + ip_off + 24, ulen) + 11
-    return _fold(_sum(p + ip_off + hl, ulen, acc)) == 0
+    return _l4_checksum_ok(&frame[0], ip_off, 11)
