@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     dev = subprocess.DEVNULL
     res = paired([("python -c pass", [PYTHON, "-c", "pass"], dev),
                   ("httpanalyzer HEADER-ONLY (text)", command("httpanalyzer") + [trace], dev),
-                  ("analyzer API, no CLI writers", [PYTHON, "-c", "import httpanalyzer, sys; "
+                  ("analyzer API, no CLI writers", [PYTHON, "-P", "-c", "import httpanalyzer, sys; "
                    "[None for _ in httpanalyzer.iter_record_batches(sys.argv[1])]", trace], dev),
                   ("urlfilter --help", command("urlfilter") + ["--help"], dev)], a.repeat)
     print(f"webtap under {PYTHON} ({'wheel install' if 'venv' in PYTHON and '.venv/' not in PYTHON else 'this interpreter'}); "
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
             "from httpanalyzer.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('loaded:', ' '.join(m for m in ('numpy','pyarrow','pyarrow.compute','pyarrow.parquet','pandas','matplotlib','multiprocessing','tqdm') if m in sys.modules), file=sys.stderr)" % trace)
-    out = subprocess.run([PYTHON, "-X", "importtime", "-c", code], capture_output=True, text=True)
+    out = subprocess.run([PYTHON, "-P", "-X", "importtime", "-c", code], capture_output=True, text=True)
     loaded = [ln for ln in out.stderr.splitlines() if ln.startswith("loaded:")]
     print(f"  heavy modules loaded by a header-only run: {loaded[-1][7:].strip() if loaded else '?'}")
     rows = []

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     trace = tls_trace(a.rounds)
     warm(__import__("pathlib").Path(trace))
     out = OUT / "bench-tls.parquet"
-    w_s, w_rss, _ = best_of([PYTHON, "-c", CLI, "tls", trace, "-o", str(out), "--quiet"], a.repeat)
+    w_s, w_rss, _ = best_of([PYTHON, "-P", "-c", CLI, "tls", trace, "-o", str(out), "--quiet"], a.repeat)
     t = pq.read_table(out)
     hellos = t["request_frame"].drop_null().__len__() + t["response_frame"].drop_null().__len__()
     tshark = ["tshark", "-n", "-r", trace, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     if not a.no_http:
         http = str(bench_trace())
         warm(__import__("pathlib").Path(http))
-        base = [PYTHON, "-c", CLI, http, "-o", str(OUT / "bench-http.parquet"), "--consumers", "0",
+        base = [PYTHON, "-P", "-c", CLI, http, "-o", str(OUT / "bench-http.parquet"), "--consumers", "0",
                 "--no-progress"]
         h_s, h_rss, _ = best_of(base, a.repeat)
         ht_s, ht_rss, _ = best_of(base + ["--tls-out", str(OUT / "bench-http-tls.parquet")], a.repeat)
