@@ -67,3 +67,5 @@ cdef extern from "<pcap/pcap.h>" nogil:
     char *pcap_geterr(pcap_t *p)
     const char *pcap_statustostr(int error)
     const char *pcap_lib_version()
+    const char *pcap_datalink_val_to_name(int dlt)
+    const char *pcap_datalink_val_to_description(int dlt)

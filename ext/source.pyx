@@ -1011,6 +1011,16 @@ def libpcap_version():
     return pcap_lib_version().decode()
 
 
+def linktype_name(int linktype):
+    """(name, description) of a LINKTYPE_* value as libpcap names it (tcpdump's words: "EN10MB",
+    "Ethernet"); ("LINKTYPE_<n>", "") when libpcap does not know it."""
+    cdef int dlt = 12 if linktype == LINKTYPE_RAW else linktype   # DLT_RAW on Linux
+    cdef const char *name = pcap_datalink_val_to_name(dlt)
+    cdef const char *desc = pcap_datalink_val_to_description(dlt)
+    return ((name.decode(errors="replace") if name != NULL else f"LINKTYPE_{linktype}"),
+            (desc.decode(errors="replace") if desc != NULL else ""))
+
+
 def packet_ref_size():
     """sizeof(PacketRef) in C, for the schema test."""
     return sizeof(PacketRef)

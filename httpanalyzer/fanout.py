@@ -141,6 +141,7 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
     symmetric flow hash) or 'eq3' (the paper's Eq. 3 as a classic-BPF program; see DEFAULT_MODE
     for why it is not the default). on_ready: called once every consumer reads its ring."""
     from webtap._ext import afpacket
+    from webtap.stream import TALLY
 
     if consumers < 1:
         raise ValueError("fanout capture needs at least one consumer")
@@ -209,6 +210,10 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
             try:
                 yield from poll(0.05)
                 if max_packets is not None and sum(counts[:]) >= max_packets:
+                    stop.set()
+                if TALLY.stop_requested and not stop.is_set():
+                    # the command line's Ctrl-C of a live run: the consumers drain and end
+                    interrupted = True
                     stop.set()
             except KeyboardInterrupt:
                 interrupted = True

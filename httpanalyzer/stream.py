@@ -32,20 +32,22 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
                      progress: bool | None = None, read_ahead: bool = False,
-                     dissector=None, packet_hook=None) -> Iterator[tuple]:
+                     dissector=None, packet_hook=None, on_ready=None) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
     file does not end the stream: it is listed in stats.unreadable and the others are read.
     dissector: webtap.stream.messages' (the feeder's reader passes classify_packets: msgs are
     then the HTTP first packets, which its consumers dissect).
     read_ahead: capture runs in a thread a batch or two ahead (it releases the GIL while it
-    reads and parses); the dissector then runs here, in the caller's thread."""
+    reads and parses); the dissector then runs here, in the caller's thread.
+    on_ready (live): called with the capture once it is open and filtered."""
     from webtap.dissect import dissect
     from webtap.stream import Totals, messages, read_ahead as _read_ahead
 
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
-                   skip_unreadable=True, dissector=_undissected if read_ahead else dissector)
+                   skip_unreadable=True, dissector=_undissected if read_ahead else dissector,
+                   on_ready=on_ready)
     try:
         for batch, mb in (_read_ahead(gen) if read_ahead else gen):
             if read_ahead:
@@ -180,7 +182,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                         consumers: int | None = None, feeder: dict | None = None,
                         feeder_options: dict | None = None, packet_hook=None,
                         capture: str | None = None, max_packets: int | None = None,
-                        **table_options) -> Iterator[pa.RecordBatch]:
+                        on_ready=None, **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
@@ -196,7 +198,10 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     rings, one per consumer process (httpanalyzer.fanout; feeder_options: mode 'hash' or 'eq3',
     on_ready); `feeder` then receives the per consumer packets, messages and the kernel's
     drop counters; max_packets ends the capture
-    once the consumers have processed that many packets (else Ctrl-C ends it)."""
+    once the consumers have processed that many packets (else Ctrl-C ends it).
+    on_ready (live): called once the capture is ready to keep every packet -- with the
+    LiveCapture (its describe() is the readiness line), or with None for a fanout capture once
+    every consumer reads its ring."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
@@ -208,8 +213,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     if capture == "fanout":
         if not (live and consumers):
             raise ValueError("capture='fanout' is live capture with consumers >= 1")
+        options = dict(feeder_options or {})
+        if on_ready is not None:
+            options["on_ready"] = lambda: on_ready(None)
         yield from _fanout_batches(sources[0], consumers, bpf, gc_timeout, stats, feeder,
-                                   max_packets, feeder_options or {}, table_options)
+                                   max_packets, options, table_options)
         return
     dissector = None
     if consumers:
@@ -232,7 +240,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                                  dissector=dissector, packet_hook=packet_hook)]
     else:
         gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector,
-                                 packet_hook=packet_hook)
+                                 packet_hook=packet_hook, on_ready=on_ready)
                 for p in sources]
 
     def feed(i, msgs, data, last):

@@ -478,7 +478,8 @@ def _filter_cmd(args, run) -> int:
         try:
             st = run_live(args.iface, bl, inject_iface=args.inject_iface, bpf=args.bpf,
                           duration=args.duration, status=not run.quiet,
-                          verify_checksums=args.verify_checksums)
+                          verify_checksums=args.verify_checksums,
+                          on_ready=run.on_ready(args.iface))
         except CaptureError as e:
             raise clikit.RunError(f"cannot capture ({clikit.describe(e)}), -i {args.iface}") from None
         if st.stopped_by:

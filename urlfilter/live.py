@@ -60,10 +60,12 @@ class LiveStats:
 
 def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str | None = "tcp or udp",
              duration: float | None = None, status: bool = True, verify_checksums: bool = False,
-             reload_every: float = 1.0, ready: threading.Event | None = None,
+             reload_every: float = 1.0, ready: threading.Event | None = None, on_ready=None,
              stop: threading.Event | None = None, out=sys.stderr) -> LiveStats:
     """Filter until Ctrl-C / SIGTERM, `duration` seconds, or `stop` is set. Returns the stats with
-    one record batch of hits (RECORD_SCHEMA + reaction_ns) per batch that had hits."""
+    one record batch of hits (RECORD_SCHEMA + reaction_ns) per batch that had hits.
+    ready (an Event) is set and on_ready(capture) called once the filter is in place, the
+    injector open and the signal handlers installed (the command prints its readiness line)."""
     from webtap.capture import open_live
     from webtap.dissect import dissect
 
@@ -95,6 +97,8 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
     last_tick = time.monotonic()
     if ready is not None:
         ready.set()
+    if on_ready is not None:           # capture filtered, injector open, signals handled
+        on_ready(cap)
     try:
         while not cap.stopped:
             now = time.monotonic()

@@ -21,7 +21,7 @@ import mmap
 import os
 import sys
 import zlib
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -402,7 +402,8 @@ class LiveCapture:
 
     def __init__(self, iface: str, bpf: str | None = None, snaplen: int = 262144,
                  promisc: bool = True, timeout_ms: int = 100, batch_size: int = 4096,
-                 buffer_size: int = 32 * 1024 * 1024, immediate: bool = False):
+                 buffer_size: int = 32 * 1024 * 1024, immediate: bool = False,
+                 on_ready: Callable[["LiveCapture"], None] | None = None):
         self.iface = iface
         self.batch_size = batch_size
         self._h = _source.PcapHandle.open_live(iface, snaplen, promisc, timeout_ms, buffer_size,
@@ -410,6 +411,21 @@ class LiveCapture:
         if bpf:
             self._h.set_filter(bpf)
         self._stopped = False
+        #: checked before every read: when it answers True the capture stops as stop() would
+        #: (webtap.stream.messages sets it to the command line's stop request)
+        self.stop_check: Callable[[], bool] | None = None
+        if on_ready is not None:
+            # only now: libpcap flushes the kernel's ring when it installs the filter, so a
+            # packet sent before this point may be lost; after it, every packet is kept
+            on_ready(self)
+
+    def describe(self) -> str:
+        """What the capture listens on, in tcpdump's words: 'listening on IFACE, link-type NAME
+        (DESCRIPTION), snapshot length N bytes'. The commands print it on stderr once the
+        capture is ready (docs/CLI.md): a script waits for it before it sends traffic."""
+        name, desc = _source.linktype_name(self._h.linktype)
+        return (f"listening on {self.iface}, link-type {name}" + (f" ({desc})" if desc else "")
+                + f", snapshot length {self._h.snaplen} bytes")
 
     @property
     def linktype(self) -> int:
@@ -418,6 +434,9 @@ class LiveCapture:
     def __iter__(self) -> Iterator[Batch]:
         h = self._h
         while not self._stopped and not h.eof:
+            if self.stop_check is not None and self.stop_check():
+                self._stopped = True
+                break
             packets = np.empty(self.batch_size, dtype=PACKET_DTYPE)
             data = np.empty(self.batch_size * 2048 + 262144, dtype=np.uint8)
             n = h.read_into(packets, data)
@@ -425,14 +444,21 @@ class LiveCapture:
                 yield Batch(packets[:n], data, self.iface)
         if self._stopped and not h.eof:
             # Stopped (Ctrl-C, stop()): the packets captured before the stop are still read.
-            # The kernel hands a partly filled TPACKET_V3 block over only after the read
-            # timeout, so each read below waits at most timeout_ms; bounded by DRAIN_READS.
+            # The kernel hands a partly filled TPACKET_V3 block over only when its retire timer
+            # (the read timeout) fires, and each read below waits at most timeout_ms: one empty
+            # read may end just before the timer fires, two in a row span a firing. Bounded
+            # by DRAIN_READS.
+            empty = 0
             for _ in range(self.DRAIN_READS):
                 packets = np.empty(self.batch_size, dtype=PACKET_DTYPE)
                 data = np.empty(self.batch_size * 2048 + 262144, dtype=np.uint8)
                 n = h.read_into(packets, data)
                 if not n:
-                    break
+                    empty += 1
+                    if empty == 2:
+                        break
+                    continue
+                empty = 0
                 yield Batch(packets[:n], data, self.iface)
         if h.error:
             raise CaptureError(f"{self.iface}: {h.error}")

@@ -91,7 +91,8 @@ def cmd_dissect(args, run) -> int:
     try:
         # a trace that cannot be read is reported and skipped; the others are still dissected
         for _, mb in messages(sources, bpf=args.filter, totals=totals, live=live,
-                              progress=args.progress, skip_unreadable=True):
+                              progress=args.progress, skip_unreadable=True,
+                              on_ready=run.on_ready(args.interface) if live else None):
             if len(mb):
                 o.write(mb.to_arrow())
     except KeyboardInterrupt:          # clikit.Interrupted, or a reader's stop at a batch end

@@ -414,6 +414,7 @@ class Run:
         self.debug = bool(os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"))
         self.quiet = False
         self.live = False                  # a signal ends a live capture normally (exit 0)
+        self._live_stop = False            # the first signal of a live run was taken as a stop
         self.signum: int | None = None
         self.outputs: list[Output] = []
         self._temps: set[str] = set()
@@ -444,6 +445,16 @@ class Run:
         """An informational line on stderr (files written, counts)."""
         print(f"{self.tool}: {msg}", file=sys.stderr, flush=True)
 
+    def on_ready(self, iface: str, how: str | None = None):
+        """The on_ready callback of a live capture: prints its readiness line on stderr, as
+        tcpdump does ('TOOL: listening on IFACE, link-type ...'), once every packet from then on
+        is kept (after libpcap installed the filter, which flushes the kernel's ring). Called with
+        the LiveCapture, or with None by a fanout capture (then `how` says what listens)."""
+        def ready(cap=None) -> None:
+            self.note(cap.describe() if cap is not None else
+                      f"listening on {iface}" + (f", {how}" if how else ""))
+        return ready
+
     def error(self, msg: str) -> None:
         print(f"{self.tool}: error: {msg}", file=sys.stderr, flush=True)
 
@@ -454,6 +465,14 @@ class Run:
         stream = sys.modules.get("webtap.stream")
         if stream is not None:
             stream.TALLY.stop_requested = True     # readers end their input at the next batch
+        if self.live:
+            # A live capture is not cut where it stands: its reader sees stop_requested at
+            # its next read (within the read timeout), keeps what the kernel already holds
+            # (a bounded drain) and ends the input; the run then ends normally. Every signal
+            # of a live run only asks for that stop: the watcher thread resends a signal to
+            # the main thread, and its copies cannot be told from a second Ctrl-C.
+            self._live_stop = True
+            return
         if self._shield == 0 and not self._raised:
             self._raised = True                    # once: a forwarded copy must not raise again
             raise Interrupted(signum)
@@ -576,7 +595,9 @@ class _Forwarder:
 
         def delivered() -> bool:
             stream = sys.modules.get("webtap.stream")
-            return run._raised or bool(stream is not None and stream.TALLY.stop_delivered)
+            # a live run took its stop (its reads wait at most the read timeout: no resend)
+            return (run._raised or run._live_stop
+                    or bool(stream is not None and stream.TALLY.stop_delivered))
 
         def watch():
             import time

@@ -85,10 +85,11 @@ class Totals:
 
 
 def open_source(src: str | os.PathLike, bpf: str | None = None, live: bool = False,
-                progress: bool | None = None, **kw) -> Trace | LiveCapture:
-    """A trace file, or with live=True an interface name."""
+                progress: bool | None = None, on_ready=None, **kw) -> Trace | LiveCapture:
+    """A trace file, or with live=True an interface name. on_ready (live only): called with the
+    capture once it is open and filtered (LiveCapture), e.g. to print its readiness line."""
     if live:
-        return open_live(str(src), bpf=bpf, **kw)
+        return open_live(str(src), bpf=bpf, on_ready=on_ready, **kw)
     return open_trace(src, bpf=bpf, progress=progress, **kw)
 
 
@@ -118,6 +119,10 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
                 raise
             totals.unreadable.append(f"{src}: {_reason(exc)}")
             continue
+        if live and isinstance(s, LiveCapture):
+            # a Ctrl-C of the command line (which does not interrupt a live run) ends the
+            # capture at its next read, after what the kernel already holds
+            s.stop_check = lambda: TALLY.stop_requested
         with s:
             totals.files += 1
             try:

@@ -1,10 +1,12 @@
 """`webtap dissect -i IFACE` and `httpanalyzer -i IFACE`: the live command lines (README, docs/CLI.md)
 on the loopback interface with a real HTTP server, ended by Ctrl-C (SIGINT). Needs root.
 
-The client starts once the command holds a packet socket (its capture is open), keeps sending
-requests until the command has exited (so Ctrl-C, and whatever batch the command waits for,
-always meets traffic), and the command gets SIGINT once REQUESTS transactions are complete. Each wait has a backstop that
-only bounds a failure (WAIT_S, far above the seconds this takes on a loaded machine)."""
+The client starts once the command prints its readiness line ('TOOL: listening on lo, ...', as
+tcpdump does: printed after libpcap installed the -f filter, which flushes the kernel's ring, so
+every packet from then on is kept), keeps sending requests until the command has exited (so Ctrl-C,
+and whatever batch the command waits for, always meets traffic), and the command gets SIGINT once
+REQUESTS transactions are complete. Each wait has a backstop that only bounds a failure (WAIT_S,
+far above the seconds this takes on a loaded machine)."""
 from __future__ import annotations
 
 import http.server
@@ -41,16 +43,17 @@ def _live_run(tmp_path, cmd_of_port):
     p = subprocess.Popen(cmd_of_port(port), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = threading.Event()
     sent = []
-    tick = threading.Event()
-    for _ in range(int(WAIT_S / 0.05)):                # the capture is open: a packet socket
-        if _has_packet_socket(p.pid) or p.poll() is not None:
-            break
-        tick.wait(0.05)
+    err_lines = _wait_listening(p)
 
     def client():
         i = 0
         while p.poll() is None and i < 100_000:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/x.txt?i={i}", timeout=WAIT_S).read()
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/x.txt?i={i}", timeout=WAIT_S).read()
+            except OSError:
+                if p.poll() is not None:      # the command ended (and the server with it)
+                    break
+                raise
             sent.append(i)
             if i + 1 == REQUESTS:
                 done.set()
@@ -61,29 +64,42 @@ def _live_run(tmp_path, cmd_of_port):
     try:
         assert done.wait(WAIT_S), "the client could not complete its requests"
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=WAIT_S)
+        out = p.stdout.read()
+        p.wait(timeout=WAIT_S)
     finally:
         if p.poll() is None:
             p.kill()
-            p.communicate()
+            p.wait()
         srv.shutdown()
-    return p.returncode, out, err, port
+    return p.returncode, out, "".join(err_lines), port
 
 
-_SETFILTER_RACE = pytest.mark.xfail(strict=False, reason=(
-    "open defect: the client starts when the command holds a packet socket, but libpcap attaches "
-    "the -f filter after that and flushes the ring when it does, so the first requests can be "
-    "lost; on this machine all 20 were, and the run recorded 0 packets. The command needs a "
-    "readiness signal (tcpdump's 'listening on' line) for the test to wait on"))
+def _wait_listening(p) -> list:
+    """Wait (bounded by WAIT_S) until process p prints its readiness line on stderr; returns the
+    list its stderr lines keep landing in (a thread reads them until p closes stderr)."""
+    lines: list = []
+    seen = threading.Event()
+
+    def reader():
+        for line in p.stderr:
+            lines.append(line)
+            if ": listening on " in line:
+                seen.set()
+        seen.set()                      # stderr closed: the process ended (the test says why)
+
+    threading.Thread(target=reader, daemon=True).start()
+    assert seen.wait(WAIT_S), "no readiness line"
+    assert p.poll() is None and any(": listening on " in ln for ln in lines), "".join(lines)[-2000:]
+    return lines
 
 
-@_SETFILTER_RACE
 def test_webtap_dissect_live(tmp_path):
     out_csv = tmp_path / "live.csv"
     rc, out, err, port = _live_run(tmp_path, lambda port: [
         sys.executable, "-m", "webtap.cli", "dissect", "-i", "lo", "-f", f"tcp port {port}",
         "-o", str(out_csv), "--no-progress"])
     assert rc == 0, err[-2000:]
+    assert out_csv.stat().st_size > 0, err[-2000:]
     df = pd.read_csv(out_csv)
     assert len(df) > 0, err[-2000:]
     req = df[df["kind"] == "request"]
@@ -91,7 +107,6 @@ def test_webtap_dissect_live(tmp_path):
     assert (df["src_port"].eq(port) | df["dst_port"].eq(port)).all()
 
 
-@_SETFILTER_RACE
 def test_httpanalyzer_live(tmp_path):
     out_csv = tmp_path / "live.csv"
     rc, out, err, port = _live_run(tmp_path, lambda port: [
@@ -111,28 +126,14 @@ def test_webtap_dissect_live_ctrl_c_on_an_idle_link(tmp_path):
                           "-o", str(tmp_path / "idle.csv"), "--no-progress"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # Ctrl-C once its capture is open (it holds a packet socket)
-        tick = threading.Event()
-        for _ in range(int(WAIT_S / 0.05)):
-            assert p.poll() is None, p.communicate()
-            if _has_packet_socket(p.pid):
-                break
-            tick.wait(0.05)
+        # Ctrl-C once its capture is ready (its readiness line)
+        lines = _wait_listening(p)
+        assert any(ln.startswith("webtap: listening on lo, link-type EN10MB (Ethernet), snapshot length ")
+                   for ln in lines), lines
         p.send_signal(signal.SIGINT)
-        p.communicate(timeout=30)      # an idle process handles SIGINT in well under 1 s
+        p.wait(timeout=WAIT_S)         # the backstop only bounds a failure
         assert p.returncode == 0
     finally:
         if p.poll() is None:
             p.kill()
             p.communicate()
-
-
-def _has_packet_socket(pid: int) -> bool:
-    """Whether process pid holds an AF_PACKET socket (libpcap's capture handle)."""
-    try:
-        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
-                  if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
-        with open("/proc/net/packet") as f:
-            return any(line.split()[-1] in inodes for line in f.readlines()[1:])
-    except (FileNotFoundError, ProcessLookupError):
-        return False

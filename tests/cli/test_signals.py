@@ -190,11 +190,11 @@ def test_urlfilter_run_ends_on_ctrl_c(tmp_path, sig):
     db = C.make_db(tmp_path / "bl.db")
     out = tmp_path / "hits.csv"
     p = _start(["urlfilter.cli", "--db", db, "run", "-i", "lo", "-o", out])
-    # the event: the status line (printed once the capture runs and its handlers are set)
+    # the event: the readiness line (printed once the capture is filtered and its handlers set)
     buf = b""
-    while b"packets" not in buf:
+    while b"urlfilter: listening on lo, link-type EN10MB (Ethernet)" not in buf:
         ch = p.stderr.read1(4096) if hasattr(p.stderr, "read1") else p.stderr.read(1)
-        assert ch, "urlfilter run ended before its status line"
+        assert ch, f"urlfilter run ended before its readiness line: {buf!r}"
         buf += ch
     p.send_signal(sig)
     out_s, err = p.communicate(timeout=120)

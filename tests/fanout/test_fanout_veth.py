@@ -229,16 +229,13 @@ def test_cli_interface_with_consumers_uses_fanout(tmp_path):
                                 "-i", rx, "--consumers", "2", "--gc-timeout", str(GC), "-o", str(out),
                                 "--summary", "--no-progress"], cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-        # ready when both consumer processes exist: they are forked after the group is up
-        deadline = time.monotonic() + 300                  # a hang guard, not a timing
-        while True:
-            kids = subprocess.run(["pgrep", "-f", "--", f"-i {rx} --consumers 2"], capture_output=True,
-                                  text=True).stdout.split()
-            if len(kids) >= 3:                  # the CLI (ip netns exec execs it) and 2 consumers
+        # ready at its readiness line: printed once both consumers read their rings
+        seen = []
+        for line in cli.stderr:                 # ends (EOF) if the command ends
+            seen.append(line)
+            if f"httpanalyzer: listening on {rx}, 2 AF_PACKET fanout sockets" in line:
                 break
-            assert cli.poll() is None, cli.communicate()
-            assert time.monotonic() < deadline, "the fanout consumers never started"
-            time.sleep(0.1)
+        assert cli.poll() is None, "".join(seen) + cli.communicate()[1]
         snd = _run_in(ns, "send", tx, TRACE, PPS)
         so, se = snd.communicate(timeout=600)
         assert snd.returncode == 0, se

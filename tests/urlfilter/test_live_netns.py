@@ -155,8 +155,8 @@ def _row(rep: pd.DataFrame, port: int, pcap: Path) -> pd.Series:
 def _filter(t: Topology, db: str, out: Path, duration: float):
     p = _start(t.ns_exec("f") + URLFILTER + ["run", "-i", t.filter_if, "--blacklist", db,
                                              "--duration", str(duration), "-o", str(out)])
-    # ready once the first status line is out (printed after the capture is open)
-    _wait_for(p, b"packets")
+    # ready once its readiness line is out (capture filtered, injector open, handlers set)
+    _wait_for(p, b"urlfilter: listening on " + t.filter_if.encode())
     return p
 
 
