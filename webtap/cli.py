@@ -88,6 +88,7 @@ def cmd_dissect(args, run) -> int:
     o = run.output(args.output or "-", views={"lines": _line_view})
     totals = Totals()
     sources = [args.interface] if live else args.traces
+    wrote = False
     try:
         # a trace that cannot be read is reported and skipped; the others are still dissected
         for _, mb in messages(sources, bpf=args.filter, totals=totals, live=live,
@@ -95,6 +96,7 @@ def cmd_dissect(args, run) -> int:
                               on_ready=run.on_ready(args.interface) if live else None):
             if len(mb):
                 o.write(mb.to_arrow())
+                wrote = True
     except KeyboardInterrupt:          # clikit.Interrupted, or a reader's stop at a batch end
         if not live:
             raise
@@ -105,6 +107,13 @@ def cmd_dissect(args, run) -> int:
     run.warn_traces(totals.warnings)
     if not live and totals.unreadable and not totals.files:
         return 1                       # nothing could be read at all
+    if not wrote:                      # no message: still the columns (a CSV header, a
+        import numpy as np             # Parquet schema), not an empty file
+
+        from webtap.dissect import dissect
+        from webtap.schema import PACKET_DTYPE
+
+        o.write(dissect(np.empty(0, PACKET_DTYPE), np.empty(0, np.uint8)).to_arrow())
     o.commit()
     if not args.quiet:
         print(f"read: {_fmt_counters(totals.source)}", file=sys.stderr)

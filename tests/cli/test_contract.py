@@ -285,3 +285,26 @@ def test_compare_nothing_to_compare(tmp_path):
     r = C.run(["httpanalyzer.cli", "compare", empty])
     assert r.returncode == 1 and "nothing to compare" in r.stderr, r.stderr
     assert "KS nan" not in r.stdout
+
+
+@pytest.mark.parametrize("tool", ["httpanalyzer", "webtap-dissect"])
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_no_record_still_writes_the_columns(tool, ext, inputs, tmp_path):
+    """A trace without any HTTP (here: a file header and no packet) gives an output with the
+    columns and no row -- a CSV header, a Parquet schema -- the same columns as a trace with
+    records, not an empty file that readers refuse."""
+    import struct
+
+    import pandas as pd
+
+    header_only = tmp_path / "header-only.pcap"
+    header_only.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
+    frames = []
+    for name, trace in (("none", header_only), ("some", inputs["good"])):
+        out = tmp_path / f"{name}.{ext}"
+        r = C.run(TOOLS[tool](str(trace), str(out), None) + ["-q"])
+        assert r.returncode == 0, r.stderr
+        frames.append(pd.read_csv(out) if ext == "csv" else pd.read_parquet(out))
+    none, some = frames
+    assert len(none) == 0 and len(some) > 0
+    assert list(none.columns) == list(some.columns)
