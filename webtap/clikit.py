@@ -147,34 +147,25 @@ def output_help(what: str = "records", formats=None) -> str:
 
 # -- argument types (a bad number is a usage error, exit 2, from argparse) ----------------------
 
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
-    return v
+def _number(kind, what: str, ok, bound: str):
+    """An argparse type: `kind(text)` that `ok` accepts, else a usage error naming `bound`."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {bound}: {text!r}")
+        return v
+    return parse
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
-    return v
-
-
-def nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return v
+#: a finite number > 0 (NaN and inf refused)
+positive_float = _number(float, "a number", lambda v: v > 0 and v != float("inf"), "a positive number")
+#: an integer >= 1
+positive_int = _number(int, "an integer", lambda v: v >= 1, ">= 1")
+#: an integer >= 0
+nonneg_int = _number(int, "an integer", lambda v: v >= 0, ">= 0")
 
 
 def trace_path(path: str) -> str:
