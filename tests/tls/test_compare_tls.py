@@ -16,10 +16,6 @@ FILES = ["zeek/tls_hrr.pcap", "arkime/tls-split-client-hello.pcap", "ndpi/teams.
          "mercury/quic-crypto-packets.pcap", "zeek/tunnels_geneve-47101.pcap"]
 
 
-# webtap opens Geneve (issue 23): no shared TLS trace here is tunnelled past what webtap opens
-TUNNELLED: set[str] = set()
-
-
 @pytest.mark.parametrize("name", FILES)
 def test_no_unexplained(name):
     from httpanalyzer.compare_tls import CATEGORIES, compare_tls_trace
@@ -33,9 +29,6 @@ def test_no_unexplained(name):
     bad = m[m["category"] == "unexplained"]
     assert bad.empty, bad[["side", "frame", "differs"]].to_string()
     both = m[m["how"] == "both"]
-    if name in TUNNELLED:                  # every hello inside a tunnel webtap does not open
-        assert both.empty and set(m["category"]) == {"tunnel_not_decapsulated"}
-        return
     assert len(both) > 0
     ch = both[both["side"] == "ch"]
     if len(ch):
