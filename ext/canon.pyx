@@ -12,8 +12,11 @@ from libc.stdlib cimport free, malloc
 
 from urlcanon cimport CANON_FAST_ONLY, CANON_FULL, CANON_KEY, CANON_TOO_LONG, webtap_canon, webtap_key_flip
 
-# negative return codes of webtap_canon() and their names (urlcanon.h)
-CODES = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long"}
+# The one table of the canonicaliser's error names: the negative return codes of webtap_canon()
+# (-1..-5, urlcanon.h), then the URL tree's insert codes that share the range (-6, -7: ext/avl.pyx
+# TREE_TOO_LONG, TREE_FULL). avl.pyx and urlfilter.canon name codes with it.
+CODES = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long",
+         -6: "too_long", -7: "tree_full"}
 
 
 cdef int _path_flags(int path) except -1:

@@ -51,7 +51,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from util cimport wt_now_ns
 
 import numpy as np
 
@@ -103,12 +103,6 @@ cdef inline void _put32(uint8_t *p, uint32_t v) noexcept nogil:
     p[1] = (v >> 16) & 0xFF
     p[2] = (v >> 8) & 0xFF
     p[3] = v & 0xFF
-
-
-cdef inline int64_t _mono_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,13 +622,13 @@ def forge(msgs, const uint8_t[::1] data, rows):
     cdef int64_t t0
     with nogil:
         for i in range(n):
-            t0 = _mono_ns()
+            t0 = wt_now_ns()
             m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
             at += _forge_one(base + m.pkt_offset, m, &f[at], True)
             offs[2 * i + 1] = at
             at += _forge_one(base + m.pkt_offset, m, &f[at], False)
             offs[2 * i + 2] = at
-            ns[i] = _mono_ns() - t0
+            ns[i] = wt_now_ns() - t0
     return frames[:at], offs_a, ns_a
 
 
@@ -1360,11 +1354,11 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
     cdef int64_t t0
     with nogil:
         for i in range(n):
-            t0 = _mono_ns()
+            t0 = wt_now_ns()
             m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
             at += _forge_quic_one(base + m.pkt_offset, m, &f[at])
             offs[i + 1] = at
-            ns[i] = _mono_ns() - t0
+            ns[i] = wt_now_ns() - t0
     return frames[:at], offs_a, ns_a
 
 
