@@ -8,16 +8,15 @@
 # (ext/pairing.pyx), the TLS hello table (ext/tls.pyx) and the feeder (ext/feeder.pyx); the
 # live fanout writes Eq. 3 as classic BPF (ext/afpacket.h), checked against this one by tests.
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
+from util cimport wt_be32
 
 
 cdef inline uint32_t fold_ip(const uint8_t *a, uint8_t ip_version) noexcept nogil:
     """An address folded to 32 bits: IPv4 is bytes 0-3 (big-endian), IPv6 the XOR of its four
     big-endian 32-bit words."""
-    cdef uint32_t h = (<uint32_t>a[0] << 24) | (<uint32_t>a[1] << 16) | (<uint32_t>a[2] << 8) | a[3]
-    cdef int i
+    cdef uint32_t h = wt_be32(a)
     if ip_version == 6:
-        for i in range(4, 16, 4):
-            h ^= (<uint32_t>a[i] << 24) | (<uint32_t>a[i + 1] << 16) | (<uint32_t>a[i + 2] << 8) | a[i + 3]
+        h ^= wt_be32(a + 4) ^ wt_be32(a + 8) ^ wt_be32(a + 12)
     return h
 
 

@@ -51,7 +51,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
-from util cimport wt_now_ns
+from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc
 
 import numpy as np
 
@@ -194,9 +194,7 @@ cdef class ConnTable:
         cdef size_t c = 1024
         while c < capacity:
             c <<= 1
-        self.slots = <ConnTiming *>calloc(c, sizeof(ConnTiming))
-        if self.slots == NULL:
-            raise MemoryError()
+        self.slots = <ConnTiming *>wt_zalloc(c, sizeof(ConnTiming))
         self.cap = c
         self.used = 0
         self.idle_ns = idle_ns
@@ -247,11 +245,7 @@ cdef class ConnTable:
         c = 1024
         while c < 4 * keep + 4:
             c <<= 1
-        self.slots = <ConnTiming *>calloc(c, sizeof(ConnTiming))
-        if self.slots == NULL:
-            self.slots = old
-            with gil:
-                raise MemoryError()
+        self.slots = <ConnTiming *>wt_zalloc(c, sizeof(ConnTiming))   # raises: slots stay old
         self.cap = c
         self.used = 0
         for i in range(oldcap):
@@ -417,21 +411,17 @@ def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
     cdef int64_t[::1] offs = off_a
     cdef uint64_t[::1] cnt = cnt_a
     cdef size_t cap = 4096, used = 0, need
-    cdef uint8_t *keys = <uint8_t *>malloc(cap)
-    cdef uint8_t *scratch = <uint8_t *>malloc(MAX_URL + 16)
-    cdef uint8_t *nk
+    cdef uint8_t *keys = NULL
+    cdef uint8_t *scratch = NULL
     cdef const HttpMsg *m
     cdef const uint8_t *p
     cdef const uint8_t *u
     cdef ptrdiff_t r
     cdef int ck
-    cdef bint oom = False
     cdef uint8_t[::1] kv
-    if keys == NULL or scratch == NULL:
-        free(keys)
-        free(scratch)
-        raise MemoryError()
     try:
+        keys = <uint8_t *>wt_alloc(cap)
+        scratch = <uint8_t *>wt_alloc(MAX_URL + 16)
         with nogil:
             for i in range(n):
                 m = <const HttpMsg *>&mv[i * sizeof(HttpMsg)]
@@ -483,11 +473,7 @@ def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
                     continue
                 if used + 3 * need + 8 > cap:
                     cap = 2 * cap + 3 * need + 8
-                    nk = <uint8_t *>realloc(keys, cap)
-                    if nk == NULL:
-                        oom = True
-                        break
-                    keys = nk
+                    keys = <uint8_t *>wt_realloc(keys, cap)     # raises; finally frees the old
                 r = webtap_canon(scratch, need, keys + used, cap - used, CANON_KEY)
                 if r < 0:
                     cnt[<int>FR_CANON_FAILED] += 1
@@ -497,8 +483,6 @@ def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
                 k += 1
                 offs[k] = used
                 cnt[<int>FR_EXTRACTED] += 1
-        if oom:
-            raise MemoryError()
         kb = np.empty(used, dtype=np.uint8)
         kv = kb
         if used:
