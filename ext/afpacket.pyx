@@ -19,7 +19,8 @@ therefore never reaches a socket outside the group (it would be seen twice).
 """
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport free
+from util cimport wt_alloc
 
 from libpcap cimport *
 from packet cimport *
@@ -195,9 +196,7 @@ def eq3_program():
 
 
 cdef sock_filter *_insns(list prog) except NULL:
-    cdef sock_filter *f = <sock_filter *>malloc(max(1, len(prog)) * sizeof(sock_filter))
-    if f == NULL:
-        raise MemoryError()
+    cdef sock_filter *f = <sock_filter *>wt_alloc(max(1, len(prog)) * sizeof(sock_filter))
     for i, (code, jt, jf, k) in enumerate(prog):
         f[i].code = code
         f[i].jt = jt

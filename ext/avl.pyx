@@ -113,13 +113,13 @@ import numpy as np
 
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free
 from libc.string cimport memchr, memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_host_len, webtap_key_flip
 from urltree cimport SnapshotHeader, TreeNode
+from util cimport wt_alloc, wt_now_ns, wt_prefetch_keep, wt_realloc
 
 cdef enum:
     ID_MASK = 0x0FFFFFFF
@@ -307,12 +307,6 @@ cdef inline void _qb_init(const uint8_t *q, size_t qn, QBounds *qb) noexcept nog
     qb.ready = True
 
 
-cdef extern from *:
-    """
-    #define WEBTAP_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 3)
-    """
-    void WEBTAP_PREFETCH(const void *p) noexcept nogil
-
 cdef extern from "sys/mman.h" nogil:
     int madvise(void *addr, size_t length, int advice)
     int MADV_HUGEPAGE
@@ -334,35 +328,14 @@ cdef void *_checked_grow(void *p, size_t used, size_t n) except NULL nogil:
     here uses THP in madvise mode): a descent touches ~24 random nodes, and with 4 KiB pages each
     of them is also a TLB miss."""
     cdef void *r = NULL
-    if n >= 2 * HUGE_PAGE:
-        if posix_memalign(&r, HUGE_PAGE, n) != 0:
-            r = NULL
-        else:
-            madvise(r, n, MADV_HUGEPAGE)
+    if n >= 2 * HUGE_PAGE and posix_memalign(&r, HUGE_PAGE, n) == 0:
+        madvise(r, n, MADV_HUGEPAGE)
     else:
-        r = malloc(n if n else 1)
-    if r == NULL:
-        with gil:
-            raise MemoryError(f"cannot allocate {n} bytes for the URL tree")
+        r = wt_alloc(n)             # the checked allocator (ext/util.pxd) raises MemoryError
     if p != NULL:
         memcpy(r, p, used)
         free(p)
     return r
-
-
-cdef void *_checked_realloc(void *p, size_t n) except NULL nogil:
-    """The one allocator of this module: realloc that raises MemoryError (taking the GIL) on failure."""
-    cdef void *r = realloc(p, n if n else 1)
-    if r == NULL:
-        with gil:
-            raise MemoryError(f"cannot allocate {n} bytes for the URL tree")
-    return r
-
-
-cdef inline int64_t _now_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 cdef int64_t[::1] _timing_view(timings, Py_ssize_t n):
@@ -440,11 +413,11 @@ cdef class UrlTree:
         self.max_ids = max_ids
         self.n_slots = 1
         self.cap_slots = 0
-        self.kbuf = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
-        self.kbuf2 = <uint8_t *>_checked_realloc(NULL, MAX_KEY + 8)
+        self.kbuf = <uint8_t *>wt_alloc(MAX_KEY + 8)
+        self.kbuf2 = <uint8_t *>wt_alloc(MAX_KEY + 8)
         self.qcap = 4096
-        self.qbuf = <uint8_t *>_checked_realloc(NULL, self.qcap)
-        self.kc_arena = <uint8_t *>_checked_realloc(NULL, KCACHE_ARENA)
+        self.qbuf = <uint8_t *>wt_alloc(self.qcap)
+        self.kc_arena = <uint8_t *>wt_alloc(KCACHE_ARENA)
         self._grow_slots(1024)
         self.nodes[0].left = 0
         self.nodes[0].right = 0
@@ -512,7 +485,7 @@ cdef class UrlTree:
 
     cdef int _qreserve(self, size_t n) except -1 nogil:
         if n > self.qcap:
-            self.qbuf = <uint8_t *>_checked_realloc(self.qbuf, n)
+            self.qbuf = <uint8_t *>wt_realloc(self.qbuf, n)
             self.qcap = n
         return 0
 
@@ -740,16 +713,16 @@ cdef class UrlTree:
         # one is adjacent again), so that stage (2) of the next step finds its DataPtr.
         # A/B on the idle machine (docs/urlfilter.md): (2) and (3) each took 5-10 % off the
         # median match time; also prefetching the grandchildren's records did not help further.
-        WEBTAP_PREFETCH(&self.nodes[r])
-        WEBTAP_PREFETCH(&self.dataptr[r])
-        WEBTAP_PREFETCH(self.blob + self.dataptr[r])
-        WEBTAP_PREFETCH(self.blob + self.dataptr[l])
+        wt_prefetch_keep(&self.nodes[r])
+        wt_prefetch_keep(&self.dataptr[r])
+        wt_prefetch_keep(self.blob + self.dataptr[r])
+        wt_prefetch_keep(self.blob + self.dataptr[l])
         g = self.nodes[r].right & ID_MASK
-        WEBTAP_PREFETCH(&self.nodes[g])
-        WEBTAP_PREFETCH(&self.dataptr[g])
+        wt_prefetch_keep(&self.nodes[g])
+        wt_prefetch_keep(&self.dataptr[g])
         g = self.nodes[l].right & ID_MASK
-        WEBTAP_PREFETCH(&self.nodes[g])
-        WEBTAP_PREFETCH(&self.dataptr[g])
+        wt_prefetch_keep(&self.nodes[g])
+        wt_prefetch_keep(&self.dataptr[g])
         p = _get_varint(p, &h)
         cp = h >> 1
         mref = mhi if h & 1 else mlo
@@ -935,7 +908,7 @@ cdef class UrlTree:
         while live > 0:
             for i in range(g):
                 if x[i] != 0:
-                    WEBTAP_PREFETCH(self.blob + self.dataptr[x[i]])
+                    wt_prefetch_keep(self.blob + self.dataptr[x[i]])
             for i in range(g):
                 if x[i] == 0:
                     continue
@@ -953,8 +926,8 @@ cdef class UrlTree:
                     kpp[i] = kp
                 x[i] = self._child(x[i], cc)
                 if x[i] != 0:
-                    WEBTAP_PREFETCH(&self.dataptr[x[i]])
-                    WEBTAP_PREFETCH(&self.nodes[x[i]])
+                    wt_prefetch_keep(&self.dataptr[x[i]])
+                    wt_prefetch_keep(&self.nodes[x[i]])
                 else:
                     live -= 1
         for i in range(g):
@@ -1166,7 +1139,7 @@ cdef class UrlTree:
         cdef uint32_t x
         cdef Rec r
         nb = <uint8_t *>_checked_grow(NULL, 0, live + 4096)
-        queue = <uint32_t *>_checked_realloc(NULL, (self.count + 1) * sizeof(uint32_t))
+        queue = <uint32_t *>wt_alloc((self.count + 1) * sizeof(uint32_t))
         if self.root != 0:
             queue[tail] = self.root
             tail += 1
@@ -1488,9 +1461,9 @@ cdef class UrlTree:
         maxlen = _longest_span(off, n, data.shape[0])
         with nogil:
             if timed:       # one query at a time, each timed
-                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
                 for i in range(n):
-                    t0 = _now_ns()
+                    t0 = wt_now_ns()
                     s, e = off[i], off[i + 1]
                     if canonical:
                         k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
@@ -1501,9 +1474,9 @@ cdef class UrlTree:
                     else:
                         out[i] = <int32_t>(self._prefix(base + s, e - s) if prefix
                                            else self._search(self.root, base + s, e - s, 0, 0))
-                    tv[i] = _now_ns() - t0
+                    tv[i] = wt_now_ns() - t0
             else:           # groups of GROUP queries in lockstep (_match_group)
-                buf = <uint8_t *>_checked_realloc(NULL, GROUP * (3 * maxlen + 16))
+                buf = <uint8_t *>wt_alloc(GROUP * (3 * maxlen + 16))
                 i = 0
                 while i < n:
                     g = 0
@@ -1561,10 +1534,10 @@ cdef class UrlTree:
         self._own()
         try:
             with nogil:
-                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
                 for i in range(n):
                     if timed:
-                        t0 = _now_ns()
+                        t0 = wt_now_ns()
                     s, e = off[i], off[i + 1]
                     if canonical:
                         k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
@@ -1580,7 +1553,7 @@ cdef class UrlTree:
                     ids[i] = <int32_t>hit
                     codes[i] = 0 if rc == 1 else TREE_DUPLICATE
                     if timed:
-                        tv[i] = _now_ns() - t0
+                        tv[i] = wt_now_ns() - t0
         finally:
             free(buf)
         return ids_a, codes_a
@@ -1604,14 +1577,14 @@ cdef class UrlTree:
         self._own()
         try:
             with nogil:
-                buf = <uint8_t *>_checked_realloc(NULL, 3 * maxlen + 16)
+                buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
                 for i in range(n):
                     if timed:
-                        t0 = _now_ns()
+                        t0 = wt_now_ns()
                     k = webtap_canon(base + off[i], off[i + 1] - off[i], buf, 3 * maxlen + 16, CANON_KEY)
                     out[i] = <int32_t>k if k < 0 else <int32_t>self._delete_key(buf, k)
                     if timed:
-                        tv[i] = _now_ns() - t0
+                        tv[i] = wt_now_ns() - t0
         finally:
             free(buf)
         return res
@@ -1810,9 +1783,9 @@ cdef class UrlTree:
         nd = <uint32_t *>_checked_grow(NULL, 0, (n + 1) * sizeof(uint32_t))
         bcap = self.blob_used - self.dead + 6 * n + 4096
         nb = <uint8_t *>_checked_grow(NULL, 0, bcap)
-        keys = <uint8_t *>_checked_realloc(NULL, <size_t>(MAX_DEPTH + 1) * KSTRIDE)
+        keys = <uint8_t *>wt_alloc(<size_t>(MAX_DEPTH + 1) * KSTRIDE)
         prevbuf = keys + <size_t>MAX_DEPTH * KSTRIDE
-        scan.lens = <uint32_t *>_checked_realloc(NULL, (MAX_KEY + 1) * sizeof(uint32_t))
+        scan.lens = <uint32_t *>wt_alloc((MAX_KEY + 1) * sizeof(uint32_t))
         scan.prev = prevbuf
         scan.prevn = 0
         scan.nl = 0
@@ -2111,12 +2084,9 @@ cdef const uint8_t[::1] _as_bytes(url):
     return url
 
 
-CANON_ERRORS = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long",
-                -6: "too_long", -7: "tree_full"}
-
-
 def _canon_error(code, url):
-    e = ValueError(f"no canonical form ({CANON_ERRORS.get(code, code)}): {str(url)[:200]!r}")
+    from webtap._ext.canon import CODES     # the one table of the canonicaliser's error names
+    e = ValueError(f"no canonical form ({CODES.get(code, code)}): {str(url)[:200]!r}")
     e.code = code
     return e
 

@@ -8,12 +8,16 @@ import numpy as np
 
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int8_t, int64_t, uint8_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free
 
+from util cimport wt_alloc
 from urlcanon cimport CANON_FAST_ONLY, CANON_FULL, CANON_KEY, CANON_TOO_LONG, webtap_canon, webtap_key_flip
 
-# negative return codes of webtap_canon() and their names (urlcanon.h)
-CODES = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long"}
+# The one table of the canonicaliser's error names: the negative return codes of webtap_canon()
+# (-1..-5, urlcanon.h), then the URL tree's insert codes that share the range (-6, -7: ext/avl.pyx
+# TREE_TOO_LONG, TREE_FULL). avl.pyx and urlfilter.canon name codes with it.
+CODES = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long",
+         -6: "too_long", -7: "tree_full"}
 
 
 cdef int _path_flags(int path) except -1:
@@ -29,10 +33,8 @@ def canonicalize_bytes(const uint8_t[::1] url, bint key=False, int path=0):
     where it would fall back)."""
     cdef int flags = (CANON_KEY if key else 0) | _path_flags(path)
     cdef size_t n = url.shape[0], cap = 3 * url.shape[0] + 16
-    cdef uint8_t *out = <uint8_t *>malloc(cap)
+    cdef uint8_t *out = <uint8_t *>wt_alloc(cap)
     cdef ptrdiff_t k
-    if out == NULL:
-        raise MemoryError()
     try:
         with nogil:
             k = webtap_canon(&url[0] if n else <const uint8_t *>b"", n, out, cap, flags)

@@ -18,6 +18,7 @@ from cpython.pycapsule cimport PyCapsule_New
 import numpy as np
 
 from packet cimport PacketRef
+from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
 from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse,
                  l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
@@ -33,12 +34,6 @@ from message cimport (
     DR_NO_PAYLOAD, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE, DR_URI_TRUNCATED,
     DR_HEADERS_INCOMPLETE, DR_LINE_TOO_LONG, DR_PAYLOAD_TRUNCATED, DR_N,
 )
-
-cdef extern from "arpa/inet.h" nogil:
-    ctypedef unsigned int socklen_t
-    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
-    int AF_INET
-    int AF_INET6
 
 cnp.import_array()
 
@@ -543,34 +538,6 @@ cdef enum:
 _TEXT_MODES = {"replace": TEXT_UTF8, "tshark": TEXT_TSHARK}
 
 
-cdef inline uint32_t _utf8_seq(const uint8_t *s, uint32_t n) noexcept nogil:
-    """Length of the valid UTF-8 sequence at s[0] (well-formed per RFC 3629), 0 if invalid."""
-    cdef uint8_t c = s[0]
-    if c < 0x80:
-        return 1
-    if c >= 0xC2 and c <= 0xDF:
-        if n >= 2 and (s[1] & 0xC0) == 0x80:
-            return 2
-        return 0
-    if c >= 0xE0 and c <= 0xEF:
-        if n < 3 or (s[1] & 0xC0) != 0x80 or (s[2] & 0xC0) != 0x80:
-            return 0
-        if c == 0xE0 and s[1] < 0xA0:
-            return 0                       # overlong
-        if c == 0xED and s[1] >= 0xA0:
-            return 0                       # UTF-16 surrogate
-        return 3
-    if c >= 0xF0 and c <= 0xF4:
-        if n < 4 or (s[1] & 0xC0) != 0x80 or (s[2] & 0xC0) != 0x80 or (s[3] & 0xC0) != 0x80:
-            return 0
-        if c == 0xF0 and s[1] < 0x90:
-            return 0                       # overlong
-        if c == 0xF4 and s[1] >= 0x90:
-            return 0                       # above U+10FFFF
-        return 4
-    return 0
-
-
 cdef uint64_t _text_len(const uint8_t *s, uint32_t n, int mode) noexcept nogil:
     """Bytes the repaired text of s[0:n] takes."""
     cdef uint32_t i = 0, q
@@ -582,7 +549,7 @@ cdef uint64_t _text_len(const uint8_t *s, uint32_t n, int mode) noexcept nogil:
             out += 1 if s[i] < 0x80 else 3
             i += 1
         else:
-            q = _utf8_seq(s + i, n - i)
+            q = <uint32_t>wt_utf8_seq(s + i, n - i)
             if q == 0:
                 out += 3
                 i += 1
@@ -601,7 +568,7 @@ cdef uint64_t _text_copy(const uint8_t *s, uint32_t n, int mode, uint8_t *dst) n
                 break
             q = 1 if s[i] < 0x80 else 0
         else:
-            q = _utf8_seq(s + i, n - i)
+            q = <uint32_t>wt_utf8_seq(s + i, n - i)
         if q == 0:
             dst[o] = 0xEF
             dst[o + 1] = 0xBF
@@ -708,7 +675,7 @@ def ip_to_arrow(msgs, str field):
     cdef char *tp = <char *>cnp.PyArray_DATA(text)
     cdef int o = 0, ln, ver
     cdef Py_ssize_t nulls = 0
-    cdef char buf[64]
+    cdef char buf[WT_IP_TEXT]
     with nogil:
         for i in range(n):
             mm = <const HttpMsg *>(mbase + i * sizeof(HttpMsg))
@@ -718,9 +685,7 @@ def ip_to_arrow(msgs, str field):
                 nulls += 1
             else:
                 vp[i >> 3] |= <uint8_t>(1 << (i & 7))
-                if inet_ntop(AF_INET if ver == 4 else AF_INET6,
-                             mbase + i * sizeof(HttpMsg) + foff, buf, sizeof(buf)) == NULL:
-                    buf[0] = 0
+                wt_ip_text(mbase + i * sizeof(HttpMsg) + foff, ver != 4, buf)
             ln = 0
             while buf[ln] != 0:
                 tp[o + ln] = buf[ln]

@@ -1,100 +1,37 @@
 # cython: freethreading_compatible = False
-"""Packet feeder core: the consumer hashes (paper Eq. 1, 2, 3) and the shared-memory SPSC rings.
+"""Packet feeder core: the consumer hashes, the reader's classification, the shared-memory rings
+and the dispatcher. Its parts live where they belong: the paper's three hash equations in
+ext/hashes.pxd, the reader's pass in ext/classify.pxd (beside the dissector), the SPSC ring
+protocol in ext/spsc.h / ext/spsc.pxd (C11 acquire/release atomics, no locks).
 
 * hash_eq1 / hash_eq2 / hash_eq3 give, for an array of HttpMsg (webtap.schema.MESSAGE_DTYPE),
   the paper's 4-tuple hash (Eq. 1), table hash (Eq. 2) and consumer hash (Eq. 3), before the
   modulo, as uint32 arrays (for notebooks and the balance report).
-* Dispatcher (the feeder's side): per message batch, picks each message's consumer with Eq. 3,
-  computes the capture clock the single-process table would have before the message (so every
-  consumer's GC sees the same clock), groups the messages by consumer and writes one frame per
-  consumer into its ring: the HttpMsg records (pkt_offset rewritten), one clock per message and
-  the packet bytes their text spans need. Capture-clock ticks and clock resets are broadcast to
+* classify_batch / feed_dtype: the reader's pass over a packet batch (its HTTP first packets).
+* Dispatcher (the feeder's side): per batch of HTTP first packets, picks each one's consumer
+  with Eq. 3, computes the capture clock the single-process table would have before the message
+  (so every consumer's GC sees the same clock), groups the packets by consumer and writes one
+  PKTS frame per consumer into its ring: the PacketRef records (offset rewritten), one clock
+  per packet and the packets' bytes. Capture-clock ticks and clock resets are broadcast to
   every ring. A full ring blocks the feeder (offline) or drops the frame, counted (live).
-* ConsumerRing (a consumer's side): the next frame as numpy views into shared memory, no copy.
-
-The ring protocol itself is ext/spsc.h (C11 acquire/release atomics, no locks).
+* Ring (a consumer's side): the next frame as numpy views into shared memory, no copy.
 """
 import numpy as np
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, calloc
+from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
 
-from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, same_ip, DR_PACKETS,
-                     DR_LINK_TRUNCATED, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE,
-                     DR_PAYLOAD_TRUNCATED, DR_N)
+from message cimport HttpMsg, MSG_REQUEST, MSG_RESPONSE, same_ip, DR_N
 from packet cimport PacketRef
-from pairing cimport fold_ip, eq2_hash
-from l34 cimport (l34_shared_cfg, L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse,
-                 l34_count_encap)
-from httpstart cimport http_start, http_status_code
+from l34 cimport l34_shared_cfg, L34Cfg
+from hashes cimport eq1_of, eq2_hash, eq3_of
+from classify cimport FeedPkt, classify_packets
+from spsc cimport *
+from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc
 
 
-cdef extern from "spsc.h" nogil:
-    ctypedef struct spsc_ctl:
-        uint64_t capacity
-        uint32_t magic
-    ctypedef struct spsc_frame:
-        uint64_t size
-        uint32_t kind
-        uint32_t trace
-        uint64_t nmsgs
-        uint64_t data_len
-        int64_t tick_ns
-    enum:
-        SPSC_MAGIC
-        SPSC_HDR
-        SPSC_FRAME_MSGS
-        SPSC_FRAME_TICK
-        SPSC_FRAME_PAD
-        SPSC_FRAME_END
-        SPSC_FRAME_PKTS
-    uint64_t spsc_align8(uint64_t n)
-    spsc_ctl *spsc_init(void *region, uint64_t region_bytes)
-    uint8_t *spsc_data(spsc_ctl *c)
-    uint64_t spsc_max_frame(const spsc_ctl *c)
-    spsc_frame *spsc_reserve(spsc_ctl *c, uint64_t size)
-    void spsc_commit(spsc_ctl *c, uint64_t size)
-    uint64_t spsc_used(spsc_ctl *c)
-    spsc_frame *spsc_peek(spsc_ctl *c)
-    void spsc_release(spsc_ctl *c, uint64_t size)
-
-cdef extern from *:
-    """
-    #include <stdatomic.h>
-    #include <time.h>
-    static inline void wt_ring_progress(spsc_ctl *c, uint64_t msgs) {
-        atomic_fetch_add_explicit(&c->frames_done, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->msgs_done, msgs, memory_order_relaxed);
-    }
-    static inline uint64_t wt_ring_frames_done(spsc_ctl *c) {
-        return atomic_load_explicit(&c->frames_done, memory_order_relaxed); }
-    static inline uint64_t wt_ring_msgs_done(spsc_ctl *c) {
-        return atomic_load_explicit(&c->msgs_done, memory_order_relaxed); }
-    static inline void wt_ring_set_done(spsc_ctl *c) {
-        atomic_store_explicit(&c->producer_done, 1, memory_order_release); }
-    static inline int64_t wt_now_ns(void) {
-        struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
-        return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
-    static inline void wt_sleep_ns(long ns) {
-        struct timespec t = {0, ns}; nanosleep(&t, NULL); }
-    static inline void wt_cpu_relax(void) {
-    #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-    #endif
-    }
-    """
-    void wt_ring_progress(spsc_ctl *c, uint64_t msgs) nogil
-    uint64_t wt_ring_frames_done(spsc_ctl *c) nogil
-    uint64_t wt_ring_msgs_done(spsc_ctl *c) nogil
-    void wt_ring_set_done(spsc_ctl *c) nogil
-    int64_t wt_now_ns() nogil
-    void wt_sleep_ns(long ns) nogil
-    void wt_cpu_relax() nogil
-
-
-FRAME_MSGS = SPSC_FRAME_MSGS
 FRAME_TICK = SPSC_FRAME_TICK
 FRAME_END = SPSC_FRAME_END
 FRAME_PKTS = SPSC_FRAME_PKTS
@@ -120,26 +57,9 @@ cdef enum:
 
 # ---------------------------------------------------------------------------------- hashes
 
-cdef inline uint32_t eq1_hash(const HttpMsg *m) noexcept nogil:
-    """Eq. 1: srcIP ^ srcPort ^ dstIP ^ dstPort (flow hash, symmetric)."""
-    return fold_ip(m.src_ip, m.ip_version) ^ m.src_port ^ fold_ip(m.dst_ip, m.ip_version) ^ m.dst_port
-
-
 cdef inline uint32_t msg_key(const HttpMsg *m) noexcept nogil:
     """The number the pairing condition compares: ACK of a request, SEQ of a response."""
     return m.ack if m.kind == MSG_REQUEST else m.seq
-
-
-cdef inline uint32_t eq3_of(const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
-                           uint8_t ipv, uint32_t key) noexcept nogil:
-    """Eq. 3: Eq. 1 ^ key ^ (key's four bytes XOR'ed together); folding the bytes stirs the
-    low bits that the modulo keeps. Addresses in the HttpMsg layout."""
-    cdef uint32_t fold = (key ^ (key >> 8) ^ (key >> 16) ^ (key >> 24)) & 0xFF
-    return fold_ip(src, ipv) ^ sport ^ fold_ip(dst, ipv) ^ dport ^ key ^ fold
-
-
-cdef inline uint32_t eq3_value(const HttpMsg *m, uint32_t key) noexcept nogil:
-    return eq3_of(m.src_ip, m.src_port, m.dst_ip, m.dst_port, m.ip_version, key)
 
 
 cdef const HttpMsg *_msgs_ptr(msgs, size_t *n) except NULL:
@@ -164,12 +84,13 @@ cdef object _hash_column(msgs, int eq):
     with nogil:
         for i in range(n):
             if eq == 1:
-                o[i] = eq1_hash(&m[i])
+                o[i] = eq1_of(m[i].src_ip, m[i].src_port, m[i].dst_ip, m[i].dst_port, m[i].ip_version)
             elif eq == 2:
                 o[i] = eq2_hash(m[i].src_ip, m[i].src_port, m[i].dst_ip, m[i].dst_port,
                                 msg_key(&m[i]), m[i].ip_version)
             else:
-                o[i] = eq3_value(&m[i], msg_key(&m[i]))
+                o[i] = eq3_of(m[i].src_ip, m[i].src_port, m[i].dst_ip, m[i].dst_port,
+                              m[i].ip_version, msg_key(&m[i]))
     return out
 
 
@@ -191,24 +112,7 @@ def hash_eq3(msgs):
 
 # ---------------------------------------------------------------------------------- reader: packets
 
-# One HTTP first packet as the reader found it: where it lies, and what routing needs. The reader
-# walks only link/IP/TCP (ext/l34.pxd) and the first bytes of the payload (ext/httpstart.pxd,
-# the dissector's own rule), so it takes exactly the packets the dissector makes messages of;
-# the consumers dissect them.
-ctypedef struct FeedPkt:
-    PacketRef ref        # the packet (offset into the batch buffer, caplen clipped to it)
-    uint8_t src_ip[16]   # addresses in the HttpMsg layout (IPv4 in bytes 0-3, zeros after)
-    uint8_t dst_ip[16]
-    uint32_t seq
-    uint32_t hash        # Eq. 3 before the modulo (key: ACK of a request, SEQ of a response)
-    uint32_t next_seq    # a 1xx response: SEQ + payload length, where its final response starts
-    uint16_t src_port
-    uint16_t dst_port
-    uint8_t kind         # MSG_REQUEST / MSG_RESPONSE
-    uint8_t interim      # 1: a 1xx response other than 101
-    uint8_t ip_version
-    uint8_t _pad[5]
-
+# FeedPkt (ext/classify.pxd): one HTTP first packet as the reader found it.
 
 cdef object _FEED_DTYPE = None
 
@@ -254,7 +158,7 @@ def classify_batch(packets, const uint8_t[::1] data):
     pk = np.ascontiguousarray(np.asarray(packets))
     if pk.dtype != PACKET_DTYPE or pk.ndim != 1:
         raise TypeError("packets must be a 1-D webtap.schema.PACKET_DTYPE array")
-    cdef Py_ssize_t n = pk.shape[0], i, k = 0
+    cdef Py_ssize_t n = pk.shape[0], k
     out = np.empty(n, dtype=feed_dtype())
     counters = np.zeros(<int>DR_N, dtype=np.uint64)
     cdef const uint8_t[::1] pkb = pk.view(np.uint8).reshape(-1)
@@ -262,61 +166,10 @@ def classify_batch(packets, const uint8_t[::1] data):
     cdef uint64_t[::1] cntv = counters
     cdef const PacketRef *refs = <const PacketRef *>&pkb[0] if n else NULL
     cdef FeedPkt *fp = <FeedPkt *>&outb[0] if n else NULL
-    cdef uint64_t *cnt = &cntv[0]
-    cdef uint64_t size = data.shape[0], caplen, poff
+    cdef uint64_t size = data.shape[0]
     cdef const uint8_t *base = &data[0] if size > 0 else NULL
-    cdef const uint8_t *p
-    cdef L34 l
-    cdef int r, kind, mid = 0, code
-    cdef uint32_t s = 0, t = 0, e = 0, alen
-    cdef FeedPkt *f
     with nogil:
-        for i in range(n):
-            poff = refs[i].offset
-            caplen = batch_caplen(refs, i, n, base, size)
-            cnt[<int>DR_PACKETS] += 1
-            if caplen == 0:
-                cnt[<int>DR_LINK_TRUNCATED] += 1
-                continue
-            p = base + poff
-            r = l34_parse(p, <uint32_t>caplen, refs[i].linktype, &l, _tunnel_cfg)
-            if l.encap_depth != 0:
-                l34_count_encap(cnt, &l)
-            if r != L34_DATA:
-                cnt[r] += 1
-                continue
-            kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
-            if kind == 0:
-                cnt[<int>DR_NOT_HTTP] += 1
-                continue
-            f = &fp[k]
-            k += 1
-            memcpy(&f.ref, &refs[i], sizeof(PacketRef))
-            f.ref.caplen = <uint32_t>caplen
-            memset(f.src_ip, 0, 32)
-            alen = 4 if l.ip_version == 4 else 16
-            memcpy(f.src_ip, l.src, alen)
-            memcpy(f.dst_ip, l.dst, alen)
-            f.seq = l.seq
-            f.src_port = l.src_port
-            f.dst_port = l.dst_port
-            f.ip_version = l.ip_version
-            f.kind = <uint8_t>kind
-            f.interim = 0
-            f.next_seq = 0
-            memset(f._pad, 0, 5)
-            if l.payload_caplen < l.payload_len:
-                cnt[<int>DR_PAYLOAD_TRUNCATED] += 1
-            if kind == MSG_REQUEST:
-                cnt[<int>DR_HTTP_REQUEST] += 1
-                f.hash = eq3_of(f.src_ip, f.src_port, f.dst_ip, f.dst_port, f.ip_version, l.ack)
-            else:
-                cnt[<int>DR_HTTP_RESPONSE] += 1
-                f.hash = eq3_of(f.src_ip, f.src_port, f.dst_ip, f.dst_port, f.ip_version, l.seq)
-                code = http_status_code(p + l.payload_off, s, l.payload_caplen, &e, &t)
-                if code >= 100 and code < 200 and code != 101:
-                    f.interim = 1
-                    f.next_seq = l.seq + l.payload_len
+        k = <Py_ssize_t>classify_packets(refs, <size_t>n, base, size, fp, &cntv[0], _tunnel_cfg)
     return out[:k], counters
 
 
@@ -333,23 +186,11 @@ cdef spsc_ctl *_attach(uint8_t[::1] mv, bint init) except NULL:
     return c
 
 
-cdef inline void _backoff(int *spins) noexcept nogil:
-    """Wait a little: spin first (the other side is usually about to move), then sleep up to
-    200 us, so an idle ring costs no CPU and a busy one no syscalls."""
-    if spins[0] < 200:
-        wt_cpu_relax()
-    elif spins[0] < 260:
-        wt_sleep_ns(5000)
-    else:
-        wt_sleep_ns(200000)
-    spins[0] += 1
-
-
 @cython.final
 cdef class Ring:
     """A SPSC ring over a writable buffer (an mmap of shared memory). init=True lays out an
-    empty ring; the other side attaches with init=False. Either side can use the byte-level
-    put/get (tests, notebooks); the feeder and consumers use Dispatcher and next_frame."""
+    empty ring; the other side attaches with init=False. The feeder writes with a Dispatcher;
+    a consumer reads with next_frame / release."""
     cdef spsc_ctl *c
     cdef uint8_t[::1] mv
 
@@ -372,46 +213,18 @@ cdef class Ring:
 
     @property
     def msgs_done(self):
-        return wt_ring_msgs_done(self.c)
+        return spsc_msgs_done(self.c)
 
     @property
     def frames_done(self):
-        return wt_ring_frames_done(self.c)
-
-    def put(self, const uint8_t[::1] body, uint32_t trace=0):
-        """Producer: one frame carrying `body`. False when the ring has no room now."""
-        cdef uint64_t size = spsc_align8(sizeof(spsc_frame) + body.shape[0])
-        if size > spsc_max_frame(self.c):
-            raise ValueError(f"frame of {size} bytes over the ring's maximum {spsc_max_frame(self.c)}")
-        cdef spsc_frame *f = spsc_reserve(self.c, size)
-        if f == NULL:
-            return False
-        f.size = size
-        f.kind = SPSC_FRAME_MSGS
-        f.trace = trace
-        f.nmsgs = 0
-        f.data_len = body.shape[0]
-        f.tick_ns = 0
-        if body.shape[0]:
-            memcpy(<uint8_t *>f + sizeof(spsc_frame), &body[0], body.shape[0])
-        spsc_commit(self.c, size)
-        return True
-
-    def get(self):
-        """Consumer: (trace, body bytes) of the next frame, released; None when empty."""
-        cdef spsc_frame *f = spsc_peek(self.c)
-        if f == NULL:
-            return None
-        out = (f.trace, bytes((<uint8_t *>f + sizeof(spsc_frame))[:f.data_len]))
-        spsc_release(self.c, f.size)
-        return out
+        return spsc_frames_done(self.c)
 
     def next_frame(self, double timeout=0.1):
         """Consumer: wait up to `timeout` s for the next frame; None if none came. Returns
-        (kind, trace, tick_ns, msgs, clocks, data, size): msgs (MESSAGE_DTYPE; PACKET_DTYPE for
-        a PKTS frame), clocks (int64) and data (uint8) are views into the ring, valid until
-        release(size, nmsgs)."""
-        from webtap.schema import MESSAGE_DTYPE, PACKET_DTYPE
+        (kind, trace, tick_ns, pkts, clocks, data, size): pkts (PACKET_DTYPE, offsets into
+        data), clocks (int64) and data (uint8) are views into the ring, valid until
+        release(size, npkts). A TICK or END frame has no packets."""
+        from webtap.schema import PACKET_DTYPE
         cdef spsc_frame *f = NULL
         cdef int spins = 0
         cdef int64_t deadline = wt_now_ns() + <int64_t>(timeout * 1e9)
@@ -420,24 +233,24 @@ cdef class Ring:
                 f = spsc_peek(self.c)
                 if f != NULL or wt_now_ns() >= deadline:
                     break
-                _backoff(&spins)
+                spsc_backoff(&spins)
         if f == NULL:
             return None
         cdef size_t base = <uint8_t *>f - &self.mv[0]
         cdef size_t mo = base + sizeof(spsc_frame)
-        cdef bint pk = f.kind == SPSC_FRAME_PKTS
-        cdef size_t co = mo + f.nmsgs * (sizeof(PacketRef) if pk else sizeof(HttpMsg))
+        cdef size_t co = mo + f.nmsgs * sizeof(PacketRef)
         cdef size_t do = co + f.nmsgs * sizeof(int64_t)
         arr = np.asarray(self.mv)
-        msgs = arr[mo:co].view(PACKET_DTYPE if pk else MESSAGE_DTYPE)
+        msgs = arr[mo:co].view(PACKET_DTYPE)
         clocks = arr[co:do].view(np.int64)
         data = arr[do:do + f.data_len]
         return f.kind, f.trace, f.tick_ns, msgs, clocks, data, f.size
 
     def release(self, uint64_t size, uint64_t nmsgs=0):
-        """Consumer: give back the frame returned by next_frame; count its messages as done."""
+        """Consumer: give back the frame returned by next_frame; count its packets (HTTP
+        messages) as done."""
         spsc_release(self.c, size)
-        wt_ring_progress(self.c, nmsgs)
+        spsc_progress(self.c, nmsgs)
 
 
 # ---------------------------------------------------------------------------------- routing of 1xx
@@ -489,10 +302,8 @@ cdef class Dispatcher:
         if not bufs:
             raise ValueError("at least one ring")
         self.n = len(bufs)
-        self.rings = <spsc_ctl **>calloc(self.n, sizeof(spsc_ctl *))
-        self.iroute = <IRoute *>malloc(IR_BUCKETS * IR_WAYS * sizeof(IRoute))
-        if self.rings == NULL or self.iroute == NULL:
-            raise MemoryError()
+        self.rings = <spsc_ctl **>wt_zalloc(self.n, sizeof(spsc_ctl *))
+        self.iroute = <IRoute *>wt_alloc(IR_BUCKETS * IR_WAYS * sizeof(IRoute))
         for c in range(IR_BUCKETS * IR_WAYS):
             self.iroute[c].cons = -1
         self._keep = []
@@ -541,7 +352,7 @@ cdef class Dispatcher:
             if t0 == 0:
                 t0 = wt_now_ns()
                 last = t0
-            _backoff(&spins)
+            spsc_backoff(&spins)
             t = wt_now_ns()
             if t - last > 20_000_000:
                 last = t
@@ -646,31 +457,12 @@ cdef class Dispatcher:
     cdef int _scratch(self, size_t n) except -1:
         if n <= self.scratch_cap:
             return 0
-        free(self.cons)
-        free(self.clk)
-        free(self.ext)
-        free(self.order)
-        self.cons = <int32_t *>malloc(n * sizeof(int32_t))
-        self.clk = <int64_t *>malloc(n * sizeof(int64_t))
-        self.ext = <uint32_t *>malloc(n * sizeof(uint32_t))
-        self.order = <int32_t *>malloc(n * sizeof(int32_t))
-        if self.cons == NULL or self.clk == NULL or self.ext == NULL or self.order == NULL:
-            self.scratch_cap = 0
-            raise MemoryError()
+        self.cons = <int32_t *>wt_realloc(self.cons, n * sizeof(int32_t))
+        self.clk = <int64_t *>wt_realloc(self.clk, n * sizeof(int64_t))
+        self.ext = <uint32_t *>wt_realloc(self.ext, n * sizeof(uint32_t))
+        self.order = <int32_t *>wt_realloc(self.order, n * sizeof(int32_t))
         self.scratch_cap = n
         return 0
-
-    def feed(self, msgs, const uint8_t[::1] data, uint32_t trace=0):
-        """Dispatch one message batch whose spans point into `data` (as PairingTable.feed)."""
-        cdef size_t n
-        cdef const HttpMsg *m = _msgs_ptr(msgs, &n)
-        if n == 0:
-            return
-        self._scratch(n)
-        cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
-        cdef size_t buflen = data.shape[0]
-        with nogil:
-            self._feed(m, n, buf, buflen, trace)
 
     def tick(self, int64_t ts):
         """Advance the shared capture clock without a message (PairingTable.advance) and tell
@@ -689,7 +481,7 @@ cdef class Dispatcher:
                 self._broadcast(self.now)
             for c in range(self.n):
                 self._tick_one(c, 0, SPSC_FRAME_END)
-                wt_ring_set_done(self.rings[c])
+                spsc_set_done(self.rings[c])
 
     cdef inline int _clock_step(self, size_t i, size_t j, int64_t ts) except -1 nogil:
         """The single table's clock for message j of a segment that starts at i: 0 when a clock
@@ -722,36 +514,11 @@ cdef class Dispatcher:
             self._ir_add(src, sport, dst, dport, next_seq, ipv, c)
         return c
 
-    cdef int _feed(self, const HttpMsg *m, size_t n, const uint8_t *buf, size_t buflen,
-                   uint32_t trace) except -1 nogil:
-        cdef size_t i = 0, j
-        cdef const HttpMsg *x
-        while i < n:
-            j = i
-            while j < n:
-                x = &m[j]
-                if x.kind != MSG_REQUEST and x.kind != MSG_RESPONSE:
-                    # the table ignores these without moving its clock; so does the feeder
-                    self.cons[j] = -1
-                    j += 1
-                    continue
-                if not self._clock_step(i, j, x.ts_ns):
-                    break              # a clock reset: dispatch what precedes it first
-                self.cons[j] = self._route(x.kind, x.src_ip, x.src_port, x.dst_ip, x.dst_port,
-                                           x.seq, x.ip_version, eq3_value(x, msg_key(x)),
-                                           x.kind == MSG_RESPONSE and x.status >= 100
-                                           and x.status < 200 and x.status != 101,
-                                           x.seq + x.payload_len)
-                self.ext[j] = _extent(x, buflen)
-                j += 1
-            self._write_segment(m, i, j, buf, trace)
-            i = j
-        return 0
-
     def feed_packets(self, pkts, const uint8_t[::1] data, uint32_t trace=0):
         """Dispatch the HTTP first packets classify_batch found (a feed_dtype() array whose
-        offsets index `data`): same clock, Eq. 3 routing and 1xx routes as feed(), but the
-        frames carry the packets (PKTS) and the consumers dissect them."""
+        offsets index `data`) as PKTS frames; the consumers dissect them. Every packet is one
+        message of the single-process run, so the shared clock, Eq. 3 routing and the 1xx
+        routes are those the single table sees."""
         if pkts.dtype != feed_dtype() or not pkts.flags.c_contiguous:
             raise TypeError("pkts must be a C-contiguous feed_dtype() array")
         cdef size_t n = len(pkts)
@@ -767,8 +534,9 @@ cdef class Dispatcher:
 
     cdef int _feed_pkts(self, const FeedPkt *m, size_t n, const uint8_t *buf, size_t buflen,
                         uint32_t trace) except -1 nogil:
-        """_feed for packets: every FeedPkt is a message (classify_batch's rule is the
-        dissector's), so the clock moves exactly as over the dissected messages."""
+        """Route packets 0..n-1, segment by segment (a clock reset ends a segment): every
+        FeedPkt is a message (classify_batch's rule is the dissector's), so the clock moves
+        exactly as over the dissected messages."""
         cdef size_t i = 0, j
         cdef const FeedPkt *x
         cdef uint64_t lim = (spsc_max_frame(self.rings[0]) - sizeof(spsc_frame)
@@ -792,7 +560,7 @@ cdef class Dispatcher:
                     # hold the HTTP head, which is all the consumer's dissector reads
                     self.ext[j] = lim
                 j += 1
-            self._write_segment(<const HttpMsg *>NULL, i, j, buf, trace, m)
+            self._write_segment(m, i, j, buf, trace)
             i = j
         return 0
 
@@ -804,15 +572,15 @@ cdef class Dispatcher:
         else:
             self.st[c, S_RESP] += 1
 
-    cdef int _write_segment(self, const HttpMsg *m, size_t i, size_t j, const uint8_t *buf,
-                            uint32_t trace, const FeedPkt *pk=NULL) except -1 nogil:
-        """Frames for messages i..j-1 (no clock reset among them), one run per consumer."""
+    cdef int _write_segment(self, const FeedPkt *pk, size_t i, size_t j, const uint8_t *buf,
+                            uint32_t trace) except -1 nogil:
+        """Frames for packets i..j-1 (no clock reset among them), one run per consumer."""
         cdef int c
         cdef size_t k, cnt, start
         cdef int64_t counts[64]
         cdef int64_t *cnts = counts
         if self.n > 64:
-            cnts = <int64_t *>calloc(self.n * 2, sizeof(int64_t))
+            cnts = <int64_t *>wt_zalloc(self.n * 2, sizeof(int64_t))
         else:
             memset(counts, 0, sizeof(counts))
         # counting sort of message indices by consumer (stable: arrival order kept per consumer)
@@ -831,29 +599,26 @@ cdef class Dispatcher:
         start = i
         for c in range(self.n):
             # after the scatter cnts[c] is the end of c's run
-            self._write_run(c, m, start, <size_t>cnts[c], buf, trace, pk)
+            self._write_run(c, pk, start, <size_t>cnts[c], buf, trace)
             start = cnts[c]
         if cnts != counts:
             free(cnts)
         return 0
 
-    cdef int _write_run(self, int c, const HttpMsg *m, size_t a, size_t b, const uint8_t *buf,
-                        uint32_t trace, const FeedPkt *pk) except -1 nogil:
-        """Messages order[a:b] (all for consumer c) as one or more frames in ring c: MSGS
-        frames of m, or with pk PKTS frames of those packets."""
+    cdef int _write_run(self, int c, const FeedPkt *pk, size_t a, size_t b, const uint8_t *buf,
+                        uint32_t trace) except -1 nogil:
+        """Packets order[a:b] (all for consumer c) as one or more PKTS frames in ring c."""
         cdef uint64_t maxf = spsc_max_frame(self.rings[c])
-        cdef uint64_t per_msg = (sizeof(PacketRef) if pk != NULL else sizeof(HttpMsg)) + sizeof(int64_t)
+        cdef uint64_t per_msg = sizeof(PacketRef) + sizeof(int64_t)
         cdef PacketRef *orf
         cdef const FeedPkt *y
         cdef uint64_t size, dlen, need, off
         cdef size_t e, k, q
         cdef spsc_frame *f
-        cdef HttpMsg *om
         cdef int64_t *oc
         cdef uint8_t *od
-        cdef const HttpMsg *x
         while a < b:
-            # as many messages as fit in one frame
+            # as many packets as fit in one frame
             size = sizeof(spsc_frame)
             dlen = 0
             e = a
@@ -867,74 +632,35 @@ cdef class Dispatcher:
             size = spsc_align8(size)
             if size > maxf:
                 with gil:
-                    raise ValueError(f"one message needs a {size}-byte frame; ring maximum {maxf}")
+                    raise ValueError(f"one packet needs a {size}-byte frame; ring maximum {maxf}")
             if not self._reserve(c, size, &f):
                 self.st[c, S_DROP_MSGS] += e - a
                 a = e
                 continue
             f.size = size
-            f.kind = SPSC_FRAME_PKTS if pk != NULL else SPSC_FRAME_MSGS
+            f.kind = SPSC_FRAME_PKTS
             f.trace = trace
             f.nmsgs = e - a
             f.data_len = dlen
             f.tick_ns = 0
-            if pk != NULL:
-                orf = <PacketRef *>(<uint8_t *>f + sizeof(spsc_frame))
-                oc = <int64_t *>(orf + (e - a))
-                od = <uint8_t *>(oc + (e - a))
-                off = 0
-                for q in range(e - a):
-                    k = self.order[a + q]
-                    y = &pk[k]
-                    memcpy(&orf[q], &y.ref, sizeof(PacketRef))
-                    orf[q].offset = off
-                    orf[q].caplen = self.ext[k]
-                    oc[q] = self.clk[k]
-                    if self.ext[k]:
-                        memcpy(od + off, buf + y.ref.offset, self.ext[k])
-                    off += self.ext[k]
-                    self._count(c, y.kind)
-                self.st[c, S_BYTES] += dlen
-                self.st[c, S_FRAMES] += 1
-                spsc_commit(self.rings[c], size)
-                a = e
-                continue
-            om = <HttpMsg *>(<uint8_t *>f + sizeof(spsc_frame))
-            oc = <int64_t *>(om + (e - a))
+            orf = <PacketRef *>(<uint8_t *>f + sizeof(spsc_frame))
+            oc = <int64_t *>(orf + (e - a))
             od = <uint8_t *>(oc + (e - a))
             off = 0
             for q in range(e - a):
                 k = self.order[a + q]
-                x = &m[k]
-                memcpy(&om[q], x, sizeof(HttpMsg))
-                om[q].pkt_offset = off
+                y = &pk[k]
+                memcpy(&orf[q], &y.ref, sizeof(PacketRef))
+                orf[q].offset = off
+                orf[q].caplen = self.ext[k]
                 oc[q] = self.clk[k]
                 if self.ext[k]:
-                    memcpy(od + off, buf + x.pkt_offset, self.ext[k])
+                    memcpy(od + off, buf + y.ref.offset, self.ext[k])
                 off += self.ext[k]
-                self._count(c, x.kind)
+                self._count(c, y.kind)
             self.st[c, S_BYTES] += dlen
             self.st[c, S_FRAMES] += 1
             spsc_commit(self.rings[c], size)
             a = e
         return 0
 
-
-cdef inline uint32_t _span_end(Span s) noexcept nogil:
-    return s.off + s.len if s.len else 0
-
-
-cdef inline uint32_t _extent(const HttpMsg *m, size_t buflen) noexcept nogil:
-    """Bytes of the packet, from its first, that the message's text spans need."""
-    cdef uint32_t e = 0
-    e = max(e, _span_end(m.method))
-    e = max(e, _span_end(m.uri))
-    e = max(e, _span_end(m.version))
-    e = max(e, _span_end(m.host))
-    e = max(e, _span_end(m.user_agent))
-    e = max(e, _span_end(m.reason))
-    if m.pkt_offset >= buflen:
-        return 0
-    if e > buflen - m.pkt_offset:
-        e = <uint32_t>(buflen - m.pkt_offset)
-    return e

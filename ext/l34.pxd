@@ -8,6 +8,9 @@
 from libc.stddef cimport size_t
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.pycapsule cimport PyCapsule_GetPointer
+# be16 / be32 / le16 / le32: the byte-order reads of ext/util.h, under the names the walk (and the
+# modules that cimport them from here) use
+from util cimport wt_be16 as be16, wt_be32 as be32, wt_le16 as le16, wt_le32 as le32, wt_prefetch
 
 from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
                     LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
@@ -98,13 +101,6 @@ cdef inline const L34Cfg *l34_shared_cfg() except NULL:
     return <const L34Cfg *>PyCapsule_GetPointer(_owner.tunnel_cfg_capsule(), b"webtap.L34Cfg")
 
 
-cdef extern from *:
-    """
-    #define wt_l34_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
-    """
-    void l34_prefetch "wt_l34_prefetch"(const void *p) noexcept nogil
-
-
 cdef inline uint64_t batch_caplen(const PacketRef *refs, size_t i, size_t n, const uint8_t *base,
                                   uint64_t size) noexcept nogil:
     """Bytes of packet i of a capture batch that lie in its buffer (base, size): caplen clamped
@@ -112,30 +108,14 @@ cdef inline uint64_t batch_caplen(const PacketRef *refs, size_t i, size_t n, con
     packet i + 4: a batch's packets are scattered over megabytes, so the loops that walk them
     (dissect_batch, the feeder's classify_batch) hide the misses by looking a few ahead."""
     if i + 4 < n and refs[i + 4].offset + 128 <= size:
-        l34_prefetch(base + refs[i + 4].offset)
-        l34_prefetch(base + refs[i + 4].offset + 64)
+        wt_prefetch(base + refs[i + 4].offset)
+        wt_prefetch(base + refs[i + 4].offset + 64)
     cdef uint64_t poff = refs[i].offset, caplen = refs[i].caplen
     if poff >= size:
         return 0
     if caplen > size - poff:
         return size - poff
     return caplen
-
-
-cdef inline uint16_t be16(const uint8_t *p) noexcept nogil:
-    return (<uint16_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t be32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint32_t le32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[3] << 24) | (<uint32_t>p[2] << 16) | (<uint32_t>p[1] << 8) | p[0]
-
-
-cdef inline uint16_t le16(const uint8_t *p) noexcept nogil:
-    return (<uint16_t>p[1] << 8) | p[0]
 
 
 cdef enum:

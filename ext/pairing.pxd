@@ -9,6 +9,8 @@
 # it and a test asserts the sizes agree. The text half (addresses, method, URI, ...) leaves as
 # Arrow-ready string columns (int32 offsets + bytes + validity), one per field.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+# Eq. 2 picks the cell: the paper's three equations live together in ext/hashes.pxd
+from hashes cimport eq2_hash, fold_ip
 
 ctypedef struct TxnRecord:
     int64_t request_ts_ns       # capture time of the request's first packet, ns; INT64_MIN if none
@@ -135,21 +137,3 @@ ctypedef struct PendEntry:
     uint32_t tunnel_id
     uint8_t outer_ip_version
 
-
-cdef inline uint32_t fold_ip(const uint8_t *a, uint8_t ip_version) noexcept nogil:
-    """An address folded to 32 bits for Eq. 2: IPv4 is bytes 0-3 (big-endian), IPv6 the XOR of
-    its four big-endian 32-bit words."""
-    cdef uint32_t h = (<uint32_t>a[0] << 24) | (<uint32_t>a[1] << 16) | (<uint32_t>a[2] << 8) | a[3]
-    cdef int i
-    if ip_version == 6:
-        for i in range(4, 16, 4):
-            h ^= (<uint32_t>a[i] << 24) | (<uint32_t>a[i + 1] << 16) | (<uint32_t>a[i + 2] << 8) | a[i + 3]
-    return h
-
-
-cdef inline uint32_t eq2_hash(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
-                              uint16_t dst_port, uint32_t key, uint8_t ip_version) noexcept nogil:
-    """The paper's Eq. 2: srcIP ^ srcPort ^ dstIP ^ dstPort ^ (ACK of a request | SEQ of a
-    response). XOR is symmetric, so a request and its response give the same value."""
-    return (fold_ip(src_ip, ip_version) ^ src_port ^ fold_ip(dst_ip, ip_version) ^ dst_port
-            ^ key)

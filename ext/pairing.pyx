@@ -24,22 +24,14 @@ import numpy as np
 
 cimport cython
 from libc.stdint cimport INT64_MIN, UINT64_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
                       MSGF_HEADERS_INCOMPLETE, same_ip)
 from pairing cimport *
 from httphdr cimport hdr_scan, HDR_MAX_NAMES
-
-
-cdef extern from "<sys/socket.h>" nogil:
-    enum: AF_INET
-    enum: AF_INET6
-    ctypedef unsigned int socklen_t
-
-cdef extern from "<arpa/inet.h>" nogil:
-    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
+from util cimport WT_IP_TEXT, wt_alloc, wt_ip_text, wt_realloc, wt_utf8_seq, wt_zalloc
 
 
 # Text fields kept per message, in arena order.
@@ -106,48 +98,6 @@ cdef struct StrCol:
     size_t cap                  # bytes allocated
     int32_t *offs               # rows + 1 offsets into data (Arrow layout)
     uint8_t *valid              # one byte per row: 1 valid, 0 null
-
-
-cdef int _grow_bytes(void **p, size_t nbytes) except -1 nogil:
-    """The one checked allocator: realloc *p to nbytes. Returns 0; raises MemoryError (with the
-    GIL) and returns -1 when the allocation fails, leaving *p untouched."""
-    cdef void *q = realloc(p[0], nbytes if nbytes else 1)
-    if q == NULL:
-        with gil:
-            raise MemoryError(f"pairing: cannot allocate {nbytes} bytes")
-    p[0] = q
-    return 0
-
-
-cdef inline size_t _utf8_seq_len(const uint8_t *p, size_t avail) noexcept nogil:
-    """Length of the valid UTF-8 sequence at p (1-4), or 0 if p does not start one (RFC 3629:
-    no overlongs, no surrogates, nothing above U+10FFFF)."""
-    cdef uint8_t b = p[0]
-    cdef size_t n, i
-    if b < 0x80:
-        return 1
-    if b >= 0xC2 and b <= 0xDF:
-        n = 2
-    elif b >= 0xE0 and b <= 0xEF:
-        n = 3
-    elif b >= 0xF0 and b <= 0xF4:
-        n = 4
-    else:
-        return 0
-    if avail < n:
-        return 0
-    for i in range(1, n):
-        if (p[i] & 0xC0) != 0x80:
-            return 0
-    if b == 0xE0 and p[1] < 0xA0:
-        return 0
-    if b == 0xED and p[1] > 0x9F:
-        return 0
-    if b == 0xF0 and p[1] < 0x90:
-        return 0
-    if b == 0xF4 and p[1] > 0x8F:
-        return 0
-    return n
 
 
 @cython.final
@@ -233,10 +183,8 @@ cdef class PairingTable:
             self.max_cells //= 2
         self.max_cells = max(self.max_cells, initial_cells)
         self.ncells = initial_cells
-        self.cell_head = <int32_t *>malloc(initial_cells * sizeof(int32_t))
-        self.cell_tail = <int32_t *>malloc(initial_cells * sizeof(int32_t))
-        if self.cell_head == NULL or self.cell_tail == NULL:
-            raise MemoryError()
+        self.cell_head = <int32_t *>wt_alloc(initial_cells * sizeof(int32_t))
+        self.cell_tail = <int32_t *>wt_alloc(initial_cells * sizeof(int32_t))
         for i in range(<int>initial_cells):
             self.cell_head[i] = -1
             self.cell_tail[i] = -1
@@ -269,10 +217,8 @@ cdef class PairingTable:
             lowered.append(b.lower())
         self.nx = len(lowered)
         allnames = b"".join(lowered)
-        self.xnames = <uint8_t *>malloc(len(allnames) + 1)
-        self.xcols = <StrCol *>calloc(2 * self.nx + 1, sizeof(StrCol))
-        if self.xnames == NULL or self.xcols == NULL:
-            raise MemoryError()
+        self.xnames = <uint8_t *>wt_alloc(len(allnames) + 1)
+        self.xcols = <StrCol *>wt_zalloc(2 * self.nx + 1, sizeof(StrCol))
         if allnames:
             memcpy(self.xnames, <const char *>allnames, len(allnames))
         self.xname_off[0] = 0
@@ -329,7 +275,7 @@ cdef class PairingTable:
             clk = &clocks[0]
         cdef size_t i
         if self.nx and n * self.nx > self.xspans_cap:
-            _grow_bytes(<void **>&self.xspans, n * self.nx * sizeof(Span))
+            self.xspans = <Span *>wt_realloc(self.xspans, n * self.nx * sizeof(Span))
             self.xspans_cap = n * self.nx
         with nogil:
             if self.nx:
@@ -884,8 +830,8 @@ cdef class PairingTable:
         cdef uint32_t i, cell
         cdef int32_t j
         cdef PendEntry *e
-        _grow_bytes(<void **>&self.cell_head, n * sizeof(int32_t))
-        _grow_bytes(<void **>&self.cell_tail, n * sizeof(int32_t))
+        self.cell_head = <int32_t *>wt_realloc(self.cell_head, n * sizeof(int32_t))
+        self.cell_tail = <int32_t *>wt_realloc(self.cell_tail, n * sizeof(int32_t))
         self.ncells = n
         self.cnt[PC_GROWS] += 1
         for i in range(n):
@@ -918,7 +864,7 @@ cdef class PairingTable:
             if newcap <= self.pool_cap:
                 with gil:
                     raise RuntimeError("pairing: entry pool exhausted (bug: cap not enforced)")
-            _grow_bytes(<void **>&self.pool, <size_t>newcap * sizeof(PendEntry))
+            self.pool = <PendEntry *>wt_realloc(self.pool, <size_t>newcap * sizeof(PendEntry))
             for i in range(self.pool_cap, newcap):
                 self.pool[i].next = i + 1 if i + 1 < newcap else -1
                 self.pool[i].text = NULL
@@ -1044,15 +990,15 @@ cdef class PairingTable:
         if self.nrec < self.rec_cap:
             return 0
         cap = self.rec_cap * 2 if self.rec_cap else 4096
-        _grow_bytes(<void **>&self.recs, cap * sizeof(TxnRecord))
+        self.recs = <TxnRecord *>wt_realloc(self.recs, cap * sizeof(TxnRecord))
         for c in range(C_N):
-            _grow_bytes(<void **>&self.cols[c].offs, (cap + 1) * sizeof(int32_t))
-            _grow_bytes(<void **>&self.cols[c].valid, cap)
+            self.cols[c].offs = <int32_t *>wt_realloc(self.cols[c].offs, (cap + 1) * sizeof(int32_t))
+            self.cols[c].valid = <uint8_t *>wt_realloc(self.cols[c].valid, cap)
         if self.nx:
             for c in range(2 * self.nx):
-                _grow_bytes(<void **>&self.xcols[c].offs, (cap + 1) * sizeof(int32_t))
-                _grow_bytes(<void **>&self.xcols[c].valid, cap)
-            _grow_bytes(<void **>&self.xflags, cap)
+                self.xcols[c].offs = <int32_t *>wt_realloc(self.xcols[c].offs, (cap + 1) * sizeof(int32_t))
+                self.xcols[c].valid = <uint8_t *>wt_realloc(self.xcols[c].valid, cap)
+            self.xflags = <uint8_t *>wt_realloc(self.xflags, cap)
         self.rec_cap = cap
         return 0
 
@@ -1080,14 +1026,14 @@ cdef class PairingTable:
                 cap = col.cap * 2 if col.cap else 65536
                 while cap < col.len + need:
                     cap *= 2
-                _grow_bytes(<void **>&col.data, cap)
+                col.data = <uint8_t *>wt_realloc(col.data, cap)
                 col.cap = cap
             if ascii:
                 memcpy(col.data + col.len, p, n)
                 col.len += n
             else:
                 while i < n:
-                    k = _utf8_seq_len(p + i, n - i)
+                    k = wt_utf8_seq(p + i, n - i)
                     if k:
                         memcpy(col.data + col.len, p + i, k)
                         col.len += k
@@ -1104,29 +1050,9 @@ cdef class PairingTable:
         return 0
 
     cdef int _put_ip(self, int c, const uint8_t *ip, uint8_t ver) except -1 nogil:
-        """Append an address as text: IPv4 dotted quad (formatted here, the common case),
-        IPv6 by inet_ntop (RFC 5952 form)."""
-        cdef char buf[64]
-        cdef size_t n = 0
-        cdef int i
-        cdef uint8_t b
-        if ver != 6:
-            for i in range(4):
-                b = ip[i]
-                if b >= 100:
-                    buf[n] = <char>(48 + b // 100)
-                    n += 1
-                if b >= 10:
-                    buf[n] = <char>(48 + (b // 10) % 10)
-                    n += 1
-                buf[n] = <char>(48 + b % 10)
-                n += 1
-                buf[n] = 46
-                n += 1
-            n -= 1
-        elif inet_ntop(AF_INET6, ip, buf, sizeof(buf)) != NULL:
-            while buf[n]:
-                n += 1
+        """Append an address as text (ext/util.h wt_ip_text)."""
+        cdef char buf[WT_IP_TEXT]
+        cdef size_t n = wt_ip_text(ip, ver == 6, buf)
         return self._put(c, <const uint8_t *>buf, n, True)
 
     cdef int _put_text(self, int c, const PendEntry *e, int f, bint valid) except -1 nogil:

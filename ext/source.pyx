@@ -28,6 +28,7 @@ from libc.stdlib cimport malloc, realloc, free
 
 from libpcap cimport *
 from packet cimport *
+from util cimport wt_prefetch, wt_rd16, wt_rd32, wt_rd64, wt_realloc
 
 import numpy as np
 
@@ -39,24 +40,6 @@ cdef extern from "<poll.h>" nogil:
     int poll(pollfd *fds, unsigned long nfds, int timeout)
     enum: POLLIN
 
-cdef extern from *:
-    """
-    static inline uint16_t wt_rd16(const uint8_t *p, int swap) {
-        uint16_t v; memcpy(&v, p, 2); return swap ? __builtin_bswap16(v) : v; }
-    static inline uint32_t wt_rd32(const uint8_t *p, int swap) {
-        uint32_t v; memcpy(&v, p, 4); return swap ? __builtin_bswap32(v) : v; }
-    static inline uint64_t wt_rd64(const uint8_t *p, int swap) {
-        uint64_t v; memcpy(&v, p, 8); return swap ? __builtin_bswap64(v) : v; }
-    """
-    uint16_t wt_rd16(const uint8_t *p, int swap) nogil
-    uint32_t wt_rd32(const uint8_t *p, int swap) nogil
-    uint64_t wt_rd64(const uint8_t *p, int swap) nogil
-
-cdef extern from *:
-    """
-    #define wt_prefetch(p) __builtin_prefetch((const void *)(p), 0, 0)
-    """
-    void _prefetch "wt_prefetch"(const void *p) nogil
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,10 +166,9 @@ cdef class _Programs:
             pcap_close(dead)
         if self.n == self.cap:
             self.cap = self.cap * 2 + 4
-            self.progs = <bpf_program *>realloc(self.progs, self.cap * sizeof(bpf_program))
-            self.linktypes = <int *>realloc(self.linktypes, self.cap * sizeof(int))
-            if self.progs == NULL or self.linktypes == NULL:
-                raise MemoryError()
+            # the checked allocator: on failure the old arrays stay (and are freed as usual)
+            self.progs = <bpf_program *>wt_realloc(self.progs, self.cap * sizeof(bpf_program))
+            self.linktypes = <int *>wt_realloc(self.linktypes, self.cap * sizeof(int))
         self.progs[self.n] = prog
         self.linktypes[self.n] = linktype
         self.n += 1
@@ -354,13 +336,9 @@ cdef class FileReader:
 
     cdef int _add_iface(self) except -1:
         """Append a default interface (microsecond timestamps). Returns 0; raises MemoryError."""
-        cdef Iface *p
         if self.n_ifaces == self.cap_ifaces:
+            self.ifaces = <Iface *>wt_realloc(self.ifaces, (self.cap_ifaces * 2 + 4) * sizeof(Iface))
             self.cap_ifaces = self.cap_ifaces * 2 + 4
-            p = <Iface *>realloc(self.ifaces, self.cap_ifaces * sizeof(Iface))
-            if p == NULL:
-                raise MemoryError()
-            self.ifaces = p
         memset(&self.ifaces[self.n_ifaces], 0, sizeof(Iface))
         self.ifaces[self.n_ifaces].ts_mul = 1000
         self.ifaces[self.n_ifaces].ts_div = 1
@@ -426,7 +404,7 @@ cdef class FileReader:
         if self.prefetched < p:
             self.prefetched = p
         while self.prefetched < end:
-            _prefetch(self.base + self.prefetched)
+            wt_prefetch(self.base + self.prefetched)
             self.prefetched += 64
 
     # ---- classic pcap ---------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define SPSC_MAGIC 0x77747370u /* "wtsp" */
 #define SPSC_HDR 192u
@@ -41,16 +42,16 @@ typedef struct {
     uint64_t size;
     uint32_t kind;      /* SPSC_FRAME_* */
     uint32_t trace;     /* position of the messages' trace among the inputs */
-    uint64_t nmsgs;     /* HttpMsg (MSGS) or PacketRef (PKTS) records in the body */
-    uint64_t data_len;  /* packet bytes in the body (after the messages and their clocks) */
+    uint64_t nmsgs;     /* PacketRef records (PKTS) in the body */
+    uint64_t data_len;  /* packet bytes in the body (after the records and their clocks) */
     int64_t tick_ns;    /* TICK: the capture clock to advance to */
     uint64_t _reserved;
 } spsc_frame;
 
-/* MSGS: HttpMsg records, one clock each, the bytes their spans need. PKTS: PacketRef records of
-   HTTP first packets, one clock each, the packets' captured bytes (the consumer dissects). */
-enum { SPSC_FRAME_MSGS = 1, SPSC_FRAME_TICK = 2, SPSC_FRAME_PAD = 3, SPSC_FRAME_END = 4,
-       SPSC_FRAME_PKTS = 5 };
+/* PKTS: PacketRef records of HTTP first packets, one clock each, the packets' captured bytes
+   (the consumer dissects). TICK: the capture clock moves. END: no more input. (Kind 1 was a
+   frame of dissected messages; the feeder sends packets only.) */
+enum { SPSC_FRAME_TICK = 2, SPSC_FRAME_PAD = 3, SPSC_FRAME_END = 4, SPSC_FRAME_PKTS = 5 };
 
 static inline uint64_t spsc_align8(uint64_t n) { return (n + 7u) & ~(uint64_t)7u; }
 
@@ -124,6 +125,35 @@ static inline spsc_frame *spsc_peek(spsc_ctl *c) {
 static inline void spsc_release(spsc_ctl *c, uint64_t size) {
     uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
     atomic_store_explicit(&c->tail, tail + size, memory_order_release);
+}
+
+/* Consumer: progress counters (read by the feeder to report a consumer that failed). */
+static inline void spsc_progress(spsc_ctl *c, uint64_t msgs) {
+    atomic_fetch_add_explicit(&c->frames_done, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->msgs_done, msgs, memory_order_relaxed);
+}
+static inline uint64_t spsc_frames_done(spsc_ctl *c) {
+    return atomic_load_explicit(&c->frames_done, memory_order_relaxed); }
+static inline uint64_t spsc_msgs_done(spsc_ctl *c) {
+    return atomic_load_explicit(&c->msgs_done, memory_order_relaxed); }
+
+/* Producer: no frame will follow the last one. */
+static inline void spsc_set_done(spsc_ctl *c) {
+    atomic_store_explicit(&c->producer_done, 1, memory_order_release); }
+
+/* Either side, waiting for the other: spin first (it is usually about to move), then sleep up
+ * to 200 us, so an idle ring costs no CPU and a busy one no syscalls. *spins counts the calls
+ * of one wait (start it at 0). */
+static inline void spsc_backoff(int *spins) {
+    if (*spins < 200) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        struct timespec t = {0, *spins < 260 ? 5000 : 200000};
+        nanosleep(&t, NULL);
+    }
+    (*spins)++;
 }
 
 #endif

@@ -51,7 +51,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc
 
 import numpy as np
 
@@ -103,12 +103,6 @@ cdef inline void _put32(uint8_t *p, uint32_t v) noexcept nogil:
     p[1] = (v >> 16) & 0xFF
     p[2] = (v >> 8) & 0xFF
     p[3] = v & 0xFF
-
-
-cdef inline int64_t _mono_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,9 +194,7 @@ cdef class ConnTable:
         cdef size_t c = 1024
         while c < capacity:
             c <<= 1
-        self.slots = <ConnTiming *>calloc(c, sizeof(ConnTiming))
-        if self.slots == NULL:
-            raise MemoryError()
+        self.slots = <ConnTiming *>wt_zalloc(c, sizeof(ConnTiming))
         self.cap = c
         self.used = 0
         self.idle_ns = idle_ns
@@ -253,11 +245,7 @@ cdef class ConnTable:
         c = 1024
         while c < 4 * keep + 4:
             c <<= 1
-        self.slots = <ConnTiming *>calloc(c, sizeof(ConnTiming))
-        if self.slots == NULL:
-            self.slots = old
-            with gil:
-                raise MemoryError()
+        self.slots = <ConnTiming *>wt_zalloc(c, sizeof(ConnTiming))   # raises: slots stay old
         self.cap = c
         self.used = 0
         for i in range(oldcap):
@@ -423,21 +411,17 @@ def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
     cdef int64_t[::1] offs = off_a
     cdef uint64_t[::1] cnt = cnt_a
     cdef size_t cap = 4096, used = 0, need
-    cdef uint8_t *keys = <uint8_t *>malloc(cap)
-    cdef uint8_t *scratch = <uint8_t *>malloc(MAX_URL + 16)
-    cdef uint8_t *nk
+    cdef uint8_t *keys = NULL
+    cdef uint8_t *scratch = NULL
     cdef const HttpMsg *m
     cdef const uint8_t *p
     cdef const uint8_t *u
     cdef ptrdiff_t r
     cdef int ck
-    cdef bint oom = False
     cdef uint8_t[::1] kv
-    if keys == NULL or scratch == NULL:
-        free(keys)
-        free(scratch)
-        raise MemoryError()
     try:
+        keys = <uint8_t *>wt_alloc(cap)
+        scratch = <uint8_t *>wt_alloc(MAX_URL + 16)
         with nogil:
             for i in range(n):
                 m = <const HttpMsg *>&mv[i * sizeof(HttpMsg)]
@@ -489,11 +473,7 @@ def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
                     continue
                 if used + 3 * need + 8 > cap:
                     cap = 2 * cap + 3 * need + 8
-                    nk = <uint8_t *>realloc(keys, cap)
-                    if nk == NULL:
-                        oom = True
-                        break
-                    keys = nk
+                    keys = <uint8_t *>wt_realloc(keys, cap)     # raises; finally frees the old
                 r = webtap_canon(scratch, need, keys + used, cap - used, CANON_KEY)
                 if r < 0:
                     cnt[<int>FR_CANON_FAILED] += 1
@@ -503,8 +483,6 @@ def extract(msgs, const uint8_t[::1] data, bint verify_checksums=True):
                 k += 1
                 offs[k] = used
                 cnt[<int>FR_EXTRACTED] += 1
-        if oom:
-            raise MemoryError()
         kb = np.empty(used, dtype=np.uint8)
         kv = kb
         if used:
@@ -628,13 +606,13 @@ def forge(msgs, const uint8_t[::1] data, rows):
     cdef int64_t t0
     with nogil:
         for i in range(n):
-            t0 = _mono_ns()
+            t0 = wt_now_ns()
             m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
             at += _forge_one(base + m.pkt_offset, m, &f[at], True)
             offs[2 * i + 1] = at
             at += _forge_one(base + m.pkt_offset, m, &f[at], False)
             offs[2 * i + 2] = at
-            ns[i] = _mono_ns() - t0
+            ns[i] = wt_now_ns() - t0
     return frames[:at], offs_a, ns_a
 
 
@@ -1360,11 +1338,11 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
     cdef int64_t t0
     with nogil:
         for i in range(n):
-            t0 = _mono_ns()
+            t0 = wt_now_ns()
             m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
             at += _forge_quic_one(base + m.pkt_offset, m, &f[at])
             offs[i + 1] = at
-            ns[i] = _mono_ns() - t0
+            ns[i] = wt_now_ns() - t0
     return frames[:at], offs_a, ns_a
 
 

@@ -1,10 +1,11 @@
 """The packet feeder (paper section 2.1.4): one reader, N consumer processes, shared-memory rings.
 
-The parent reads and dissects (the cheap part) exactly as the single-process analyzer does, and
-drives a `FeederPairer` in place of the pairing table: each HTTP message goes to consumer
-Eq. 3 mod N (ext/feeder.pyx), stamped with the capture clock of the whole stream, through a
-single-producer/single-consumer ring in shared memory. Each consumer runs the ordinary pairing
-table and sends its records back as Arrow IPC batches over a pipe. Because a request and its
+The parent reads and classifies (the cheap part: link/IP/TCP and the first payload bytes, the
+dissector's own rule, ext/classify.pxd) and drives a `FeederPairer` in place of the pairing
+table: each HTTP first packet goes to consumer Eq. 3 mod N (ext/hashes.pxd, ext/feeder.pyx),
+stamped with the capture clock of the whole stream, through a single-producer/single-consumer
+ring in shared memory (ext/spsc.h). Each consumer dissects its packets, runs the ordinary
+pairing table and sends its records back as Arrow IPC batches over a pipe. Because a request and its
 response meet in the same consumer and every consumer's GC sees the single table's clock, the
 multiset of records equals the single-process run (docs/FEEDER.md has the argument and limits).
 
@@ -145,9 +146,6 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
                 table.trace = trace
                 table.feed(found, data, clocks)
                 del found
-            elif kind == _fx.FRAME_MSGS:
-                table.trace = trace
-                table.feed(msgs, data, clocks)
             elif kind == _fx.FRAME_TICK:
                 table.advance(tick)
             n = len(msgs)
@@ -325,13 +323,13 @@ class FeederPairer:
     # -- the Pairer interface
 
     def feed(self, msgs: np.ndarray, data: np.ndarray, trace: int = 0) -> None:
-        """msgs: a MESSAGE_DTYPE batch (the consumers pair it), or the HTTP first packets of a
-        packet batch as classify_packets() gives them (the consumers dissect, then pair)."""
+        """msgs: the HTTP first packets of a packet batch as classify_packets() gives them
+        (FEED_DTYPE; the consumers dissect, then pair). The name is the Pairer interface's."""
         self._check_now_and_then()
-        if msgs.dtype == FEED_DTYPE:
-            self.dispatcher.feed_packets(msgs, data, trace)
-        else:
-            self.dispatcher.feed(msgs, data, trace)
+        if msgs.dtype != FEED_DTYPE:
+            raise TypeError("FeederPairer.feed takes classify_packets() output (FEED_DTYPE), "
+                            "not dissected messages")
+        self.dispatcher.feed_packets(msgs, data, trace)
 
     def advance(self, now_ns: int) -> None:
         self._check_now_and_then()

@@ -1,13 +1,17 @@
 """Build HttpMsg batches (webtap.schema.MESSAGE_DTYPE) directly, for pairing tests that do not
 need the capture and dissect stages: each message's HTTP head is laid out in one byte buffer
-behind a fake 54-byte link/IP/TCP header, and its spans point at the real bytes."""
+behind a fake 54-byte link/IP/TCP header, and its spans point at the real bytes.
+
+The same transactions as real packets (`packets()`: Ethernet, IPv4 or IPv6, TCP, the HTTP head)
+for tests that drive the product's packet path (the feeder's classify_batch / feed_packets)."""
 from __future__ import annotations
 
 import ipaddress
+import struct
 
 import numpy as np
 
-from webtap.schema import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE
+from webtap.schema import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE
 
 HDR = 54
 METHODS = {"GET": 1, "HEAD": 2, "POST": 3, "PUT": 4, "DELETE": 5, "CONNECT": 6, "OPTIONS": 7,
@@ -81,3 +85,36 @@ class MsgBuilder:
                 else:
                     msgs[i][k] = v
         return msgs, np.frombuffer(bytes(self.buf), dtype=np.uint8)
+
+    def packets(self, order=None):
+        """(packets, data): every message as one real frame (Ethernet, an 802.1Q tag when it
+        has a VLAN, IPv4 or IPv6, TCP with PSH|ACK, the HTTP head) in a PACKET_DTYPE batch;
+        `order` as in build(). A message whose payload_len exceeds its head is a frame captured
+        short (caplen < wirelen, the IP length says payload_len), as a snaplen makes it."""
+        rows = self.rows if order is None else [self.rows[i] for i in order]
+        frames, pk = [], np.zeros(len(rows), dtype=PACKET_DTYPE)
+        off = 0
+        for i, r in enumerate(rows):
+            o = r["pkt_offset"] + HDR
+            payload = bytes(self.buf[o:o + r["payload_caplen"]])
+            src, dst = bytes(r["src_ip"]), bytes(r["dst_ip"])
+            tcp = struct.pack("!HHIIBBHHH", r["src_port"], r["dst_port"], r["seq"], r["ack"],
+                              5 << 4, r["tcp_flags"], 65535, 0, 0)
+            if r["ip_version"] == 4:
+                ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + r["payload_len"], 0, 0x4000,
+                                 r["ttl"], 6, 0, src[:4], dst[:4])
+                etype = 0x0800
+            else:
+                ip = struct.pack("!IHBB16s16s", 6 << 28, 20 + r["payload_len"], 6, r["ttl"], src, dst)
+                etype = 0x86DD
+            eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01"
+            if r["vlan"] != 0xFFFF:
+                eth += struct.pack("!HH", 0x8100, r["vlan"])
+            frame = eth + struct.pack("!H", etype) + ip + tcp + payload
+            frames.append(frame)
+            pk[i]["ts_ns"], pk[i]["index"], pk[i]["offset"] = r["ts_ns"], r["pkt_index"], off
+            pk[i]["caplen"] = len(frame)
+            pk[i]["wirelen"] = len(frame) + r["payload_len"] - r["payload_caplen"]
+            pk[i]["linktype"] = 1
+            off += len(frame)
+        return pk, np.frombuffer(b"".join(frames), dtype=np.uint8)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import re
 
-from webtap._ext.canon import canonicalize_bytes, canonicalize_batch, key_flip
+from webtap._ext.canon import CODES, canonicalize_bytes, canonicalize_batch, key_flip
 from urlfilter.errors import InvalidUrl
 
 __all__ = ["REASONS", "canonicalize", "to_key", "from_key", "canonicalize_many", "reason_of"]
 
-#: names of the C canonicaliser's return codes (urlcanon.h), plus the tree's and importer's own
-REASONS = {-1: "empty", -2: "bad_char", -3: "bad_host", -4: "bad_port", -5: "too_long",
-           -6: "too_long", -7: "tree_full"}
+#: names of the C canonicaliser's return codes (urlcanon.h), plus the tree's own: the table of
+#: ext/canon.pyx, not a copy
+REASONS = CODES
 
 _AUTHORITY = re.compile(rb"^(\s*(?:[A-Za-z][A-Za-z0-9+.-]*://|//)?)([^/?#]*)(.*)$", re.S)
 

@@ -2,8 +2,9 @@
 
 Real traces: every shared trace as one stream (their clocks jump back and forth between files:
 GC, clock resets and 1xx all occur) for N = 1..4, and trace by trace for N = 2 on a sample.
-Synthetic: shuffled, time-jumping transactions with 100 Continue, fed to FeederPairer and
-to one Pairer directly.
+Synthetic: shuffled, time-jumping transactions with 100 Continue, as real packets, through the
+product's two paths: classify_packets -> FeederPairer (the consumers dissect and pair), and
+dissect -> one Pairer (the single-process run).
 """
 from collections import Counter
 
@@ -15,11 +16,12 @@ from hypothesis import strategies as st
 
 import httpanalyzer
 from httpanalyzer import records
-from httpanalyzer.feeder import FeederPairer
+from httpanalyzer.feeder import FeederPairer, classify_packets
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from tests.conftest import TRACES, shared_trace_files
 from tests.strategies import S, transactions
+from webtap.dissect import dissect
 
 
 def multiset(df) -> Counter:
@@ -79,13 +81,13 @@ def test_trace_by_trace_two_consumers():
     assert compared > 300
 
 
-def _records(pairer, msgs, data, cuts):
-    """Feed msgs in the batches `cuts` gives, with a clock tick after each (as the stream does)."""
+def _records(pairer, batches):
+    """Feed (msgs, data, tick) batches with a clock tick after each (as the stream does)."""
     out = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        pairer.feed(msgs[a:b], data)
+    for msgs, data, tick in batches:
+        pairer.feed(msgs, data)
         out.append(pairer.take())
-        pairer.advance(int(msgs["ts_ns"][a:b].max()))
+        pairer.advance(tick)
     pairer.flush()
     out.append(pairer.take())
     return records.to_pandas(pa.Table.from_batches(out, schema=records.SCHEMA))
@@ -93,8 +95,8 @@ def _records(pairer, msgs, data, cuts):
 
 def interim_first(msgs):
     """The one order the feeder does not reproduce (docs/FEEDER.md): a final response captured
-    before the 1xx it follows. Move each such 1xx just before its final response."""
-    msgs = msgs.copy()
+    before the 1xx it follows. Returns the positions of msgs with each such 1xx moved just
+    before its final response."""
     rows = list(range(len(msgs)))
     for i in range(len(msgs)):
         m = msgs[i]
@@ -107,7 +109,7 @@ def interim_first(msgs):
                     rows.remove(i)
                     rows.insert(rows.index(j), i)
                     break
-    return msgs[rows].copy()
+    return np.array(rows, dtype=np.int64)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,14 +118,18 @@ def interim_first(msgs):
 def test_shuffled_time_jumping_streams(b, seed, n, jumps):
     """Out-of-order messages (the clock goes back), jumps of hundreds of seconds both ways
     (clock resets, mass GC), ticks between batches: records equal one table's."""
-    msgs, data = b.build()
+    msgs, _ = b.build()
     rng = np.random.default_rng(seed)
-    msgs = interim_first(msgs[rng.permutation(len(msgs))])
+    rows = rng.permutation(len(msgs))
+    rows = rows[interim_first(msgs[rows])]
+    pk, data = b.packets(rows)                     # real frames, in that capture order
     for j in jumps:
-        at = int(rng.integers(0, len(msgs)))
-        msgs["ts_ns"][at:] += j * S
-    cuts = sorted(set([0, len(msgs)] + [int(x) for x in rng.integers(0, len(msgs) + 1, size=3)]))
-    single = _records(Pairer(), msgs, data, cuts)
+        at = int(rng.integers(0, len(pk)))
+        pk["ts_ns"][at:] += j * S
+    cuts = sorted(set([0, len(pk)] + [int(x) for x in rng.integers(0, len(pk) + 1, size=3)]))
+    spans = [(pk[a:z], int(pk["ts_ns"][a:z].max())) for a, z in zip(cuts[:-1], cuts[1:])]
+    single = _records(Pairer(), [(dissect(p, data).msgs, data, t) for p, t in spans])
+    assert len(single) > 0
     with FeederPairer(n, ring_bytes=1 << 16) as fp:   # small rings: back-pressure happens
-        multi = _records(fp, msgs, data, cuts)
+        multi = _records(fp, [(classify_packets(p, data).msgs, data, t) for p, t in spans])
     assert multiset(multi) == multiset(single)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import httpanalyzer.pairing
-from httpanalyzer.feeder import ConsumerFailed, FeederPairer, hash_eq3
+from httpanalyzer.feeder import ConsumerFailed, FeederPairer, classify_packets, hash_eq3
 from tests.conftest import REPO, TRACES
 from tests.msgbuild import MsgBuilder
 from tests.strategies import S, T0
@@ -34,14 +34,17 @@ def gone(pid: int) -> bool:
 
 def transactions(k0: int, n: int, open_requests: int = 0):
     """n paired transactions on distinct keys, request then response, 1 ms apart, and
-    open_requests requests that get no response (they wait in the tables)."""
+    open_requests requests that get no response (they wait in the tables). Returns (msgs,
+    feed, data): the messages, and what the feeder's reader makes of them as real packets
+    (classify_packets: the product's path), feed's offsets indexing data."""
     b = MsgBuilder()
     for k in range(k0, k0 + n + open_requests):
         ack = (k * 2654435761) & 0xFFFFFFFF
         b.req(T0 + k * 1_000_000, "10.0.0.1", 1024 + k % 5000, "10.9.9.9", 80, k, ack, uri=f"/{k}")
         if k < k0 + n:
             b.resp(T0 + k * 1_000_000 + 500, "10.9.9.9", 80, "10.0.0.1", 1024 + k % 5000, ack, k + 1)
-    return b.build()
+    pk, data = b.packets()
+    return b.build()[0], classify_packets(pk, data).msgs, data
 
 
 def wait_rows(fp, want, timeout=20):
@@ -58,16 +61,16 @@ def test_killed_consumer_is_reported_and_nothing_is_left_behind():
     fp = FeederPairer(3, ring_bytes=1 << 20)
     pids = fp.pids
     assert not shm_files() - before            # rings unlinked once every consumer mapped them
-    msgs, data = transactions(0, 2900, open_requests=100)
-    fp.feed(msgs, data)
+    msgs, feed, data = transactions(0, 2900, open_requests=100)
+    fp.feed(feed, data)
     first = wait_rows(fp, 2900)
     assert sum(b.num_rows for b in first) == 2900      # produced before the fault: kept
     os.kill(pids[1], signal.SIGKILL)
     taken, fed = first, [msgs]
     with pytest.raises(ConsumerFailed) as ei:
         for k in range(1, 200):
-            msgs, data = transactions(k * 3000, 2900, open_requests=100)
-            fp.feed(msgs, data)
+            msgs, feed, data = transactions(k * 3000, 2900, open_requests=100)
+            fp.feed(feed, data)
             fed.append(msgs)
             taken.append(fp.take())
             time.sleep(0.01)
@@ -126,8 +129,8 @@ def test_raising_consumer_reports_its_traceback(monkeypatch):
         pids = fp.pids
         with pytest.raises(ConsumerFailed) as ei:
             for k in range(100):
-                msgs, data = transactions(k * 1000, 1000)
-                fp.feed(msgs, data)
+                _, feed, data = transactions(k * 1000, 1000)
+                fp.feed(feed, data)
                 fp.take()
             fp.flush()
         assert ei.value.consumer == 2 and "injected fault" in str(ei.value)

@@ -11,7 +11,6 @@ HEADER: struct.Struct
 MAX_URLS: int
 MAX_KEY_BYTES: int
 TREE_NODE_DTYPE: np.dtype
-CANON_ERRORS: dict[int, str]
 
 class UrlFilterError(Exception): ...
 class TreeCorrupt(UrlFilterError, RuntimeError): ...
