@@ -725,6 +725,7 @@ cdef enum:
     SNIF_SPLIT = 2
     MAX_SNI = 255
     TLS_STREAM_CAP = TLS_HELLO_CAP + 5 * 64 + 16     # records: at most 64 headers of 5 bytes
+    QF_KEEP = 16           # CRYPTO frames of one QUIC packet noted before it goes to a slot
 
 
 ctypedef struct HelloSlot:
@@ -889,6 +890,7 @@ cdef class SniTable:
     cdef readonly uint64_t evicted
     cdef uint8_t *scratch
     cdef uint8_t *plain
+    cdef uint8_t *qmsg          # a QUIC ClientHello put together from one packet's frames
     cdef uint8_t *hdr
     cdef HttpMsg *undec         # Initials that did not open with client keys (server Initials)
     cdef size_t n_undec, cap_undec
@@ -903,7 +905,9 @@ cdef class SniTable:
         self.scratch = <uint8_t *>malloc(TLS_STREAM_CAP)
         self.plain = <uint8_t *>malloc(65536 + 64)
         self.hdr = <uint8_t *>malloc(65536 + 64)      # header incl. token: < one datagram
-        if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL:
+        self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
+        if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL \
+                or self.qmsg == NULL:
             raise MemoryError()
         self.idle_ns = idle_ns
 
@@ -917,6 +921,7 @@ cdef class SniTable:
         free(self.scratch)
         free(self.plain)
         free(self.hdr)
+        free(self.qmsg)
         free(self.undec)
 
     def __len__(self):
@@ -1184,6 +1189,20 @@ cdef class SniTable:
             cnt[<int>SN_TLS_BAD] += 1
         return 0
 
+    cdef HelloSlot *_quic_slot(self, const HttpMsg *m, const uint8_t *dcid, uint8_t dcid_len,
+                               const size_t *fpos, const uint32_t *fcoff, const uint32_t *flen,
+                               int nf) noexcept nogil:
+        """The slot of (addresses, DCID), created when new, with the nf CRYPTO frames noted so
+        far (data in self.plain) put in. NULL: the table is full."""
+        cdef HelloSlot *e = self._slot(m, PROTO_QUIC, dcid, dcid_len, True, m.ts_ns)
+        cdef int j
+        if e == NULL:
+            return NULL
+        e.t_last = m.ts_ns
+        for j in range(nf):
+            quic_crypto_put(e.buf, e.have, fcoff[j], self.plain + fpos[j], flen[j])
+        return e
+
     cdef int _udp(self, const uint8_t *p, HttpMsg *m, uint64_t *cnt, _Out *o) noexcept nogil:
         cdef const uint8_t *d = p + m.payload_off
         cdef size_t n = m.payload_caplen, off = 0, pl = 0, hl = 0, fo, k
@@ -1194,7 +1213,11 @@ cdef class SniTable:
         cdef HelloSlot *e
         cdef tls_hello th
         cdef const uint8_t *msg
-        cdef uint32_t first_off = m.payload_off
+        cdef uint32_t first_off = m.payload_off, need = 0
+        cdef size_t fpos[QF_KEEP]
+        cdef uint32_t fcoff[QF_KEEP]
+        cdef uint32_t flen[QF_KEEP]
+        cdef int nf
         while off < n:
             r = quic_parse_long(d + off, n - off, &h)
             if r == QUIC_E_NOT_LONG or (r != 0 and off == 0 and (d[0] & 0x80) == 0):
@@ -1234,8 +1257,11 @@ cdef class SniTable:
                 continue
             cnt[<int>SN_QUIC_INITIAL] += 1
             m.payload_off = first_off + <uint32_t>off   # the Initial the close answers
-            # CRYPTO frames into the slot of (addresses, DCID)
+            # The CRYPTO frames: noted (at most QF_KEEP) while the packet may hold the whole
+            # ClientHello by itself (the common case: no slot, no copy when one frame holds it),
+            # else gathered in the slot of (addresses, DCID) with the earlier packets' parts.
             e = NULL
+            nf = 0
             fo = 0
             while True:
                 fr = quic_next_crypto(self.plain, pl, &fo, &coff, &clen)
@@ -1244,31 +1270,104 @@ cdef class SniTable:
                 if coff + clen > TLS_HELLO_CAP:
                     fo = pl + 1                           # beyond the bound: mark bad
                     break
-                if e == NULL:
-                    e = self._slot(m, PROTO_QUIC, d + off + h.dcid_off, h.dcid_len, True, m.ts_ns)
+                if e == NULL and nf < QF_KEEP:
+                    fpos[nf] = fo
+                    fcoff[nf] = <uint32_t>coff
+                    flen[nf] = <uint32_t>clen
+                    nf += 1
+                else:
                     if e == NULL:
-                        fo = pl + 1
-                        break
-                    e.t_last = m.ts_ns
-                quic_crypto_put(e.buf, e.have, coff, self.plain + fo, clen)
+                        e = self._quic_slot(m, d + off + h.dcid_off, h.dcid_len, fpos, fcoff, flen, nf)
+                        if e == NULL:
+                            fo = pl + 1
+                            break
+                    quic_crypto_put(e.buf, e.have, coff, self.plain + fo, clen)
                 fo += clen
             if fo != pl:
                 cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
+                if e == NULL and nf and self.used:      # as when its parts were put in
+                    e = self._slot(m, PROTO_QUIC, d + off + h.dcid_off, h.dcid_len, False, 0)
                 if e != NULL:
                     self._drop(e)
                 return 0
-            if e != NULL and _crypto_whole(e):
-                r = tls_parse_hello(e.buf, e.used, &th)
+            msg = NULL
+            if e == NULL and nf:
+                msg = _crypto_in_packet(self.plain, fpos, fcoff, flen, nf, self.qmsg, &need)
+                if msg == NULL:
+                    e = self._quic_slot(m, d + off + h.dcid_off, h.dcid_len, fpos, fcoff, flen, nf)
+                    if e == NULL:
+                        cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
+                        return 0
+                elif self.used:                           # parts held from earlier packets
+                    e = self._slot(m, PROTO_QUIC, d + off + h.dcid_off, h.dcid_len, False, 0)
+            if msg == NULL and e != NULL and _crypto_whole(e):
+                msg = e.buf
+                need = e.used
+            if msg != NULL:
+                r = tls_parse_hello(msg, need, &th)
                 if r == TLS_OK and th.hs_type == 1:
-                    r = _emit(m, &th, e.buf, PROTO_QUIC, 0, False, p, cnt, o)
+                    r = _emit(m, &th, msg, PROTO_QUIC, 0, False, p, cnt, o)
                 else:
                     cnt[<int>SN_QUIC_HELLO_BAD] += 1
                     r = 0
-                self._drop(e)
+                if e != NULL:
+                    self._drop(e)
                 if r < 0:
                     return r
             off = h.end
         return 0
+
+
+cdef const uint8_t *_crypto_in_packet(const uint8_t *plain, const size_t *fpos, const uint32_t *fcoff,
+                                      const uint32_t *flen, int nf, uint8_t *buf,
+                                      uint32_t *need) noexcept nogil:
+    """The whole handshake message at CRYPTO offset 0 when this packet's nf frames (data at
+    plain + fpos, stream offsets fcoff, lengths flen) hold all of it: a pointer into plain when
+    one frame does, else into buf (TLS_HELLO_CAP bytes) where the frames are put in stream order;
+    its length in need. NULL: bytes are missing (earlier or later packets hold them)."""
+    cdef int order[QF_KEEP]
+    cdef int i, j, t
+    cdef uint32_t have = 0, end
+    for i in range(nf):                        # insertion sort of a few frames by offset
+        order[i] = i
+        j = i
+        while j > 0 and fcoff[order[j - 1]] > fcoff[order[j]]:
+            t = order[j]
+            order[j] = order[j - 1]
+            order[j - 1] = t
+            j -= 1
+    for i in range(nf):                        # the bytes from 0 on without a hole
+        if fcoff[order[i]] > have:
+            break
+        end = fcoff[order[i]] + flen[order[i]]
+        if end > have:
+            have = end
+    if have < 4:
+        return NULL
+    # the 4-byte header lies in the first frame(s): read it through buf when it is split
+    for i in range(nf):
+        j = order[i]
+        if fcoff[j] == 0 and flen[j] >= 4:
+            end = 4 + ((<uint32_t>plain[fpos[j] + 1] << 16) | (<uint32_t>plain[fpos[j] + 2] << 8)
+                       | plain[fpos[j] + 3])
+            if end > have:
+                return NULL
+            need[0] = end
+            if flen[j] >= end:
+                return plain + fpos[j]
+            break
+    else:
+        end = 0
+    for i in range(nf):
+        j = order[i]
+        if fcoff[j] < have:
+            memcpy(buf + fcoff[j], plain + fpos[j], flen[j])
+    if end == 0:
+        end = 4 + ((<uint32_t>buf[1] << 16) | (<uint32_t>buf[2] << 8) | buf[3])
+        if end > have:
+            return NULL
+        need[0] = end
+    return buf
 
 
 cdef inline bint _crypto_whole(HelloSlot *e) noexcept nogil:
