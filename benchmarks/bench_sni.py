@@ -46,7 +46,7 @@ def main(n: int = 20000) -> None:
                     for i, s in enumerate(names)])
         quic = Path(d, "quic.pcap")
         write(quic, [frame(initial(crypto(0, client_hello(sni_ext(s.encode()), quic=True)),
-                                   dcid=i.to_bytes(8, "big")), sport=1024 + i % 60000, udp=True)
+                                   dcid=i.to_bytes(8, "big")), sport=49152 + i % 16000, udp=True)
                      for i, s in enumerate(names)])
         rows = []
         for kind, path, forge in (("TLS/TCP", tls, um.forge), ("QUIC", quic, um.forge_quic)):
