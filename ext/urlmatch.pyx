@@ -780,6 +780,18 @@ cdef inline void _fill_tcp(HttpMsg *m, const L34 *s) noexcept nogil:
     m.payload_len = s.payload_len
     m.tcp_flags = s.tcp_flags
     m.ttl = s.ttl
+    # the encapsulation, as the dissector fills it for a GET (the forge guard reads m.encap: a
+    # tunnelled hit is matched but not forged). A plain UDP datagram's walk has looked for a
+    # tunnel inside it (outer_ip_version set, encap 0): that is no tunnel.
+    m.encap = s.encap
+    m.encap_depth = s.encap_depth if s.encap else 0
+    m.tunnel_id = s.tunnel_id if s.encap else 0
+    m.outer_ip_version = s.outer_ip_version if s.encap else 0
+    memset(m.outer_src, 0, 16)
+    memset(m.outer_dst, 0, 16)
+    if m.outer_ip_version:
+        memcpy(m.outer_src, s.outer_src, 4 if s.outer_ip_version == 4 else 16)
+        memcpy(m.outer_dst, s.outer_dst, 4 if s.outer_ip_version == 4 else 16)
 
 
 cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, HttpMsg *m) noexcept nogil:
