@@ -678,14 +678,14 @@ from quic_crypto cimport (
     QUIC_OK, QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_E_NOT_LONG, QUIC_PT_INITIAL, QUIC_PT_RETRY,
     QUIC_PT_VERSION_NEG, QUIC_MAX_CID,
 )
-from quic_close cimport quic_forge_close, QUIC_CLOSE_MAX
+from quic_close cimport quic_forge_close_as, QUIC_CLOSE_MAX
 from quic_initial cimport quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole, QF_CRYPTO
 
 SNI_REASONS = ("tls_hello_segments", "tls_split", "tls_bad", "tls_too_long", "tls_gap",
                "tls_bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
                "quic_other_version", "quic_not_initial", "quic_malformed", "quic_undecryptable",
                "quic_initials", "quic_crypto_bad", "quic_hello_bad", "client_hellos", "no_sni",
-               "sni_non_ascii", "sni_bad", "ech", "sni_extracted")
+               "sni_non_ascii", "sni_bad", "ech", "sni_extracted", "quic_server_cid")
 
 cdef enum SniReason:
     SN_TLS_HELLO_SEG = 0   # TCP segments that start a TLS ClientHello record
@@ -713,6 +713,8 @@ cdef enum SniReason:
     SN_SNI_BAD             # ... whose SNI has bytes no host name has, or no canonical form
     SN_ECH                 # ... with encrypted_client_hello: the outer SNI is matched
     SN_EXTRACTED           # SNIs handed to the matcher
+    SN_QUIC_SERVER_CID     # client Initials under the server's chosen CID, opened with the keys
+                           # of the DCID of the hello waiting for them (counted in quic_initials)
     SN_N
 
 assert len(SNI_REASONS) == SN_N
@@ -723,6 +725,7 @@ cdef enum:
     PROTO_QUIC = 2
     SNIF_ECH = 1
     SNIF_SPLIT = 2
+    SNIF_SERVER_CID = 4    # QUIC: completed by an Initial under the server's chosen CID
     MAX_SNI = 255
     TLS_STREAM_CAP = TLS_HELLO_CAP + 5 * 64 + 16     # records: at most 64 headers of 5 bytes
     QF_KEEP = 16           # CRYPTO frames of one QUIC packet noted before it goes to a slot
@@ -757,6 +760,7 @@ ctypedef struct _Out:
     int64_t *koff
     uint8_t *sni
     int64_t *soff
+    uint8_t *dcids          # per row: length (0xFF: TLS) + 20 bytes of the connection's first DCID
     size_t n, ncap, kused, kcap, sused, scap
     bint oom
 
@@ -807,8 +811,10 @@ cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype
 
 
 cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t proto,
-               uint8_t flags, bint verify, const uint8_t *p, uint64_t *cnt, _Out *o) noexcept nogil:
-    """One complete ClientHello: count it, check its SNI, append the row (0; -1 out of memory)."""
+               uint8_t flags, bint verify, const uint8_t *p, uint64_t *cnt, _Out *o,
+               const uint8_t *dcid, uint8_t dcid_len) noexcept nogil:
+    """One complete ClientHello: count it, check its SNI, append the row (0; -1 out of memory).
+    dcid: QUIC, the DCID whose Initial keys protect the connection (0xFF: TLS, none)."""
     cdef const uint8_t *sni = msg + h.sni.off
     cdef uint32_t sl = h.sni.len, j
     cdef uint8_t buf[MAX_SNI + 8]
@@ -850,7 +856,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         nc = 2 * o.ncap + 16
         if not _grow(<void **>&o.msgs, nc * sizeof(HttpMsg)) or not _grow(<void **>&o.proto, nc) \
                 or not _grow(<void **>&o.flags, nc) or not _grow(<void **>&o.koff, nc * 8) \
-                or not _grow(<void **>&o.soff, nc * 8):
+                or not _grow(<void **>&o.soff, nc * 8) or not _grow(<void **>&o.dcids, nc * 21):
             o.oom = True
             return -1
         o.ncap = nc
@@ -878,6 +884,9 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     o.flags[o.n] = flags
     o.koff[o.n] = o.kused
     o.soff[o.n] = o.sused
+    o.dcids[21 * o.n] = dcid_len
+    if dcid_len <= 20:
+        memcpy(o.dcids + 21 * o.n + 1, dcid, dcid_len)
     o.n += 1
     cnt[<int>SN_EXTRACTED] += 1
     return 0
@@ -907,6 +916,7 @@ cdef class SniTable:
     cdef HttpMsg *undec         # Initials that did not open with client keys (server Initials)
     cdef size_t n_undec, cap_undec
     cdef public bint keep_undecryptable
+    cdef readonly object last_dcids  # uint8 [rows, 21] of the last extract: see extract
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
@@ -943,11 +953,11 @@ cdef class SniTable:
                           uint8_t dcid_len, bint create, int64_t now) noexcept nogil:
         """The slot of (addresses, ports, proto[, DCID]); created when asked (NULL: full)."""
         cdef size_t mask = self.cap - 1, i, j, probes = 0
+        # hashed by addresses, ports and proto only: the QUIC slots of one client's 4-tuple
+        # lie in one probe run whatever their DCID (_quic_any)
         cdef uint64_t h = _hash(m.src_ip, m.dst_ip, m.src_port, m.dst_port) ^ proto
         cdef HelloSlot *e
         cdef HelloSlot *free_e = NULL
-        for j in range(dcid_len):
-            h = (h ^ dcid[j]) * 0x100000001B3ULL
         i = h & mask
         while probes < self.cap:
             e = &self.slots[i]
@@ -1011,8 +1021,6 @@ cdef class SniTable:
     cdef HelloSlot *_reinsert(self, HelloSlot *src) noexcept nogil:
         cdef size_t mask = self.cap - 1, i, k
         cdef uint64_t h = _hash(src.cip, src.sip, src.cport, src.sport) ^ src.proto
-        for k in range(src.dcid_len):
-            h = (h ^ src.dcid[k]) * 0x100000001B3ULL
         i = h & mask
         while self.slots[i].ver != 0:
             i = (i + 1) & mask
@@ -1052,6 +1060,9 @@ cdef class SniTable:
         Returns (msgs MESSAGE_DTYPE rows: the packet that completed each ClientHello, proto uint8
         (1 tls, 2 quic), flags uint8 (1 ech, 2 split), keys uint8 + key offsets int64 (key form
         of the SNI host), sni uint8 + sni offsets int64 (the SNI as sent), counters uint64[SN_N]).
+        `last_dcids` then holds, per row, the length (0xFF for TLS) and bytes of the DCID whose
+        Initial keys protect the QUIC connection (the client's first; flags 4 when the completing
+        Initial carried the server's chosen CID instead): forge_quic's `dcids`.
         """
         from webtap.schema import MESSAGE_DTYPE
         cdef const uint8_t[::1] pk = np.ascontiguousarray(packets).view(np.uint8)
@@ -1110,8 +1121,11 @@ cdef class SniTable:
                 memcpy(&k64[1], o.koff, o.n * 8)
                 k64 = soff
                 memcpy(&k64[1], o.soff, o.n * 8)
+            self.last_dcids = np.frombuffer(bytes(o.dcids[:21 * o.n]) if o.n else b"",
+                                            dtype=np.uint8).reshape(o.n, 21).copy()
             return msgs, proto, flags, keys, koff, sni, soff, cnt_a
         finally:
+            free(o.dcids)
             free(o.msgs)
             free(o.proto)
             free(o.flags)
@@ -1158,7 +1172,7 @@ cdef class SniTable:
                 if r == TLS_INCOMPLETE:
                     return 0
                 if r == TLS_OK and h.hs_type == 1:
-                    r = _emit(m, &h, msg, PROTO_TLS, SNIF_SPLIT, verify, p, cnt, o)
+                    r = _emit(m, &h, msg, PROTO_TLS, SNIF_SPLIT, verify, p, cnt, o, NULL, 0xFF)
                     cnt[<int>SN_TLS_SPLIT] += 1
                 elif r == TLS_TOO_LONG:
                     cnt[<int>SN_TLS_TOO_LONG] += 1
@@ -1181,7 +1195,7 @@ cdef class SniTable:
         cnt[<int>SN_TLS_HELLO_SEG] += 1
         r = tls_parse_payload(pay, plen, self.scratch, TLS_HELLO_CAP, &h, &msg)
         if r == TLS_OK and h.hs_type == 1:
-            return _emit(m, &h, msg, PROTO_TLS, 0, verify, p, cnt, o)
+            return _emit(m, &h, msg, PROTO_TLS, 0, verify, p, cnt, o, NULL, 0xFF)
         if r == TLS_INCOMPLETE and plen == m.payload_len:
             e = self._slot(m, PROTO_TLS, NULL, 0, True, m.ts_ns)
             if e == NULL or plen > TLS_STREAM_CAP:
@@ -1200,6 +1214,26 @@ cdef class SniTable:
         else:
             cnt[<int>SN_TLS_BAD] += 1
         return 0
+
+    cdef HelloSlot *_quic_any(self, const HttpMsg *m, const uint8_t *dcid, uint8_t dcid_len) noexcept nogil:
+        """A QUIC slot of this client 4-tuple under another DCID than (dcid, dcid_len): the
+        connection whose first Initial(s) were gathered under the client's first DCID. NULL:
+        none."""
+        cdef size_t mask = self.cap - 1, i, probes = 0
+        cdef HelloSlot *e
+        i = (_hash(m.src_ip, m.dst_ip, m.src_port, m.dst_port) ^ PROTO_QUIC) & mask
+        while probes < self.cap:
+            e = &self.slots[i]
+            if e.ver == 0:
+                return NULL
+            if (e.proto == PROTO_QUIC and e.ver == m.ip_version and e.cport == m.src_port
+                    and e.sport == m.dst_port and memcmp(e.cip, m.src_ip, 16) == 0
+                    and memcmp(e.sip, m.dst_ip, 16) == 0
+                    and (e.dcid_len != dcid_len or memcmp(e.dcid, dcid, dcid_len) != 0)):
+                return e
+            i = (i + 1) & mask
+            probes += 1
+        return NULL
 
     cdef HelloSlot *_quic_slot(self, const HttpMsg *m, const uint8_t *dcid, uint8_t dcid_len,
                                const size_t *fpos, const uint32_t *fcoff, const uint32_t *flen,
@@ -1230,6 +1264,10 @@ cdef class SniTable:
         cdef uint32_t fcoff[QF_KEEP]
         cdef uint32_t flen[QF_KEEP]
         cdef int nf
+        cdef const uint8_t *odcid              # the DCID whose keys open this connection's Initials
+        cdef uint8_t odlen, sflags
+        cdef uint8_t fdcid[20]
+        cdef uint8_t fdcid_len
         while off < n:
             r = quic_parse_long(d + off, n - off, &h)
             if r == QUIC_E_NOT_LONG or (r != 0 and off == 0 and (d[0] & 0x80) == 0):
@@ -1256,6 +1294,24 @@ cdef class SniTable:
                 cnt[<int>SN_QUIC_MALFORMED] += 1
                 return 0
             rc = quic_open_packet(d + off, &h, &ck, self.hdr, &hl, self.plain, &pl, &pn)
+            odcid = d + off + h.dcid_off
+            odlen = h.dcid_len
+            sflags = 0
+            if rc == QUIC_E_DECRYPT and self.used:
+                # A client Initial sent after the server's first Initial carries the server's
+                # chosen SCID as DCID (RFC 9000 7.2) but keeps the keys of the client's first
+                # DCID (RFC 9001 5.2): a hello waiting under another DCID of this 4-tuple gives them.
+                e = self._quic_any(m, odcid, odlen)
+                if e != NULL:
+                    fdcid_len = e.dcid_len
+                    memcpy(fdcid, e.dcid, e.dcid_len)
+                    if quic_initial_keys(h.version, fdcid, fdcid_len, &ck, NULL) == QUIC_OK and \
+                            quic_open_packet(d + off, &h, &ck, self.hdr, &hl, self.plain, &pl, &pn) == QUIC_OK:
+                        rc = QUIC_OK
+                        odcid = fdcid
+                        odlen = fdcid_len
+                        sflags = SNIF_SERVER_CID
+                        cnt[<int>SN_QUIC_SERVER_CID] += 1
             if rc != QUIC_OK:
                 cnt[<int>(SN_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else SN_QUIC_MALFORMED)] += 1
                 if rc == QUIC_E_DECRYPT and self.keep_undecryptable and off == 0:
@@ -1289,7 +1345,7 @@ cdef class SniTable:
                     nf += 1
                 else:
                     if e == NULL:
-                        e = self._quic_slot(m, d + off + h.dcid_off, h.dcid_len, fpos, fcoff, flen, nf)
+                        e = self._quic_slot(m, odcid, odlen, fpos, fcoff, flen, nf)
                         if e == NULL:
                             fo = pl + 1
                             break
@@ -1298,7 +1354,7 @@ cdef class SniTable:
             if fo != pl:
                 cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
                 if e == NULL and nf and self.used:      # as when its parts were put in
-                    e = self._slot(m, PROTO_QUIC, d + off + h.dcid_off, h.dcid_len, False, 0)
+                    e = self._slot(m, PROTO_QUIC, odcid, odlen, False, 0)
                 if e != NULL:
                     self._drop(e)
                 return 0
@@ -1306,19 +1362,19 @@ cdef class SniTable:
             if e == NULL and nf:
                 msg = _crypto_in_packet(self.plain, fpos, fcoff, flen, nf, self.qmsg, &need)
                 if msg == NULL:
-                    e = self._quic_slot(m, d + off + h.dcid_off, h.dcid_len, fpos, fcoff, flen, nf)
+                    e = self._quic_slot(m, odcid, odlen, fpos, fcoff, flen, nf)
                     if e == NULL:
                         cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
                         return 0
                 elif self.used:                           # parts held from earlier packets
-                    e = self._slot(m, PROTO_QUIC, d + off + h.dcid_off, h.dcid_len, False, 0)
+                    e = self._slot(m, PROTO_QUIC, odcid, odlen, False, 0)
             if msg == NULL and e != NULL and _crypto_whole(e):
                 msg = e.buf
                 need = e.used
             if msg != NULL:
                 r = tls_parse_hello(msg, need, &th)
                 if r == TLS_OK and th.hs_type == 1:
-                    r = _emit(m, &th, msg, PROTO_QUIC, 0, False, p, cnt, o)
+                    r = _emit(m, &th, msg, PROTO_QUIC, sflags, False, p, cnt, o, odcid, odlen)
                 else:
                     cnt[<int>SN_QUIC_HELLO_BAD] += 1
                     r = 0
@@ -1391,7 +1447,8 @@ cdef inline bint _crypto_whole(HelloSlot *e) noexcept nogil:
     return True
 
 
-cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noexcept nogil:
+cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o, const uint8_t *odcid,
+                            uint8_t odlen) noexcept nogil:
     """The UDP datagram server -> client carrying the forged server Initial close
     (ext/quic_close.h) for the client Initial of row m; returns its frame length, 0 if the
     Initial cannot be answered. Link header copied (MACs swapped), IP and UDP as the TCP forge."""
@@ -1405,7 +1462,7 @@ cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noex
     avail = m.payload_caplen - at_init
     ip_len = 20 if m.ip_version == 4 else 40
     udp = link + ip_len
-    qn = quic_forge_close(p + m.payload_off, avail, o + udp + 8, QUIC_CLOSE_MAX)
+    qn = quic_forge_close_as(p + m.payload_off, avail, odcid, odlen, o + udp + 8, QUIC_CLOSE_MAX)
     if qn <= 0:
         return 0
     memcpy(o, p, link)
@@ -1444,11 +1501,17 @@ cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noex
     return udp + 8 + qn
 
 
-def forge_quic(msgs, const uint8_t[::1] data, rows):
+def forge_quic(msgs, const uint8_t[::1] data, rows, dcids=None):
     """Forged server Initial closes for the QUIC rows msgs[rows] of SniTable.extract: one frame
-    per hit. Returns (frames uint8, offsets int64 [n+1], forge_ns int64 [n]); a row whose packet
-    is not a client Initial any more (cannot happen for extract's rows) gives an empty frame."""
+    per hit. dcids: SniTable.last_dcids of that extract (uint8 [len(msgs), 21]), the DCID whose
+    keys protect each connection; without it, each packet's own DCID (right unless the hello was
+    completed under the server's chosen CID). Returns (frames uint8, offsets int64 [n+1],
+    forge_ns int64 [n]); a row whose packet is not a client Initial any more (cannot happen for
+    extract's rows) gives an empty frame."""
     cdef const uint8_t[::1] mv = _msg_bytes(msgs)
+    cdef const uint8_t[:, ::1] dc = None
+    cdef const uint8_t *odcid = NULL
+    cdef uint8_t odlen = 0
     cdef const int64_t[::1] r = np.ascontiguousarray(rows, dtype=np.int64)
     cdef Py_ssize_t n = r.shape[0], i, nm = mv.shape[0] // sizeof(HttpMsg)
     cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
@@ -1462,6 +1525,10 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
                 or m.payload_off < m.tcp_off + 8:
             raise ValueError(f"message row {r[i]} does not point into the data buffer")
         total += m.ip_off + 48 + QUIC_CLOSE_MAX
+    if dcids is not None:
+        dc = np.ascontiguousarray(dcids, dtype=np.uint8)
+        if dc.shape[0] != nm or dc.shape[1] != 21:
+            raise ValueError("dcids: one row of 21 bytes per message")
     frames = np.empty(total, dtype=np.uint8)
     offs_a = np.zeros(n + 1, dtype=np.int64)
     ns_a = np.zeros(n, dtype=np.int64)
@@ -1473,7 +1540,12 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
         for i in range(n):
             t0 = _mono_ns()
             m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
-            at += _forge_quic_one(base + m.pkt_offset, m, &f[at])
+            odcid = NULL
+            odlen = 0
+            if dc is not None and dc[r[i], 0] <= 20:
+                odlen = dc[r[i], 0]
+                odcid = &dc[r[i], 1]
+            at += _forge_quic_one(base + m.pkt_offset, m, &f[at], odcid, odlen)
             offs[i + 1] = at
             ns[i] = _mono_ns() - t0
     return frames[:at], offs_a, ns_a
