@@ -752,6 +752,13 @@ cdef inline bint _host_byte(uint8_t c) noexcept nogil:
     return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c == 45 or c == 46 or c == 95
 
 
+# SNI byte classes for _emit, one load per byte: 0 host name byte (_host_byte), 1 ':' (IP
+# literal), 2 >= 0x80 (RFC 6066 wants A-labels), 3 any other byte
+cdef uint8_t _SNI_CLASS[256]
+for _c in range(256):
+    _SNI_CLASS[_c] = 0 if _host_byte(_c) else 1 if _c == 58 else 2 if _c >= 0x80 else 3
+
+
 ctypedef struct _Out:
     HttpMsg *msgs
     uint8_t *proto
@@ -818,7 +825,9 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     cdef const uint8_t *sni = msg + h.sni.off
     cdef uint32_t sl = h.sni.len, j
     cdef uint8_t buf[MAX_SNI + 8]
+    cdef const uint8_t *host
     cdef uint32_t bl = 0
+    cdef uint8_t c
     cdef int colons = 0
     cdef ptrdiff_t r
     cdef size_t nc
@@ -829,13 +838,16 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     if sl == 0:
         cnt[<int>SN_NO_SNI] += 1
         return 0
-    for j in range(sl):
-        if sni[j] >= 0x80:
+    for j in range(sl):                         # the first byte that is not a host byte decides
+        c = _SNI_CLASS[sni[j]]
+        if c == 0:
+            continue
+        if c == 1:
+            colons += 1
+        elif c == 2:
             cnt[<int>SN_SNI_NON_ASCII] += 1
             return 0
-        if sni[j] == 58:
-            colons += 1
-        elif not _host_byte(sni[j]):
+        else:
             cnt[<int>SN_SNI_BAD] += 1
             return 0
     if sl > MAX_SNI:
@@ -846,9 +858,10 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         memcpy(buf + 1, sni, sl)
         buf[sl + 1] = 93
         bl = sl + 2
+        host = buf
     else:
-        memcpy(buf, sni, sl)
         bl = sl
+        host = sni
     if verify and proto == PROTO_TLS and _checksum_ok(p, m) == 0:
         cnt[<int>SN_BAD_CHECKSUM] += 1
         return 0
@@ -872,7 +885,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
             o.oom = True
             return -1
         o.scap = nc
-    r = webtap_canon(buf, bl, o.keys + o.kused, o.kcap - o.kused, CANON_KEY)
+    r = webtap_canon(host, bl, o.keys + o.kused, o.kcap - o.kused, CANON_KEY)
     if r < 0 or webtap_host_len(o.keys + o.kused, r) != <size_t>r:
         cnt[<int>SN_SNI_BAD] += 1
         return 0
@@ -900,6 +913,26 @@ cdef inline bint _grow(void **p, size_t size) noexcept nogil:
     return True
 
 
+cdef object _u8_copy(const uint8_t *p, size_t n):
+    a = np.empty(n, dtype=np.uint8)
+    cdef uint8_t[::1] v = a
+    if n:
+        memcpy(&v[0], p, n)
+    return a
+
+
+cdef void _out_free(_Out *o) noexcept nogil:
+    free(o.dcids)
+    free(o.msgs)
+    free(o.proto)
+    free(o.flags)
+    free(o.keys)
+    free(o.koff)
+    free(o.sni)
+    free(o.soff)
+    memset(o, 0, sizeof(_Out))
+
+
 cdef class SniTable:
     """Per-capture state of the SNI pass: split TLS ClientHellos and QUIC CRYPTO streams waiting
     for their next part (at most `capacity` of each kind together, TLS_HELLO_CAP bytes each;
@@ -917,6 +950,7 @@ cdef class SniTable:
     cdef size_t n_undec, cap_undec
     cdef public bint keep_undecryptable
     cdef readonly object last_dcids  # uint8 [rows, 21] of the last extract: see extract
+    cdef _Out out                    # extract's output buffers, kept between batches
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
@@ -945,6 +979,7 @@ cdef class SniTable:
         free(self.hdr)
         free(self.qmsg)
         free(self.undec)
+        _out_free(&self.out)
 
     def __len__(self):
         return self.used
@@ -1072,8 +1107,11 @@ cdef class SniTable:
         cdef size_t dlen = data.shape[0]
         cnt_a = np.zeros(SN_N, dtype=np.uint64)
         cdef uint64_t[::1] cnt = cnt_a
-        cdef _Out o
-        memset(&o, 0, sizeof(_Out))
+        # the output buffers are the table's, kept from batch to batch (growing them by doubling
+        # in every batch cost ~10 % of a TLS extract in realloc copies, perf)
+        cdef _Out *o = &self.out
+        o.n = o.kused = o.sused = 0
+        o.oom = False
         cdef const uint8_t *p
         cdef uint32_t caplen
         cdef HttpMsg m
@@ -1081,6 +1119,9 @@ cdef class SniTable:
         cdef int r
         cdef uint8_t[::1] mv8
         cdef int64_t[::1] k64
+        # cleared once: every packet that can give a row sets the same fields (the packet's
+        # below, _fill_tcp's), and no other field is ever written
+        memset(&m, 0, sizeof(HttpMsg))
         try:
             with nogil:
                 for i in range(n):
@@ -1090,7 +1131,6 @@ cdef class SniTable:
                     caplen = refs[i].caplen
                     if caplen > dlen - refs[i].offset:
                         caplen = dlen - refs[i].offset
-                    memset(&m, 0, sizeof(HttpMsg))
                     m.ts_ns = refs[i].ts_ns
                     m.pkt_index = refs[i].index
                     m.pkt_offset = refs[i].offset
@@ -1098,11 +1138,11 @@ cdef class SniTable:
                     r = l34_parse(p, caplen, refs[i].linktype, &s, _tunnel_cfg)
                     if r == L34_DATA:
                         _fill_tcp(&m, &s)
-                        if self._tcp(p, &m, verify_checksums, &cnt[0], &o) < 0:
+                        if self._tcp(p, &m, verify_checksums, &cnt[0], o) < 0:
                             break
                     elif r == DR_NOT_TCP and _udp_locate(p, caplen, refs[i].linktype, &m) == 0:
                         cnt[<int>SN_UDP] += 1
-                        if self._udp(p, &m, &cnt[0], &o) < 0:
+                        if self._udp(p, &m, &cnt[0], o) < 0:
                             break
             if o.oom:
                 raise MemoryError()
@@ -1110,29 +1150,23 @@ cdef class SniTable:
             if o.n:
                 mv8 = msgs.view(np.uint8)
                 memcpy(&mv8[0], o.msgs, o.n * sizeof(HttpMsg))
-            proto = np.frombuffer(bytes(o.proto[:o.n]) if o.n else b"", dtype=np.uint8).copy()
-            flags = np.frombuffer(bytes(o.flags[:o.n]) if o.n else b"", dtype=np.uint8).copy()
-            keys = np.frombuffer(bytes(o.keys[:o.kused]) if o.kused else b"", dtype=np.uint8).copy()
+            proto = _u8_copy(o.proto, o.n)
+            flags = _u8_copy(o.flags, o.n)
+            keys = _u8_copy(o.keys, o.kused)
             koff = np.zeros(o.n + 1, dtype=np.int64)
-            sni = np.frombuffer(bytes(o.sni[:o.sused]) if o.sused else b"", dtype=np.uint8).copy()
+            sni = _u8_copy(o.sni, o.sused)
             soff = np.zeros(o.n + 1, dtype=np.int64)
             if o.n:
                 k64 = koff
                 memcpy(&k64[1], o.koff, o.n * 8)
                 k64 = soff
                 memcpy(&k64[1], o.soff, o.n * 8)
-            self.last_dcids = np.frombuffer(bytes(o.dcids[:21 * o.n]) if o.n else b"",
-                                            dtype=np.uint8).reshape(o.n, 21).copy()
+            self.last_dcids = _u8_copy(o.dcids, 21 * o.n).reshape(o.n, 21)
             return msgs, proto, flags, keys, koff, sni, soff, cnt_a
         finally:
-            free(o.dcids)
-            free(o.msgs)
-            free(o.proto)
-            free(o.flags)
-            free(o.keys)
-            free(o.koff)
-            free(o.sni)
-            free(o.soff)
+            if o.ncap > 65536 or o.oom:           # a batch of unusual size: do not keep it
+                _out_free(o)
+
 
     cdef int _tcp(self, const uint8_t *p, HttpMsg *m, bint verify, uint64_t *cnt, _Out *o) noexcept nogil:
         cdef const uint8_t *pay = p + m.payload_off
