@@ -8,7 +8,9 @@ import sys
 BENCHMARKS = ["benchmarks.bench_startup", "benchmarks.bench_capture", "benchmarks.bench_analyzer", "benchmarks.bench_feeder",
               "benchmarks.bench_urltree", "benchmarks.bench_filter", "benchmarks.bench_distributed",
               "benchmarks.bench_fanout",
-              "benchmarks.bench_tls"]  # TLS/QUIC handshakes vs tshark, HTTP cost of --tls-out
+              "benchmarks.bench_tls",  # TLS/QUIC handshakes vs tshark, HTTP cost of --tls-out
+              "benchmarks.bench_sni",  # issue 18: SNI extract + match, TCP/QUIC forge (in-process)
+              ]
 
 
 def main() -> int:

@@ -10,10 +10,12 @@
  *   DCID        the client's Source Connection ID (RFC 9000 7.2: a server addresses the client
  *               by the SCID it chose)
  *   SCID        8 bytes derived from the client's DCID (what a server would choose at random;
- *               derived so that the output is reproducible)
+ *               derived so that the output is reproducible); the server's chosen ID when the
+ *               client's Initial already carries it (quic_forge_close_as)
  *   token       length 0 (a server Initial MUST NOT carry a token, RFC 9000 17.2.2)
  *   length      packet number + frames + 16-byte AEAD tag
- *   pn          0 (the server's first Initial packet number)
+ *   pn          0 (the server's first Initial packet number); QUIC_CLOSE_FOLLOW_PN in 2 bytes
+ *               after the server's own Initial (quic_forge_close_as)
  *   frames      CONNECTION_CLOSE type 0x1c (RFC 9000 19.19): error CONNECTION_REFUSED (0x02),
  *               frame type 0, reason phrase QUIC_CLOSE_REASON
  * protected with the server Initial keys derived from the client's DCID (RFC 9001 5.2), header
@@ -27,8 +29,13 @@
 #define QUIC_CLOSE_REASON "blocked by URL filter"
 #define QUIC_CLOSE_ERROR 0x02             /* CONNECTION_REFUSED (RFC 9000 20.1) */
 #define QUIC_CLOSE_SCID_LEN 8
-/* Largest packet quic_forge_close writes: header 7 + 20 + 8 + 1 + 2 + 1, frames 4 + reason, tag */
-#define QUIC_CLOSE_MAX (39 + 4 + (sizeof(QUIC_CLOSE_REASON) - 1) + 16)
+/* Packet number of a close that follows the server's own Initial (quic_forge_close_as): past
+ * the few Initial packets a server sends, so that the client does not drop it as a duplicate
+ * (RFC 9000 12.3); sent in 2 bytes, which the client decodes exactly (RFC 9000 A.3). */
+#define QUIC_CLOSE_FOLLOW_PN 0x100
+/* Largest packet the forge writes: header 7 + DCID 20 + SCID 20 + token length 1 + length 2 +
+ * packet number 2, frames 4 + reason, tag */
+#define QUIC_CLOSE_MAX (52 + 4 + (sizeof(QUIC_CLOSE_REASON) - 1) + 16)
 
 /* The server SCID for a client DCID: 8 bytes of a 64-bit mix of it (not secret, not random:
  * the forged packet must only look like a server's, and tests want the same bytes twice). */
@@ -46,19 +53,32 @@ static inline void quic_close_scid(const uint8_t *dcid, size_t dcid_len, uint8_t
 /* Forge the close for the client Initial at pkt (n bytes: the UDP payload from this packet on).
  * Writes the protected server Initial to out (cap bytes, QUIC_CLOSE_MAX suffice) and returns its
  * length, or a QUIC_E_* error (< 0) when pkt is not a client Initial of a known version. Nothing
- * is decrypted: the header alone gives the version, DCID and SCID. */
-static int quic_forge_close(const uint8_t *pkt, size_t n, uint8_t *out, size_t cap)
+ * is decrypted: the header alone gives the version, DCID and SCID.
+ *
+ * odcid: the client's first DCID, whose keys protect every Initial of the connection (RFC 9001
+ * 5.2), when pkt carries another one: a client Initial sent after the server's first Initial
+ * carries the server's chosen SCID as its DCID (RFC 9000 7.2). The close then answers as that
+ * server: its SCID is that chosen ID (the client drops server packets with any other SCID,
+ * RFC 9000 7.2), its packet number QUIC_CLOSE_FOLLOW_PN. NULL: pkt's own DCID is the first. */
+static int quic_forge_close_as(const uint8_t *pkt, size_t n, const uint8_t *odcid, size_t odcid_len,
+                               uint8_t *out, size_t cap)
 {
     quic_long_hdr_t h;
     quic_keys_t server;
-    size_t off = 0, pn_off, frames, reason_len = sizeof(QUIC_CLOSE_REASON) - 1;
-    int rc = quic_parse_long(pkt, n, &h);
+    size_t off = 0, pn_off, pn_len, frames, reason_len = sizeof(QUIC_CLOSE_REASON) - 1;
+    int follow, rc = quic_parse_long(pkt, n, &h);
     if (rc) return rc;
     if (h.type != QUIC_PT_INITIAL) return QUIC_E_ARG;
     if (cap < QUIC_CLOSE_MAX) return QUIC_E_ARG;
-    if ((rc = quic_initial_keys(h.version, pkt + h.dcid_off, h.dcid_len, NULL, &server))) return rc;
+    if (!odcid) {
+        odcid = pkt + h.dcid_off;
+        odcid_len = h.dcid_len;
+    }
+    follow = odcid_len != h.dcid_len || memcmp(odcid, pkt + h.dcid_off, odcid_len) != 0;
+    pn_len = follow ? 2 : 1;
+    if ((rc = quic_initial_keys(h.version, odcid, odcid_len, NULL, &server))) return rc;
     frames = 1 + 1 + 1 + 1 + reason_len;          /* type, error, frame type, reason length */
-    out[off++] = (uint8_t)(0xc0 | (quic_type_bits(h.version, QUIC_PT_INITIAL) << 4));
+    out[off++] = (uint8_t)(0xc0 | (quic_type_bits(h.version, QUIC_PT_INITIAL) << 4) | (pn_len - 1));
     out[off++] = (uint8_t)(h.version >> 24);
     out[off++] = (uint8_t)(h.version >> 16);
     out[off++] = (uint8_t)(h.version >> 8);
@@ -66,22 +86,40 @@ static int quic_forge_close(const uint8_t *pkt, size_t n, uint8_t *out, size_t c
     out[off++] = h.scid_len;
     memcpy(out + off, pkt + h.scid_off, h.scid_len);
     off += h.scid_len;
-    out[off++] = QUIC_CLOSE_SCID_LEN;
-    quic_close_scid(pkt + h.dcid_off, h.dcid_len, out + off);
-    off += QUIC_CLOSE_SCID_LEN;
+    if (follow) {                                  /* the SCID the server chose */
+        out[off++] = h.dcid_len;
+        memcpy(out + off, pkt + h.dcid_off, h.dcid_len);
+        off += h.dcid_len;
+    } else {
+        out[off++] = QUIC_CLOSE_SCID_LEN;
+        quic_close_scid(odcid, odcid_len, out + off);
+        off += QUIC_CLOSE_SCID_LEN;
+    }
     out[off++] = 0;                                /* token length */
-    quic_varint_put(out + off, 1 + frames + QUIC_TAG_LEN, 2);
+    quic_varint_put(out + off, pn_len + frames + QUIC_TAG_LEN, 2);
     off += 2;
     pn_off = off;
-    out[off++] = 0;                                /* packet number 0 */
+    if (follow) {
+        out[off++] = (uint8_t)(QUIC_CLOSE_FOLLOW_PN >> 8);
+        out[off++] = (uint8_t)QUIC_CLOSE_FOLLOW_PN;
+    } else {
+        out[off++] = 0;                            /* packet number 0 */
+    }
     out[off++] = 0x1c;                             /* CONNECTION_CLOSE (transport) */
     out[off++] = QUIC_CLOSE_ERROR;
     out[off++] = 0;                                /* frame type: unknown */
     out[off++] = (uint8_t)reason_len;
     memcpy(out + off, QUIC_CLOSE_REASON, reason_len);
     off += reason_len;
-    if ((rc = quic_protect(out, pn_off, 1, frames, &server, 0))) return rc;
+    if ((rc = quic_protect(out, pn_off, pn_len, frames, &server,
+                           follow ? QUIC_CLOSE_FOLLOW_PN : 0))) return rc;
     return (int)(off + QUIC_TAG_LEN);
+}
+
+/* The close for a client Initial that carries the connection's first DCID (see above). */
+static int quic_forge_close(const uint8_t *pkt, size_t n, uint8_t *out, size_t cap)
+{
+    return quic_forge_close_as(pkt, n, NULL, 0, out, cap);
 }
 
 #endif /* WEBTAP_QUIC_CLOSE_H */

@@ -107,9 +107,18 @@ cdef inline int quic_next_crypto(const uint8_t *b, size_t n, size_t *fo, uint64_
     17.2.2). Returns a QF_* code; the caller advances fo by clen after using the data."""
     cdef uint8_t ftype
     cdef size_t k
+    cdef uint64_t w
     while fo[0] < n:
         ftype = b[fo[0]]
-        if ftype == 0x00 or ftype == 0x01:             # PADDING, PING
+        if ftype == 0x00:                              # PADDING: runs of zeros, 8 at a time
+            fo[0] += 1
+            while fo[0] + 8 <= n:
+                memcpy(&w, b + fo[0], 8)
+                if w != 0:
+                    break
+                fo[0] += 8
+            continue
+        if ftype == 0x01:                              # PING
             fo[0] += 1
             continue
         if ftype == 0x02 or ftype == 0x03:             # ACK (ranges skipped)

@@ -656,14 +656,14 @@ from quic_crypto cimport (
     QUIC_OK, QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_E_NOT_LONG, QUIC_PT_INITIAL, QUIC_PT_RETRY,
     QUIC_PT_VERSION_NEG, QUIC_MAX_CID,
 )
-from quic_close cimport quic_forge_close, QUIC_CLOSE_MAX
+from quic_close cimport quic_forge_close_as, QUIC_CLOSE_MAX
 from quic_initial cimport quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole, QF_CRYPTO
 
 SNI_REASONS = ("tls_hello_segments", "tls_split", "tls_bad", "tls_too_long", "tls_gap",
                "tls_bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
                "quic_other_version", "quic_not_initial", "quic_malformed", "quic_undecryptable",
                "quic_initials", "quic_crypto_bad", "quic_hello_bad", "client_hellos", "no_sni",
-               "sni_non_ascii", "sni_bad", "ech", "sni_extracted")
+               "sni_non_ascii", "sni_bad", "ech", "sni_extracted", "quic_server_cid")
 
 cdef enum SniReason:
     SN_TLS_HELLO_SEG = 0   # TCP segments that start a TLS ClientHello record
@@ -691,6 +691,8 @@ cdef enum SniReason:
     SN_SNI_BAD             # ... whose SNI has bytes no host name has, or no canonical form
     SN_ECH                 # ... with encrypted_client_hello: the outer SNI is matched
     SN_EXTRACTED           # SNIs handed to the matcher
+    SN_QUIC_SERVER_CID     # client Initials under the server's chosen CID, opened with the keys
+                           # of the DCID of the hello waiting for them (counted in quic_initials)
     SN_N
 
 assert len(SNI_REASONS) == SN_N
@@ -701,8 +703,10 @@ cdef enum:
     PROTO_QUIC = 2
     SNIF_ECH = 1
     SNIF_SPLIT = 2
+    SNIF_SERVER_CID = 4    # QUIC: completed by an Initial under the server's chosen CID
     MAX_SNI = 255
     TLS_STREAM_CAP = TLS_HELLO_CAP + 5 * 64 + 16     # records: at most 64 headers of 5 bytes
+    QF_KEEP = 16           # CRYPTO frames of one QUIC packet noted before it goes to a slot
 
 
 ctypedef struct HelloSlot:
@@ -726,6 +730,13 @@ cdef inline bint _host_byte(uint8_t c) noexcept nogil:
     return (48 <= c <= 57) or (97 <= c <= 122) or (65 <= c <= 90) or c == 45 or c == 46 or c == 95
 
 
+# SNI byte classes for _emit, one load per byte: 0 host name byte (_host_byte), 1 ':' (IP
+# literal), 2 >= 0x80 (RFC 6066 wants A-labels), 3 any other byte
+cdef uint8_t _SNI_CLASS[256]
+for _c in range(256):
+    _SNI_CLASS[_c] = 0 if _host_byte(_c) else 1 if _c == 58 else 2 if _c >= 0x80 else 3
+
+
 ctypedef struct _Out:
     HttpMsg *msgs
     uint8_t *proto
@@ -734,6 +745,7 @@ ctypedef struct _Out:
     int64_t *koff
     uint8_t *sni
     int64_t *soff
+    uint8_t *dcids          # per row: length (0xFF: TLS) + 20 bytes of the connection's first DCID
     size_t n, ncap, kused, kcap, sused, scap
     bint oom
 
@@ -757,6 +769,18 @@ cdef inline void _fill_tcp(HttpMsg *m, const L34 *s) noexcept nogil:
     m.payload_len = s.payload_len
     m.tcp_flags = s.tcp_flags
     m.ttl = s.ttl
+    # the encapsulation, as the dissector fills it for a GET (the forge guard reads m.encap: a
+    # tunnelled hit is matched but not forged). A plain UDP datagram's walk has looked for a
+    # tunnel inside it (outer_ip_version set, encap 0): that is no tunnel.
+    m.encap = s.encap
+    m.encap_depth = s.encap_depth if s.encap else 0
+    m.tunnel_id = s.tunnel_id if s.encap else 0
+    m.outer_ip_version = s.outer_ip_version if s.encap else 0
+    memset(m.outer_src, 0, 16)
+    memset(m.outer_dst, 0, 16)
+    if m.outer_ip_version:
+        memcpy(m.outer_src, s.outer_src, 4 if s.outer_ip_version == 4 else 16)
+        memcpy(m.outer_dst, s.outer_dst, 4 if s.outer_ip_version == 4 else 16)
 
 
 cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, HttpMsg *m) noexcept nogil:
@@ -772,12 +796,16 @@ cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype
 
 
 cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t proto,
-               uint8_t flags, bint verify, const uint8_t *p, uint64_t *cnt, _Out *o) noexcept nogil:
-    """One complete ClientHello: count it, check its SNI, append the row (0; -1 out of memory)."""
+               uint8_t flags, bint verify, const uint8_t *p, uint64_t *cnt, _Out *o,
+               const uint8_t *dcid, uint8_t dcid_len) noexcept nogil:
+    """One complete ClientHello: count it, check its SNI, append the row (0; -1 out of memory).
+    dcid: QUIC, the DCID whose Initial keys protect the connection (0xFF: TLS, none)."""
     cdef const uint8_t *sni = msg + h.sni.off
     cdef uint32_t sl = h.sni.len, j
     cdef uint8_t buf[MAX_SNI + 8]
+    cdef const uint8_t *host
     cdef uint32_t bl = 0
+    cdef uint8_t c
     cdef int colons = 0
     cdef ptrdiff_t r
     cdef size_t nc
@@ -788,13 +816,16 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     if sl == 0:
         cnt[<int>SN_NO_SNI] += 1
         return 0
-    for j in range(sl):
-        if sni[j] >= 0x80:
+    for j in range(sl):                         # the first byte that is not a host byte decides
+        c = _SNI_CLASS[sni[j]]
+        if c == 0:
+            continue
+        if c == 1:
+            colons += 1
+        elif c == 2:
             cnt[<int>SN_SNI_NON_ASCII] += 1
             return 0
-        if sni[j] == 58:
-            colons += 1
-        elif not _host_byte(sni[j]):
+        else:
             cnt[<int>SN_SNI_BAD] += 1
             return 0
     if sl > MAX_SNI:
@@ -805,9 +836,10 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         memcpy(buf + 1, sni, sl)
         buf[sl + 1] = 93
         bl = sl + 2
+        host = buf
     else:
-        memcpy(buf, sni, sl)
         bl = sl
+        host = sni
     if verify and proto == PROTO_TLS and _checksum_ok(p, m) == 0:
         cnt[<int>SN_BAD_CHECKSUM] += 1
         return 0
@@ -815,7 +847,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         nc = 2 * o.ncap + 16
         if not _grow(<void **>&o.msgs, nc * sizeof(HttpMsg)) or not _grow(<void **>&o.proto, nc) \
                 or not _grow(<void **>&o.flags, nc) or not _grow(<void **>&o.koff, nc * 8) \
-                or not _grow(<void **>&o.soff, nc * 8):
+                or not _grow(<void **>&o.soff, nc * 8) or not _grow(<void **>&o.dcids, nc * 21):
             o.oom = True
             return -1
         o.ncap = nc
@@ -831,7 +863,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
             o.oom = True
             return -1
         o.scap = nc
-    r = webtap_canon(buf, bl, o.keys + o.kused, o.kcap - o.kused, CANON_KEY)
+    r = webtap_canon(host, bl, o.keys + o.kused, o.kcap - o.kused, CANON_KEY)
     if r < 0 or webtap_host_len(o.keys + o.kused, r) != <size_t>r:
         cnt[<int>SN_SNI_BAD] += 1
         return 0
@@ -843,6 +875,9 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     o.flags[o.n] = flags
     o.koff[o.n] = o.kused
     o.soff[o.n] = o.sused
+    o.dcids[21 * o.n] = dcid_len
+    if dcid_len <= 20:
+        memcpy(o.dcids + 21 * o.n + 1, dcid, dcid_len)
     o.n += 1
     cnt[<int>SN_EXTRACTED] += 1
     return 0
@@ -856,6 +891,26 @@ cdef inline bint _grow(void **p, size_t size) noexcept nogil:
     return True
 
 
+cdef object _u8_copy(const uint8_t *p, size_t n):
+    a = np.empty(n, dtype=np.uint8)
+    cdef uint8_t[::1] v = a
+    if n:
+        memcpy(&v[0], p, n)
+    return a
+
+
+cdef void _out_free(_Out *o) noexcept nogil:
+    free(o.dcids)
+    free(o.msgs)
+    free(o.proto)
+    free(o.flags)
+    free(o.keys)
+    free(o.koff)
+    free(o.sni)
+    free(o.soff)
+    memset(o, 0, sizeof(_Out))
+
+
 cdef class SniTable:
     """Per-capture state of the SNI pass: split TLS ClientHellos and QUIC CRYPTO streams waiting
     for their next part (at most `capacity` of each kind together, TLS_HELLO_CAP bytes each;
@@ -867,10 +922,13 @@ cdef class SniTable:
     cdef readonly uint64_t evicted
     cdef uint8_t *scratch
     cdef uint8_t *plain
+    cdef uint8_t *qmsg          # a QUIC ClientHello put together from one packet's frames
     cdef uint8_t *hdr
     cdef HttpMsg *undec         # Initials that did not open with client keys (server Initials)
     cdef size_t n_undec, cap_undec
     cdef public bint keep_undecryptable
+    cdef readonly object last_dcids  # uint8 [rows, 21] of the last extract: see extract
+    cdef _Out out                    # extract's output buffers, kept between batches
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
@@ -881,7 +939,9 @@ cdef class SniTable:
         self.scratch = <uint8_t *>malloc(TLS_STREAM_CAP)
         self.plain = <uint8_t *>malloc(65536 + 64)
         self.hdr = <uint8_t *>malloc(65536 + 64)      # header incl. token: < one datagram
-        if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL:
+        self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
+        if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL \
+                or self.qmsg == NULL:
             raise MemoryError()
         self.idle_ns = idle_ns
 
@@ -895,7 +955,9 @@ cdef class SniTable:
         free(self.scratch)
         free(self.plain)
         free(self.hdr)
+        free(self.qmsg)
         free(self.undec)
+        _out_free(&self.out)
 
     def __len__(self):
         return self.used
@@ -904,11 +966,11 @@ cdef class SniTable:
                           uint8_t dcid_len, bint create, int64_t now) noexcept nogil:
         """The slot of (addresses, ports, proto[, DCID]); created when asked (NULL: full)."""
         cdef size_t mask = self.cap - 1, i, j, probes = 0
+        # hashed by addresses, ports and proto only: the QUIC slots of one client's 4-tuple
+        # lie in one probe run whatever their DCID (_quic_any)
         cdef uint64_t h = _hash(m.src_ip, m.dst_ip, m.src_port, m.dst_port) ^ proto
         cdef HelloSlot *e
         cdef HelloSlot *free_e = NULL
-        for j in range(dcid_len):
-            h = (h ^ dcid[j]) * 0x100000001B3ULL
         i = h & mask
         while probes < self.cap:
             e = &self.slots[i]
@@ -972,8 +1034,6 @@ cdef class SniTable:
     cdef HelloSlot *_reinsert(self, HelloSlot *src) noexcept nogil:
         cdef size_t mask = self.cap - 1, i, k
         cdef uint64_t h = _hash(src.cip, src.sip, src.cport, src.sport) ^ src.proto
-        for k in range(src.dcid_len):
-            h = (h ^ src.dcid[k]) * 0x100000001B3ULL
         i = h & mask
         while self.slots[i].ver != 0:
             i = (i + 1) & mask
@@ -1013,6 +1073,9 @@ cdef class SniTable:
         Returns (msgs MESSAGE_DTYPE rows: the packet that completed each ClientHello, proto uint8
         (1 tls, 2 quic), flags uint8 (1 ech, 2 split), keys uint8 + key offsets int64 (key form
         of the SNI host), sni uint8 + sni offsets int64 (the SNI as sent), counters uint64[SN_N]).
+        `last_dcids` then holds, per row, the length (0xFF for TLS) and bytes of the DCID whose
+        Initial keys protect the QUIC connection (the client's first; flags 4 when the completing
+        Initial carried the server's chosen CID instead): forge_quic's `dcids`.
         """
         from webtap.schema import MESSAGE_DTYPE
         cdef const uint8_t[::1] pk = np.ascontiguousarray(packets).view(np.uint8)
@@ -1022,8 +1085,11 @@ cdef class SniTable:
         cdef size_t dlen = data.shape[0]
         cnt_a = np.zeros(SN_N, dtype=np.uint64)
         cdef uint64_t[::1] cnt = cnt_a
-        cdef _Out o
-        memset(&o, 0, sizeof(_Out))
+        # the output buffers are the table's, kept from batch to batch (growing them by doubling
+        # in every batch cost ~10 % of a TLS extract in realloc copies, perf)
+        cdef _Out *o = &self.out
+        o.n = o.kused = o.sused = 0
+        o.oom = False
         cdef const uint8_t *p
         cdef uint32_t caplen
         cdef HttpMsg m
@@ -1031,6 +1097,9 @@ cdef class SniTable:
         cdef int r
         cdef uint8_t[::1] mv8
         cdef int64_t[::1] k64
+        # cleared once: every packet that can give a row sets the same fields (the packet's
+        # below, _fill_tcp's), and no other field is ever written
+        memset(&m, 0, sizeof(HttpMsg))
         try:
             with nogil:
                 for i in range(n):
@@ -1040,7 +1109,6 @@ cdef class SniTable:
                     caplen = refs[i].caplen
                     if caplen > dlen - refs[i].offset:
                         caplen = dlen - refs[i].offset
-                    memset(&m, 0, sizeof(HttpMsg))
                     m.ts_ns = refs[i].ts_ns
                     m.pkt_index = refs[i].index
                     m.pkt_offset = refs[i].offset
@@ -1048,11 +1116,11 @@ cdef class SniTable:
                     r = l34_parse(p, caplen, refs[i].linktype, &s, _tunnel_cfg)
                     if r == L34_DATA:
                         _fill_tcp(&m, &s)
-                        if self._tcp(p, &m, verify_checksums, &cnt[0], &o) < 0:
+                        if self._tcp(p, &m, verify_checksums, &cnt[0], o) < 0:
                             break
                     elif r == DR_NOT_TCP and _udp_locate(p, caplen, refs[i].linktype, &m) == 0:
                         cnt[<int>SN_UDP] += 1
-                        if self._udp(p, &m, &cnt[0], &o) < 0:
+                        if self._udp(p, &m, &cnt[0], o) < 0:
                             break
             if o.oom:
                 raise MemoryError()
@@ -1060,26 +1128,23 @@ cdef class SniTable:
             if o.n:
                 mv8 = msgs.view(np.uint8)
                 memcpy(&mv8[0], o.msgs, o.n * sizeof(HttpMsg))
-            proto = np.frombuffer(bytes(o.proto[:o.n]) if o.n else b"", dtype=np.uint8).copy()
-            flags = np.frombuffer(bytes(o.flags[:o.n]) if o.n else b"", dtype=np.uint8).copy()
-            keys = np.frombuffer(bytes(o.keys[:o.kused]) if o.kused else b"", dtype=np.uint8).copy()
+            proto = _u8_copy(o.proto, o.n)
+            flags = _u8_copy(o.flags, o.n)
+            keys = _u8_copy(o.keys, o.kused)
             koff = np.zeros(o.n + 1, dtype=np.int64)
-            sni = np.frombuffer(bytes(o.sni[:o.sused]) if o.sused else b"", dtype=np.uint8).copy()
+            sni = _u8_copy(o.sni, o.sused)
             soff = np.zeros(o.n + 1, dtype=np.int64)
             if o.n:
                 k64 = koff
                 memcpy(&k64[1], o.koff, o.n * 8)
                 k64 = soff
                 memcpy(&k64[1], o.soff, o.n * 8)
+            self.last_dcids = _u8_copy(o.dcids, 21 * o.n).reshape(o.n, 21)
             return msgs, proto, flags, keys, koff, sni, soff, cnt_a
         finally:
-            free(o.msgs)
-            free(o.proto)
-            free(o.flags)
-            free(o.keys)
-            free(o.koff)
-            free(o.sni)
-            free(o.soff)
+            if o.ncap > 65536 or o.oom:           # a batch of unusual size: do not keep it
+                _out_free(o)
+
 
     cdef int _tcp(self, const uint8_t *p, HttpMsg *m, bint verify, uint64_t *cnt, _Out *o) noexcept nogil:
         cdef const uint8_t *pay = p + m.payload_off
@@ -1119,7 +1184,7 @@ cdef class SniTable:
                 if r == TLS_INCOMPLETE:
                     return 0
                 if r == TLS_OK and h.hs_type == 1:
-                    r = _emit(m, &h, msg, PROTO_TLS, SNIF_SPLIT, verify, p, cnt, o)
+                    r = _emit(m, &h, msg, PROTO_TLS, SNIF_SPLIT, verify, p, cnt, o, NULL, 0xFF)
                     cnt[<int>SN_TLS_SPLIT] += 1
                 elif r == TLS_TOO_LONG:
                     cnt[<int>SN_TLS_TOO_LONG] += 1
@@ -1142,7 +1207,7 @@ cdef class SniTable:
         cnt[<int>SN_TLS_HELLO_SEG] += 1
         r = tls_parse_payload(pay, plen, self.scratch, TLS_HELLO_CAP, &h, &msg)
         if r == TLS_OK and h.hs_type == 1:
-            return _emit(m, &h, msg, PROTO_TLS, 0, verify, p, cnt, o)
+            return _emit(m, &h, msg, PROTO_TLS, 0, verify, p, cnt, o, NULL, 0xFF)
         if r == TLS_INCOMPLETE and plen == m.payload_len:
             e = self._slot(m, PROTO_TLS, NULL, 0, True, m.ts_ns)
             if e == NULL or plen > TLS_STREAM_CAP:
@@ -1162,6 +1227,40 @@ cdef class SniTable:
             cnt[<int>SN_TLS_BAD] += 1
         return 0
 
+    cdef HelloSlot *_quic_any(self, const HttpMsg *m, const uint8_t *dcid, uint8_t dcid_len) noexcept nogil:
+        """A QUIC slot of this client 4-tuple under another DCID than (dcid, dcid_len): the
+        connection whose first Initial(s) were gathered under the client's first DCID. NULL:
+        none."""
+        cdef size_t mask = self.cap - 1, i, probes = 0
+        cdef HelloSlot *e
+        i = (_hash(m.src_ip, m.dst_ip, m.src_port, m.dst_port) ^ PROTO_QUIC) & mask
+        while probes < self.cap:
+            e = &self.slots[i]
+            if e.ver == 0:
+                return NULL
+            if (e.proto == PROTO_QUIC and e.ver == m.ip_version and e.cport == m.src_port
+                    and e.sport == m.dst_port and memcmp(e.cip, m.src_ip, 16) == 0
+                    and memcmp(e.sip, m.dst_ip, 16) == 0
+                    and (e.dcid_len != dcid_len or memcmp(e.dcid, dcid, dcid_len) != 0)):
+                return e
+            i = (i + 1) & mask
+            probes += 1
+        return NULL
+
+    cdef HelloSlot *_quic_slot(self, const HttpMsg *m, const uint8_t *dcid, uint8_t dcid_len,
+                               const size_t *fpos, const uint32_t *fcoff, const uint32_t *flen,
+                               int nf) noexcept nogil:
+        """The slot of (addresses, DCID), created when new, with the nf CRYPTO frames noted so
+        far (data in self.plain) put in. NULL: the table is full."""
+        cdef HelloSlot *e = self._slot(m, PROTO_QUIC, dcid, dcid_len, True, m.ts_ns)
+        cdef int j
+        if e == NULL:
+            return NULL
+        e.t_last = m.ts_ns
+        for j in range(nf):
+            quic_crypto_put(e.buf, e.have, fcoff[j], self.plain + fpos[j], flen[j])
+        return e
+
     cdef int _udp(self, const uint8_t *p, HttpMsg *m, uint64_t *cnt, _Out *o) noexcept nogil:
         cdef const uint8_t *d = p + m.payload_off
         cdef size_t n = m.payload_caplen, off = 0, pl = 0, hl = 0, fo, k
@@ -1172,7 +1271,15 @@ cdef class SniTable:
         cdef HelloSlot *e
         cdef tls_hello th
         cdef const uint8_t *msg
-        cdef uint32_t first_off = m.payload_off
+        cdef uint32_t first_off = m.payload_off, need = 0
+        cdef size_t fpos[QF_KEEP]
+        cdef uint32_t fcoff[QF_KEEP]
+        cdef uint32_t flen[QF_KEEP]
+        cdef int nf
+        cdef const uint8_t *odcid              # the DCID whose keys open this connection's Initials
+        cdef uint8_t odlen, sflags
+        cdef uint8_t fdcid[20]
+        cdef uint8_t fdcid_len
         while off < n:
             r = quic_parse_long(d + off, n - off, &h)
             if r == QUIC_E_NOT_LONG or (r != 0 and off == 0 and (d[0] & 0x80) == 0):
@@ -1199,6 +1306,24 @@ cdef class SniTable:
                 cnt[<int>SN_QUIC_MALFORMED] += 1
                 return 0
             rc = quic_open_packet(d + off, &h, &ck, self.hdr, &hl, self.plain, &pl, &pn)
+            odcid = d + off + h.dcid_off
+            odlen = h.dcid_len
+            sflags = 0
+            if rc == QUIC_E_DECRYPT and self.used:
+                # A client Initial sent after the server's first Initial carries the server's
+                # chosen SCID as DCID (RFC 9000 7.2) but keeps the keys of the client's first
+                # DCID (RFC 9001 5.2): a hello waiting under another DCID of this 4-tuple gives them.
+                e = self._quic_any(m, odcid, odlen)
+                if e != NULL:
+                    fdcid_len = e.dcid_len
+                    memcpy(fdcid, e.dcid, e.dcid_len)
+                    if quic_initial_keys(h.version, fdcid, fdcid_len, &ck, NULL) == QUIC_OK and \
+                            quic_open_packet(d + off, &h, &ck, self.hdr, &hl, self.plain, &pl, &pn) == QUIC_OK:
+                        rc = QUIC_OK
+                        odcid = fdcid
+                        odlen = fdcid_len
+                        sflags = SNIF_SERVER_CID
+                        cnt[<int>SN_QUIC_SERVER_CID] += 1
             if rc != QUIC_OK:
                 cnt[<int>(SN_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else SN_QUIC_MALFORMED)] += 1
                 if rc == QUIC_E_DECRYPT and self.keep_undecryptable and off == 0:
@@ -1212,8 +1337,11 @@ cdef class SniTable:
                 continue
             cnt[<int>SN_QUIC_INITIAL] += 1
             m.payload_off = first_off + <uint32_t>off   # the Initial the close answers
-            # CRYPTO frames into the slot of (addresses, DCID)
+            # The CRYPTO frames: noted (at most QF_KEEP) while the packet may hold the whole
+            # ClientHello by itself (the common case: no slot, no copy when one frame holds it),
+            # else gathered in the slot of (addresses, DCID) with the earlier packets' parts.
             e = NULL
+            nf = 0
             fo = 0
             while True:
                 fr = quic_next_crypto(self.plain, pl, &fo, &coff, &clen)
@@ -1222,31 +1350,104 @@ cdef class SniTable:
                 if coff + clen > TLS_HELLO_CAP:
                     fo = pl + 1                           # beyond the bound: mark bad
                     break
-                if e == NULL:
-                    e = self._slot(m, PROTO_QUIC, d + off + h.dcid_off, h.dcid_len, True, m.ts_ns)
+                if e == NULL and nf < QF_KEEP:
+                    fpos[nf] = fo
+                    fcoff[nf] = <uint32_t>coff
+                    flen[nf] = <uint32_t>clen
+                    nf += 1
+                else:
                     if e == NULL:
-                        fo = pl + 1
-                        break
-                    e.t_last = m.ts_ns
-                quic_crypto_put(e.buf, e.have, coff, self.plain + fo, clen)
+                        e = self._quic_slot(m, odcid, odlen, fpos, fcoff, flen, nf)
+                        if e == NULL:
+                            fo = pl + 1
+                            break
+                    quic_crypto_put(e.buf, e.have, coff, self.plain + fo, clen)
                 fo += clen
             if fo != pl:
                 cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
+                if e == NULL and nf and self.used:      # as when its parts were put in
+                    e = self._slot(m, PROTO_QUIC, odcid, odlen, False, 0)
                 if e != NULL:
                     self._drop(e)
                 return 0
-            if e != NULL and _crypto_whole(e):
-                r = tls_parse_hello(e.buf, e.used, &th)
+            msg = NULL
+            if e == NULL and nf:
+                msg = _crypto_in_packet(self.plain, fpos, fcoff, flen, nf, self.qmsg, &need)
+                if msg == NULL:
+                    e = self._quic_slot(m, odcid, odlen, fpos, fcoff, flen, nf)
+                    if e == NULL:
+                        cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
+                        return 0
+                elif self.used:                           # parts held from earlier packets
+                    e = self._slot(m, PROTO_QUIC, odcid, odlen, False, 0)
+            if msg == NULL and e != NULL and _crypto_whole(e):
+                msg = e.buf
+                need = e.used
+            if msg != NULL:
+                r = tls_parse_hello(msg, need, &th)
                 if r == TLS_OK and th.hs_type == 1:
-                    r = _emit(m, &th, e.buf, PROTO_QUIC, 0, False, p, cnt, o)
+                    r = _emit(m, &th, msg, PROTO_QUIC, sflags, False, p, cnt, o, odcid, odlen)
                 else:
                     cnt[<int>SN_QUIC_HELLO_BAD] += 1
                     r = 0
-                self._drop(e)
+                if e != NULL:
+                    self._drop(e)
                 if r < 0:
                     return r
             off = h.end
         return 0
+
+
+cdef const uint8_t *_crypto_in_packet(const uint8_t *plain, const size_t *fpos, const uint32_t *fcoff,
+                                      const uint32_t *flen, int nf, uint8_t *buf,
+                                      uint32_t *need) noexcept nogil:
+    """The whole handshake message at CRYPTO offset 0 when this packet's nf frames (data at
+    plain + fpos, stream offsets fcoff, lengths flen) hold all of it: a pointer into plain when
+    one frame does, else into buf (TLS_HELLO_CAP bytes) where the frames are put in stream order;
+    its length in need. NULL: bytes are missing (earlier or later packets hold them)."""
+    cdef int order[QF_KEEP]
+    cdef int i, j, t
+    cdef uint32_t have = 0, end
+    for i in range(nf):                        # insertion sort of a few frames by offset
+        order[i] = i
+        j = i
+        while j > 0 and fcoff[order[j - 1]] > fcoff[order[j]]:
+            t = order[j]
+            order[j] = order[j - 1]
+            order[j - 1] = t
+            j -= 1
+    for i in range(nf):                        # the bytes from 0 on without a hole
+        if fcoff[order[i]] > have:
+            break
+        end = fcoff[order[i]] + flen[order[i]]
+        if end > have:
+            have = end
+    if have < 4:
+        return NULL
+    # the 4-byte header lies in the first frame(s): read it through buf when it is split
+    for i in range(nf):
+        j = order[i]
+        if fcoff[j] == 0 and flen[j] >= 4:
+            end = 4 + ((<uint32_t>plain[fpos[j] + 1] << 16) | (<uint32_t>plain[fpos[j] + 2] << 8)
+                       | plain[fpos[j] + 3])
+            if end > have:
+                return NULL
+            need[0] = end
+            if flen[j] >= end:
+                return plain + fpos[j]
+            break
+    else:
+        end = 0
+    for i in range(nf):
+        j = order[i]
+        if fcoff[j] < have:
+            memcpy(buf + fcoff[j], plain + fpos[j], flen[j])
+    if end == 0:
+        end = 4 + ((<uint32_t>buf[1] << 16) | (<uint32_t>buf[2] << 8) | buf[3])
+        if end > have:
+            return NULL
+        need[0] = end
+    return buf
 
 
 cdef inline bint _crypto_whole(HelloSlot *e) noexcept nogil:
@@ -1258,7 +1459,8 @@ cdef inline bint _crypto_whole(HelloSlot *e) noexcept nogil:
     return True
 
 
-cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noexcept nogil:
+cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o, const uint8_t *odcid,
+                            uint8_t odlen) noexcept nogil:
     """The UDP datagram server -> client carrying the forged server Initial close
     (ext/quic_close.h) for the client Initial of row m; returns its frame length, 0 if the
     Initial cannot be answered. Link header copied (MACs swapped), IP and UDP as the TCP forge."""
@@ -1272,7 +1474,7 @@ cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noex
     avail = m.payload_caplen - at_init
     ip_len = 20 if m.ip_version == 4 else 40
     udp = link + ip_len
-    qn = quic_forge_close(p + m.payload_off, avail, o + udp + 8, QUIC_CLOSE_MAX)
+    qn = quic_forge_close_as(p + m.payload_off, avail, odcid, odlen, o + udp + 8, QUIC_CLOSE_MAX)
     if qn <= 0:
         return 0
     memcpy(o, p, link)
@@ -1311,11 +1513,17 @@ cdef size_t _forge_quic_one(const uint8_t *p, const HttpMsg *m, uint8_t *o) noex
     return udp + 8 + qn
 
 
-def forge_quic(msgs, const uint8_t[::1] data, rows):
+def forge_quic(msgs, const uint8_t[::1] data, rows, dcids=None):
     """Forged server Initial closes for the QUIC rows msgs[rows] of SniTable.extract: one frame
-    per hit. Returns (frames uint8, offsets int64 [n+1], forge_ns int64 [n]); a row whose packet
-    is not a client Initial any more (cannot happen for extract's rows) gives an empty frame."""
+    per hit. dcids: SniTable.last_dcids of that extract (uint8 [len(msgs), 21]), the DCID whose
+    keys protect each connection; without it, each packet's own DCID (right unless the hello was
+    completed under the server's chosen CID). Returns (frames uint8, offsets int64 [n+1],
+    forge_ns int64 [n]); a row whose packet is not a client Initial any more (cannot happen for
+    extract's rows) gives an empty frame."""
     cdef const uint8_t[::1] mv = _msg_bytes(msgs)
+    cdef const uint8_t[:, ::1] dc = None
+    cdef const uint8_t *odcid = NULL
+    cdef uint8_t odlen = 0
     cdef const int64_t[::1] r = np.ascontiguousarray(rows, dtype=np.int64)
     cdef Py_ssize_t n = r.shape[0], i, nm = mv.shape[0] // sizeof(HttpMsg)
     cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
@@ -1329,6 +1537,10 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
                 or m.payload_off < m.tcp_off + 8:
             raise ValueError(f"message row {r[i]} does not point into the data buffer")
         total += m.ip_off + 48 + QUIC_CLOSE_MAX
+    if dcids is not None:
+        dc = np.ascontiguousarray(dcids, dtype=np.uint8)
+        if dc.shape[0] != nm or dc.shape[1] != 21:
+            raise ValueError("dcids: one row of 21 bytes per message")
     frames = np.empty(total, dtype=np.uint8)
     offs_a = np.zeros(n + 1, dtype=np.int64)
     ns_a = np.zeros(n, dtype=np.int64)
@@ -1340,7 +1552,12 @@ def forge_quic(msgs, const uint8_t[::1] data, rows):
         for i in range(n):
             t0 = wt_now_ns()
             m = <const HttpMsg *>&mv[r[i] * sizeof(HttpMsg)]
-            at += _forge_quic_one(base + m.pkt_offset, m, &f[at])
+            odcid = NULL
+            odlen = 0
+            if dc is not None and dc[r[i], 0] <= 20:
+                odlen = dc[r[i], 0]
+                odcid = &dc[r[i], 1]
+            at += _forge_quic_one(base + m.pkt_offset, m, &f[at], odcid, odlen)
             offs[i + 1] = at
             ns[i] = wt_now_ns() - t0
     return frames[:at], offs_a, ns_a

@@ -217,7 +217,7 @@ class UrlAnalyzer:
             for name, v in zip(FILTER_REASONS, cnt.tolist()):
                 self.counters[name] += v
             if len(rows):
-                out.append(self._part(m, msgs.data, rows, keys, offs, 0, None, None, frames))
+                out.append(self._part(m, msgs.data, rows, keys, offs, 0, None, None, frames, None))
         if self.sni is not None and len(pk):
             sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract(pk, data, self.verify)
             for name, v in zip(SNI_REASONS, scnt.tolist()):
@@ -228,7 +228,7 @@ class UrlAnalyzer:
                     self.server_initials.append(u[["ts_ns", "src_ip", "dst_ip", "src_port", "dst_port"]].copy())
             if len(sm):
                 out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
-                                      (sni, soff), flags, frames))
+                                      (sni, soff), flags, frames, self.sni.last_dcids))
         if out:
             # first frame of each hit, in record order (http hits, then tls/quic hits by row)
             self.last_frame_index = np.concatenate([o[-1][o[9]] for o in out]).astype(np.int64)
@@ -246,8 +246,12 @@ class UrlAnalyzer:
         self.batches.append(rb)
         return rb
 
-    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames):
-        """Match and forge one kind of lookup (proto 0 http, else per row 1 tls / 2 quic)."""
+    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames, dcids):
+        """Match and forge one kind of lookup (proto 0 http, else per row 1 tls / 2 quic).
+        dcids: SniTable.last_dcids (the DCID whose keys protect each QUIC connection)."""
+        def forge_quic(m, data, rows):
+            return _um.forge_quic(m, data, rows, dcids)
+
         n = len(rows)
         ids, cats, hit, match_ns = self._lookup(keys, offs, n)
         nh = int(hit.sum())
@@ -269,7 +273,7 @@ class UrlAnalyzer:
             nt = int((hit & ~plain).sum())
             if nt:
                 self.counters["tunnel_hits_not_forged"] = self.counters.get("tunnel_hits_not_forged", 0) + nt
-            for sel_kind, fn, per in ((tcp, _um.forge, 2), (~tcp, _um.forge_quic, 1)):
+            for sel_kind, fn, per in ((tcp, _um.forge, 2), (~tcp, forge_quic, 1)):
                 sel = hit & sel_kind & plain
                 if not sel.any():
                     continue
@@ -288,7 +292,7 @@ class UrlAnalyzer:
                 first_all[sel] = done + np.arange(int(sel.sum())) * per
                 frames.append((fr, foffs, ts, lts))
         if self.time_forge_all:
-            for sel_kind, fn in ((tcp, _um.forge), (~tcp, _um.forge_quic)):
+            for sel_kind, fn in ((tcp, _um.forge), (~tcp, forge_quic)):
                 sel = ~hit & sel_kind
                 if sel.any():
                     forge_ns[sel] = fn(m, data, rows[sel])[2]

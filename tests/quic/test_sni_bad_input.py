@@ -212,3 +212,29 @@ def test_garbage_never_forges(tmp_path_factory, data, udp, cut):
         if r["sport"] == 6 and r["sni"] != b"evil.test":
             assert cut % (len(base) + 1) < len(base)          # only a cut ClientHello changes name
     assert c["sni_extracted"] == len(rows)
+
+
+def test_quic_hello_split_at_every_byte_offset(tmp_path):
+    """A QUIC ClientHello cut at every offset into two CRYPTO frames: in one packet (both orders,
+    the in-packet path) and over two packets of two datagrams (the slot path; later part first
+    too). Each gives exactly one lookup, on the packet that completed it."""
+    ch = client_hello(sni_ext(b"www.evil.test"), quic=True)
+    frames, want = [], []
+    for k in range(1, len(ch)):
+        a, b = crypto(0, ch[:k]), crypto(k, ch[k:])
+        base = 10 * k
+        frames.append(frame(initial(a + b, dcid=DCID), sport=base, udp=True))
+        frames.append(frame(initial(b + a, dcid=DCID), sport=base + 1, udp=True))
+        frames.append(frame(initial(a, dcid=DCID), sport=base + 2, udp=True))
+        frames.append(frame(initial(b, dcid=DCID, pn=1), sport=base + 2, udp=True))
+        frames.append(frame(initial(b, dcid=DCID), sport=base + 3, udp=True))
+        frames.append(frame(initial(a, dcid=DCID, pn=1), sport=base + 3, udp=True))
+        want += [base, base + 1, base + 2, base + 3]
+    write(tmp_path / "qsplit.pcap", frames)
+    rows, c = extract(tmp_path / "qsplit.pcap")
+    assert [r["sport"] for r in rows] == want
+    assert all(r["sni"] == b"www.evil.test" and r["key"] == b"test.evil.www" for r in rows)
+    # the row is the packet that completed the hello (the second of two datagrams)
+    two = [r for r in rows if r["sport"] % 10 >= 2]
+    assert all(r["pkt"] % 6 in (3, 5) for r in two)
+    assert c["quic_crypto_bad"] == 0 and c["quic_hello_bad"] == 0 and c["client_hellos"] == len(want)

@@ -39,6 +39,7 @@ TRACES = [
     "zeek/quic_quicv2-echo-dpd-custom-port-4433.pcap",       # QUIC v2 on a custom port
     "mercury/quic-crypto-packets.pcap",                      # draft-29 (+ mvfst, not decryptable)
     "ndpi/quic_frags_ch_out_of_order_same_packet_craziness.pcapng",
+    "ndpi/quic_frags_different_dcid.pcapng",   # hello completed under the server's chosen CID
 ]
 
 
@@ -161,6 +162,31 @@ def test_quic_closes_decrypt_in_tshark(tmp_path, rel):
     assert n_first >= 1 and n_first <= len(rows) <= len(qh), (len(rows), n_first, len(qh))
     for r in rows:
         assert r[0] == "28" and r[1] == str(q.CLOSE_ERROR) and r[3] == "", r
+
+
+@pytest.mark.tshark
+def test_hello_completed_under_the_server_cid_is_followed(tmp_path):
+    """ndpi/quic_frags_different_dcid.pcapng: the client's first Initial (DCID D) holds part of
+    the ClientHello; the server answers with its Initial (SCID S); the client's next Initial
+    carries DCID S, keeps D's keys (RFC 9001 5.2) and completes the hello. The row is that
+    packet; the close is protected with D's server keys, carries SCID S (the only one the client
+    now accepts, RFC 9000 7.2) and a packet number past the server's; tshark decrypts it."""
+    path = require_shared(TLS / "ndpi/quic_frags_different_dcid.pcapng")
+    init = _fields(path, "quic.long.packet_type == 0", ["frame.number", "udp.srcport", "quic.dcid", "quic.scid"])
+    first, server, follow = init[:3]
+    assert server[1] == "443" and follow[2] == server[3] != first[2]
+    forged = tmp_path / "forged.pcap"
+    res = scan(str(path), _blacklist(["cloudflare.com"]), forged_out=str(forged))
+    df = res.to_pandas()
+    assert list(df["pkt_index"]) == [int(follow[0]) - 1] and list(df["sni"]) == ["cdnjs.cloudflare.com"]
+    assert df["hit"].all() and list(df["forged"]) == [1] and res.forged_written == 1
+    assert res.counters["quic_server_cid"] == 1
+    merged = tmp_path / "merged.pcap"
+    subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged), str(path), str(forged)], check=True,
+                   timeout=120, capture_output=True)
+    rows = _fields(merged, f'quic.cc.reason_phrase == "{q.CLOSE_REASON}"',
+                   ["quic.scid", "quic.dcid", "quic.packet_number", "quic.frame_type", "quic.cc.error_code"])
+    assert rows == [[server[3], first[3], "256", "28", str(q.CLOSE_ERROR)]]
 
 
 @pytest.mark.tshark
