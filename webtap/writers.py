@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-
 from webtap._ext import textout
+
+# pyarrow is imported by the functions that need it, not here: the CLI builds its writer before
+# the first packet, and a line output needs pyarrow only once records exist (start-up, issue 21).
 
 __all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "unescape", "read_lines", "format_lines"]
 
@@ -45,10 +46,11 @@ def unescape(field: str) -> str:
     return _UNESCAPE.sub(_unesc, field) if "\\" in field else field
 
 
-def read_lines(source, names) -> pa.Table:
+def read_lines(source, names):
     """Read a line-format file (path or binary file object) into a table of string columns
     `names` (nulls where a field is empty). Raises ValueError for a line with another number of
     fields than len(names)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
@@ -85,15 +87,13 @@ def format_lines(batch) -> bytes:
     cols = []
     for c in batch.columns:
         if not textout.supported(c.type):
-            c = c.cast(pa.string())          # pyarrow.compute, only for such a column
+            c = c.cast("string")             # pyarrow.compute, only for such a column
         cols.append(c)
     return textout.format_lines(cols)
 
 
 def _batches(data):
-    if isinstance(data, pa.Table):
-        return data.to_batches()
-    return [data]
+    return data.to_batches() if hasattr(data, "to_batches") else [data]   # a Table, or a batch
 
 
 class LineWriter:
@@ -157,13 +157,15 @@ class ParquetWriter:
     def write(self, data) -> None:
         if self.w is None:
             self._open(data.schema)
-        if isinstance(data, pa.Table):
+        if hasattr(data, "to_batches"):        # a Table
             self.w.write_table(data)
         else:
             self.w.write_batch(data)
 
     def close(self, meta: dict) -> None:
         if self.w is None:
+            import pyarrow as pa
+
             self._open(self.schema if self.schema is not None else pa.schema([]))
         self.w.add_key_value_metadata({str(k): str(v) for k, v in meta.items()})
         self.w.close()
