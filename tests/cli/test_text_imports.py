@@ -51,3 +51,16 @@ def test_parquet_run_loads_no_pandas(tmp_path):
     mods = _loaded(tmp_path, "-o", "r.parquet")
     assert "pyarrow.parquet" in mods
     assert not [m for m in mods if m.startswith("pandas")], sorted(mods)
+
+
+def test_run_without_records_loads_no_pyarrow(tmp_path):
+    """A trace with only its file header: start-up to the first packet, nothing else. pyarrow
+    (~30 ms, ~30 MB) is loaded at the first record batch, so such a run never loads it."""
+    trace = tmp_path / "header-only.pcap"
+    trace.write_bytes(bytes.fromhex("d4c3b2a10200040000000000000000000000040001000000"))
+    p = subprocess.run([sys.executable, "-c", PROBE, str(trace)], cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    res = json.loads(p.stderr.strip().splitlines()[-1])
+    assert res["rc"] == 0 and p.stdout == ""
+    assert "numpy" in res["mods"]                            # the packet batches
+    assert not [m for m in res["mods"] if m.startswith(("pyarrow", "pandas"))], res["mods"]
