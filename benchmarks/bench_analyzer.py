@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import (OUT, PYTHON, REPEAT, REPO, bench_trace, median, pair_ratios, paired,
+from benchmarks.common import (PYTHON, c_tool, REPEAT, REPO, bench_trace, median, pair_ratios, paired,
                                paired_table, load_average, warm, webtap_cmd)
 
 from httpanalyzer.tshark import TSHARK_FIRST_PACKET as TSHARK_FP  # one home of tshark's flags
@@ -35,12 +35,7 @@ TSHARK_FIELDS = ["-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.
 
 
 def pcap_loop_binary() -> str:
-    exe = OUT / "pcap_loop"
-    src = REPO / "benchmarks" / "pcap_loop.c"
-    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-        OUT.mkdir(exist_ok=True)
-        subprocess.run(["cc", "-O2", "-o", str(exe), str(src), "-lpcap"], check=True)
-    return str(exe)
+    return c_tool("pcap_loop", "-lpcap")
 
 
 def bench_core(n_txn: int = 1_000_000, batch: int = 65536) -> dict:

@@ -16,24 +16,17 @@ found HTTP. Trace: $WEBTAP_BENCH_TRACE or one made by ../shared/scripts/make-ben
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 
-from benchmarks.common import OUT, REPEAT, REPO, bench_trace, median, paired, paired_table, warm, webtap_cmd
+from benchmarks.common import REPEAT, bench_trace, c_tool, median, paired, paired_table, warm, webtap_cmd
 
 TSHARK_FIELDS = ["frame.number", "http.request.method", "http.request.uri", "http.host",
                  "http.user_agent", "http.response.code", "http.response.phrase"]
 
 
 def build_pcap_loop() -> str:
-    OUT.mkdir(exist_ok=True)
-    exe = OUT / "pcap_loop"
-    src = REPO / "benchmarks" / "pcap_loop.c"
-    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["cc", "-O2", "-o", str(exe), str(src), "-lpcap"], check=True)
-    return str(exe)
+    return c_tool("pcap_loop", "-lpcap")
 
 
 def main() -> int:

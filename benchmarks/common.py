@@ -1,7 +1,10 @@
 """Benchmark plumbing shared by every benchmark: the trace, timing one process, the table.
 
-Each contender runs in its own process (as msgspec's and cyvcf2's benchmarks do) so that its
-peak RSS is its own: os.wait4 returns the resource usage of exactly that child.
+Each contender runs in its own process (as msgspec's and cyvcf2's benchmarks do), started through
+benchmarks/rss_exec.c so that its peak RSS is its own: Linux keeps a process's peak RSS across
+exec, and a child forked (or vforked) by this driver starts with the driver's pages mapped, so
+os.wait4 on a direct child reported the driver's high-water mark (1.3 GB for every contender of
+bench_feeder, 134 MB for a C loop). The launcher is small; the command it forks starts from it.
 
 How contenders are compared (`paired`): every contender gets the same number of runs (REPEAT,
 from $WEBTAP_BENCH_REPEAT, the one variable every benchmark reads), the runs alternate between
@@ -86,18 +89,40 @@ def warm(path: pathlib.Path) -> None:
             pass
 
 
+def c_tool(name: str, *libs: str) -> str:
+    """benchmarks/<name>.c built with cc -O2 into bench-out/<name> (again when the source is
+    newer); built under a temporary name and renamed, so concurrent benchmarks never run a
+    half-written binary."""
+    exe = OUT / name
+    src = REPO / "benchmarks" / f"{name}.c"
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        OUT.mkdir(parents=True, exist_ok=True)
+        tmp = OUT / f".{name}.{os.getpid()}"
+        subprocess.run(["cc", "-O2", "-o", str(tmp), str(src), *libs], check=True)
+        os.replace(tmp, exe)
+    return str(exe)
+
+
 def run(cmd: list[str], stdout=subprocess.PIPE) -> tuple[float, int, bytes]:
-    """Run `cmd`; return (wall seconds, peak RSS in bytes, stdout)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
-    out = proc.stdout.read() if stdout == subprocess.PIPE else b""
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
+    """Run `cmd`; return (wall seconds, its own peak RSS in bytes, stdout). The wall time
+    includes the launcher's fork (well under a millisecond)."""
+    launcher = c_tool("rss_exec")
+    r, w = os.pipe()
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([launcher, str(w), *cmd], stdout=stdout, stderr=subprocess.PIPE,
+                                pass_fds=(w,))
+    finally:
+        os.close(w)
+    with os.fdopen(r) as peak:
+        out = proc.stdout.read() if stdout == subprocess.PIPE else b""
+        err = proc.stderr.read()
+        proc.wait()
+        wall = time.perf_counter() - t0
+        text = peak.read().strip()
+    if proc.returncode != 0 or not text:
         raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {err.decode(errors='replace')[-500:]}")
-    return wall, usage.ru_maxrss * 1024, out
+    return wall, int(text) * 1024, out
 
 
 def best_of(cmd: list[str], repeats: int, stdout=subprocess.PIPE) -> tuple[float, int, bytes]:

@@ -108,7 +108,13 @@ def _report_inputs(run, summary, n_sources: int) -> None:
 def _empty_schema(out, headers):
     """The columns an output without records still shows (CSV header row, Zeek #fields,
     Parquet schema): the records' schema as the output's view has it."""
-    from httpanalyzer import records
+    import os
+
+    ext = os.path.splitext(out or "-")[1].lower()
+    fmt = clikit.OUTPUTS.get(ext)
+    if fmt is None or fmt.name in ("lines", "jsonl"):
+        return None        # these write nothing without records: no schema, and no pyarrow
+    from httpanalyzer import records               # (imported at the first batch otherwise)
     from httpanalyzer.writers import VIEWS
 
     ext = (out or "").lower()
@@ -226,7 +232,6 @@ def handle(a, run) -> int:
         return rc
     if a.chunk_mb is not None or a.chunk_packets is not None:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
-    from httpanalyzer import records
     from httpanalyzer.stream import Summary, iter_record_batches
     from httpanalyzer.writers import VIEWS
 

@@ -277,10 +277,13 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             # ends here too, and what waits is flushed below
             stats.interrupted = True
         pairer.flush()
-        b = pairer.take()
-        stats.add(b)
-        if b.num_rows:
-            yield b
+        # nothing waiting (a run without records): no empty batch, so such a run never imports
+        # pyarrow and the record schema (start-up of a header-only trace, issue 21)
+        if consumers or pairer.table.records_waiting:
+            b = pairer.take()
+            stats.add(b)
+            if b.num_rows:
+                yield b
     except ConsumerFailed:
         # Records the surviving consumers hold are not lost: they flush and we pass them on.
         b = pairer.salvage()

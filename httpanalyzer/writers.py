@@ -12,12 +12,12 @@ characters); :func:`read_lines` reads a file back and undoes the escaping.
 """
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from httpanalyzer import records
-from httpanalyzer.zeek import http_log_view
 from webtap import writers as _w
+from webtap._ext.textout import seconds_text
+
+# pyarrow and the record schema are imported by the functions that use them: the CLI imports
+# this module before the first packet, and a run that ends before its first record (or a
+# header-only trace) needs neither (start-up, issue 21).
 
 LINE_FIELDS = ("client_ip", "client_port", "server_ip", "server_port", "request_ts", "response_ts",
                "response_time", "reason", "status", "method", "user_agent", "host", "uri")
@@ -25,33 +25,24 @@ LINE_FIELDS = ("client_ip", "client_port", "server_ip", "server_port", "request_
 _SECONDS = ("request_ts", "response_ts", "response_time")
 
 
-def seconds_text(arr: pa.Array) -> pa.Array:
-    """Exact decimal seconds with 9 decimals from a timestamp/duration (ns) array; nulls stay."""
-    ns = arr.cast(pa.int64())
-    neg = pc.less(ns, 0)
-    mag = pc.abs(ns)
-    secs = pc.divide(mag, 1_000_000_000)
-    frac = pc.subtract(mag, pc.multiply(secs, 1_000_000_000))
-    text = pc.binary_join_element_wise(
-        secs.cast(pa.string()), pc.utf8_lpad(frac.cast(pa.string()), 9, "0"), ".")
-    return pc.if_else(neg, pc.binary_join_element_wise("-", text, ""), text)
+# seconds_text (webtap._ext.textout): exact decimal seconds, 9 decimals, from a timestamp or
+# duration (ns) array, written by C; nulls stay null.
 
 
-def line_view(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The 13 fields of the paper's line format, as text."""
-    arrays = []
-    for n in LINE_FIELDS:
-        col = batch.column(n)
-        if n in _SECONDS:
-            col = seconds_text(col)
-        elif not pa.types.is_string(col.type):
-            col = col.cast(pa.string())
-        arrays.append(col)
+def line_view(batch):
+    """The 13 fields of the paper's line format: times as decimal seconds, the rest as they
+    are (strings and integers; webtap.writers writes integers as decimal text)."""
+    import pyarrow as pa
+
+    arrays = [seconds_text(batch.column(n)) if n in _SECONDS else batch.column(n)
+              for n in LINE_FIELDS]
     return pa.RecordBatch.from_arrays(arrays, names=list(LINE_FIELDS))
 
 
-def csv_view(batch: pa.RecordBatch) -> pa.RecordBatch:
+def csv_view(batch):
     """The batch as CSV shows it: timestamps and response time as seconds (9 decimals)."""
+    import pyarrow as pa
+
     arrays, fields = [], []
     for f in batch.schema:
         col = batch.column(f.name)
@@ -62,23 +53,36 @@ def csv_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def zeek_view(batch):
+    """-o OUT.log: Zeek's http.log (httpanalyzer/zeek.py, imported only for that output: it
+    formats with pyarrow.compute, which a line or CSV run does not load)."""
+    from httpanalyzer.zeek import http_log_view
+
+    return http_log_view(batch)
+
+
 #: views for webtap.clikit outputs (format name -> batch -> batch)
-VIEWS = {"lines": line_view, "csv": csv_view}
-VIEWS["zeek"] = http_log_view          # -o OUT.log: Zeek's http.log (httpanalyzer/zeek.py)
+VIEWS = {"lines": line_view, "csv": csv_view, "zeek": zeek_view}
 
-#: the schema as CSV shows it (header row of an empty output)
-CSV_SCHEMA = csv_view(records.empty_batch()).schema
+def __getattr__(name):
+    if name == "CSV_SCHEMA":       # the schema as CSV shows it (header row of an empty output)
+        from httpanalyzer import records
+
+        return csv_view(records.empty_batch()).schema
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def format_lines(batch: pa.RecordBatch) -> bytes:
+def format_lines(batch) -> bytes:
     """The paper's line format for one batch, as bytes (each line ends with '\\n')."""
     return _w.format_lines(line_view(batch))
 
 
-def read_lines(source) -> pa.Table:
+def read_lines(source):
     """A line-format file (path or binary file object) back as a table of the 13 fields, text
     unescaped; ports and status as integers, times as text (seconds, 9 decimals); empty
     fields are nulls."""
+    import pyarrow as pa
+
     t = _w.read_lines(source, LINE_FIELDS)
     for n, typ in (("client_port", pa.uint16()), ("server_port", pa.uint16()),
                    ("status", pa.uint16())):

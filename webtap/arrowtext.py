@@ -1,27 +1,17 @@
 """Text of Arrow columns for the record writers (webtap.jsonl, webtap.zeeklog): exact decimal
-seconds from nanosecond timestamps/durations, and the bytes of a whole string array. Vectorised
-(pyarrow compute); no Python per value."""
+seconds from nanosecond timestamps/durations, and the bytes of a whole string array. No Python per value."""
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from webtap._ext.textout import seconds_text
 
 __all__ = ["seconds_text", "text_bytes"]
 
 
-def seconds_text(arr, decimals: int = 9) -> pa.Array:
-    """Exact decimal seconds from a timestamp/duration (ns) array, `decimals` (1-9) digits after
-    the point (cut, not rounded, below 9); nulls stay null."""
-    ns = arr.cast(pa.int64())
-    neg = pc.less(ns, 0)
-    mag = pc.abs(ns)
-    secs = pc.divide(mag, 1_000_000_000)
-    frac = pc.subtract(mag, pc.multiply(secs, 1_000_000_000))
-    frac = pc.utf8_lpad(frac.cast(pa.string()), 9, "0")
-    if decimals < 9:
-        frac = pc.utf8_slice_codeunits(frac, 0, decimals)
-    text = pc.binary_join_element_wise(secs.cast(pa.string()), frac, ".")
-    return pc.if_else(neg, pc.binary_join_element_wise("-", text, ""), text)
+# seconds_text(arr, decimals=9): exact decimal seconds from a timestamp/duration (ns) array,
+# `decimals` (1-9) digits after the point (cut, not rounded, below 9); nulls stay null. Written
+# by C (ext/textout.pyx), one implementation for every writer.
 
 
 def text_bytes(line) -> bytes:

@@ -1,7 +1,9 @@
 """Output writers of the extension table (webtap.clikit.OUTPUTS): line format, CSV, Parquet.
 
-Each takes Arrow record batches of any schema and formats them with pyarrow compute kernels (no
-Python per record). This module imports pyarrow; the CLI layer imports it only when a run writes.
+Each takes Arrow record batches of any schema; no Python per record. The line format is written
+by C over the Arrow buffers (ext/textout.pyx); CSV and Parquet by pyarrow's writers. This module
+imports pyarrow's core only (pyarrow.compute would import pandas on its first call: ~0.2 s); the
+CLI layer imports it only when a run writes.
 
 Line format: one record per line, fields separated by ``|``. So that every line has exactly as
 many fields as the view has columns, a field's text is escaped:
@@ -10,45 +12,20 @@ many fields as the view has columns, a field's text is escaped:
     other control characters (U+0000-U+001F, U+007F-U+009F) -> ``\\xHH``,
     U+2028 / U+2029 (line separators to some readers) -> ``\\u2028`` / ``\\u2029``
 
-A missing value (null) is an empty field. :func:`unescape` undoes the escaping of one field and
-:func:`read_lines` reads a file back into string columns.
+A missing value (null) is an empty field; integers are decimal, booleans ``true`` / ``false``.
+:func:`unescape` undoes the escaping of one field and :func:`read_lines` reads a file back into
+string columns.
 """
 from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from webtap._ext import textout
 
-__all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "escape_field", "unescape", "read_lines",
-           "format_lines"]
+# pyarrow is imported by the functions that need it, not here: the CLI builds its writer before
+# the first packet, and a line output needs pyarrow only once records exist (start-up, issue 21).
 
-_CONTROLS = [chr(c) for c in list(range(0x00, 0x20)) + list(range(0x7F, 0xA0))
-             if chr(c) not in "\r\n"]
-_SPECIAL = "[\\x00-\\x1f\\x7f-\\x{9f}|\\\\\\x{2028}\\x{2029}]"
-
-
-def escape_field(col: pa.Array) -> pa.Array:
-    """The line format's escaping of one string column (vectorised; a no-op when no value needs
-    it, which is the common case)."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
-        col = col.cast(pa.string())
-    if len(col) == 0 or not pc.any(pc.match_substring_regex(col, _SPECIAL)).as_py():
-        return col
-    col = pc.replace_substring(col, "\\", "\\\\")       # first: later escapes add backslashes
-    col = pc.replace_substring(col, "|", "\\x7c")
-    col = pc.replace_substring(col, "\r", "\\r")
-    col = pc.replace_substring(col, "\n", "\\n")
-    col = pc.replace_substring(col, "\u2028", "\\u2028")
-    col = pc.replace_substring(col, "\u2029", "\\u2029")
-    has_ctl = pc.match_substring_regex(col, "[\\x00-\\x1f\\x7f-\\x{9f}]")
-    if pc.any(has_ctl).as_py():
-        for ch in _CONTROLS:
-            col = pc.replace_substring(col, ch, f"\\x{ord(ch):02x}")
-    return col
-
+__all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "unescape", "read_lines", "format_lines"]
 
 _UNESCAPE = re.compile(r"\\(\\|r|n|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
@@ -69,10 +46,13 @@ def unescape(field: str) -> str:
     return _UNESCAPE.sub(_unesc, field) if "\\" in field else field
 
 
-def read_lines(source, names) -> pa.Table:
+def read_lines(source, names):
     """Read a line-format file (path or binary file object) into a table of string columns
     `names` (nulls where a field is empty). Raises ValueError for a line with another number of
     fields than len(names)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
         with open(source, "rb") as f:
             data = f.read()
@@ -99,26 +79,21 @@ def read_lines(source, names) -> pa.Table:
 
 
 def format_lines(batch) -> bytes:
-    """Every column of `batch` as text, escaped, joined by '|'; one line per row."""
+    """Every column of `batch` as text, escaped, joined by '|'; one line per row. Strings,
+    integers and booleans are written by C over the Arrow buffers (webtap._ext.textout: no
+    pyarrow.compute, so no pandas import); a column of another type is cast to text first."""
     if batch.num_rows == 0:
         return b""
-    cols = [escape_field(batch.column(i)) for i in range(batch.num_columns)]
-    line = pc.binary_join_element_wise(*cols, "", "|", null_handling="replace",
-                                       null_replacement="")
-    # the trailing "" column adds one '|': swap it for a newline
-    line = pc.binary_join_element_wise(pc.utf8_slice_codeunits(line, 0, -1), "", "\n")
-    line = line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line
-    offs = line.buffers()[1]
-    start = pa.Array.from_buffers(pa.int32(), 1, [None, offs], offset=line.offset)[0].as_py()
-    end = pa.Array.from_buffers(pa.int32(), 1, [None, offs],
-                                offset=line.offset + len(line))[0].as_py()
-    return line.buffers()[2].to_pybytes()[start:end]
+    cols = []
+    for c in batch.columns:
+        if not textout.supported(c.type):
+            c = c.cast("string")             # pyarrow.compute, only for such a column
+        cols.append(c)
+    return textout.format_lines(cols)
 
 
 def _batches(data):
-    if isinstance(data, pa.Table):
-        return data.to_batches()
-    return [data]
+    return data.to_batches() if hasattr(data, "to_batches") else [data]   # a Table, or a batch
 
 
 class LineWriter:
@@ -182,13 +157,15 @@ class ParquetWriter:
     def write(self, data) -> None:
         if self.w is None:
             self._open(data.schema)
-        if isinstance(data, pa.Table):
+        if hasattr(data, "to_batches"):        # a Table
             self.w.write_table(data)
         else:
             self.w.write_batch(data)
 
     def close(self, meta: dict) -> None:
         if self.w is None:
+            import pyarrow as pa
+
             self._open(self.schema if self.schema is not None else pa.schema([]))
         self.w.add_key_value_metadata({str(k): str(v) for k, v in meta.items()})
         self.w.close()

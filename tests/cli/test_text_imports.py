@@ -1,0 +1,66 @@
+"""Which heavy modules a run of `httpanalyzer` loads, by output (issue 21: start-up and RSS).
+
+pyarrow 26's compute wrappers import pandas on their first call (~0.2 s and ~40 MB per run);
+so the text outputs are written by C (ext/textout.pyx) and Parquet from buffers. A text run
+(the default line output, .txt, .csv) loads pyarrow's core and numpy (the record columns), never
+pandas or pyarrow.compute; Parquet loads pyarrow.parquet but not pandas. Each run is a fresh
+interpreter that calls the command's main on a shared trace with records and reports
+sys.modules at its end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import TRACES, require_shared
+
+PROBE = """
+import json, sys
+from httpanalyzer.cli import main
+rc = main(sys.argv[1:])
+mods = sorted(m for m in sys.modules if m.split(".")[0] in ("pandas", "pyarrow", "numpy"))
+print(json.dumps({"rc": rc, "mods": mods}), file=sys.stderr)
+"""
+
+NEVER = ("pandas", "pyarrow.compute")
+
+
+def _loaded(tmp_path, *args) -> set[str]:
+    trace = require_shared(TRACES / "ndpi" / "1kxun.pcap")   # 1,723 frames, 100 Continue, IPv6
+    p = subprocess.run([sys.executable, "-c", PROBE, str(trace), *args], cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    res = json.loads(p.stderr.strip().splitlines()[-1])
+    assert res["rc"] == 0
+    if not args:
+        assert p.stdout.count("\n") > 100        # records were written (lines on stdout)
+    return set(res["mods"])
+
+
+@pytest.mark.parametrize("out", [None, "r.txt", "r.csv"])
+def test_text_run_loads_no_pandas_nor_compute(tmp_path, out):
+    mods = _loaded(tmp_path, *(["-o", out] if out else []))
+    assert "pyarrow" in mods and "numpy" in mods          # the record columns
+    assert not [m for m in mods if m.startswith(NEVER)], sorted(mods)
+    if out:
+        assert (tmp_path / out).stat().st_size > 1000
+
+
+def test_parquet_run_loads_no_pandas(tmp_path):
+    mods = _loaded(tmp_path, "-o", "r.parquet")
+    assert "pyarrow.parquet" in mods
+    assert not [m for m in mods if m.startswith("pandas")], sorted(mods)
+
+
+def test_run_without_records_loads_no_pyarrow(tmp_path):
+    """A trace with only its file header: start-up to the first packet, nothing else. pyarrow
+    (~30 ms, ~30 MB) is loaded at the first record batch, so such a run never loads it."""
+    trace = tmp_path / "header-only.pcap"
+    trace.write_bytes(bytes.fromhex("d4c3b2a10200040000000000000000000000040001000000"))
+    p = subprocess.run([sys.executable, "-c", PROBE, str(trace)], cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    res = json.loads(p.stderr.strip().splitlines()[-1])
+    assert res["rc"] == 0 and p.stdout == ""
+    assert "numpy" in res["mods"]                            # the packet batches
+    assert not [m for m in res["mods"] if m.startswith(("pyarrow", "pandas"))], res["mods"]
