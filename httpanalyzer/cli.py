@@ -260,7 +260,7 @@ def handle(a, run) -> int:
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
                                          feeder=balance, headers=a.headers, capture=capture,
-                                         packet_hook=tls.feed if tls is not None else None):
+                                         packet_hook=tls):
             o.write(batch)
             if a.plots:
                 kept.append(batch)
