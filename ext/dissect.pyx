@@ -14,7 +14,7 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 cimport numpy as cnp
-from cpython.pycapsule cimport PyCapsule_New
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 import numpy as np
 
 from packet cimport PacketRef
@@ -23,9 +23,12 @@ from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_pa
                  l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
                         http_status_code)
+from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
+                 tls_hello_fits)
+from quic_initial cimport quic_udp_locate
 from message cimport (
     HttpMsg, Span,
-    MSG_REQUEST, MSG_RESPONSE,
+    MSG_REQUEST, MSG_RESPONSE, MSG_TLS, MSG_QUIC,
     MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
     MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS,
     METHOD_OTHER,
@@ -311,23 +314,9 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
 # One packet: link -> IP -> TCP -> HTTP. Returns the DissectReason that decided its fate:
 # DR_HTTP_REQUEST / DR_HTTP_RESPONSE when *m now holds a message, another DR_* otherwise.
 # ---------------------------------------------------------------------------------------------
-cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
-                         HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt) noexcept nogil:
-    """Link, IP and TCP by ext/l34.pxd, the HTTP decision by ext/httpstart.pxd (the walk and
-    the rule the feeder's reader shares), then the message's fields. Only an HTTP first
-    packet writes *m (cleared first); any other packet leaves it untouched."""
-    cdef L34 l
-    cdef uint32_t s = 0, t = 0
-    cdef int mid = 0, kind, r
-    lines_too_long[0] = 0
-    r = l34_parse(p, caplen, linktype, &l, &_tunnel_cfg)
-    if l.encap_depth != 0:
-        l34_count_encap(cnt, &l)
-    if r != L34_DATA:
-        return r
-    kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
-    if kind == 0:
-        return DR_NOT_HTTP
+cdef inline void _fill_l34(HttpMsg *m, const L34 *l) noexcept nogil:
+    """A message's walk fields (cleared first): addresses, ports, TCP numbers, payload and
+    encapsulation; the one copy for HTTP and TLS messages."""
     _clear_msg(m)
     m.vlan = l.vlan
     m.ip_version = l.ip_version
@@ -357,9 +346,70 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
             m.outer_ip_version = l.outer_ip_version
             memcpy(m.outer_src, l.outer_src, 4 if l.outer_ip_version == 4 else 16)
             memcpy(m.outer_dst, l.outer_dst, 4 if l.outer_ip_version == 4 else 16)
+
+
+cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
+                         HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt, L34 *lp) noexcept nogil:
+    """Link, IP and TCP by ext/l34.pxd, the HTTP decision by ext/httpstart.pxd (the walk and
+    the rule the feeder's reader shares), then the message's fields. Only an HTTP first
+    packet writes *m (cleared first); any other packet leaves it untouched. *lp gets the walk
+    (for the TLS messages of the same pass)."""
+    cdef L34 *l = lp
+    cdef uint32_t s = 0, t = 0
+    cdef int mid = 0, kind, r
+    lines_too_long[0] = 0
+    r = l34_parse(p, caplen, linktype, l, &_tunnel_cfg)
+    if l.encap_depth != 0:
+        l34_count_encap(cnt, l)
+    if r != L34_DATA:
+        return r
+    kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
+    if kind == 0:
+        return DR_NOT_HTTP
+    _fill_l34(m, l)
     if l.payload_caplen < l.payload_len:
         m.flags |= MSGF_PAYLOAD_TRUNCATED
     return _parse_message(p, l.payload_off, l.payload_caplen, kind, s, t, mid, m, lines_too_long)
+
+
+cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linktype, int r, L34 *l,
+                              TlsWatch *w, HttpMsg *m) noexcept nogil:
+    """Whether the packet (walked: r, *l) goes to the TLS stage, and then its message in *m:
+    MSG_TLS for a TCP payload that starts a hello or continues a watched flow (ext/tls.pxd
+    TlsWatch; the flow of a hello that does not end in its first record and segment is added),
+    MSG_QUIC for a UDP datagram that starts with a QUIC long header."""
+    cdef int t = 0
+    cdef uint32_t off
+    cdef uint64_t k = 0
+    cdef const uint8_t *d
+    cdef bint watched = False
+    if r == DR_NOT_HTTP or r == DR_HTTP_REQUEST or r == DR_HTTP_RESPONSE:
+        d = p + l.payload_off
+        if w.overflow:
+            watched = True
+        elif w.n != 0:
+            k = tls_flow_hash(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)
+            watched = tls_watch_has(w, k)
+        if r == DR_NOT_HTTP:
+            off = tls_hello_start(d, l.payload_caplen, &t)
+            if t != 0 and off == 0 and not tls_hello_fits(d, l.payload_caplen):
+                if k == 0:
+                    k = tls_flow_hash(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)
+                tls_watch_add(w, k)
+        if t == 0 and not watched:
+            return False
+        _fill_l34(m, l)
+        m.kind = MSG_TLS
+        return True
+    if r == DR_NOT_TCP:
+        if not quic_udp_locate(p, caplen, linktype, &_tunnel_cfg, l, False):
+            return False
+        if l.payload_caplen < 7 or not (p[l.payload_off] & 0x80):
+            return False
+        _fill_l34(m, l)
+        m.kind = MSG_QUIC
+        return True
+    return False
 
 
 cdef inline void _count_msg(uint64_t *cnt, const HttpMsg *m, uint32_t lines_too_long) noexcept nogil:
@@ -402,16 +452,21 @@ cdef cnp.ndarray _as_packets(packets):
     return np.ascontiguousarray(arr)
 
 
-def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
+def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
     data: the batch's byte buffer (uint8, contiguous; read-only buffers are fine).
     reasons: optional uint8 array of len(packets) that receives each packet's DissectReason.
 
+    tls_watch: the TLS stage's watch list (ext/tls.pyx TlsTable.watch, a capsule): the same walk
+    then also finds the TLS stage's messages (MSG_TLS, MSG_QUIC), returned as a third item.
+
     Returns (msgs, counters): msgs, a view of a MESSAGE_DTYPE array holding one HttpMsg per HTTP
     first packet, in packet order; counters, a uint64 array indexed by DissectReason. A PacketRef
-    whose bytes lie (partly) outside `data` is dissected over the bytes that exist.
+    whose bytes lie (partly) outside `data` is dissected over the bytes that exist. With
+    tls_watch: (msgs, counters, tls_msgs), tls_msgs in packet order (the HTTP counters are
+    those of the walk without it).
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i, k = 0
@@ -426,6 +481,15 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
     cdef const uint8_t *base = &data[0] if size > 0 else NULL
     cdef uint32_t ltl = 0
     cdef int r
+    cdef L34 l
+    cdef TlsWatch *w = NULL
+    cdef cnp.ndarray tout = None
+    cdef HttpMsg *tm = NULL
+    cdef Py_ssize_t kt = 0
+    if tls_watch is not None:
+        w = <TlsWatch *>PyCapsule_GetPointer(tls_watch, b"webtap.TlsWatch")
+        tout = np.empty(n, dtype=_MESSAGE_DTYPE)
+        tm = <HttpMsg *>cnp.PyArray_DATA(tout)
     if reasons is not None:
         rs = reasons
         if rs.shape[0] != n:
@@ -439,7 +503,13 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
             if caplen == 0:
                 r = DR_LINK_TRUNCATED
             else:
-                r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt)
+                r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l)
+                if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
+                    tm[kt].ts_ns = refs[i].ts_ns
+                    tm[kt].pkt_index = refs[i].index
+                    tm[kt].pkt_offset = poff
+                    tm[kt].linktype = refs[i].linktype
+                    kt += 1
             cnt[<int>DR_PACKETS] += 1
             cnt[r] += 1
             if rsp != NULL:
@@ -451,6 +521,8 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None):
                 msgs[k].linktype = refs[i].linktype
                 _count_msg(cnt, &msgs[k], ltl)
                 k += 1
+    if w != NULL:
+        return out[:k], counters, tout[:kt]
     return out[:k], counters
 
 

@@ -56,6 +56,15 @@ ctypedef struct HttpMsg:
 cdef enum MsgKind:
     MSG_REQUEST = 1
     MSG_RESPONSE = 2
+    # The TLS stage's messages (issue 17), from the same walk when the caller asks for them
+    # (dissect_batch's tls_watch), in their own array beside the HTTP messages: the HTTP stages
+    # never see them. No text spans: the stage parses the hello from the payload span
+    # (payload_off, payload_caplen) in place, and keeps only what a waiting hello needs.
+    MSG_TLS = 3          # a TCP payload that starts a TLS hello (ClientHello / ServerHello,
+                         # after at most four ChangeCipherSpec records), or the next segment of a
+                         # flow whose split hello the stage reassembles (ext/tls.pxd TlsWatch)
+    MSG_QUIC = 4         # a UDP datagram whose payload starts with a QUIC long header; the
+                         # addresses, ports and payload are the UDP datagram's (seq/ack unused)
 
 cdef enum MsgFlags:
     MSGF_URI_TRUNCATED = 1        # the request line had no end in the packet: URI cut at packet end

@@ -81,3 +81,70 @@ cdef extern from "tls_fp.h" nogil:
 
 cdef enum:
     TLS_HELLO_CAP = 16384         # largest handshake message reassembled / gathered (bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The TLS stage's watch list, read by the dissector's walk (ext/dissect.pyx): the flows (one
+# direction) whose split hello the stage is reassembling, so that the one pass over the packets
+# hands the stage their next segments as MSG_TLS messages (ext/message.pxd) even when those do
+# not start a hello. A set of 64-bit flow hashes (open addressing, 0 = empty): a false positive
+# only hands the stage a segment it ignores. The dissector adds the flow of every hello start
+# that does not end in its first record and segment (the stage may start reassembling it while
+# the batch is still being walked); the stage rebuilds the set from its reassembly table after
+# each batch. When more flows arrive in one batch than the set takes, `overflow` makes the walk
+# hand over every TCP payload until the next rebuild (correct, only slower).
+# ---------------------------------------------------------------------------------------------
+from libc.stdint cimport uint64_t
+
+ctypedef struct TlsWatch:
+    uint64_t *keys            # cap slots
+    uint32_t cap              # a power of two
+    uint32_t n                # slots in use
+    uint32_t overflow         # 1: hand every TCP payload to the stage
+
+
+cdef inline uint64_t tls_flow_hash(const uint8_t *src, uint16_t sport, const uint8_t *dst,
+                                   uint16_t dport, uint8_t ipv) noexcept nogil:
+    """One direction of a flow (addresses 4 or 16 bytes as ipv says) -> nonzero 64-bit hash."""
+    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((<uint64_t>sport << 16) | dport) ^ (<uint64_t>ipv << 40)
+    cdef int i, n = 4 if ipv == 4 else 16
+    for i in range(n):
+        h = (h ^ src[i]) * 0x100000001B3ULL
+    for i in range(n):
+        h = (h ^ dst[i]) * 0x100000001B3ULL
+    h ^= h >> 29
+    return h if h else 1
+
+
+cdef inline bint tls_watch_has(const TlsWatch *w, uint64_t k) noexcept nogil:
+    cdef uint32_t m = w.cap - 1, i = <uint32_t>(k ^ (k >> 32)) & m
+    while w.keys[i]:
+        if w.keys[i] == k:
+            return True
+        i = (i + 1) & m
+    return False
+
+
+cdef inline void tls_watch_add(TlsWatch *w, uint64_t k) noexcept nogil:
+    cdef uint32_t m = w.cap - 1, i = <uint32_t>(k ^ (k >> 32)) & m
+    if w.overflow:
+        return
+    while w.keys[i]:
+        if w.keys[i] == k:
+            return
+        i = (i + 1) & m
+    if 2 * (w.n + 1) > w.cap:
+        w.overflow = 1           # at most half full: probes stay short
+        return
+    w.keys[i] = k
+    w.n += 1
+
+
+cdef inline bint tls_hello_fits(const uint8_t *p, uint32_t n) noexcept nogil:
+    """Whether the hello starting p[0:n] (a handshake record at offset 0) ends inside its first
+    record and inside these bytes: then the stage never reassembles it."""
+    cdef uint32_t rl
+    if n < 9:
+        return False
+    rl = tls_be16(p + 3)
+    return 5 + rl <= n and 4 + tls_be24(p + 6) <= rl

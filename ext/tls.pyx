@@ -9,7 +9,7 @@ from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport malloc, free
 
 from tls cimport *
-from quic_initial cimport (quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole,
+from quic_initial cimport (quic_next_crypto, quic_crypto_put, quic_crypto_whole,
                           QF_CRYPTO, QF_BAD_ACK, QF_BAD_LENGTH)
 
 
@@ -109,9 +109,9 @@ cimport numpy as cnp
 import numpy as np
 
 from packet cimport PacketRef
-from l34 cimport L34, L34Cfg, L34_DATA, batch_caplen, l34_parse, l34_shared_cfg
-from message cimport DR_NOT_TCP
-from message cimport same_ip
+from l34 cimport L34
+from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
+from cpython.pycapsule cimport PyCapsule_New
 from pairing cimport eq2_hash
 from libc.stdlib cimport realloc, calloc
 
@@ -228,7 +228,7 @@ _REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "re
 # counters
 cdef enum:
     TC_PACKETS = 0
-    TC_TCP_PAYLOAD
+    TC_TCP_MESSAGES         # MSG_TLS messages: TCP payloads starting a hello or continuing a split one
     TC_CLIENT_HELLO
     TC_SERVER_HELLO
     TC_HRR
@@ -258,7 +258,7 @@ cdef enum:
     TC_QUIC_TIMEOUT         # connections dropped by the GC with a hello unfinished
     TC_N
 
-_COUNTERS = ("packets", "tcp_payload", "client_hello", "server_hello", "hello_retry_request",
+_COUNTERS = ("packets", "tcp_messages", "client_hello", "server_hello", "hello_retry_request",
              "split_hello", "reassembly_started", "reassembly_gap", "reassembly_retransmission",
              "incomplete", "too_long", "malformed", "paired", "client_hello_unmatched",
              "server_hello_unmatched", "client_hello_repeat", "server_hello_repeat",
@@ -336,8 +336,27 @@ ctypedef struct QConn:
     TEnc enc                    # of the connection's first Initial
 
 
-# User-named UDP tunnel ports: the one setting in ext/dissect.pyx (webtap.dissect.set_tunnel_ports).
-cdef const L34Cfg *_tunnel_cfg = l34_shared_cfg()
+cdef inline void _l34_of(const HttpMsg *m, L34 *l) noexcept nogil:
+    """The walk fields of a TLS stage message (the dissector's walk, ext/dissect.pyx), in the
+    L34 form the stage's code reads; the addresses point into the message."""
+    memset(l, 0, sizeof(L34))
+    l.src = m.src_ip
+    l.dst = m.dst_ip
+    l.outer_src = m.outer_src
+    l.outer_dst = m.outer_dst
+    l.encap = m.encap
+    l.seq = m.seq
+    l.ack = m.ack
+    l.tunnel_id = m.tunnel_id
+    l.src_port = m.src_port
+    l.dst_port = m.dst_port
+    l.vlan = m.vlan
+    l.payload_off = m.payload_off
+    l.payload_caplen = m.payload_caplen
+    l.payload_len = m.payload_len
+    l.ip_version = m.ip_version
+    l.outer_ip_version = m.outer_ip_version
+    l.encap_depth = m.encap_depth
 
 
 cdef inline void _enc_of(TEnc *e, const L34 *l) noexcept nogil:
@@ -523,6 +542,8 @@ cdef class TlsTable:
     cdef readonly int32_t max_quic
     cdef uint8_t *qplain
     cdef uint8_t qhdr[256]
+    cdef TlsWatch watch_
+    cdef object _watch_capsule
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_reassembly=1024, int32_t max_quic=256):
@@ -545,6 +566,13 @@ cdef class TlsTable:
         self.max_quic = max_quic
         self.q = <QConn *>calloc(max_quic, sizeof(QConn))
         self.qplain = <uint8_t *>malloc(65536 + 64)
+        self.watch_.cap = 4096
+        while self.watch_.cap < 4 * max_reassembly and self.watch_.cap < (1 << 26):
+            self.watch_.cap *= 2
+        self.watch_.keys = <uint64_t *>calloc(self.watch_.cap, sizeof(uint64_t))
+        if self.watch_.keys == NULL:
+            raise MemoryError()
+        self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         if self.q == NULL or self.qplain == NULL:
             raise MemoryError()
         if (self.cells == NULL or self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
@@ -576,6 +604,7 @@ cdef class TlsTable:
         free(self.ja3buf)
         free(self.q)
         free(self.qplain)
+        free(self.watch_.keys)
 
     # ---- records -------------------------------------------------------------------------
     cdef int _emit(self, TlsRecord *r, uint8_t reason) except -1 nogil:
@@ -975,9 +1004,8 @@ cdef class TlsTable:
             return -1
         return i
 
-    cdef int _quic(self, const uint8_t *p, uint32_t caplen, uint16_t linktype, int64_t ts,
-                   uint64_t pktno) except -1 nogil:
-        cdef L34 l
+    cdef int _quic(self, const uint8_t *p, L34 *l, int64_t ts, uint64_t pktno) except -1 nogil:
+        """A MSG_QUIC message: the UDP datagram p[l.payload_off:] starts with a long header."""
         cdef const uint8_t *d
         cdef size_t n, off = 0, hl = 0, pl = 0, fo
         cdef quic_long_hdr_t h
@@ -988,8 +1016,6 @@ cdef class TlsTable:
         cdef bint from_client = True, got
         cdef QConn *c
         cdef QSide *q
-        if not quic_udp_locate(p, caplen, linktype, _tunnel_cfg, &l, False):
-            return 0
         d = p + l.payload_off
         n = l.payload_caplen
         if n < 7 or not (d[0] & 0x80):
@@ -1017,9 +1043,9 @@ cdef class TlsTable:
             if h.length > 65536:
                 self.cnt[<int>TC_QUIC_MALFORMED] += 1
                 return 0
-            ci = self._qfind(&l, &from_client)
+            ci = self._qfind(l, &from_client)
             if ci < 0:
-                ci = self._qnew(&l, &h, d + off)       # the first Initial seen: the client's
+                ci = self._qnew(l, &h, d + off)       # the first Initial seen: the client's
                 from_client = True
                 if ci < 0:
                     self.cnt[<int>TC_QUIC_MALFORMED] += 1
@@ -1034,7 +1060,7 @@ cdef class TlsTable:
                 if quic_initial_keys(h.version, d + off + h.dcid_off, h.dcid_len, &tmpc, NULL) == QUIC_OK and \
                         quic_open_packet(d + off, &h, &tmpc, self.qhdr, &hl, self.qplain, &pl, &pn) == QUIC_OK:
                     self._qdrop(ci, True)
-                    ci = self._qnew(&l, &h, d + off)
+                    ci = self._qnew(l, &h, d + off)
                     if ci < 0:
                         return 0
                     c = &self.q[ci]
@@ -1190,10 +1216,9 @@ cdef class TlsTable:
             self._reasm_fail(self.rage_head, TR_INCOMPLETE)
         return 0
 
-    cdef int _packet(self, const uint8_t *p, uint32_t caplen, uint16_t linktype, int64_t ts,
-                     uint64_t pkt) except -1 nogil:
-        cdef L34 l
-        cdef int r, t, st
+    cdef int _tcp(self, const uint8_t *p, L34 *l, int64_t ts, uint64_t pkt) except -1 nogil:
+        """A MSG_TLS message: a TCP payload that starts a hello or continues a watched flow."""
+        cdef int t, st
         cdef int32_t ri
         cdef Reasm *e
         cdef uint32_t off, n, take, got, hl
@@ -1201,19 +1226,14 @@ cdef class TlsTable:
         cdef const uint8_t *msg
         cdef const uint8_t *pl
         cdef TEnc enc
-        r = l34_parse(p, caplen, linktype, &l, _tunnel_cfg)
-        if r == DR_NOT_TCP:
-            return self._quic(p, caplen, linktype, ts, pkt)
-        if r != L34_DATA:
-            return 0
-        self.cnt[<int>TC_TCP_PAYLOAD] += 1
+        self.cnt[<int>TC_TCP_MESSAGES] += 1
         if not self.has_now or ts > self.now:
             self.now = ts
             self.has_now = True
         pl = p + l.payload_off
         n = l.payload_caplen
         if self.nreasm > 0:
-            ri = self._rfind(&l)
+            ri = self._rfind(l)
             if ri >= 0:
                 e = &self.rpool[ri]
                 if l.seq == e.next_seq:
@@ -1249,7 +1269,7 @@ cdef class TlsTable:
         off = tls_hello_start(pl, n, &t)
         if t == 0:
             return 0
-        _enc_of(&enc, &l)
+        _enc_of(&enc, l)
         st = tls_parse_payload(pl, n, self.scratch, TLS_HELLO_CAP, &h, &msg)
         if st == TLS_OK:
             return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
@@ -1260,34 +1280,67 @@ cdef class TlsTable:
             self.cnt[<int>TC_NOT_HELLO_AFTER_CCS] += 1
             return 0
         if st == TLS_INCOMPLETE and n == l.payload_len:
-            return self._rstart(&l, pl + off, n - off, ts, pkt, <uint8_t>t)
+            return self._rstart(l, pl + off, n - off, ts, pkt, <uint8_t>t)
         return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, &enc, ts, pkt,
                          l.seq, l.ack, 1, h.hs_len)
 
     # ---- Python entry points ---------------------------------------------------------------
+    @property
+    def watch(self):
+        """The watch list (ext/tls.pxd TlsWatch) as a capsule, for dissect_batch(tls_watch=)."""
+        return self._watch_capsule
+
     def feed(self, packets, const uint8_t[::1] data):
-        """Process one packet batch (PACKET_DTYPE array + its byte buffer)."""
-        from webtap.schema import PACKET_DTYPE
-        arr = np.ascontiguousarray(np.asarray(packets))
-        if arr.dtype != PACKET_DTYPE or arr.ndim != 1 or PACKET_DTYPE.itemsize != sizeof(PacketRef):
-            raise TypeError("packets must be a 1-D PACKET_DTYPE array")
-        cdef cnp.ndarray pk = arr
-        cdef const PacketRef *refs = <const PacketRef *>cnp.PyArray_DATA(pk)
-        cdef size_t n = pk.shape[0], i
-        cdef uint64_t size = data.shape[0], caplen
+        """Process one packet batch (PACKET_DTYPE array + its byte buffer): the dissector's walk
+        finds this stage's messages (webtap._ext.dissect.dissect_batch with the watch list)."""
+        from webtap._ext.dissect import dissect_batch
+        tm = dissect_batch(packets, data, None, self._watch_capsule)[2]
+        self.feed_messages(tm, data, len(packets))
+
+    def feed_messages(self, msgs, const uint8_t[::1] data, uint64_t npackets=0):
+        """Process the TLS stage's messages of one packet batch (MSG_TLS / MSG_QUIC rows of a
+        MESSAGE_DTYPE array from dissect_batch(..., tls_watch=self.watch), in packet order;
+        their offsets index `data`), then rebuild the watch list for the next batch. The
+        capture clock moves with the messages; the GC runs before each one."""
+        from webtap.schema import MESSAGE_DTYPE
+        arr = np.ascontiguousarray(np.asarray(msgs))
+        if arr.dtype != MESSAGE_DTYPE or arr.ndim != 1 or MESSAGE_DTYPE.itemsize != sizeof(HttpMsg):
+            raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
+        cdef cnp.ndarray ma = arr
+        cdef const HttpMsg *m = <const HttpMsg *>cnp.PyArray_DATA(ma)
+        cdef size_t n = ma.shape[0], i
+        cdef uint64_t size = data.shape[0]
         cdef const uint8_t *base = &data[0] if size > 0 else NULL
+        cdef L34 l
         with nogil:
+            self.cnt[<int>TC_PACKETS] += npackets
             for i in range(n):
-                self.cnt[<int>TC_PACKETS] += 1
-                caplen = batch_caplen(refs, i, n, base, size)
-                if caplen == 0:
-                    continue
-                self._packet(base + refs[i].offset, <uint32_t>caplen, refs[i].linktype,
-                             refs[i].ts_ns, refs[i].index)
-                if (i & 255) == 255:
-                    self._gc()
+                if m[i].pkt_offset + m[i].payload_off + m[i].payload_caplen > size:
+                    continue                      # not this batch's message
+                if not self.has_now or m[i].ts_ns > self.now:
+                    self.now = m[i].ts_ns
+                    self.has_now = True
+                self._gc()
+                _l34_of(&m[i], &l)
+                if m[i].kind == MSG_TLS:
+                    self._tcp(base + m[i].pkt_offset, &l, m[i].ts_ns, m[i].pkt_index)
+                elif m[i].kind == MSG_QUIC:
+                    self._quic(base + m[i].pkt_offset, &l, m[i].ts_ns, m[i].pkt_index)
             self._gc()
             self._qgc(False)
+            self._rebuild_watch()
+
+    cdef void _rebuild_watch(self) noexcept nogil:
+        """The watch list = the flows being reassembled now (see ext/tls.pxd TlsWatch)."""
+        cdef int32_t j = self.rage_head
+        cdef Reasm *e
+        memset(self.watch_.keys, 0, self.watch_.cap * sizeof(uint64_t))
+        self.watch_.n = 0
+        self.watch_.overflow = 0
+        while j != -1:
+            e = &self.rpool[j]
+            tls_watch_add(&self.watch_, tls_flow_hash(e.src, e.sport, e.dst, e.dport, e.ipv))
+            j = e.age_next
 
     def flush(self):
         """End of input: everything still waiting leaves as unmatched (reason 'end'), split

@@ -265,7 +265,7 @@ def handle(a, run) -> int:
                                          progress=progress, live=live,
                                          max_pending=a.max_pending, consumers=consumers,
                                          feeder=balance, headers=a.headers, capture=capture,
-                                         packet_hook=tls.feed if tls is not None else None,
+                                         packet_hook=tls,
                                          on_ready=run.on_ready(a.interface, f"{consumers} AF_PACKET "
                                                                "fanout sockets") if live else None):
             o.write(batch)

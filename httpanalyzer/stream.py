@@ -44,6 +44,12 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     from webtap.dissect import dissect
     from webtap.stream import Totals, messages, read_ahead as _read_ahead
 
+    watch = getattr(packet_hook, "tls_watch", None)
+    if watch is not None and dissector is None:
+        # one walk for both stages: the dissector also finds the TLS stage's messages
+        import functools
+
+        dissector = functools.partial(dissect, tls_watch=watch)
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
                    skip_unreadable=True, dissector=_undissected if read_ahead else dissector,
@@ -55,7 +61,7 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
                 totals.add_dissect(mb.counters)
             pk = batch.packets
             if packet_hook is not None:
-                packet_hook(pk, batch.data)       # the same batch, a second stage (TLS records)
+                packet_hook(pk, batch.data, mb)   # the same batch, a second stage (TLS records)
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
@@ -192,8 +198,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
     feeder: a dict that receives the feeder's balance report (httpanalyzer.balance.balance_table);
     feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only).
-    packet_hook: called with (packets, data) of every packet batch read, in this process (the
-    one-pass TLS records of `--tls-out`: httpanalyzer.tls.TlsRun.feed).
+    packet_hook: called with (packets, data, message batch) of every packet batch read, in this
+    process (the one-pass TLS records of `--tls-out`: httpanalyzer.tls.OnePass). When it has a
+    `tls_watch` (a TLS stage's watch list) and the HTTP dissector runs here, the one walk also
+    finds the TLS stage's messages (MessageBatch.tls); otherwise (the feeder's reader only
+    classifies packets) the hook walks the batch itself.
     capture="fanout" (live with consumers only): the kernel splits the traffic over N AF_PACKET
     rings, one per consumer process (httpanalyzer.fanout; feeder_options: mode 'hash' or 'eq3',
     on_ready); `feeder` then receives the per consumer packets, messages and the kernel's

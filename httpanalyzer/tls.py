@@ -220,8 +220,18 @@ class TlsRun:
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
     CONVERT_EVERY = 1 << 16
 
-    def feed(self, packets, data) -> pa.Table | None:
-        self.table.feed(packets, data)
+    @property
+    def watch(self):
+        """The stage's watch list (a capsule) for webtap.dissect.dissect(tls_watch=...)."""
+        return self.table.watch
+
+    def feed(self, packets, data, msgs=None) -> pa.Table | None:
+        """One packet batch; msgs: the stage's messages of it from the HTTP dissector's walk
+        (MessageBatch.tls), else the stage walks the batch itself."""
+        if msgs is None:
+            self.table.feed(packets, data)
+        else:
+            self.table.feed_messages(msgs, data, len(packets))
         raw = self.table.take()
         if raw.size:
             self._raw.append(raw)
@@ -361,8 +371,18 @@ class OnePass:
                           max_reassembly=max_reassembly)
         self.tables: list = []
 
-    def feed(self, packets, data) -> None:
-        t = self.run.feed(packets, data)
+    @property
+    def tls_watch(self):
+        """Read by httpanalyzer.stream: the HTTP pass's dissector then finds this stage's
+        messages in the same walk over the packets."""
+        return self.run.watch
+
+    def __call__(self, packets, data, mb=None) -> None:
+        """The HTTP pass's packet hook (httpanalyzer.stream): mb, the batch's MessageBatch."""
+        self.feed(packets, data, getattr(mb, "tls", None))
+
+    def feed(self, packets, data, msgs=None) -> None:
+        t = self.run.feed(packets, data, msgs)
         if t is not None:
             self.tables.append(t)
 

@@ -50,11 +50,14 @@ class MessageBatch:
     msgs: MESSAGE_DTYPE array (a view of the dissector's output buffer).
     data: the packet batch's byte buffer that the spans in msgs point into.
     counters: DissectReason name -> count for the batch.
+    tls: the TLS stage's messages (MSG_TLS / MSG_QUIC, MESSAGE_DTYPE) found by the same walk
+    when dissect() was given the stage's watch list; None otherwise.
     """
 
     msgs: np.ndarray
     data: np.ndarray
     counters: dict[str, int] = field(default_factory=dict)
+    tls: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.msgs)
@@ -200,12 +203,15 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
     _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/l34.pxd l34_shared_cfg)
 
 
-def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None) -> MessageBatch:
+def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,
+            tls_watch=None) -> MessageBatch:
     """Find the HTTP first packets of a packet batch.
 
     packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
     reasons: optional uint8 array, one per packet, filled with each packet's DissectReason index
     (see webtap.schema.DISSECT_REASONS): which rule decided its fate.
+    tls_watch: a TLS stage's watch list (its `watch` capsule): the same walk also finds that
+    stage's messages (MessageBatch.tls).
     """
     packets = np.asarray(packets)
     if packets.dtype != PACKET_DTYPE:
@@ -213,6 +219,9 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     data = np.asarray(data)
     if data.dtype != np.uint8 or data.ndim != 1:
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+    if tls_watch is not None:
+        msgs, counters, tls = _ext.dissect_batch(packets, data, reasons, tls_watch)
+        return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls)
     msgs, counters = _ext.dissect_batch(packets, data, reasons)
     return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters))
 
