@@ -5,8 +5,9 @@ in OUT.partial.EXT marked partial, no temporary left (docs/CLI.md).
 Deterministic: the signal is sent after an event, never after a guessed sleep. The writer's
 open() of the FIFO returns only once the tool opened it (after its handlers were installed), and
 its write() of the whole payload returns only once the tool has read all but a pipe buffer of it;
-the payload is several reader chunks (4 MiB each), so the tool has passed batches on before it
-blocks waiting for more.
+the payload is many packet batches (8,192 packets each, ~1 MiB here) and several reader chunks
+(4 MiB each), far more than the read-ahead thread can hold (2 batches queued, 1 in hand), so the
+main thread has taken (and paired or dissected) most of them before it blocks waiting for more.
 """
 from __future__ import annotations
 
@@ -28,10 +29,16 @@ from tests.cli import contract as C
 EARLIER = b"an earlier run's output\n"
 
 
+#: transactions in the payload: ~20 MiB of small packets, ~22 batches of 8,192 packets. (It was
+#: 10,000 transactions of ~1.9 KiB requests: under 3 batches, all of which the read-ahead thread
+#: could hold, so a loaded machine could deliver the signal before the main thread had taken
+#: any, and no partial file was made.)
+N_TRANSACTIONS = 90_000
+
+
 @pytest.fixture(scope="module")
 def payload() -> bytes:
-    # ~20 MiB: five 4 MiB reader chunks, so batches are handed on before the read blocks
-    return pb.pcap(C.transactions(10_000, pad=1800))
+    return pb.pcap(C.transactions(N_TRANSACTIONS))
 
 
 class FifoFeeder:
@@ -111,7 +118,7 @@ def test_httpanalyzer_keeps_records_so_far_as_partial(tmp_path, payload, sig, rc
     assert meta[b"webtap.partial"] == b"true"
     assert meta[b"webtap.interrupted_by"] == signal.Signals(sig).name.encode()
     t = pq.read_table(part)
-    assert 0 < t.num_rows < 10_000
+    assert 0 < t.num_rows <= N_TRANSACTIONS
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
 
 
