@@ -725,7 +725,8 @@ def span_to_arrow(msgs, const uint8_t[::1] data, str field, str errors="replace"
 
 def ip_to_arrow(msgs, str field):
     """src_ip, dst_ip, outer_src or outer_dst of a message batch as a pyarrow string array
-    (inet_ntop text); outer_* is null where the message has no outer IP header."""
+    (dotted quad, RFC 5952 for IPv6: ext/util.h wt_ip_text); outer_* is null where the message
+    has no outer IP header."""
     import pyarrow as pa
     _dtypes()
     if field not in ("src_ip", "dst_ip", "outer_src", "outer_dst"):

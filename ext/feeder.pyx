@@ -326,11 +326,6 @@ cdef class Dispatcher:
         free(self.ext)
         free(self.order)
 
-    @property
-    def clock(self):
-        """The shared capture clock (ns) after everything dispatched so far; None before any."""
-        return self.now if self.has_now else None
-
     # -------------------------------------------------------------- waiting for room
 
     cdef int _reserve(self, int c, uint64_t size, spsc_frame **out, bint must=False) except -1 nogil:

@@ -1,5 +1,5 @@
 # Link -> IP -> TCP of one packet: the one walk the dissector (ext/dissect.pyx), the pass-by
-# filter's handshake table (ext/urlmatch.pyx) and the feeder's reader (ext/feeder.pyx) share.
+# filter's handshake table (ext/urlmatch.pyx) and the feeder's reader (ext/classify.pxd) share.
 #
 # House rule: modules share structs, enums and inline functions through .pxd files, never
 # cdef functions through runtime cimports; everything here is `cdef inline ... noexcept nogil`

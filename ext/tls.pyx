@@ -113,18 +113,14 @@ from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
 from cpython.pycapsule cimport PyCapsule_New
 from pairing cimport eq2_hash
+from hashes cimport fold_ip
+from util cimport wt_ip_text
 from libc.stdlib cimport realloc, calloc
 
 from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
                           quic_open_packet, QUIC_OK, QUIC_E_NOT_LONG,
                           QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_PT_INITIAL, QUIC_PT_RETRY,
                           QUIC_PT_VERSION_NEG)
-
-cdef extern from "arpa/inet.h" nogil:
-    ctypedef unsigned int socklen_t
-    const char *inet_ntop(int af, const void *src, char *dst, socklen_t size)
-    int AF_INET
-    int AF_INET6
 
 cnp.import_array()
 
@@ -494,15 +490,6 @@ cdef inline uint32_t _ext_text(const uint8_t *p, const tls_hello *h, char *out, 
     return o
 
 
-cdef inline uint32_t _fold(const uint8_t *a, uint8_t ipv) noexcept nogil:
-    cdef uint32_t h = (<uint32_t>a[0] << 24) | (<uint32_t>a[1] << 16) | (<uint32_t>a[2] << 8) | a[3]
-    cdef int i
-    if ipv == 6:
-        for i in range(4, 16, 4):
-            h ^= (<uint32_t>a[i] << 24) | (<uint32_t>a[i + 1] << 16) | (<uint32_t>a[i + 2] << 8) | a[i + 3]
-    return h
-
-
 cdef class TlsTable:
     """Handshake table: finds the TLS first flight of every TCP connection in packet batches,
     reassembles split hellos (bounded), pairs ClientHello <-> ServerHello by the paper's Eq. 2
@@ -622,15 +609,13 @@ cdef class TlsTable:
         o = &self.recs[self.nrec]
         memcpy(o, r, sizeof(TlsRecord))
         o.reason = reason
-        inet_ntop(AF_INET if o.ip_version == 4 else AF_INET6, o.client_ip, o.client_ip_text, W_IP)
-        inet_ntop(AF_INET if o.ip_version == 4 else AF_INET6, o.server_ip, o.server_ip_text, W_IP)
+        wt_ip_text(o.client_ip, o.ip_version != 4, o.client_ip_text)
+        wt_ip_text(o.server_ip, o.ip_version != 4, o.server_ip_text)
         o.outer_src_text[0] = 0
         o.outer_dst_text[0] = 0
         if o.enc.outer_ip_version:
-            inet_ntop(AF_INET if o.enc.outer_ip_version == 4 else AF_INET6, o.enc.outer_src,
-                      o.outer_src_text, W_IP)
-            inet_ntop(AF_INET if o.enc.outer_ip_version == 4 else AF_INET6, o.enc.outer_dst,
-                      o.outer_dst_text, W_IP)
+            wt_ip_text(o.enc.outer_src, o.enc.outer_ip_version != 4, o.outer_src_text)
+            wt_ip_text(o.enc.outer_dst, o.enc.outer_ip_version != 4, o.outer_dst_text)
         self.nrec += 1
         if reason == TR_NONE:
             self.cnt[<int>TC_PAIRED] += 1
@@ -773,7 +758,7 @@ cdef class TlsTable:
 
     cdef uint32_t _rcell(self, const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
                          uint8_t ipv) noexcept nogil:
-        cdef uint32_t h = _fold(src, ipv) * 2654435761u ^ _fold(dst, ipv) ^ (<uint32_t>sport << 16 | dport)
+        cdef uint32_t h = fold_ip(src, ipv) * 2654435761u ^ fold_ip(dst, ipv) ^ (<uint32_t>sport << 16 | dport)
         h ^= h >> 15
         h *= 2246822519u
         h ^= h >> 13

@@ -1,0 +1,80 @@
+"""The shared C helpers have one home (issue 19): ext/util.h / ext/util.pxd for prefetch, the
+monotonic clock, address text, the UTF-8 check and the checked allocator; ext/hashes.pxd for the
+paper's three hash equations; webtap._ext.canon.CODES for the canonicaliser's error names.
+
+A second copy written into another module fails here, with the file and line. What is still
+allowed to allocate by hand is listed below with the reason, file by file.
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXT = REPO / "ext"
+C_SOURCES = sorted(p for p in EXT.iterdir() if p.suffix in (".pyx", ".pxd", ".h"))
+
+# (what, pattern, the files allowed to hold it)
+ONE_HOME = [
+    ("prefetch", r"__builtin_prefetch", {"util.h"}),
+    ("monotonic clock", r"CLOCK_MONOTONIC", {"util.h"}),
+    ("address to text", r"\binet_ntop\b", {"util.h"}),
+    ("UTF-8 check", r"^\s*(?:cdef|static)[^\n(]*utf8[^\n(]*\(", {"util.h"}),
+    ("byte swap", r"__builtin_bswap", {"util.h"}),
+    ("Eq. 1-3 hash, address fold", r"^\s*cdef\s+(?:inline\s+)?\w+\s+(?:eq[123]_\w*|\w*fold\w*)\s*\(\s*const uint8_t \*",
+     {"hashes.pxd"}),
+]
+
+# Files that still call malloc/calloc/realloc themselves, and why (every other module allocates
+# through ext/util.pxd's wt_alloc / wt_zalloc / wt_realloc).
+RAW_ALLOC_ALLOWED = {
+    "util.pxd": "the checked allocator itself",
+    "pairing.pyx": "the text arena: a failed chunk allocation is the arena cap (the message is "
+                   "kept without its text, counted), not an error",
+    "source.pyx": "the pcapng interface table grows inside the noexcept read loop: a failed "
+                  "allocation is counted as a bad record",
+    "urlmatch.pyx": "the SNI tables (SniTable): another branch's part of the module",
+    "tls.pyx": "rewritten on another branch; its allocations move to util.pxd there",
+    "quiccut.pyx": "another branch's module",
+}
+
+
+def _hits(pattern: str) -> dict[str, list[int]]:
+    rx = re.compile(pattern, re.M)
+    out: dict[str, list[int]] = {}
+    for p in C_SOURCES:
+        text = p.read_text()
+        for m in rx.finditer(text):
+            out.setdefault(p.name, []).append(text.count("\n", 0, m.start()) + 1)
+    return out
+
+
+@pytest.mark.parametrize("what,pattern,home", ONE_HOME, ids=[w for w, _, _ in ONE_HOME])
+def test_helper_has_one_home(what, pattern, home):
+    hits = _hits(pattern)
+    assert set(hits) & home, f"{what}: not found in its home {sorted(home)} (pattern out of date?)"
+    stray = {f: lines for f, lines in hits.items() if f not in home}
+    assert not stray, f"{what} written outside {sorted(home)}: {stray} (cimport it instead)"
+
+
+def test_allocations_go_through_the_checked_allocator():
+    hits = _hits(r"(?<![\w.])(?:malloc|calloc|realloc)\s*\(")
+    stray = {f: lines for f, lines in hits.items() if f not in RAW_ALLOC_ALLOWED}
+    assert not stray, f"malloc/calloc/realloc outside ext/util.pxd: {stray} (use wt_alloc/wt_zalloc/wt_realloc)"
+
+
+def test_canonicaliser_error_names_are_one_table():
+    from urlfilter import canon
+    from webtap._ext import canon as ccanon
+
+    assert canon.REASONS is ccanon.CODES
+    names = [r'"bad_char"', r'"bad_host"', r'"bad_port"', r'"tree_full"']
+    for d in ("ext", "webtap", "httpanalyzer", "urlfilter"):
+        for p in sorted((REPO / d).rglob("*")):
+            if p.suffix not in (".py", ".pyx", ".pxd", ".pyi") or p.name == "canon.pyx":
+                continue
+            text = p.read_text()
+            for n in names:
+                assert n not in text, f"{p.relative_to(REPO)} spells the canonicaliser's error name {n}: use webtap._ext.canon.CODES"
