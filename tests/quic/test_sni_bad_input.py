@@ -315,3 +315,21 @@ def _protect_with(header: bytes, payload: bytes, keys) -> bytes:
     for i in range(pn_len):
         pkt[pn_off + i] ^= mask[1 + i]
     return bytes(pkt)
+
+
+def test_quic_dcid_flood_from_one_tuple_is_bounded(tmp_path):
+    """Partial hellos under 50 DCIDs from one client address and port: at most 4 wait (their
+    slots share one probe run), the rest are counted quic_crypto_bad; a waiting one still
+    completes."""
+    ch = client_hello(sni_ext(b"www.evil.test"), quic=True)
+    k = len(ch) // 2
+    dcids = [bytes([7, i]) + bytes(6) for i in range(50)]
+    frames = [frame(initial(crypto(0, ch[:k]), dcid=d), sport=51, udp=True) for d in dcids]
+    frames.append(frame(initial(crypto(k, ch[k:]), dcid=dcids[0], pn=1), sport=51, udp=True))
+    write(tmp_path / "flood.pcap", frames)
+    t = um.SniTable()
+    for b in open_trace(str(tmp_path / "flood.pcap")):
+        msgs, *_, c = t.extract(b.packets, b.data, False)
+    cnt = dict(zip(um.SNI_REASONS, c.tolist()))
+    assert len(t) == 3 and list(msgs["pkt_index"]) == [50]
+    assert cnt["quic_crypto_bad"] == 46 and cnt["quic_initials"] == 51
