@@ -707,6 +707,7 @@ cdef enum:
     MAX_SNI = 255
     TLS_STREAM_CAP = TLS_HELLO_CAP + 5 * 64 + 16     # records: at most 64 headers of 5 bytes
     QF_KEEP = 16           # CRYPTO frames of one QUIC packet noted before it goes to a slot
+    QUIC_PER_TUPLE = 4     # QUIC hellos waiting under different DCIDs for one client 4-tuple
 
 
 ctypedef struct HelloSlot:
@@ -971,6 +972,7 @@ cdef class SniTable:
         cdef uint64_t h = _hash(m.src_ip, m.dst_ip, m.src_port, m.dst_port) ^ proto
         cdef HelloSlot *e
         cdef HelloSlot *free_e = NULL
+        cdef int same = 0
         i = h & mask
         while probes < self.cap:
             e = &self.slots[i]
@@ -978,12 +980,17 @@ cdef class SniTable:
                 break
             if (e.proto == proto and e.ver == m.ip_version and e.cport == m.src_port
                     and e.sport == m.dst_port and memcmp(e.cip, m.src_ip, 16) == 0
-                    and memcmp(e.sip, m.dst_ip, 16) == 0 and e.dcid_len == dcid_len
-                    and (dcid_len == 0 or memcmp(e.dcid, dcid, dcid_len) == 0)):
-                return e
+                    and memcmp(e.sip, m.dst_ip, 16) == 0):
+                if e.dcid_len == dcid_len and (dcid_len == 0 or memcmp(e.dcid, dcid, dcid_len) == 0):
+                    return e
+                same += 1
             i = (i + 1) & mask
             probes += 1
         if not create:
+            return NULL
+        if same >= QUIC_PER_TUPLE:
+            # the slots of one 4-tuple share a probe run: a flood of DCIDs from one client
+            # address and port must not make it long (a real client has one or two)
             return NULL
         if self.used * 2 >= self.cap:
             self._expire(now)

@@ -238,3 +238,98 @@ def test_quic_hello_split_at_every_byte_offset(tmp_path):
     two = [r for r in rows if r["sport"] % 10 >= 2]
     assert all(r["pkt"] % 6 in (3, 5) for r in two)
     assert c["quic_crypto_bad"] == 0 and c["quic_hello_bad"] == 0 and c["client_hellos"] == len(want)
+
+
+def test_quic_64k_sni_is_bounded_not_matched(tmp_path):
+    """A QUIC ClientHello with a 64 KiB SNI (over 16 KiB, TLS_HELLO_CAP): its CRYPTO data beyond
+    the bound is refused (quic_crypto_bad), no row, nothing forged, and the table holds no slot."""
+    ch = client_hello(sni_ext(b"a" * 65000 + b".evil.test"), quic=True)
+    frames = [frame(initial(crypto(i, ch[i:i + 1100]), dcid=DCID, pn=k), sport=31, udp=True)
+              for k, i in enumerate(range(0, len(ch), 1100))]
+    write(tmp_path / "q64.pcap", frames)
+    t = um.SniTable()
+    rows = 0
+    for b in open_trace(str(tmp_path / "q64.pcap")):
+        msgs, *_, c = t.extract(b.packets, b.data, False)
+        rows += len(msgs)
+    cnt = dict(zip(um.SNI_REASONS, c.tolist()))
+    assert rows == 0 and cnt["quic_crypto_bad"] >= 1 and cnt["client_hellos"] == 0
+    res = scan(str(tmp_path / "q64.pcap"), _blacklist("evil.test"), forged_out=str(tmp_path / "f.pcap"))
+    assert res.forged_written == 0 and res.counters["quic_lookups"] == 0
+
+
+def test_quic_hello_completed_under_the_server_cid(tmp_path):
+    """First Initial (DCID D) holds part of the hello; the next carries the server's chosen CID S
+    as DCID, protected with D's keys (RFC 9001 5.2), and completes it. The row is that packet,
+    flagged 4, last_dcids gives D, and the close opens with D's server keys and carries SCID S and
+    packet number 256. A damaged Initial under S is not taken for the connection's."""
+    S = bytes.fromhex("5e5e5e5e5e5e5e5e5e5e")
+    ch = client_hello(sni_ext(b"www.evil.test"), quic=True)
+
+    def under_s(frames_, pn):   # an Initial with DCID S, protected with D's client keys
+        raw = initial(frames_, dcid=DCID, pn=pn)
+        hdr_len = 1 + 4 + 1 + len(DCID)
+        _, _, plain = q.open_packet(raw, DCID)
+        h = bytes([0xC3]) + (1).to_bytes(4, "big") + bytes([len(S)]) + S + raw[hdr_len:q.parse_long(raw)["pn_offset"]] + pn.to_bytes(4, "big")
+        k = q.initial_keys(1, DCID)["client"]
+        return _protect_with(h, plain, k)
+
+    k = len(ch) // 2
+    bad = bytearray(under_s(crypto(k, ch[k:]), 1))
+    bad[-1] ^= 1                                   # its AEAD tag
+    frames = [frame(initial(crypto(0, ch[:k]), dcid=DCID), sport=41, udp=True),
+              frame(under_s(crypto(k, ch[k:]), 1), sport=41, udp=True),
+              frame(initial(crypto(0, ch[:k]), dcid=DCID), sport=42, udp=True),
+              frame(bytes(bad), sport=42, udp=True)]
+    write(tmp_path / "s.pcap", frames)
+    t = um.SniTable()
+    out = []
+    for b in open_trace(str(tmp_path / "s.pcap")):
+        msgs, proto, flags, keys, koff, sni, soff, c = t.extract(b.packets, b.data, False)
+        out.append((msgs, flags, t.last_dcids, b))
+    msgs, flags, dcids, b = out[0]
+    cnt = dict(zip(um.SNI_REASONS, c.tolist()))
+    assert list(msgs["pkt_index"]) == [1] and list(flags) == [4]
+    assert cnt["quic_server_cid"] == 1 and cnt["quic_undecryptable"] == 1
+    assert dcids[0, 0] == len(DCID) and bytes(dcids[0, 1:1 + len(DCID)]) == DCID
+    fr, offs, _ = um.forge_quic(msgs, b.data, [0], dcids)
+    close = bytes(fr[offs[0]:offs[1]])[14 + 20 + 8:]
+    hdr = q.parse_long(close)
+    assert hdr["scid"] == S and hdr["dcid"] == b"\xc1\xc2\xc3\xc4"
+    _, pn, payload = q.open_packet(close, DCID, sender="server")
+    assert pn == 256 and payload[0] == 0x1C
+    fr2, offs2, _ = um.forge_quic(msgs, b.data, [0])          # without the DCID: S's keys
+    with pytest.raises(q.QuicError):
+        q.open_packet(bytes(fr2[offs2[0]:offs2[1]])[14 + 20 + 8:], DCID, sender="server")
+
+
+def _protect_with(header: bytes, payload: bytes, keys) -> bytes:
+    """Protect a long header packet with given client keys (RFC 9001 5.3-5.4) via the primitives."""
+    pn_len = (header[0] & 3) + 1
+    pn = int.from_bytes(header[-pn_len:], "big")
+    sealed = q.aead_seal(keys, pn, header, payload)
+    pkt = bytearray(header + sealed)
+    pn_off = len(header) - pn_len
+    mask = q.hp_mask(keys["hp"], bytes(pkt[pn_off + 4:pn_off + 20]))
+    pkt[0] ^= mask[0] & 0x0F
+    for i in range(pn_len):
+        pkt[pn_off + i] ^= mask[1 + i]
+    return bytes(pkt)
+
+
+def test_quic_dcid_flood_from_one_tuple_is_bounded(tmp_path):
+    """Partial hellos under 50 DCIDs from one client address and port: at most 4 wait (their
+    slots share one probe run), the rest are counted quic_crypto_bad; a waiting one still
+    completes."""
+    ch = client_hello(sni_ext(b"www.evil.test"), quic=True)
+    k = len(ch) // 2
+    dcids = [bytes([7, i]) + bytes(6) for i in range(50)]
+    frames = [frame(initial(crypto(0, ch[:k]), dcid=d), sport=51, udp=True) for d in dcids]
+    frames.append(frame(initial(crypto(k, ch[k:]), dcid=dcids[0], pn=1), sport=51, udp=True))
+    write(tmp_path / "flood.pcap", frames)
+    t = um.SniTable()
+    for b in open_trace(str(tmp_path / "flood.pcap")):
+        msgs, *_, c = t.extract(b.packets, b.data, False)
+    cnt = dict(zip(um.SNI_REASONS, c.tolist()))
+    assert len(t) == 3 and list(msgs["pkt_index"]) == [50]
+    assert cnt["quic_crypto_bad"] == 46 and cnt["quic_initials"] == 51

@@ -40,6 +40,7 @@ TRACES = [
     "mercury/quic-crypto-packets.pcap",                      # draft-29 (+ mvfst, not decryptable)
     "ndpi/quic_frags_ch_out_of_order_same_packet_craziness.pcapng",
     "ndpi/quic_frags_different_dcid.pcapng",   # hello completed under the server's chosen CID
+    "zeek/quic_quic-decrypt-fail-google-de-51833.pcap",   # the same, after 3 Initials of the first
 ]
 
 
