@@ -40,10 +40,17 @@ def main(argv=None) -> int:
     wheel_dir = OUT / "wheel"
     venv = OUT / "wheel-venv" if not argv else (REPO / argv[0]).resolve()
     wheels = glob.glob(str(wheel_dir / "webtap-*.whl"))
-    if len(wheels) != 1 or os.path.getmtime(wheels[0]) < _newest_source():   # else: up to date
+    # Up to date when built from sources no newer than now: the newest source time is taken
+    # before the build starts and kept beside the wheel (comparing with the wheel file's own
+    # time missed a source saved while a build ran: the wheel held the older compiled module)
+    stamp_src = wheel_dir / "sources-mtime.txt"
+    newest = _newest_source()
+    built_from = float(stamp_src.read_text()) if stamp_src.exists() else -1.0
+    if len(wheels) != 1 or built_from < newest:
         shutil.rmtree(wheel_dir, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
                         "-w", str(wheel_dir), str(REPO)], check=True, stdout=sys.stderr)
+        stamp_src.write_text(repr(newest))
     wheels = glob.glob(str(wheel_dir / "webtap-*.whl"))
     if len(wheels) != 1:
         sys.exit(f"expected one webtap wheel in {wheel_dir}, found {wheels}")

@@ -14,11 +14,12 @@ Line format (webtap.writers documents it): fields joined by ``|``, one line per 
 ``\\n``, a null is an empty field; text is escaped so that every line keeps its field count:
 backslash -> ``\\\\``, ``|`` -> ``\\x7c``, CR -> ``\\r``, LF -> ``\\n``, other U+0000-U+001F and
 U+007F-U+009F -> ``\\xHH`` (lower-case hex), U+2028 / U+2029 -> ``\\u2028`` / ``\\u2029``.
-Integers are decimal, booleans ``true`` / ``false`` (as pyarrow's cast to string writes them).
+Integers are decimal, booleans ``true`` / ``false`` (as pyarrow's cast to string writes them),
+timestamps and durations in ns exact decimal seconds with 9 decimals (``[-]S.FFFFFFFFF``, as
+every tool's text view shows its times).
 String values are valid UTF-8 (the pairing table decodes what it keeps), so a 0xC2 or 0xE2
 byte is always the lead byte of its sequence.
 """
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t, uintptr_t)
 from libc.stdlib cimport free, malloc
@@ -38,6 +39,7 @@ cdef enum Kind:
     K_I16 = 9
     K_I32 = 10
     K_I64 = 11
+    K_SEC = 12      # timestamp / duration in ns: decimal seconds, 9 decimals
 
 ctypedef struct Col:
     int kind
@@ -155,6 +157,28 @@ cdef inline bint _bit(const uint8_t *bits, int64_t i) noexcept nogil:
     return (bits[i >> 3] >> (i & 7)) & 1
 
 
+cdef inline char *_seconds(char *o, int64_t v, int decimals) noexcept nogil:
+    """[-]S.F with `decimals` digits (cut, not rounded) of an int64 ns value."""
+    cdef uint64_t mag, frac
+    cdef char digits[9]
+    cdef int k
+    if v < 0:
+        o[0] = 45        # '-'
+        o += 1
+        mag = <uint64_t>0 - <uint64_t>v
+    else:
+        mag = <uint64_t>v
+    frac = mag % 1000000000
+    o = _udec(o, mag // 1000000000)
+    o[0] = 46            # '.'
+    o += 1
+    for k in range(8, -1, -1):
+        digits[k] = 48 + <char>(frac % 10)
+        frac //= 10
+    memcpy(o, digits, decimals)
+    return o + decimals
+
+
 cdef char *_field(char *o, const Col *c, int64_t r) noexcept nogil:
     cdef int64_t i = r + c.offset
     cdef int64_t a, b
@@ -188,6 +212,8 @@ cdef char *_field(char *o, const Col *c, int64_t r) noexcept nogil:
         return _sdec(o, (<const int16_t *>c.values)[i])
     if c.kind == K_I32:
         return _sdec(o, (<const int32_t *>c.values)[i])
+    if c.kind == K_SEC:
+        return _seconds(o, (<const int64_t *>c.values)[i], 9)
     return _sdec(o, (<const int64_t *>c.values)[i])
 
 
@@ -203,20 +229,26 @@ cdef int _kind(t):
         return K_STR
     if t == pa.large_string():
         return K_LSTR
+    if (pa.types.is_timestamp(t) or pa.types.is_duration(t)) and t.unit == "ns":
+        return K_SEC
     return {pa.bool_(): K_BOOL, pa.uint8(): K_U8, pa.uint16(): K_U16, pa.uint32(): K_U32,
             pa.uint64(): K_U64, pa.int8(): K_I8, pa.int16(): K_I16, pa.int32(): K_I32,
             pa.int64(): K_I64}.get(t, 0)
 
 
 def supported(t) -> bool:
-    """Whether format_lines writes a column of Arrow type `t` (strings, integers, booleans)."""
+    """Whether format_lines writes a column of Arrow type `t` (strings, integers, booleans,
+    timestamps and durations in ns)."""
     return _kind(t) != 0
 
 
-def format_lines(arrays) -> bytes:
-    """The line format of equal-length Arrow arrays (one per field, in order) as bytes, one
-    line per row. Raises TypeError for a type that `supported` refuses (the caller converts
-    such a column to text first)."""
+def format_lines(arrays, bytearray out=None):
+    """The line format of equal-length Arrow arrays (one per field, in order), one line per
+    row: as bytes, or, given `out`, written into that bytearray from its start (grown when too
+    small, never shrunk) and the number of bytes written returned. A writer that reuses one
+    buffer for every batch touches no fresh memory after the first (page faults of a new
+    buffer per batch cost more than the formatting). Raises TypeError for a type that
+    `supported` refuses (the caller converts such a column to text first)."""
     cdef int ncol = len(arrays)
     cdef int64_t n = len(arrays[0]) if ncol else 0
     cdef int64_t bound = 0, r, j, lo, hi
@@ -224,7 +256,7 @@ def format_lines(arrays) -> bytes:
     cdef char *o
     cdef char *start
     if n == 0:
-        return b""
+        return b"" if out is None else 0
     keep = []                       # the arrays (and so their buffers) stay alive meanwhile
     cols = <Col *>malloc(ncol * sizeof(Col))
     if cols == NULL:
@@ -256,11 +288,15 @@ def format_lines(arrays) -> bytes:
                     hi = (<const int64_t *>cols[j].values)[a.offset + n]
                 bound += 4 * (hi - lo)          # an escape is at most 4 bytes per byte
             else:
-                bound += 20 * n                 # the longest integer, -9223372036854775808
+                bound += 32 * n                 # -9223372036854775808, -9223372036.854775808
         bound += ncol * n                       # separators and newlines
-        start = <char *>malloc(bound)
-        if start == NULL:
-            raise MemoryError()
+        if out is None:
+            buf = bytearray(bound)
+        else:
+            buf = out
+            if len(buf) < bound:
+                buf.extend(bytes(bound - len(buf)))
+        start = <char *>buf
         o = start
         with nogil:
             for r in range(n):
@@ -271,12 +307,11 @@ def format_lines(arrays) -> bytes:
                     o = _field(o, &cols[j], r)
                 o[0] = 10               # '\n'
                 o += 1
-        try:
-            return PyBytes_FromStringAndSize(start, o - start)
-        finally:
-            free(start)
     finally:
         free(cols)
+    if out is None:
+        return bytes(memoryview(buf)[:o - start])
+    return o - start
 
 
 def seconds_text(arr, int decimals=9):
@@ -285,16 +320,13 @@ def seconds_text(arr, int decimals=9):
     nulls stay null. Returns a pyarrow string array (built from its buffers)."""
     import pyarrow as pa
 
-    cdef int64_t n, i, off, v
-    cdef uint64_t mag, secs, frac
+    cdef int64_t n, i, off
     cdef const int64_t *vals
     cdef const uint8_t *valid
     cdef int32_t *offs
     cdef uint8_t *vbits = NULL
     cdef char *o
     cdef char *start
-    cdef char digits[9]
-    cdef int k
     if not 1 <= decimals <= 9:
         raise ValueError("decimals must be 1..9")
     if hasattr(arr, "combine_chunks"):
@@ -321,23 +353,7 @@ def seconds_text(arr, int decimals=9):
         offs[0] = 0
         for i in range(n):
             if valid == NULL or _bit(valid, i + off):
-                v = vals[i + off]
-                if v < 0:
-                    o[0] = 45
-                    o += 1
-                    mag = <uint64_t>0 - <uint64_t>v
-                else:
-                    mag = <uint64_t>v
-                secs = mag // 1000000000
-                frac = mag % 1000000000
-                o = _udec(o, secs)
-                o[0] = 46        # '.'
-                o += 1
-                for k in range(8, -1, -1):
-                    digits[k] = 48 + <char>(frac % 10)
-                    frac //= 10
-                memcpy(o, digits, decimals)
-                o += decimals
+                o = _seconds(o, vals[i + off], decimals)
                 if vbits != NULL:
                     vbits[i >> 3] |= <uint8_t>(1 << (i & 7))
             offs[i + 1] = <int32_t>(o - start)

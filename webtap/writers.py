@@ -12,7 +12,8 @@ many fields as the view has columns, a field's text is escaped:
     other control characters (U+0000-U+001F, U+007F-U+009F) -> ``\\xHH``,
     U+2028 / U+2029 (line separators to some readers) -> ``\\u2028`` / ``\\u2029``
 
-A missing value (null) is an empty field; integers are decimal, booleans ``true`` / ``false``.
+A missing value (null) is an empty field; integers are decimal, booleans ``true`` / ``false``,
+timestamps and durations (ns) decimal seconds with 9 decimals.
 :func:`unescape` undoes the escaping of one field and :func:`read_lines` reads a file back into
 string columns.
 """
@@ -78,18 +79,23 @@ def read_lines(source, names):
     return pa.table(cols) if names else pa.table({})
 
 
-def format_lines(batch) -> bytes:
-    """Every column of `batch` as text, escaped, joined by '|'; one line per row. Strings,
-    integers and booleans are written by C over the Arrow buffers (webtap._ext.textout: no
-    pyarrow.compute, so no pandas import); a column of another type is cast to text first."""
-    if batch.num_rows == 0:
-        return b""
+def _text_columns(batch) -> list:
     cols = []
     for c in batch.columns:
         if not textout.supported(c.type):
             c = c.cast("string")             # pyarrow.compute, only for such a column
         cols.append(c)
-    return textout.format_lines(cols)
+    return cols
+
+
+def format_lines(batch) -> bytes:
+    """Every column of `batch` as text, escaped, joined by '|'; one line per row. Strings,
+    integers, booleans, timestamps and durations (ns: decimal seconds, 9 decimals) are written
+    by C over the Arrow buffers (webtap._ext.textout: no pyarrow.compute, so no pandas
+    import); a column of another type is cast to text first."""
+    if batch.num_rows == 0:
+        return b""
+    return textout.format_lines(_text_columns(batch))
 
 
 def _batches(data):
@@ -101,10 +107,14 @@ class LineWriter:
 
     def __init__(self, f, schema=None):
         self.f = f
+        self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
 
     def write(self, data) -> None:
         for b in _batches(data):
-            self.f.write(format_lines(b))
+            if b.num_rows:
+                n = textout.format_lines(_text_columns(b), self.buf)
+                with memoryview(self.buf) as m, m[:n] as part:
+                    self.f.write(part)
 
     def close(self, meta: dict) -> None:
         self.f.flush()

@@ -44,6 +44,8 @@ def ref_lines(cols) -> bytes:
                 fields.append("true" if v else "false")
             elif isinstance(v, int):
                 fields.append(str(v))
+            elif isinstance(v, tuple):                    # ("ns", value): a time column
+                fields.append(ref_seconds(v[1], 9))
             else:
                 fields.append(ref_escape(v))
         rows.append("|".join(fields) + "\n")
@@ -65,19 +67,28 @@ def test_lines_follow_the_written_rule(values, cut, data):
                               min_size=n, max_size=n))
     u16 = data.draw(st.lists(st.one_of(st.none(), st.integers(0, 65535)), min_size=n, max_size=n))
     flags = data.draw(st.lists(st.one_of(st.none(), st.booleans()), min_size=n, max_size=n))
+    times = pa.array(ints, pa.int64())
     cols = [pa.array(values, pa.string()), pa.array(ints, pa.int64()),
             pa.array(u16, pa.uint16()), pa.array(flags, pa.bool_()),
-            pa.array(values, pa.large_string())]
+            pa.array(values, pa.large_string()),
+            times.cast(pa.timestamp("ns", tz="UTC")), times.cast(pa.duration("ns"))]
     cut = min(cut, n - 1)
     cols = [c.slice(cut) for c in cols]
-    want = ref_lines([c.to_pylist() for c in cols])
+    py = [c.to_pylist() for c in cols[:5]]
+    py += [[None if v is None else ("ns", v) for v in ints[cut:]]] * 2
+    want = ref_lines(py)
     assert textout.format_lines(cols) == want
+    # into a reused buffer: the same bytes, from its start, whatever it held before
+    buf = bytearray(b"\xff" * data.draw(st.integers(0, 3 * len(want))))
+    k = textout.format_lines(cols, buf)
+    assert bytes(buf[:k]) == want
 
 
 def test_unsupported_type_is_refused():
     with pytest.raises(TypeError):
         textout.format_lines([pa.array([1.5])])
     assert not textout.supported(pa.float64()) and textout.supported(pa.uint64())
+    assert not textout.supported(pa.timestamp("us")) and textout.supported(pa.duration("ns"))
 
 
 def ref_seconds(v: int, decimals: int) -> str:
