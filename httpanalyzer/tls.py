@@ -102,14 +102,56 @@ SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in FIELDS])
 _REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "reassembly_cap")
 
 
-def _text(col: np.ndarray) -> pa.Array:
-    """Fixed-width NUL-padded bytes column -> Arrow string (the C side wrote valid UTF-8)."""
-    return pa.array(col, type=pa.binary()).cast(pa.string())
+def _strings(mat: np.ndarray, lens: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """Rows of a 2-D uint8 array, the first lens[i] bytes of row i, as an Arrow string array
+    built from its buffers (offsets + bytes + validity bitmap: no Python objects, which would
+    make pyarrow import pandas); null where valid is False."""
+    n = len(lens)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    data = mat[np.arange(mat.shape[1]) < lens[:, None]] if n else np.zeros(0, np.uint8)
+    bitmap, nulls = None, 0
+    if valid is not None:
+        nulls = int(n - np.count_nonzero(valid))
+        if nulls:
+            bitmap = pa.py_buffer(np.packbits(valid.astype(bool), bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _text(col: np.ndarray, valid: np.ndarray | None = None, nonempty: bool = False) -> pa.Array:
+    """Fixed-width NUL-terminated bytes column -> Arrow string (the C side wrote valid UTF-8 and
+    no NUL inside a value): the bytes before each row's first NUL; null where not valid, and
+    where empty if nonempty."""
+    n, w = len(col), col.dtype.itemsize
+    mat = np.ascontiguousarray(col).view(np.uint8).reshape(n, w)
+    nz = mat != 0
+    lens = np.where(nz.all(axis=1), w, nz.argmin(axis=1)) if n else np.zeros(0, np.int64)
+    if nonempty:
+        valid = (lens > 0) if valid is None else (np.asarray(valid, dtype=bool) & (lens > 0))
+    return _strings(mat, lens, valid)
+
+
+_HEXDIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
 def _hex(v: np.ndarray, valid: np.ndarray) -> pa.Array:
-    s = pa.array(np.char.add("0x", np.char.zfill(np.char.mod("%x", v.astype(np.int64)), 4)))
-    return pc.if_else(pa.array(valid), s, pa.scalar(None, pa.string()))
+    """0xhhhh text of 16-bit values (as tshark writes versions and cipher suites); null where
+    not valid."""
+    v = np.asarray(v).astype(np.uint32)
+    mat = np.empty((len(v), 6), dtype=np.uint8)
+    mat[:, 0], mat[:, 1] = ord("0"), ord("x")
+    for k in range(4):
+        mat[:, 2 + k] = _HEXDIGITS[(v >> (12 - 4 * k)) & 15]
+    return _strings(mat, np.full(len(v), 6), np.asarray(valid, dtype=bool))
+
+
+def _choice(names: tuple, codes: np.ndarray) -> pa.Array:
+    """names[code] per row (None entries give nulls), from buffers."""
+    w = max(len(x or "") for x in names) + 1
+    table = np.array([(x or "").encode() for x in names], dtype=f"S{w}")
+    valid = np.array([x is not None for x in names])[codes]
+    return _text(table[codes], valid)
 
 
 def _split(col: pa.Array, typ=pa.string()) -> pa.Array:
@@ -140,26 +182,24 @@ def to_table(raw: np.ndarray) -> pa.Table:
     ht = pa.array((sh["ts_ns"] - ch["ts_ns"]) / 1e9, mask=~paired)
 
     def opt_text(col, ok):
-        return pc.if_else(pa.array(ok), _text(col), pa.scalar(None, pa.string()))
+        return _text(col, ok)
 
     def nonempty(col, ok):
-        t = _text(col)
-        return pc.if_else(pc.and_(pa.array(ok), pc.not_equal(t, "")), t, pa.scalar(None, pa.string()))
+        return _text(col, ok, nonempty=True)
 
     vers_txt = _text(ch["versions"])
     legacy = _hex(ch["legacy_version"], ch_ok)
     # no supported_versions extension: the legacy version is the one the client offers
     vers_txt = pc.if_else(pc.equal(vers_txt, ""), pc.fill_null(legacy, ""), vers_txt)
     reason_codes = r["reason"].astype(np.int64)
-    reasons = pa.array([_REASONS[i] if i < len(_REASONS) else "unknown" for i in range(len(_REASONS))])
-    unmatched = pc.take(reasons, pa.array(reason_codes))
+    unmatched = _choice(_REASONS + ("unknown",), np.minimum(reason_codes, len(_REASONS)))
     vlan = r["vlan"]
     cols = {
         "client_ip": _text(r["client_ip_text"]),
         "client_port": pa.array(r["client_port"]),
         "server_ip": _text(r["server_ip_text"]),
         "server_port": pa.array(r["server_port"]),
-        "transport": pc.take(pa.array(["tcp", "quic"]), pa.array(r["transport"].astype(np.int64))),
+        "transport": _choice(("tcp", "quic"), r["transport"].astype(np.int64)),
         "client_hello_ts": ch_ts,
         "server_hello_ts": sh_ts,
         "handshake_time": ht,
