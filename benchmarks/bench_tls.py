@@ -2,79 +2,128 @@
 process) against tshark's TLS dissection of the same trace (whole process, desegmentation on,
 QUIC decrypted), on ../shared/scripts/make-bench-trace --corpus tls; and the HTTP path
 (`httpanalyzer TRACE -o ...`) with and without `--tls-out` on the HTTP benchmark trace, the cost
-of TLS parsing in the one pass. Each contender in its own process, best of --repeat runs.
+of TLS parsing in the one pass.
 
-    python -m benchmarks.bench_tls [--repeat R] [--rounds N]
+How (benchmarks.common.paired): whole processes, the contenders of a table alternate round by
+round (A B A B ...), and each headline is the median over rounds of the per-round ratio, printed
+with the load average. The TLS trace has --rounds rounds of the TLS corpus (default 8, ~650 k
+packets): at 1 or 2 rounds webtap's start-up (interpreter, numpy, pyarrow: ~0.3 s) is most of
+its time and the ratio measures start-up, not dissection.
 
-Environment: WEBTAP_BENCH_TLS_TRACE (else built, WEBTAP_BENCH_TLS_ROUNDS rounds, default 2),
-WEBTAP_BENCH_TRACE / WEBTAP_BENCH_ROUNDS for the HTTP trace (benchmarks.common).
+    python -m benchmarks.bench_tls [--rounds N] [--no-http]
+
+Environment: WEBTAP_BENCH_REPEAT (rounds of alternation, benchmarks.common), WEBTAP_BENCH_TLS_TRACE
+(else built, WEBTAP_BENCH_TLS_ROUNDS rounds), WEBTAP_BENCH_TRACE / WEBTAP_BENCH_ROUNDS for the HTTP
+trace (benchmarks.common).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import subprocess
 import sys
 
-from benchmarks.common import OUT, PYTHON, SHARED, best_of, bench_trace, warm
+from benchmarks.common import (OUT, PYTHON, REPEAT, SHARED, bench_trace, load_average, median,
+                               pair_ratios, paired, warm)
 
 CLI = "import sys; from httpanalyzer.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def tls_trace(rounds: int):
+def tls_trace(rounds: int) -> pathlib.Path:
     env = os.environ.get("WEBTAP_BENCH_TLS_TRACE")
     if env:
-        return env
+        return pathlib.Path(env)
     path = OUT / f"bench-tls-{rounds}.pcap"
     if not path.exists():
         OUT.mkdir(exist_ok=True)
-        subprocess.run([sys.executable, str(SHARED / "scripts" / "make-bench-trace"), str(path),
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        subprocess.run([sys.executable, str(SHARED / "scripts" / "make-bench-trace"), str(tmp),
                         "--rounds", str(rounds), "--corpus", "tls"], check=True,
                        stdout=subprocess.DEVNULL)
-    return str(path)
+        os.replace(tmp, path)           # only ever complete: it appears by rename
+    return path
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="bench_tls")
-    ap.add_argument("--repeat", type=int, default=int(os.environ.get("WEBTAP_BENCH_REPEAT", "2")))
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("WEBTAP_BENCH_TLS_ROUNDS", "2")))
-    ap.add_argument("--no-http", action="store_true", help="skip the HTTP path with/without TLS")
-    a = ap.parse_args(argv)
+def _packets(trace: pathlib.Path) -> int:
+    from webtap.capture import open_trace
+
+    n = 0
+    with open_trace(str(trace), progress=False) as tr:
+        for b in tr:
+            n += len(b.packets)
+    return n
+
+
+def tshark_cmd(trace) -> list[str]:
+    return ["tshark", "-n", "-r", str(trace), "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
+            "tls.handshake.type == 1 or tls.handshake.type == 2", "-T", "fields",
+            "-e", "frame.number", "-e", "tls.handshake.type", "-e",
+            "tls.handshake.extensions_server_name", "-e", "tls.handshake.ja3", "-e",
+            "tls.handshake.ja3s"]
+
+
+def tls_table(trace: pathlib.Path, repeats: int) -> str:
     import pyarrow.parquet as pq
 
-    trace = tls_trace(a.rounds)
-    warm(__import__("pathlib").Path(trace))
+    warm(trace)
     out = OUT / "bench-tls.parquet"
-    w_s, w_rss, _ = best_of([PYTHON, "-P", "-c", CLI, "tls", trace, "-o", str(out), "--quiet"], a.repeat)
+    res = paired([("webtap httpanalyzer tls", [PYTHON, "-P", "-c", CLI, "tls", str(trace), "-o",
+                                               str(out), "--quiet"]),
+                  ("tshark TLS dissection", tshark_cmd(trace))], repeats)
     t = pq.read_table(out)
-    hellos = t["request_frame"].drop_null().__len__() + t["response_frame"].drop_null().__len__()
-    tshark = ["tshark", "-n", "-r", trace, "-o", "tcp.desegment_tcp_streams:TRUE", "-Y",
-              "tls.handshake.type == 1 or tls.handshake.type == 2", "-T", "fields",
-              "-e", "frame.number", "-e", "tls.handshake.type", "-e",
-              "tls.handshake.extensions_server_name", "-e", "tls.handshake.ja3", "-e",
-              "tls.handshake.ja3s"]
-    t_s, t_rss, t_out = best_of(tshark, a.repeat)
+    hellos = len(t["request_frame"].drop_null()) + len(t["response_frame"].drop_null())
+    t_out = res["tshark TLS dissection"]["outs"][-1]
     t_hellos = sum(len(ln.split(b"\t")[1].split(b",")) for ln in t_out.splitlines() if ln)
     # sanity: both found the same order of magnitude of hellos (tshark also decodes QUIC
     # drafts and tunnels webtap does not open: docs/TLS.md)
     assert hellos > 0.7 * t_hellos, (hellos, t_hellos)
-    print(f"TLS handshakes: trace {os.path.basename(trace)}, {t.num_rows} records, "
-          f"{hellos} hellos (tshark: {t_hellos})")
-    print(f"{'contender':<36} {'seconds':>9} {'hellos/s':>12} {'peak RSS':>10} {'vs tshark':>10}")
-    for name, s, rss in (("webtap httpanalyzer tls", w_s, w_rss), ("tshark TLS dissection", t_s, t_rss)):
-        print(f"{name:<36} {s:>9.3f} {hellos / s:>12.0f} {rss / 2**20:>8.1f}MB {t_s / s:>9.1f}x")
+    packets = _packets(trace)
+    lines = [f"TLS handshakes: trace {trace.name} ({packets} packets), {t.num_rows} records, "
+             f"{hellos} hellos (tshark: {t_hellos})",
+             f"{'contender (whole process)':<30} {'median s':>9} {'min s':>8} {'hellos/s':>10} "
+             f"{'peak RSS':>10} {'tshark time / this (median of pairs)':>38}"]
+    for name, r in res.items():
+        m = median(r["walls"])
+        ratio = median(pair_ratios(res, name, "tshark TLS dissection"))
+        lines.append(f"{name:<30} {m:>9.3f} {min(r['walls']):>8.3f} {hellos / m:>10.0f} "
+                     f"{r['rss'] / 2**20:>8.1f}MB {ratio:>37.1f}x")
+    lines.append(f"{repeats} alternating rounds; {load_average()}")
+    return "\n".join(lines)
+
+
+def http_table(trace: pathlib.Path, repeats: int) -> str:
+    warm(trace)
+    base = [PYTHON, "-P", "-c", CLI, str(trace), "-o", str(OUT / "bench-http.parquet"),
+            "--consumers", "0", "--no-progress"]
+    res = paired([("httpanalyzer TRACE -o OUT", base),
+                  ("  + --tls-out (same pass)", base + ["--tls-out", str(OUT / "bench-http-tls.parquet")])],
+                 repeats)
+    lines = [f"HTTP path on {trace.name}, one process:",
+             f"{'run (whole process)':<30} {'median s':>9} {'min s':>8} {'peak RSS':>10} "
+             f"{'cost (median of pairs)':>24}"]
+    for name, r in res.items():
+        cost = median([1 / x for x in pair_ratios(res, name, "httpanalyzer TRACE -o OUT")]) - 1
+        lines.append(f"{name:<30} {median(r['walls']):>9.3f} {min(r['walls']):>8.3f} "
+                     f"{r['rss'] / 2**20:>8.1f}MB {cost * 100:>23.1f}%")
+    lines.append(f"{repeats} alternating rounds; {load_average()}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="bench_tls")
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("WEBTAP_BENCH_TLS_ROUNDS", "8")),
+                    help="rounds of the TLS corpus in the TLS trace (default 8)")
+    ap.add_argument("--repeat", type=int, default=REPEAT, help="alternating rounds (WEBTAP_BENCH_REPEAT)")
+    ap.add_argument("--no-http", action="store_true", help="skip the HTTP path with/without TLS")
+    ap.add_argument("--no-tls", action="store_true", help="skip the TLS trace against tshark")
+    a = ap.parse_args(argv)
+    if not a.no_tls:
+        print(tls_table(tls_trace(a.rounds), a.repeat), flush=True)
     if not a.no_http:
-        http = str(bench_trace())
-        warm(__import__("pathlib").Path(http))
-        base = [PYTHON, "-P", "-c", CLI, http, "-o", str(OUT / "bench-http.parquet"), "--consumers", "0",
-                "--no-progress"]
-        h_s, h_rss, _ = best_of(base, a.repeat)
-        ht_s, ht_rss, _ = best_of(base + ["--tls-out", str(OUT / "bench-http-tls.parquet")], a.repeat)
-        print(f"\nHTTP path on {os.path.basename(http)}, one process:")
-        print(f"{'run':<36} {'seconds':>9} {'peak RSS':>10} {'cost':>8}")
-        print(f"{'httpanalyzer TRACE -o OUT':<36} {h_s:>9.3f} {h_rss / 2**20:>8.1f}MB {'':>8}")
-        print(f"{'  + --tls-out (TLS in the same pass)':<36} {ht_s:>9.3f} {ht_rss / 2**20:>8.1f}MB "
-              f"{(ht_s / h_s - 1) * 100:>7.1f}%")
+        if not a.no_tls:
+            print()
+        print(http_table(bench_trace(), a.repeat), flush=True)
     return 0
 
 

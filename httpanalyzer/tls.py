@@ -15,7 +15,6 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from webtap.dissect import encap_text
 
@@ -102,22 +101,119 @@ SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in FIELDS])
 _REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "reassembly_cap")
 
 
-def _text(col: np.ndarray) -> pa.Array:
-    """Fixed-width NUL-padded bytes column -> Arrow string (the C side wrote valid UTF-8)."""
-    return pa.array(col, type=pa.binary()).cast(pa.string())
+def _bitmap(valid, n: int):
+    """(Arrow validity buffer or None, null count) of a boolean mask (None: all valid)."""
+    if valid is None:
+        return None, 0
+    valid = np.asarray(valid, dtype=bool)
+    nulls = int(n - np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def _num(values: np.ndarray, valid=None, typ=None) -> pa.Array:
+    """A numeric column from its buffer (pa.array would import pandas, ~0.2 s of start-up)."""
+    v = np.ascontiguousarray(values)
+    bitmap, nulls = _bitmap(valid, len(v))
+    return pa.Array.from_buffers(typ or pa.from_numpy_dtype(v.dtype), len(v),
+                                 [bitmap, pa.py_buffer(v)], null_count=nulls)
+
+
+def _bool(values: np.ndarray, valid=None) -> pa.Array:
+    v = np.asarray(values, dtype=bool)
+    bitmap, nulls = _bitmap(valid, len(v))
+    return pa.Array.from_buffers(pa.bool_(), len(v),
+                                 [bitmap, pa.py_buffer(np.packbits(v, bitorder="little"))],
+                                 null_count=nulls)
+
+
+def _rows(col: np.ndarray):
+    """A fixed-width NUL-terminated bytes column as (n x width uint8 matrix, value lengths)."""
+    n, w = len(col), col.dtype.itemsize
+    mat = np.ascontiguousarray(col).view(np.uint8).reshape(n, w)
+    nz = mat != 0
+    lens = np.where(nz.all(axis=1), w, nz.argmin(axis=1)) if n else np.zeros(0, np.int64)
+    return mat, lens
+
+
+def _list(mat: np.ndarray, lens: np.ndarray, valid, child=pa.string()) -> pa.Array:
+    """Comma-joined text rows -> list<child> (an empty text is an empty list; null where not
+    valid), laid out with numpy: the values are the bytes between commas."""
+    n = len(lens)
+    valid = np.asarray(valid, dtype=bool)
+    lens = np.where(valid, lens, 0)
+    flat = mat[np.arange(mat.shape[1]) < lens[:, None]]
+    ro = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=ro[1:])
+    comma = flat == 44
+    cpos = np.flatnonzero(comma)
+    full = lens > 0
+    per_row = np.where(full, np.searchsorted(cpos, ro[1:]) - np.searchsorted(cpos, ro[:-1]) + 1, 0)
+    ends = np.sort(np.concatenate([cpos, ro[1:][full]]))
+    coffs = np.zeros(len(ends) + 1, dtype=np.int32)
+    coffs[1:] = ends - np.searchsorted(cpos, ends)          # positions once the commas are gone
+    text = flat[~comma]
+    if child == pa.string():
+        values = pa.Array.from_buffers(pa.string(), len(ends),
+                                       [None, pa.py_buffer(coffs), pa.py_buffer(text)])
+    else:
+        # decimal numbers (the C side writes extension types so): digit x 10^(places after it)
+        # summed per value (Array.cast would import pyarrow.compute, ~40 ms)
+        elen = np.diff(coffs)
+        elem = np.repeat(np.arange(len(elen)), elen)
+        after = np.repeat(coffs[1:], elen) - 1 - np.arange(len(text))
+        nums = np.bincount(elem, weights=(text.astype(np.int64) - 48) * 10 ** after,
+                           minlength=len(elen)).astype(np.uint16)
+        values = _num(nums, typ=child)
+    loffs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(per_row, out=loffs[1:])
+    bitmap, nulls = _bitmap(valid, n)
+    return pa.Array.from_buffers(pa.list_(child), n, [bitmap, pa.py_buffer(loffs)],
+                                 null_count=nulls, children=[values])
+
+
+def _strings(mat: np.ndarray, lens: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """Rows of a 2-D uint8 array, the first lens[i] bytes of row i, as an Arrow string array
+    built from its buffers (offsets + bytes + validity bitmap: no Python objects, which would
+    make pyarrow import pandas); null where valid is False."""
+    n = len(lens)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    data = mat[np.arange(mat.shape[1]) < lens[:, None]] if n else np.zeros(0, np.uint8)
+    bitmap, nulls = _bitmap(valid, n)
+    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def _text(col: np.ndarray, valid: np.ndarray | None = None, nonempty: bool = False) -> pa.Array:
+    """Fixed-width NUL-terminated bytes column -> Arrow string (the C side wrote valid UTF-8 and
+    no NUL inside a value): the bytes before each row's first NUL; null where not valid, and
+    where empty if nonempty."""
+    mat, lens = _rows(col)
+    if nonempty:
+        valid = (lens > 0) if valid is None else (np.asarray(valid, dtype=bool) & (lens > 0))
+    return _strings(mat, lens, valid)
+
+
+_HEXDIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
 def _hex(v: np.ndarray, valid: np.ndarray) -> pa.Array:
-    s = pa.array(np.char.add("0x", np.char.zfill(np.char.mod("%x", v.astype(np.int64)), 4)))
-    return pc.if_else(pa.array(valid), s, pa.scalar(None, pa.string()))
+    """0xhhhh text of 16-bit values (as tshark writes versions and cipher suites); null where
+    not valid."""
+    v = np.asarray(v).astype(np.uint32)
+    mat = np.empty((len(v), 6), dtype=np.uint8)
+    mat[:, 0], mat[:, 1] = ord("0"), ord("x")
+    for k in range(4):
+        mat[:, 2 + k] = _HEXDIGITS[(v >> (12 - 4 * k)) & 15]
+    return _strings(mat, np.full(len(v), 6), np.asarray(valid, dtype=bool))
 
 
-def _split(col: pa.Array, typ=pa.string()) -> pa.Array:
-    """comma-joined text -> list (empty text -> empty list)"""
-    lst = pc.split_pattern(col, ",")
-    empty = pc.equal(col, "")
-    lst = pc.if_else(empty, pa.scalar([], pa.list_(pa.string())), lst)
-    return lst if typ == pa.string() else lst.cast(pa.list_(typ))
+def _choice(names: tuple, codes: np.ndarray) -> pa.Array:
+    """names[code] per row (None entries give nulls), from buffers."""
+    w = max(len(x or "") for x in names) + 1
+    table = np.array([(x or "").encode() for x in names], dtype=f"S{w}")
+    valid = np.array([x is not None for x in names])[codes]
+    return _text(table[codes], valid)
 
 
 def to_table(raw: np.ndarray) -> pa.Table:
@@ -135,71 +231,80 @@ def to_table(raw: np.ndarray) -> pa.Table:
     sh_ok = has_sh & (sh["status"] == 0)
     paired = r["reason"] == 0
     ts = pa.timestamp("ns", tz="UTC")
-    ch_ts = pa.array(ch["ts_ns"], mask=~has_ch).cast(ts)
-    sh_ts = pa.array(sh["ts_ns"], mask=~has_sh).cast(ts)
-    ht = pa.array((sh["ts_ns"] - ch["ts_ns"]) / 1e9, mask=~paired)
+    ch_ts = _num(ch["ts_ns"], has_ch, ts)
+    sh_ts = _num(sh["ts_ns"], has_sh, ts)
+    ht = _num((sh["ts_ns"] - ch["ts_ns"]) / 1e9, paired)
 
     def opt_text(col, ok):
-        return pc.if_else(pa.array(ok), _text(col), pa.scalar(None, pa.string()))
+        return _text(col, ok)
 
     def nonempty(col, ok):
-        t = _text(col)
-        return pc.if_else(pc.and_(pa.array(ok), pc.not_equal(t, "")), t, pa.scalar(None, pa.string()))
+        return _text(col, ok, nonempty=True)
 
-    vers_txt = _text(ch["versions"])
     legacy = _hex(ch["legacy_version"], ch_ok)
     # no supported_versions extension: the legacy version is the one the client offers
-    vers_txt = pc.if_else(pc.equal(vers_txt, ""), pc.fill_null(legacy, ""), vers_txt)
+    vmat, vlens = _rows(ch["versions"])
+    vmat, vlens = vmat.copy(), vlens.copy()
+    nov = vlens == 0
+    lv = ch["legacy_version"].astype(np.uint32)[nov]
+    vmat[nov, 0], vmat[nov, 1] = ord("0"), ord("x")
+    for k in range(4):
+        vmat[nov, 2 + k] = _HEXDIGITS[(lv >> (12 - 4 * k)) & 15]
+    vlens[nov] = 6
+
+    def lst(col, ok, child=pa.string()):
+        return _list(*_rows(col), ok, child)
     reason_codes = r["reason"].astype(np.int64)
-    reasons = pa.array([_REASONS[i] if i < len(_REASONS) else "unknown" for i in range(len(_REASONS))])
-    unmatched = pc.take(reasons, pa.array(reason_codes))
+    unmatched = _choice(_REASONS + ("unknown",), np.minimum(reason_codes, len(_REASONS)))
     vlan = r["vlan"]
     cols = {
         "client_ip": _text(r["client_ip_text"]),
-        "client_port": pa.array(r["client_port"]),
+        "client_port": _num(r["client_port"]),
         "server_ip": _text(r["server_ip_text"]),
-        "server_port": pa.array(r["server_port"]),
-        "transport": pc.take(pa.array(["tcp", "quic"]), pa.array(r["transport"].astype(np.int64))),
+        "server_port": _num(r["server_port"]),
+        "transport": _choice(("tcp", "quic"), r["transport"].astype(np.int64)),
         "client_hello_ts": ch_ts,
         "server_hello_ts": sh_ts,
         "handshake_time": ht,
         "sni": nonempty(ch["sni"], ch_ok),
-        "alpn": pc.if_else(pa.array(ch_ok), _split(_text(ch["alpn"])), pa.scalar(None, pa.list_(pa.string()))),
-        "client_versions": pc.if_else(pa.array(ch_ok), _split(vers_txt), pa.scalar(None, pa.list_(pa.string()))),
+        "alpn": lst(ch["alpn"], ch_ok),
+        "client_versions": _list(vmat, vlens, ch_ok),
         "server_version": _hex(sh["version"], sh_ok),
         "cipher": _hex(sh["cipher"], sh_ok),
         "ja3": nonempty(ch["ja3"], ch_ok),
         "ja3s": nonempty(sh["ja3s"], sh_ok),
         "ja4": nonempty(ch["ja4"], ch_ok),
-        "ech": pa.array((ch["flags"] & TLSF_ECH) != 0, mask=~ch_ok),
-        "ch_segments": pa.array(ch["segments"], mask=~has_ch),
-        "matched": pa.array(paired),
+        "ech": _bool((ch["flags"] & TLSF_ECH) != 0, ch_ok),
+        "ch_segments": _num(ch["segments"], has_ch),
+        "matched": _bool(paired),
         "unmatched_reason": unmatched,
-        "request_frame": pa.array(ch["pkt"] + 1, mask=~has_ch),
-        "response_frame": pa.array(sh["pkt"] + 1, mask=~has_sh),
-        "hello_retry_request": pa.array((sh["flags"] & TLSF_HRR) != 0, mask=~sh_ok),
+        "request_frame": _num(ch["pkt"] + 1, has_ch),
+        "response_frame": _num(sh["pkt"] + 1, has_sh),
+        "hello_retry_request": _bool((sh["flags"] & TLSF_HRR) != 0, sh_ok),
         "client_legacy_version": legacy,
-        "ciphers": pc.if_else(pa.array(ch_ok), _split(_text(ch["ciphers"])), pa.scalar(None, pa.list_(pa.string()))),
-        "extensions": pc.if_else(pa.array(ch_ok), _split(_text(ch["exts"]), pa.uint16()), pa.scalar(None, pa.list_(pa.uint16()))),
-        "supported_groups": pc.if_else(pa.array(ch_ok), _split(_text(ch["groups"])), pa.scalar(None, pa.list_(pa.string()))),
-        "key_share_groups": pc.if_else(pa.array(ch_ok), _split(_text(ch["key_share"])), pa.scalar(None, pa.list_(pa.string()))),
+        "ciphers": lst(ch["ciphers"], ch_ok),
+        "extensions": lst(ch["exts"], ch_ok, pa.uint16()),
+        "supported_groups": lst(ch["groups"], ch_ok),
+        "key_share_groups": lst(ch["key_share"], ch_ok),
         "server_alpn": nonempty(sh["alpn"], sh_ok),
-        "server_extensions": pc.if_else(pa.array(sh_ok), _split(_text(sh["exts"]), pa.uint16()), pa.scalar(None, pa.list_(pa.uint16()))),
-        "ch_length": pa.array(ch["hs_len"], mask=~has_ch),
-        "ip_version": pa.array(r["ip_version"]),
-        "vlan": pa.array(vlan, mask=vlan == 0xFFFF),
-        "text_clipped": pa.array((ch["clipped"] | sh["clipped"]) != 0),
+        "server_extensions": lst(sh["exts"], sh_ok, pa.uint16()),
+        "ch_length": _num(ch["hs_len"], has_ch),
+        "ip_version": _num(r["ip_version"]),
+        "vlan": _num(vlan, vlan != 0xFFFF),
+        "text_clipped": _bool((ch["clipped"] | sh["clipped"]) != 0),
         "encap": encap_text(enc["encap"]),
         "outer_src_ip": opt_text(r["outer_src_text"], enc["outer_ip_version"] != 0),
         "outer_dst_ip": opt_text(r["outer_dst_text"], enc["outer_ip_version"] != 0),
-        "tunnel_id": pa.array(enc["tunnel_id"], mask=enc["encap"] == 0),
+        "tunnel_id": _num(enc["tunnel_id"], enc["encap"] != 0),
         # the same C function as the HTTP records' column (ext/communityid.pyx), per row protocol
         "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
                                      np.ascontiguousarray(r["server_ip"]), r["server_port"],
                                      r["ip_version"],
                                      np.where(r["transport"] == 1, 17, 6).astype(np.uint8)),
     }
-    return pa.Table.from_arrays([cols[n].cast(SCHEMA.field(n).type) for n in COLUMNS], schema=SCHEMA)
+    arrays = [cols[n] if cols[n].type == SCHEMA.field(n).type else cols[n].cast(SCHEMA.field(n).type)
+              for n in COLUMNS]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
 class TlsRun:
@@ -299,10 +404,19 @@ def sort_table(tab: pa.Table) -> pa.Table:
     """Rows in the order of their first frame (ClientHello, else ServerHello)."""
     if tab.num_rows == 0:
         return tab
-    first = pc.if_else(pc.is_null(tab["request_frame"]), tab["response_frame"], tab["request_frame"])
-    idx = pc.sort_indices(pa.table({"f": first, "r": pc.fill_null(tab["response_frame"], 0)}),
-                          sort_keys=[("f", "ascending"), ("r", "ascending")])
-    return tab.take(idx)
+    def frames(name):
+        a = tab[name].combine_chunks()
+        vals = np.frombuffer(a.buffers()[1], dtype=np.uint64)[a.offset:a.offset + len(a)]
+        bm = a.buffers()[0]
+        if bm is None:
+            return vals, np.ones(len(a), dtype=bool)
+        bits = np.unpackbits(np.frombuffer(bm, dtype=np.uint8), bitorder="little")
+        return vals, bits[a.offset:a.offset + len(a)].astype(bool)
+
+    req, rv = frames("request_frame")
+    resp, sv = frames("response_frame")
+    idx = np.lexsort((np.where(sv, resp, 0), np.where(rv, req, resp)))   # stable, as sort_indices
+    return tab.take(_num(idx.astype(np.int64)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,6 +424,8 @@ def sort_table(tab: pa.Table) -> pa.Table:
 # ---------------------------------------------------------------------------------------------
 def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records)."""
+    import pyarrow.compute as pc       # here: ~40 ms of import the Parquet output does not need
+
     from httpanalyzer.writers import seconds_text
 
     tab = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])

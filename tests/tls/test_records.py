@@ -151,3 +151,22 @@ def test_many_extensions_clip_text_not_records(tmp_path):
     assert r.sni == "many.example" and r.text_clipped and r.matched
     assert 0 < len(r.extensions) < 401 and list(r.extensions[:3]) == [0, 1000, 1001]
     assert r.ja4.startswith("t12d0299")
+
+
+def test_parquet_records_without_pandas(tmp_path):
+    """`httpanalyzer tls -o X.parquet` builds its Arrow columns from buffers: pyarrow 26 imports
+    pandas (~0.2 s) on the first pa.array / pa.scalar / to_numpy, and nothing here needs it."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "hs.pcap"
+    hb.handshake_pcap(p, [{"ch": hb.records(hb.chrome_like(sni=b"a.example")), "sh": _sh()},
+                          {"ch": hb.records(hb.chrome_like(sni=b"b.example")), "sh": None}])
+    out = tmp_path / "o.parquet"
+    code = ("import sys; from httpanalyzer.cli import main; rc = main(['tls', sys.argv[1], '-o', "
+            "sys.argv[2]]); print(rc, 'pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, str(p), str(out)], capture_output=True, text=True)
+    assert r.stdout.split() == ["0", "False"], r.stderr[-2000:]
+    t = pq.read_table(out)
+    assert t.num_rows == 2 and t["sni"].to_pylist() == ["a.example", "b.example"]
+    assert t["matched"].to_pylist() == [True, False] and t["unmatched_reason"].to_pylist() == [None, "end"]

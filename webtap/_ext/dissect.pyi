@@ -10,7 +10,8 @@ def dissect_batch(
     packets: np.ndarray,
     data: npt.NDArray[np.uint8],
     reasons: npt.NDArray[np.uint8] | None = ...,
-) -> tuple[np.ndarray, npt.NDArray[np.uint64]]: ...
+    tls_watch: Any = ...,
+) -> tuple[np.ndarray, npt.NDArray[np.uint64]] | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray]: ...
 def parse_http_payload(payload: bytes, wire_len: int | None = ...) -> tuple[int, np.void]: ...
 def span_to_arrow(
     msgs: np.ndarray,
