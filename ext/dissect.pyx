@@ -238,12 +238,15 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
         m.method.len = t - s
         # Request-target: after one space. Two or more spaces mean an empty target, the rest of
         # the line being the version (tshark's reading of "GET  HTTP/1.1"); no target before
-        # the version ("OPTIONS HTTP/1.1") is an empty one too (as Zeek reads it; tshark 4.0
-        # takes the version for the URI). A method alone has neither.
+        # the version ("OPTIONS HTTP/1.1": "HTTP/..." is the last field of the line) is an
+        # empty one too (as Zeek reads it; tshark 4.0 takes the version for the URI). A field
+        # starting "HTTP/" with another field after it is the target ("GET HTTP/ HTTP/1.1",
+        # as tshark reads it). A method alone has neither.
         k = t
         while k < eol and q[k] == 32:
             k += 1
-        if k - t >= 2 or (eol - k >= 5 and memcmp(q + k, b"HTTP/", 5) == 0):
+        if k - t >= 2 or (eol - k >= 5 and memcmp(q + k, b"HTTP/", 5) == 0
+                          and memchr(q + k, 32, eol - k) == NULL):
             m.uri.off = off + k
             m.uri.len = 0
             v0 = k

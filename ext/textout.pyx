@@ -22,7 +22,9 @@ byte is always the lead byte of its sequence.
 """
 from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
                           uint64_t, uintptr_t)
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free
+
+from util cimport wt_alloc
 from libc.string cimport memcpy
 
 __all__ = ["format_lines", "seconds_text", "supported"]
@@ -258,9 +260,7 @@ def format_lines(arrays, bytearray out=None):
     if n == 0:
         return b"" if out is None else 0
     keep = []                       # the arrays (and so their buffers) stay alive meanwhile
-    cols = <Col *>malloc(ncol * sizeof(Col))
-    if cols == NULL:
-        raise MemoryError()
+    cols = <Col *>wt_alloc(ncol * sizeof(Col))
     try:
         for j in range(ncol):
             a = arrays[j]

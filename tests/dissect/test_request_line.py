@@ -24,6 +24,8 @@ FORMS = {
     b"GET \r\nHost: a\r\n\r\n": (("GET", "", ""), ("GET", "", "")),
     b"GET /x\r\nHost: a\r\n\r\n": (("GET", "/x", ""), ("GET", "/x", "")),
     b"OPTIONS HTTP/1.1\r\nHost: a\r\n\r\n": (("OPTIONS", "HTTP/1.1", ""), ("OPTIONS", "", "HTTP/1.1")),
+    b"GET HTTP/ HTTP/1.1\r\nHost: a\r\n\r\n": (("GET", "HTTP/", "HTTP/1.1"), ("GET", "HTTP/", "HTTP/1.1")),
+    b"GET HTTP/1.1 HTTP/1.1\r\nHost: a\r\n\r\n": (("GET", "HTTP/1.1", "HTTP/1.1"), ("GET", "HTTP/1.1", "HTTP/1.1")),
     b"GET  /x HTTP/1.1\r\nHost: a\r\n\r\n": (("GET", "", "/x HTTP/1.1"), ("GET", "", "/x HTTP/1.1")),
     b"GET /x HTTP/1.1 \r\nHost: a\r\n\r\n": (("GET", "/x", "HTTP/1.1 "), ("GET", "/x", "HTTP/1.1 ")),
     b"GET /x HTTP/1.1 extra\r\nHost: a\r\n\r\n": (("GET", "/x", "HTTP/1.1 extra"), ("GET", "/x", "HTTP/1.1 extra")),

@@ -1,7 +1,7 @@
 """Span columns -> Arrow strings: UTF-8 repair rules and the tshark-compatible mode."""
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.dissect.packets import one, tcp4
@@ -50,6 +50,7 @@ def test_modes_on_known_bytes():
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=1, max_size=60).filter(lambda x: not any(c in x for c in b" \r\n")))
+@example(b"HTTP/")                  # found by hypothesis: was read as a line without a target
 def test_repair_matches_reference(uri):
     b = batch_with_uri(uri)
     assert b.column("uri").to_pylist() == [repair_reference(uri)]
