@@ -19,7 +19,7 @@ import numpy as np
 
 from packet cimport PacketRef
 from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
-from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse,
+from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse, l34_msg_encap,
                  l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
                         http_status_code)
@@ -341,14 +341,7 @@ cdef inline void _fill_l34(HttpMsg *m, const L34 *l) noexcept nogil:
     m.payload_off = l.payload_off
     m.payload_len = l.payload_len
     m.payload_caplen = l.payload_caplen
-    if l.encap_depth != 0:
-        m.encap = l.encap
-        m.encap_depth = l.encap_depth
-        m.tunnel_id = l.tunnel_id
-        if l.outer_ip_version != 0:
-            m.outer_ip_version = l.outer_ip_version
-            memcpy(m.outer_src, l.outer_src, 4 if l.outer_ip_version == 4 else 16)
-            memcpy(m.outer_dst, l.outer_dst, 4 if l.outer_ip_version == 4 else 16)
+    l34_msg_encap(m, l)
 
 
 cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,

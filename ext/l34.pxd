@@ -15,6 +15,9 @@ from util cimport wt_be16 as be16, wt_be32 as be32, wt_le16 as le16, wt_le32 as 
 from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
                     LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
                     LINKTYPE_LINUX_SLL2, LINKTYPE_NFLOG, LINKTYPE_ATM_RFC1483)
+from libc.string cimport memcpy, memset
+
+from message cimport HttpMsg
 from message cimport (DR_LINK_UNSUPPORTED, DR_LINK_TRUNCATED, DR_NOT_IP, DR_IP_TRUNCATED,
                      DR_IP_BAD_HEADER, DR_IP_FRAGMENT, DR_NOT_TCP, DR_TCP_TRUNCATED,
                      DR_TCP_BAD_OFFSET, DR_NO_PAYLOAD, DR_ENCAP_TOO_DEEP, DR_ENC_GRE)
@@ -743,3 +746,19 @@ cdef inline void l34_count_encap(uint64_t *cnt, const L34 *l) noexcept nogil:
     while e != 0:
         cnt[<int>DR_ENC_GRE + <int>(e & 0xFF) - 1] += 1
         e >>= 8
+
+
+cdef inline void l34_msg_encap(HttpMsg *m, const L34 *l) noexcept nogil:
+    """A message's encapsulation fields from its packet's walk (the dissector's HTTP messages,
+    the URL filter's SNI rows): the layers, their depth, the tunnel id and the outer addresses;
+    all zero without a tunnel. A plain UDP datagram's walk has looked for a tunnel inside it
+    (outer_ip_version set, encap 0): that is no tunnel."""
+    m.encap = l.encap
+    m.encap_depth = l.encap_depth if l.encap else 0
+    m.tunnel_id = l.tunnel_id if l.encap else 0
+    m.outer_ip_version = l.outer_ip_version if l.encap else 0
+    memset(m.outer_src, 0, 16)
+    memset(m.outer_dst, 0, 16)
+    if m.outer_ip_version:
+        memcpy(m.outer_src, l.outer_src, 4 if l.outer_ip_version == 4 else 16)
+        memcpy(m.outer_dst, l.outer_dst, 4 if l.outer_ip_version == 4 else 16)

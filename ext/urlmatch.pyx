@@ -56,7 +56,7 @@ from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc
 import numpy as np
 
 from packet cimport PacketRef, LINKTYPE_ETHERNET
-from l34 cimport l34_shared_cfg, L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse
+from l34 cimport l34_shared_cfg, L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse, l34_msg_encap
 from message cimport DR_NOT_TCP
 from message cimport (
     HttpMsg, MSG_REQUEST, METHOD_GET, MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE,
@@ -773,15 +773,7 @@ cdef inline void _fill_tcp(HttpMsg *m, const L34 *s) noexcept nogil:
     # the encapsulation, as the dissector fills it for a GET (the forge guard reads m.encap: a
     # tunnelled hit is matched but not forged). A plain UDP datagram's walk has looked for a
     # tunnel inside it (outer_ip_version set, encap 0): that is no tunnel.
-    m.encap = s.encap
-    m.encap_depth = s.encap_depth if s.encap else 0
-    m.tunnel_id = s.tunnel_id if s.encap else 0
-    m.outer_ip_version = s.outer_ip_version if s.encap else 0
-    memset(m.outer_src, 0, 16)
-    memset(m.outer_dst, 0, 16)
-    if m.outer_ip_version:
-        memcpy(m.outer_src, s.outer_src, 4 if s.outer_ip_version == 4 else 16)
-        memcpy(m.outer_dst, s.outer_dst, 4 if s.outer_ip_version == 4 else 16)
+    l34_msg_encap(m, s)
 
 
 cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, HttpMsg *m) noexcept nogil:

@@ -15,9 +15,8 @@ import subprocess
 import numpy as np
 
 from tests.conftest import SHARED, require_shared
-from urlfilter.analyzer import Blacklist
+from tests.urlfilter.test_analyzer import tree       # one blacklist builder for the tests
 from urlfilter.scan import scan
-from urlfilter.tree import UrlTree
 from webtap.capture import open_trace
 from webtap._ext import urlmatch as um
 from webtap.schema import ENCAP_NAMES
@@ -29,11 +28,6 @@ VXLAN = ENCAP_NAMES.index("vxlan") | ENCAP_NAMES.index("eth") << 8   # VXLAN, th
 OUTER_SRC, OUTER_DST = "198.51.100.1", "198.51.100.2"
 
 
-def _blacklist(*entries):
-    t = UrlTree()
-    for e in entries:
-        t.insert(e)
-    return Blacklist(t)
 
 
 def _vxlan(inner: bytes, vni: int) -> bytes:
@@ -72,7 +66,7 @@ def test_tunnelled_hits_are_matched_not_forged(tmp_path):
         (0, 1, VXLAN, 77, 4, OUTER_SRC, OUTER_DST), (1, 2, VXLAN, 78, 4, OUTER_SRC, OUTER_DST),
         (2, 1, 0, 0, 0, "0.0.0.0", "0.0.0.0"), (3, 2, 0, 0, 0, "0.0.0.0", "0.0.0.0")]
     forged = tmp_path / "f.pcap"
-    res = scan(str(tmp_path / "t.pcap"), _blacklist("evil.test"), forged_out=str(forged))
+    res = scan(str(tmp_path / "t.pcap"), tree("evil.test"), forged_out=str(forged))
     df = res.to_pandas()
     assert list(df["proto"]) == ["tls", "quic", "tls", "quic"] and df["hit"].all()
     assert list(df["forged"]) == [0, 0, 2, 1]
@@ -103,7 +97,7 @@ def test_real_vxlan_trace_hits_are_not_forged(tmp_path):
     assert len(want) == 2
     assert _rows(path) == want
     forged = tmp_path / "f.pcap"
-    res = scan(str(path), _blacklist("facebook.com"), forged_out=str(forged))
+    res = scan(str(path), tree("facebook.com"), forged_out=str(forged))
     df = res.to_pandas()
     assert list(df["sni"]) == ["facebook.com", "www.facebook.com"] and df["hit"].all()
     assert (df["forged"] == 0).all() and res.counters["tunnel_hits_not_forged"] == 2
