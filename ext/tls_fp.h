@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <openssl/evp.h>
+#include "digest.h"        /* MD5 / SHA-256 fetched once, one context per thread */
 
 #include "tls_hello.h"
 
@@ -107,7 +107,7 @@ static inline uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char
 static inline int tls_md5_hex(const char *s, uint32_t n, char *out) {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned int dl = 0;
-    if (!EVP_Digest(s, n, d, &dl, EVP_md5(), NULL) || dl != 16) { out[0] = 0; return 0; }
+    if ((dl = wt_digest(WT_MD5, s, n, d)) != 16) { out[0] = 0; return 0; }
     tls_hex(d, 16, out);
     return 1;
 }
@@ -119,7 +119,7 @@ static inline int tls_sha12(const char *s, uint32_t n, char *out) {
     char hx[65];
     unsigned int dl = 0;
     if (n == 0) { memcpy(out, "000000000000", 13); return 1; }
-    if (!EVP_Digest(s, n, d, &dl, EVP_sha256(), NULL) || dl != 32) { out[0] = 0; return 0; }
+    if ((dl = wt_digest(WT_SHA256, s, n, d)) != 32) { out[0] = 0; return 0; }
     tls_hex(d, 32, hx);
     memcpy(out, hx, 12);
     out[12] = 0;
