@@ -152,12 +152,26 @@ class CsvWriter:
 
 class ParquetWriter:
     """Parquet (zstd) with the columns' Arrow types; `meta` goes to the file's key-value
-    metadata (webtap.partial says whether the run was interrupted)."""
+    metadata (webtap.partial says whether the run was interrupted).
+
+    Row groups: the record stream hands over a batch every few hundred records, and one
+    write_table per batch made one row group each (bench-4's 32,392 records: 63 row groups of
+    ~500 rows, 36 columns). Each row group builds a column writer, a dictionary page and
+    statistics per column: 728 M of the run's 2,347 M instructions (callgrind). Readers (DuckDB,
+    pandas, Dask) also prefer large groups. So batches are held until ROW_GROUP_ROWS rows or
+    ROW_GROUP_BYTES of Arrow buffers have come, then written as one row group; the memory this
+    holds is bounded by those two numbers."""
+
+    ROW_GROUP_ROWS = 1 << 16
+    ROW_GROUP_BYTES = 32 << 20
 
     def __init__(self, f, schema=None):
         self.f = f
         self.schema = schema
         self.w = None
+        self.held = []
+        self.rows = 0
+        self.bytes = 0
 
     def _open(self, schema):
         import pyarrow.parquet as pq
@@ -167,16 +181,28 @@ class ParquetWriter:
     def write(self, data) -> None:
         if self.w is None:
             self._open(data.schema)
-        if hasattr(data, "to_batches"):        # a Table
-            self.w.write_table(data)
-        else:
-            self.w.write_batch(data)
+        for b in _batches(data):
+            if b.num_rows:
+                self.held.append(b)
+                self.rows += b.num_rows
+                self.bytes += b.nbytes
+        if self.rows >= self.ROW_GROUP_ROWS or self.bytes >= self.ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.held:
+            import pyarrow as pa
+
+            self.w.write_table(pa.Table.from_batches(self.held, schema=self.w.schema),
+                               row_group_size=max(self.rows, 1))
+        self.held, self.rows, self.bytes = [], 0, 0
 
     def close(self, meta: dict) -> None:
         if self.w is None:
             import pyarrow as pa
 
             self._open(self.schema if self.schema is not None else pa.schema([]))
+        self._flush()
         self.w.add_key_value_metadata({str(k): str(v) for k, v in meta.items()})
         self.w.close()
         self.f.flush()
