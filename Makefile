@@ -44,6 +44,9 @@ $(BIN)/python:
 $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(BUILD_REQS)
 	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
+	# pytest-timeout: a test that hangs fails with every thread's stack (pyproject: timeout) instead
+	# of holding CI until its own limit
+	$(BIN)/pip install -q pytest-timeout
 	# Dask: the distributed analyzer (httpanalyzer --dask) and its LocalCluster tests
 	$(BIN)/pip install -q "dask[distributed,dataframe]"
 	# duckdb: tests/distributed reads the Dask dataset with it, as docs/DISTRIBUTED.md says users can

@@ -9,8 +9,18 @@ import importlib.util
 import os
 import pathlib
 import shutil
+import signal
 
 import pytest
+
+# A test run started in the background from a script (`make test &`, nohup, a CI runner's
+# non-interactive shell) inherits SIGINT ignored, and Python keeps an inherited SIG_IGN. The
+# tests that end a live run as Ctrl-C does (os.kill(SIGINT) to themselves, or to a child they
+# started, which would inherit it too) then wait forever: seen here, tests/feeder/
+# test_live_loopback.py hung for 20 minutes under `nohup make test &`. Every test process (the
+# xdist workers import this file in their main thread) takes Python's default handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared"))
