@@ -25,6 +25,7 @@ from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
                         http_status_code)
 from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
                  tls_hello_fits)
+from hellostream cimport hs_may_start
 from quic_initial cimport quic_udp_locate
 from message cimport (
     HttpMsg, Span,
@@ -372,13 +373,15 @@ cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linkty
                               TlsWatch *w, HttpMsg *m) noexcept nogil:
     """Whether the packet (walked: r, *l) goes to the TLS stage, and then its message in *m:
     MSG_TLS for a TCP payload that starts a hello or continues a watched flow (ext/tls.pxd
-    TlsWatch; the flow of a hello that does not end in its first record and segment is added),
-    MSG_QUIC for a UDP datagram that starts with a QUIC long header."""
+    TlsWatch; the flow of a hello that does not end in its first record and segment is added,
+    also after ChangeCipherSpec records, and of a 1-5 byte payload that can begin a handshake
+    record header: ext/hellostream.pxd's starts), MSG_QUIC for a UDP datagram that starts
+    with a QUIC long header."""
     cdef int t = 0
     cdef uint32_t off
     cdef uint64_t k = 0
     cdef const uint8_t *d
-    cdef bint watched = False
+    cdef bint watched = False, starts = False
     if r == DR_NOT_HTTP or r == DR_HTTP_REQUEST or r == DR_HTTP_RESPONSE:
         d = p + l.payload_off
         if w.overflow:
@@ -388,11 +391,15 @@ cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linkty
             watched = tls_watch_has(w, k)
         if r == DR_NOT_HTTP:
             off = tls_hello_start(d, l.payload_caplen, &t)
-            if t != 0 and off == 0 and not tls_hello_fits(d, l.payload_caplen):
+            if t != 0:
+                starts = not tls_hello_fits(d + off, l.payload_caplen - off)
+            else:
+                starts = l.payload_caplen == l.payload_len and hs_may_start(d, l.payload_caplen)
+            if starts:
                 if k == 0:
                     k = tls_flow_hash(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)
                 tls_watch_add(w, k)
-        if t == 0 and not watched:
+        if t == 0 and not starts and not watched:
             return False
         _fill_l34(m, l)
         m.kind = MSG_TLS

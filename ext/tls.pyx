@@ -11,6 +11,9 @@ from libc.stdlib cimport malloc, free
 from tls cimport *
 from quic_initial cimport (quic_next_crypto, quic_crypto_put, quic_crypto_whole,
                           QF_CRYPTO, QF_BAD_ACK, QF_BAD_LENGTH)
+from hellostream cimport (HelloStream, hs_start, hs_offer, hs_may_start, HS_STREAM_CAP, HS_MORE,
+                          HS_WHOLE, HS_RETRANSMISSION, HS_GAP, HS_CUT, HS_TOO_LONG, HS_MALFORMED,
+                          HS_NOT_HELLO)
 
 
 def parse_hello(const uint8_t[::1] payload, str proto="t"):
@@ -136,7 +139,6 @@ cdef enum:
     W_KS = 128
     W_SALPN = 64
     W_SEXTS = 256
-    RAW_CAP = 2 * TLS_HELLO_CAP      # stream bytes kept per split hello (records add 5 bytes each)
     JA3_CAP = 6 * 32768 * 2 + 64
 
 ctypedef struct ChPart:
@@ -272,24 +274,25 @@ ctypedef struct Pend:
     int32_t age_next
     uint8_t side                # 1: a ClientHello waits, 2: a ServerHello waits
 
+# A split hello being reassembled: its stream (ext/hellostream.pxd: the rules, shared with the
+# URL filter's SNI pass) plus what its record needs from the first segment; hs.hs_type is the
+# side (1 ClientHello, 2 ServerHello; 0 while a stream started by a 1-5 byte segment has not
+# shown its type: such a stream leaves without a record).
 ctypedef struct Reasm:
     uint8_t src[16]
     uint8_t dst[16]
     uint16_t sport
     uint16_t dport
     uint16_t vlan
-    uint16_t segs
     uint8_t ipv
-    uint8_t side
-    uint32_t next_seq
     uint32_t seq
     uint32_t ack
-    uint32_t len
     uint32_t cell
     int64_t ts
     int64_t stamp
     uint64_t pkt
-    uint8_t *buf
+    uint8_t *buf                # HS_STREAM_CAP bytes, kept with the pool slot (hs.buf points here)
+    HelloStream hs
     int32_t next
     int32_t age_prev
     int32_t age_next
@@ -496,7 +499,7 @@ cdef class TlsTable:
     rule (reversed 4-tuple, ServerHello SEQ == ClientHello ACK) and emits handshake records.
 
     Memory bound: max_pending waiting hellos (one Pend, ~3.3 KB, each) plus max_reassembly split
-    hellos (each at most 2 * TLS_HELLO_CAP = 32 KiB of stream bytes).
+    hellos (each at most HS_STREAM_CAP = 32 KiB of stream bytes, ext/hellostream.pxd).
     """
     cdef Pend *pool
     cdef int32_t pool_cap
@@ -801,21 +804,25 @@ cdef class TlsTable:
         r.ch.pkt = r.sh.pkt = UINT64_MAX
 
     cdef int _reasm_fail(self, int32_t i, uint8_t reason) except -1 nogil:
-        """Emit the record of a split hello that will not complete, and drop it."""
+        """Emit the record of a split hello that will not complete, and drop it. A stream that
+        never showed a hello's type (started by a 1-5 byte segment) leaves without a record."""
         cdef Reasm *e = &self.rpool[i]
         cdef TlsRecord r
-        self._side_record(&r, e.src, e.sport, e.dst, e.dport, e.ipv, e.vlan, &e.enc, e.side)
-        if e.side == 1:
+        if e.hs.hs_type == 0:
+            self._runlink(i)
+            return 0
+        self._side_record(&r, e.src, e.sport, e.dst, e.dport, e.ipv, e.vlan, &e.enc, e.hs.hs_type)
+        if e.hs.hs_type == 1:
             r.ch.ts_ns = e.ts
             r.ch.pkt = e.pkt
             r.ch.ack = e.ack
-            r.ch.segments = e.segs
+            r.ch.segments = e.hs.segs
             r.ch.status = TLS_INCOMPLETE
         else:
             r.sh.ts_ns = e.ts
             r.sh.pkt = e.pkt
             r.sh.seq = e.seq
-            r.sh.segments = e.segs
+            r.sh.segments = e.hs.segs
             r.sh.status = TLS_INCOMPLETE
         self._runlink(i)
         if reason == TR_INCOMPLETE:
@@ -827,9 +834,12 @@ cdef class TlsTable:
         self._emit(&r, reason)
         return 0
 
-    cdef int _rstart(self, L34 *l, const uint8_t *p, uint32_t n, int64_t ts, uint64_t pkt,
-                     uint8_t side) except -1 nogil:
+    cdef int _rstart(self, L34 *l, const uint8_t *p, uint32_t n, uint32_t off, int64_t ts,
+                     uint64_t pkt) except -1 nogil:
+        """Start reassembling the hello whose first record is at p[off] (ext/hellostream.pxd
+        hs_start); p[0:n] is the whole captured payload."""
         cdef int32_t i, nc, k
+        cdef uint32_t got
         cdef Reasm *q
         cdef Reasm *e
         cdef uint32_t c
@@ -854,7 +864,7 @@ cdef class TlsTable:
         e = &self.rpool[i]
         self.rfree_head = e.next
         if e.buf == NULL:
-            e.buf = <uint8_t *>malloc(RAW_CAP)
+            e.buf = <uint8_t *>malloc(HS_STREAM_CAP)
             if e.buf == NULL:
                 with gil:
                     raise MemoryError()
@@ -867,13 +877,8 @@ cdef class TlsTable:
         e.vlan = l.vlan
         _enc_of(&e.enc, l)
         e.ipv = l.ip_version
-        e.side = side
-        e.segs = 1
         e.seq = l.seq
         e.ack = l.ack
-        e.next_seq = l.seq + l.payload_len
-        e.len = n if n < RAW_CAP else RAW_CAP
-        memcpy(e.buf, p, e.len)
         e.ts = ts
         e.pkt = pkt
         e.stamp = self.now
@@ -892,7 +897,31 @@ cdef class TlsTable:
         self.cnt[<int>TC_REASM_STARTED] += 1
         if <uint64_t>self.nreasm > self.cnt[<int>TC_PEAK_REASM]:
             self.cnt[<int>TC_PEAK_REASM] = <uint64_t>self.nreasm
-        return 0
+        return self._rresult(i, hs_start(&e.hs, e.buf, l.seq, l.payload_len, p, n, off,
+                                         self.scratch, &got), got)
+
+    cdef int _rresult(self, int32_t i, int res, uint32_t got) except -1 nogil:
+        """What a split hello's stream said about its latest segment (ext/hellostream.pxd):
+        wait, complete it as a hello, or end it with its reason."""
+        cdef Reasm *e = &self.rpool[i]
+        cdef tls_hello h
+        if res == HS_MORE:
+            return 0
+        if res == HS_WHOLE:
+            if tls_parse_hello(self.scratch, got, &h) == TLS_OK:
+                self._hello(self.scratch, &h, e.src, e.sport, e.dst, e.dport, e.ipv, e.vlan,
+                            &e.enc, e.ts, e.pkt, e.seq, e.ack, e.hs.segs)
+                self._runlink(i)
+                return 0
+            return self._reasm_fail(i, TR_MALFORMED)
+        if res == HS_NOT_HELLO:
+            self._runlink(i)                        # no hello was there: no record
+            return 0
+        if res == HS_TOO_LONG:
+            return self._reasm_fail(i, TR_TOO_LONG)
+        if res == HS_CUT:
+            return self._reasm_fail(i, TR_INCOMPLETE)
+        return self._reasm_fail(i, TR_MALFORMED)
 
     # ---- QUIC Initials ----------------------------------------------------------------------
     cdef int32_t _qfind(self, L34 *l, bint *from_client) noexcept nogil:
@@ -1203,10 +1232,10 @@ cdef class TlsTable:
 
     cdef int _tcp(self, const uint8_t *p, L34 *l, int64_t ts, uint64_t pkt) except -1 nogil:
         """A MSG_TLS message: a TCP payload that starts a hello or continues a watched flow."""
-        cdef int t, st
+        cdef int t, st, res
         cdef int32_t ri
         cdef Reasm *e
-        cdef uint32_t off, n, take, got, hl
+        cdef uint32_t off, n, got
         cdef tls_hello h
         cdef const uint8_t *msg
         cdef const uint8_t *pl
@@ -1220,52 +1249,34 @@ cdef class TlsTable:
         if self.nreasm > 0:
             ri = self._rfind(l)
             if ri >= 0:
-                e = &self.rpool[ri]
-                if l.seq == e.next_seq:
-                    take = n if n < RAW_CAP - e.len else RAW_CAP - e.len
-                    memcpy(e.buf + e.len, pl, take)
-                    e.len += take
-                    e.next_seq += l.payload_len
-                    e.segs += 1
-                    st = tls_gather(e.buf, e.len, self.scratch, TLS_HELLO_CAP, &got, &hl)
-                    if st == TLS_OK:
-                        st = tls_parse_hello(self.scratch, got, &h)
-                        if st == TLS_OK:
-                            self._hello(self.scratch, &h, e.src, e.sport, e.dst, e.dport, e.ipv,
-                                        e.vlan, &e.enc, e.ts, e.pkt, e.seq, e.ack, e.segs)
-                            self._runlink(ri)
-                        else:
-                            self._reasm_fail(ri, TR_MALFORMED)
-                    elif st == TLS_INCOMPLETE:
-                        if e.len >= RAW_CAP or n < l.payload_len:
-                            self._reasm_fail(ri, TR_TOO_LONG if e.len >= RAW_CAP else TR_INCOMPLETE)
-                    elif st == TLS_TOO_LONG:
-                        self._reasm_fail(ri, TR_TOO_LONG)
-                    else:
-                        self._reasm_fail(ri, TR_MALFORMED)
-                    return 0
-                elif <int32_t>(l.seq - e.next_seq) < 0:
+                # the stream's rules are ext/hellostream.pxd's (shared with the URL filter)
+                res = hs_offer(&self.rpool[ri].hs, l.seq, l.payload_len, pl, n, self.scratch, &got)
+                if res == HS_RETRANSMISSION:
                     self.cnt[<int>TC_REASM_RETRANS] += 1
                     return 0
-                else:
-                    self.cnt[<int>TC_REASM_GAP] += 1
-                    self._reasm_fail(ri, TR_INCOMPLETE)
-                    # fall through: this segment may itself start a hello
+                if res != HS_GAP:
+                    return self._rresult(ri, res, got)
+                self.cnt[<int>TC_REASM_GAP] += 1
+                self._reasm_fail(ri, TR_INCOMPLETE)
+                # fall through: this segment may itself start a hello
         off = tls_hello_start(pl, n, &t)
         if t == 0:
+            if n == l.payload_len and hs_may_start(pl, n):
+                return self._rstart(l, pl, n, 0, ts, pkt)   # the record header cut: type unknown yet
             return 0
         _enc_of(&enc, l)
         st = tls_parse_payload(pl, n, self.scratch, TLS_HELLO_CAP, &h, &msg)
         if st == TLS_OK:
             return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
                                &enc, ts, pkt, l.seq, l.ack, 1)
+        if st == TLS_INCOMPLETE and n == l.payload_len:
+            # also after ChangeCipherSpec records (a TLS 1.3 client's second ClientHello)
+            return self._rstart(l, pl, n, off, ts, pkt)
         if off > 0:
             # after ChangeCipherSpec only a TLS 1.3 (compatibility mode) hello is plaintext;
             # anything else there is an encrypted record: not a hello, no record
             self.cnt[<int>TC_NOT_HELLO_AFTER_CCS] += 1
             return 0
-        if st == TLS_INCOMPLETE and n == l.payload_len:
-            return self._rstart(l, pl + off, n - off, ts, pkt, <uint8_t>t)
         return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, &enc, ts, pkt,
                          l.seq, l.ack, 1, h.hs_len)
 

@@ -658,6 +658,9 @@ from quic_crypto cimport (
 )
 from quic_close cimport quic_forge_close_as, QUIC_CLOSE_MAX
 from quic_initial cimport quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole, QF_CRYPTO
+from hellostream cimport (HelloStream, hs_start, hs_offer, hs_may_start, HS_STREAM_CAP, HS_MORE,
+                          HS_WHOLE, HS_RETRANSMISSION, HS_GAP, HS_CUT, HS_TOO_LONG, HS_MALFORMED,
+                          HS_NOT_HELLO)
 
 SNI_REASONS = ("tls_hello_segments", "tls_split", "tls_bad", "tls_too_long", "tls_gap",
                "tls_bad_checksum", "udp_datagrams", "quic_long", "quic_version_neg", "quic_retry",
@@ -669,9 +672,10 @@ cdef enum SniReason:
     SN_TLS_HELLO_SEG = 0   # TCP segments that start a TLS ClientHello record
     SN_TLS_SPLIT           # ClientHellos over TCP completed from more than one segment
     SN_TLS_BAD             # TLS bytes that do not parse as a ClientHello (length, record, type)
-    SN_TLS_TOO_LONG        # ClientHello longer than TLS_HELLO_CAP (a 64 KiB SNI): not matched
+    SN_TLS_TOO_LONG        # ClientHello longer than TLS_HELLO_CAP (a 64 KiB SNI), or its records
+                           # over HS_STREAM_CAP stream bytes: not matched
     SN_TLS_GAP             # split ClientHello abandoned: a later segment missing or out of order,
-                           # the table full, or the connection idle too long
+                           # cut by the snaplen, the table full, or the connection idle too long
     SN_BAD_CHECKSUM        # completing TCP segment with a wrong checksum (the server drops it)
     SN_UDP                 # UDP datagrams seen
     SN_QUIC_LONG           # QUIC long header packets (coalesced ones counted each)
@@ -705,7 +709,6 @@ cdef enum:
     SNIF_SPLIT = 2
     SNIF_SERVER_CID = 4    # QUIC: completed by an Initial under the server's chosen CID
     MAX_SNI = 255
-    TLS_STREAM_CAP = TLS_HELLO_CAP + 5 * 64 + 16     # records: at most 64 headers of 5 bytes
     QF_KEEP = 16           # CRYPTO frames of one QUIC packet noted before it goes to a slot
     QUIC_PER_TUPLE = 4     # QUIC hellos waiting under different DCIDs for one client 4-tuple
 
@@ -720,11 +723,12 @@ ctypedef struct HelloSlot:
     uint8_t dcid_len
     uint8_t _pad
     uint8_t dcid[20]
-    uint32_t next_seq      # TLS: next TCP sequence number expected
-    uint32_t used          # TLS: stream bytes held; QUIC: handshake message length once known
+    uint32_t used          # QUIC: handshake message length once known
     int64_t t_last
-    uint8_t *buf           # TLS: TLS_STREAM_CAP stream bytes; QUIC: TLS_HELLO_CAP message bytes
+    uint8_t *buf           # TLS: HS_STREAM_CAP stream bytes; QUIC: TLS_HELLO_CAP message bytes
     uint8_t *have          # QUIC: coverage bitmap of buf (TLS_HELLO_CAP / 8 bytes)
+    HelloStream tcp        # TLS: the split ClientHello's stream over buf (ext/hellostream.pxd:
+                           # the rules, shared with the handshake records)
 
 
 cdef inline bint _host_byte(uint8_t c) noexcept nogil:
@@ -929,7 +933,7 @@ cdef class SniTable:
             c <<= 1
         self.cap = c
         self.slots = <HelloSlot *>calloc(c, sizeof(HelloSlot))
-        self.scratch = <uint8_t *>malloc(TLS_STREAM_CAP)
+        self.scratch = <uint8_t *>malloc(TLS_HELLO_CAP)
         self.plain = <uint8_t *>malloc(65536 + 64)
         self.hdr = <uint8_t *>malloc(65536 + 64)      # header incl. token: < one datagram
         self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
@@ -991,7 +995,7 @@ cdef class SniTable:
             return self._slot(m, proto, dcid, dcid_len, True, now)
         e = &self.slots[i]
         memset(e, 0, sizeof(HelloSlot))
-        e.buf = <uint8_t *>malloc(TLS_STREAM_CAP if proto == PROTO_TLS else TLS_HELLO_CAP)
+        e.buf = <uint8_t *>malloc(HS_STREAM_CAP if proto == PROTO_TLS else TLS_HELLO_CAP)
         if proto == PROTO_QUIC:
             e.have = <uint8_t *>calloc(TLS_HELLO_CAP // 8, 1)
         if e.buf == NULL or (proto == PROTO_QUIC and e.have == NULL):
@@ -1147,8 +1151,9 @@ cdef class SniTable:
 
     cdef int _tcp(self, const uint8_t *p, HttpMsg *m, bint verify, uint64_t *cnt, _Out *o) noexcept nogil:
         cdef const uint8_t *pay = p + m.payload_off
-        cdef uint32_t plen = m.payload_caplen, start
-        cdef int hs_type = 0, r
+        cdef uint32_t plen = m.payload_caplen, start, got
+        cdef int hs_type = 0, r = 0, res
+        cdef uint8_t typed
         cdef tls_hello h
         cdef const uint8_t *msg = NULL
         cdef HelloSlot *e
@@ -1157,48 +1162,42 @@ cdef class SniTable:
         if self.used:
             e = self._slot(m, PROTO_TLS, NULL, 0, False, 0)
             if e != NULL:
-                if m.seq != e.next_seq or plen < m.payload_len:
-                    if <int32_t>(m.seq - e.next_seq) < 0 and plen <= e.next_seq - m.seq:
-                        return 0                    # retransmission of a part already held
-                    cnt[<int>SN_TLS_GAP] += 1
-                    self._drop(e)
-                    return 0
-                if e.used + plen > TLS_STREAM_CAP:
-                    cnt[<int>SN_TLS_TOO_LONG] += 1
-                    self._drop(e)
-                    return 0
-                memcpy(e.buf + e.used, pay, plen)
-                e.used += plen
-                e.next_seq = m.seq + plen
-                e.t_last = m.ts_ns
-                if e.used < 6:
-                    return 0                        # still inside the record header
-                if e.used - plen < 6:               # the record header has just become whole
-                    tls_hello_start(e.buf, e.used, &hs_type)
-                    if hs_type != 1:
-                        self._drop(e)
+                # the stream's rules are ext/hellostream.pxd's (shared with the handshake records)
+                typed = e.tcp.hs_type
+                res = hs_offer(&e.tcp, m.seq, m.payload_len, pay, plen, self.scratch, &got)
+                if res == HS_RETRANSMISSION:
+                    return 0                        # a part already held
+                if res != HS_GAP:
+                    e.t_last = m.ts_ns
+                    if e.tcp.hs_type == 1 and typed == 0:
+                        cnt[<int>SN_TLS_HELLO_SEG] += 1     # a record header cut by the segment
+                    if res == HS_MORE and e.tcp.hs_type != 2:
                         return 0
-                    cnt[<int>SN_TLS_HELLO_SEG] += 1
-                r = tls_parse_payload(e.buf, e.used, self.scratch, TLS_HELLO_CAP, &h, &msg)
-                if r == TLS_INCOMPLETE:
-                    return 0
-                if r == TLS_OK and h.hs_type == 1:
-                    r = _emit(m, &h, msg, PROTO_TLS, SNIF_SPLIT, verify, p, cnt, o, NULL, 0xFF)
-                    cnt[<int>SN_TLS_SPLIT] += 1
-                elif r == TLS_TOO_LONG:
-                    cnt[<int>SN_TLS_TOO_LONG] += 1
-                else:
-                    cnt[<int>SN_TLS_BAD] += 1
+                    if e.tcp.hs_type == 2 or res == HS_NOT_HELLO:
+                        pass                        # not a ClientHello: nothing to say
+                    elif res == HS_WHOLE:
+                        if tls_parse_hello(self.scratch, got, &h) == TLS_OK:
+                            r = _emit(m, &h, self.scratch, PROTO_TLS, SNIF_SPLIT, verify, p, cnt, o,
+                                      NULL, 0xFF)
+                            cnt[<int>SN_TLS_SPLIT] += 1
+                        else:
+                            cnt[<int>SN_TLS_BAD] += 1
+                    elif res == HS_TOO_LONG:
+                        cnt[<int>SN_TLS_TOO_LONG] += 1
+                    elif res == HS_CUT:
+                        cnt[<int>SN_TLS_GAP] += 1
+                    else:
+                        cnt[<int>SN_TLS_BAD] += 1
+                    self._drop(e)
+                    return r if r < 0 else 0
+                cnt[<int>SN_TLS_GAP] += 1
                 self._drop(e)
-                return r if r < 0 else 0
-        if plen < 6 and plen == m.payload_len and pay[0] == 22 and (plen < 2 or pay[1] == 3) \
-                and (plen < 3 or pay[2] <= 4):
+                # fall through: this segment may itself start a hello
+        if plen == m.payload_len and hs_may_start(pay, plen):
             # a segment shorter than a record header + handshake type: may start a hello
             e = self._slot(m, PROTO_TLS, NULL, 0, True, m.ts_ns)
             if e != NULL:
-                memcpy(e.buf, pay, plen)
-                e.used = plen
-                e.next_seq = m.seq + plen
+                hs_start(&e.tcp, e.buf, m.seq, m.payload_len, pay, plen, 0, self.scratch, &got)
             return 0
         start = tls_hello_start(pay, plen, &hs_type)
         if hs_type != 1:
@@ -1209,14 +1208,13 @@ cdef class SniTable:
             return _emit(m, &h, msg, PROTO_TLS, 0, verify, p, cnt, o, NULL, 0xFF)
         if r == TLS_INCOMPLETE and plen == m.payload_len:
             e = self._slot(m, PROTO_TLS, NULL, 0, True, m.ts_ns)
-            if e == NULL or plen > TLS_STREAM_CAP:
+            if e == NULL:
                 cnt[<int>SN_TLS_GAP] += 1
-                if e != NULL:
-                    self._drop(e)
                 return 0
-            memcpy(e.buf, pay, plen)
-            e.used = plen
-            e.next_seq = m.seq + plen
+            res = hs_start(&e.tcp, e.buf, m.seq, m.payload_len, pay, plen, start, self.scratch, &got)
+            if res != HS_MORE:
+                cnt[<int>SN_TLS_TOO_LONG if res == HS_TOO_LONG else SN_TLS_BAD] += 1
+                self._drop(e)
             return 0
         if r == TLS_TOO_LONG:
             cnt[<int>SN_TLS_TOO_LONG] += 1

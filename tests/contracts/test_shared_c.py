@@ -1,6 +1,8 @@
 """The shared C helpers have one home (issue 19): ext/util.h / ext/util.pxd for prefetch, the
 monotonic clock, address text, the UTF-8 check and the checked allocator; ext/hashes.pxd for the
-paper's three hash equations; webtap._ext.canon.CODES for the canonicaliser's error names.
+paper's three hash equations; ext/hellostream.pxd for the rules of a TLS hello split over TCP
+segments (the handshake records' and the URL filter's); webtap._ext.canon.CODES for the
+canonicaliser's error names.
 
 A second copy written into another module fails here, with the file and line. What is still
 allowed to allocate by hand is listed below with the reason, file by file.
@@ -25,6 +27,12 @@ ONE_HOME = [
     ("byte swap", r"__builtin_bswap", {"util.h"}),
     ("Eq. 1-3 hash, address fold", r"^\s*cdef\s+(?:inline\s+)?\w+\s+(?:eq[123]_\w*|\w*fold\w*)\s*\(\s*const uint8_t \*",
      {"hashes.pxd"}),
+    # a split TLS hello over TCP: the stream's rules (in order, retransmission, gap, caps, whole)
+    ("split-hello stream: gathering the held records", r"\btls_gather\s*\(",
+     {"hellostream.pxd", "tls_hello.h", "tls.pxd"}),
+    ("split-hello stream: TCP seq order", r"<int32_t>\s*\([^)\n]*seq\s*-", {"hellostream.pxd"}),
+    ("split-hello stream: the stream cap", r"\b(?:RAW_CAP|TLS_STREAM_CAP)\b|2\s*\*\s*TLS_HELLO_CAP",
+     {"hellostream.pxd"}),
 ]
 
 # Files that still call malloc/calloc/realloc themselves, and why (every other module allocates
