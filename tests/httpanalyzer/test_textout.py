@@ -86,9 +86,14 @@ def test_lines_follow_the_written_rule(values, cut, data):
 
 def test_unsupported_type_is_refused():
     with pytest.raises(TypeError):
-        textout.format_lines([pa.array([1.5])])
-    assert not textout.supported(pa.float64()) and textout.supported(pa.uint64())
+        textout.format_lines([pa.array([b"x"], pa.binary())])
+    with pytest.raises(TypeError):                       # lists: JSON and Zeek only
+        textout.format_lines([pa.array([["a"]], pa.list_(pa.string()))])
+    assert not textout.supported(pa.binary()) and textout.supported(pa.uint64())
+    assert textout.supported(pa.float64()) and textout.supported(pa.float32())
     assert not textout.supported(pa.timestamp("us")) and textout.supported(pa.duration("ns"))
+    assert textout.supported(pa.list_(pa.uint16()), "zeek")
+    assert not textout.supported(pa.list_(pa.list_(pa.uint16())), "jsonl")
 
 
 def ref_seconds(v: int, decimals: int) -> str:
