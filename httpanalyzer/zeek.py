@@ -24,15 +24,16 @@ the others              unset (bodies, files, MIME sniffing, credentials: not in
 
 Then webtap's own columns with their record names and Zeek types: request_ts and response_ts
 (``time``, 9 decimals: exact), response_time (``interval``), community_id, the flags, the other
-chosen headers, ... A view, not a writer: the column choice is built with pyarrow (no Python per
-record).
+chosen headers, ... A view, not a writer: the columns are chosen with pyarrow and built from
+buffers with numpy and webtap._ext.textout (no Python per record, and no pyarrow.compute, whose
+first call imports pandas).
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from webtap.arrowtext import seconds_text
+from webtap._ext.textout import seconds_text
 
 __all__ = ["HTTP_FIELDS", "http_log_view", "SSL_FIELDS", "ssl_log_view"]
 
@@ -59,6 +60,38 @@ FROM_RECORD = {"id.orig_h": "client_ip", "id.orig_p": "client_port", "id.resp_h"
 _UNSET_IF_EMPTY = ("referrer", "origin")          # a chosen header's '' (absent): Zeek leaves unset
 
 
+def _valid(a) -> np.ndarray:
+    """The validity of an array's values as booleans (its slice offset applied)."""
+    bm = a.buffers()[0]
+    if bm is None or a.null_count == 0:
+        return np.ones(len(a), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bm, dtype=np.uint8), bitorder="little")
+    return bits[a.offset:a.offset + len(a)].astype(bool)
+
+
+def _string_parts(a):
+    """(offsets relative to the first value, the values' bytes, validity) of a string array."""
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    offs = np.frombuffer(a.buffers()[1], dtype=np.int32)[a.offset:a.offset + len(a) + 1]
+    data = a.buffers()[2]
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return offs - offs[0], data[offs[0]:offs[-1]], _valid(a)
+
+
+def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.Array:
+    n = len(valid)
+    nulls = int(n - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.StringArray.from_buffers(n, pa.py_buffer(np.ascontiguousarray(offsets, np.int32)),
+                                       pa.py_buffer(np.ascontiguousarray(data)), bitmap, nulls)
+
+
+def _unset_if_empty(col) -> pa.Array:
+    """'' -> null (the other values as they are)."""
+    offs, data, valid = _string_parts(col)
+    return _strings(offs, data, valid & (np.diff(offs) > 0))
+
+
 def http_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Zeek's http.log columns, then the record's other columns."""
     n = batch.num_rows
@@ -66,12 +99,11 @@ def http_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     arrays, fields = [], []
     for zname, ztype in HTTP_FIELDS:
         if zname == "ts":
-            ts = pc.coalesce(batch.column("request_ts"), batch.column("response_ts"))
-            col = seconds_text(ts, 6)
+            col = seconds_text(batch.column("request_ts"), 6, fallback=batch.column("response_ts"))
         elif FROM_RECORD.get(zname) in names:
             col = batch.column(FROM_RECORD[zname])
             if zname in _UNSET_IF_EMPTY:
-                col = pc.if_else(pc.equal(col, ""), pa.scalar(None, col.type), col)
+                col = _unset_if_empty(col)
         else:
             col = pa.nulls(n, pa.string())
         arrays.append(col)
@@ -135,20 +167,37 @@ CIPHER_SUITES = {
 
 
 def _named(col, names: dict) -> pa.Array:
-    """'0x1301'-style codes -> names (unknown-<decimal> when not in `names`). Python runs once
-    per distinct code, never per record."""
-    uniq = pc.unique(col.drop_null()) if col.null_count else pc.unique(col)
-    keys = uniq.to_pylist()
+    """'0x1301'-style codes -> names (unknown-<decimal> when not in `names`; a text that is no
+    number stays as it is). Python runs once per distinct code, never per record: the codes are
+    told apart by numpy (np.unique over the values as fixed-width bytes) and the names laid out
+    with numpy from their index."""
+    offs, data, valid = _string_parts(col)
+    n = len(valid)
+    lens = np.diff(offs)
+    w = max(int(lens.max()) if n else 0, 1)
+    mat = np.zeros((n, w + 1), dtype=np.uint8)          # a 1 after each value: trailing NULs count
+    mat[np.arange(w + 1) < lens[:, None]] = data
+    mat[np.arange(n), lens] = 1
+    keys, inv = np.unique(mat.view(f"S{w + 1}").ravel(), return_inverse=True)
 
-    def name(k):
+    def name(k: bytes) -> bytes:
+        k = k[:-1].decode()
         try:
             v = int(k, 16)
         except ValueError:
-            return k
-        return names.get(v, f"unknown-{v}")
+            return k.encode()
+        return names.get(v, f"unknown-{v}").encode()
 
-    table = pa.array([name(k) for k in keys], pa.string())
-    return pc.take(table, pc.index_in(col, value_set=pa.array(keys, pa.string())))
+    table = [name(k) for k in keys]
+    tlens = np.array([len(t) for t in table], dtype=np.int64)
+    tw = max(int(tlens.max()) if len(table) else 0, 1)
+    tmat = np.frombuffer(b"".join(t.ljust(tw, b"\0") for t in table), dtype=np.uint8).reshape(-1, tw)
+    inv = inv.reshape(-1)
+    rlens = np.where(valid, tlens[inv], 0) if n else np.zeros(0, np.int64)
+    out_offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(rlens, out=out_offs[1:])
+    rows = tmat[inv] if n else np.zeros((0, tw), np.uint8)
+    return _strings(out_offs, rows[np.arange(tw) < rlens[:, None]], valid)
 
 
 def ssl_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -161,8 +210,8 @@ def ssl_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     for zname, ztype in SSL_FIELDS:
         rname = SSL_FROM_RECORD.get(zname)
         if zname == "ts":
-            col = seconds_text(pc.coalesce(batch.column("client_hello_ts"),
-                                           batch.column("server_hello_ts")), 6)
+            col = seconds_text(batch.column("client_hello_ts"), 6,
+                               fallback=batch.column("server_hello_ts"))
         elif rname in names:
             col = batch.column(rname)
             if zname == "version":

@@ -12,80 +12,56 @@ JSON has strings, numbers, booleans and null; the other types are written as:
   (the TLS records' ALPN, cipher suites, ...): JSON arrays.
 
 ``pandas.read_json(path, lines=True)`` gives back the Parquet output's records with those
-conversions (tests/outputs/test_writers_readers.py does it on the shared traces). Lines are built
-column by column with pyarrow compute kernels (string escaping included): no Python per record.
+conversions (tests/outputs/test_writers_readers.py does it on the shared traces).
+
+Strings are escaped as RFC 8259 asks and no more: ``\\\\``, ``\\"``, and ``\\u00XX`` (lower-case
+hex) for U+0000-U+001F; other text, DEL and non-ASCII included, is written as it is (UTF-8).
+Floats as pyarrow's cast to string writes them (``0.023004``, ``1e-7``). Lines are written by C
+over the Arrow buffers (webtap._ext.textout.format_jsonl, where these rules live): no Python per
+record, and no pyarrow.compute (whose first call imports pandas: ~0.2 s and ~40 MB a run).
 """
 from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from webtap._ext import textout
 
-from webtap.arrowtext import seconds_text, text_bytes
+# pyarrow is imported by the functions that use it: the CLI layer imports this module when the
+# output is chosen, before the first packet (start-up, issue 21).
 
-__all__ = ["JsonLinesWriter", "format_jsonl", "json_strings"]
-
-_CONTROL = "[\\x00-\\x1f]"
+__all__ = ["JsonLinesWriter", "format_jsonl"]
 
 
-def json_strings(arr: pa.Array) -> pa.Array:
-    """Each string as a JSON string literal (quotes, backslash, control characters escaped);
-    nulls stay null."""
-    a = pc.replace_substring(arr, "\\", "\\\\")
-    a = pc.replace_substring(a, '"', '\\"')
-    if pc.any(pc.match_substring_regex(a, _CONTROL)).as_py():
-        for c in range(32):
-            a = pc.replace_substring(a, chr(c), f"\\u{c:04x}")
-    return pc.binary_join_element_wise('"', a, '"', "")
+def _columns(batch) -> list:
+    """The batch's columns as textout writes them: a dictionary column decoded, a time in
+    another unit than ns converted to ns (pyarrow.compute, for such a column only)."""
+    import pyarrow as pa
+
+    cols = []
+    for col in batch.columns:
+        t = col.type
+        if pa.types.is_dictionary(t):
+            col = col.cast(t.value_type)
+            t = t.value_type
+        if pa.types.is_timestamp(t) and t.unit != "ns":
+            col = col.cast(pa.timestamp("ns", t.tz))
+        elif pa.types.is_duration(t) and t.unit != "ns":
+            col = col.cast(pa.duration("ns"))
+        if not textout.supported(col.type, "jsonl"):
+            raise TypeError(f"JSON lines: no rule for a column of type {col.type}")
+        cols.append(col)
+    return cols
 
 
-def _iso(arr: pa.Array) -> pa.Array:
-    # %S of a nanosecond timestamp prints the 9 decimals; the zone is UTC (schema)
-    text = pc.strftime(arr, format="%Y-%m-%dT%H:%M:%SZ")
-    return pc.binary_join_element_wise('"', text, '"', "")
+def _keys(schema) -> list:
+    return [json.dumps(name).encode() for name in schema.names]
 
 
-def _value_text(col: pa.Array) -> pa.Array:
-    """JSON text of one column, null where the value is null."""
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = t.value_type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return json_strings(col)
-    if pa.types.is_timestamp(t):
-        return _iso(col)
-    if pa.types.is_duration(t):
-        return seconds_text(col)
-    if pa.types.is_boolean(t):
-        return pc.if_else(col, "true", "false")
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
-        return col.cast(pa.string())
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _list_text(col)
-    raise TypeError(f"JSON lines: no rule for a column of type {t}")
-
-
-def _list_text(col) -> pa.Array:
-    """A list column as JSON arrays (elements by the same rules); a null list stays null."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    flat = pc.fill_null(_value_text(col.values), "null")
-    lists = type(col).from_arrays(col.offsets, flat, mask=col.is_null())
-    return pc.binary_join_element_wise("[", pc.binary_join(lists, ","), "]", "")
-
-
-def format_jsonl(batch: pa.RecordBatch) -> bytes:
+def format_jsonl(batch) -> bytes:
     """One batch as JSON lines (each line ends with '\\n')."""
     if batch.num_rows == 0:
         return b""
-    parts = []
-    for i, name in enumerate(batch.schema.names):
-        parts.append(("{" if i == 0 else ",") + json.dumps(name) + ":")
-        parts.append(pc.fill_null(_value_text(batch.column(i)), "null"))
-    parts.append("}\n")
-    line = pc.binary_join_element_wise(*parts, "")
-    return text_bytes(line)
+    return textout.format_jsonl(_columns(batch), _keys(batch.schema))
 
 
 class JsonLinesWriter:
@@ -94,10 +70,14 @@ class JsonLinesWriter:
 
     def __init__(self, f, schema=None):
         self.f = f
+        self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
 
     def write(self, data) -> None:
-        for b in data.to_batches() if isinstance(data, pa.Table) else [data]:
-            self.f.write(format_jsonl(b))
+        for b in data.to_batches() if hasattr(data, "to_batches") else [data]:
+            if b.num_rows:
+                n = textout.format_jsonl(_columns(b), _keys(b.schema), self.buf)
+                with memoryview(self.buf) as m, m[:n] as part:
+                    self.f.write(part)
 
     def close(self, meta: dict | None = None) -> None:
         self.f.flush()

@@ -18,24 +18,25 @@ log has is the tool's view (httpanalyzer.zeek: http.log); this module only forma
   and ``"`` are escaped the same way: zat reads logs with pandas' CSV reader, for which ``#``
   starts a comment anywhere in a line and a leading ``"`` a quoted field.
 
-Rows are built column by column with pyarrow compute kernels: no Python per record.
+Rows are written by C over the Arrow buffers (webtap._ext.textout.format_zeek, where the
+escaping rules above live): no Python per record, and no pyarrow.compute (whose first call
+imports pandas: ~0.2 s and ~40 MB a run).
 """
 from __future__ import annotations
 
 import time
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from webtap._ext import textout
 
-from webtap.arrowtext import seconds_text, text_bytes
+# pyarrow is imported by the functions that use it (the CLI layer imports this module when the
+# output is chosen, before the first packet: start-up, issue 21).
 
 __all__ = ["ZeekLogWriter", "format_rows", "header_lines", "escape", "zeek_type"]
 
-_ESCAPE_ALWAYS = "\\#\""                    # the backslash first: later escapes add some
-_CONTROL = "[\\x00-\\x1f\\x7f]"
 
+def zeek_type(field) -> str:
+    import pyarrow as pa
 
-def zeek_type(field: pa.Field) -> str:
     md = field.metadata or {}
     if b"zeek_type" in md:
         return md[b"zeek_type"].decode()
@@ -59,47 +60,38 @@ def zeek_type(field: pa.Field) -> str:
     return "string"
 
 
-def escape(arr) -> pa.Array:
-    """Zeek's escaping of text values (module docstring); nulls stay null."""
-    a = arr
-    for ch in _ESCAPE_ALWAYS:
-        a = pc.replace_substring(a, ch, f"\\x{ord(ch):02x}")
-    if pc.any(pc.match_substring_regex(a, _CONTROL)).as_py():
-        for c in list(range(32)) + [127]:
-            a = pc.replace_substring(a, chr(c), f"\\x{c:02x}")
-    a = pc.if_else(pc.equal(a, "-"), "\\x2d", a)
-    a = pc.if_else(pc.equal(a, "(empty)"), "\\x28empty)", a)
-    return pc.if_else(pc.equal(a, ""), "(empty)", a)
+def escape(arr):
+    """Zeek's escaping of text values (module docstring), as a string array; nulls stay null."""
+    return textout.text_array(arr, "zeek")
 
 
-def _text(col) -> pa.Array:
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = t.value_type
-    if pa.types.is_null(t):
-        return pa.nulls(len(col), pa.string())
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return escape(col)
-    if pa.types.is_timestamp(t) or pa.types.is_duration(t):
-        return seconds_text(col)
-    if pa.types.is_boolean(t):
-        return pc.if_else(col, "T", "F")
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        # Zeek's vector/set: elements (escaped, ',' too) joined by the set separator
-        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        flat = pc.replace_substring(_text(col.values), ",", "\\x2c")
-        lists = type(col).from_arrays(col.offsets, pc.fill_null(flat, "-"), mask=col.is_null())
-        joined = pc.binary_join(lists, ",")
-        return pc.if_else(pc.equal(joined, ""), "(empty)", joined)
-    return col.cast(pa.string())
+def _columns(batch) -> list:
+    """The batch's columns as textout writes them: a dictionary column decoded, a time in
+    another unit than ns converted to ns, a type without a Zeek rule (binary, decimal) cast to
+    text (pyarrow.compute, for such a column only)."""
+    import pyarrow as pa
+
+    cols = []
+    for col in batch.columns:
+        t = col.type
+        if pa.types.is_dictionary(t):
+            col = col.cast(t.value_type)
+            t = t.value_type
+        if pa.types.is_timestamp(t) and t.unit != "ns":
+            col = col.cast(pa.timestamp("ns", t.tz))
+        elif pa.types.is_duration(t) and t.unit != "ns":
+            col = col.cast(pa.duration("ns"))
+        elif not textout.supported(t, "zeek"):
+            col = col.cast(pa.string())
+        cols.append(col)
+    return cols
 
 
 def _stamp(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(time.time() if t is None else t))
 
 
-def header_lines(schema: pa.Schema, opened: float | None = None) -> bytes:
+def header_lines(schema, opened: float | None = None) -> bytes:
     md = schema.metadata or {}
     path = md.get(b"zeek_path", b"webtap").decode()
     lines = ["#separator \\x09", "#set_separator\t,", "#empty_field\t(empty)", "#unset_field\t-",
@@ -109,13 +101,11 @@ def header_lines(schema: pa.Schema, opened: float | None = None) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def format_rows(batch: pa.RecordBatch) -> bytes:
+def format_rows(batch) -> bytes:
     """The batch as tab-separated rows (each ends with '\\n')."""
     if batch.num_rows == 0:
         return b""
-    parts = [_text(batch.column(i)) for i in range(batch.num_columns)]
-    line = pc.binary_join_element_wise(*parts, "\t", null_handling="replace", null_replacement="-")
-    return text_bytes(pc.binary_join_element_wise(line, "\n", ""))
+    return textout.format_zeek(_columns(batch))
 
 
 class ZeekLogWriter:
@@ -126,13 +116,17 @@ class ZeekLogWriter:
         self.f = f
         self.schema = schema
         self.started = False
+        self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
 
     def write(self, data) -> None:
-        for b in data.to_batches() if isinstance(data, pa.Table) else [data]:
+        for b in data.to_batches() if hasattr(data, "to_batches") else [data]:
             if not self.started:
                 self.f.write(header_lines(b.schema))
                 self.started = True
-            self.f.write(format_rows(b))
+            if b.num_rows:
+                n = textout.format_zeek(_columns(b), self.buf)
+                with memoryview(self.buf) as m, m[:n] as part:
+                    self.f.write(part)
 
     def close(self, meta: dict | None = None) -> None:
         if not self.started and self.schema is not None:
