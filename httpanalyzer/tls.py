@@ -436,20 +436,21 @@ def _take(tab: pa.Table, idx: pa.Array) -> pa.Table:
 # Output: text views (lists comma-joined) for CSV and the line format; Parquet keeps lists
 # ---------------------------------------------------------------------------------------------
 def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-    """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records)."""
-    import pyarrow.compute as pc       # here: ~40 ms of import the Parquet output does not need
-
-    from httpanalyzer.writers import seconds_text
+    """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records).
+    Written by C over the buffers (webtap._ext.textout): no pyarrow.compute, whose first call
+    imports pandas (~0.2 s, ~40 MB of a text run)."""
+    from webtap._ext.textout import seconds_text, text_array
 
     tab = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     cols = []
     for name in tab.column_names:
-        col = tab[name].combine_chunks()
+        col = tab[name]
+        col = col.combine_chunks() if col.num_chunks else pa.nulls(0, col.type)   # (no pa.array)
         t = col.type
         if pa.types.is_list(t):
-            col = pc.binary_join(col.cast(pa.list_(pa.string())), ",")
+            col = text_array(col, "raw")
         elif pa.types.is_timestamp(t):
-            col = seconds_text(col.cast(pa.int64()))
+            col = seconds_text(col)
         cols.append(col)
     return pa.table(cols, names=tab.column_names)
 
@@ -460,7 +461,8 @@ TEXT_SCHEMA = None
 def _text_schema() -> pa.Schema:
     global TEXT_SCHEMA
     if TEXT_SCHEMA is None:
-        TEXT_SCHEMA = text_view(SCHEMA.empty_table()).schema
+        # not SCHEMA.empty_table(): it builds its columns with pa.array, which imports pandas
+        TEXT_SCHEMA = text_view(pa.table([pa.nulls(0, f.type) for f in SCHEMA], schema=SCHEMA)).schema
     return TEXT_SCHEMA
 
 
@@ -470,8 +472,8 @@ def _ssl_log(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     from httpanalyzer.zeek import ssl_log_view
 
     if isinstance(batch, pa.Table):
-        batch = pa.RecordBatch.from_arrays(
-            [pa.concat_arrays(c.chunks) if c.num_chunks else pa.array([], c.type) for c in batch.columns],
+        batch = pa.RecordBatch.from_arrays(   # (a column without chunks: no pa.array, no pandas)
+            [c.combine_chunks() if c.num_chunks else pa.nulls(0, c.type) for c in batch.columns],
             schema=batch.schema)
     return ssl_log_view(batch)
 
