@@ -2,10 +2,11 @@
 
 pyarrow 26's compute wrappers import pandas on their first call (~0.2 s and ~40 MB per run);
 so the text outputs are written by C (ext/textout.pyx) and Parquet from buffers. A text run
-(the default line output, .txt, .csv) loads pyarrow's core and numpy (the record columns), never
-pandas or pyarrow.compute; Parquet loads pyarrow.parquet but not pandas. Each run is a fresh
-interpreter that calls the command's main on a shared trace with records and reports
-sys.modules at its end."""
+(the default line output, .txt, .csv, JSON lines .jsonl, Zeek .log; `httpanalyzer` and
+`httpanalyzer tls` alike) loads pyarrow's core and numpy (the record columns), never pandas or
+pyarrow.compute; Parquet loads pyarrow.parquet but not pandas. Each run is a fresh interpreter
+that calls the command's main on a shared trace with records and reports sys.modules at its
+end."""
 from __future__ import annotations
 
 import json
@@ -27,24 +28,38 @@ print(json.dumps({"rc": rc, "mods": mods}), file=sys.stderr)
 NEVER = ("pandas", "pyarrow.compute")
 
 
-def _loaded(tmp_path, *args) -> set[str]:
+def _loaded(tmp_path, *args, tls: bool = False) -> set[str]:
     trace = require_shared(TRACES / "ndpi" / "1kxun.pcap")   # 1,723 frames, 100 Continue, IPv6
-    p = subprocess.run([sys.executable, "-c", PROBE, str(trace), *args], cwd=tmp_path,
+    argv = ["tls", str(trace), *args] if tls else [str(trace), *args]
+    p = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=tmp_path,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
     res = json.loads(p.stderr.strip().splitlines()[-1])
     assert res["rc"] == 0
-    if not args:
-        assert p.stdout.count("\n") > 100        # records were written (lines on stdout)
+    if not args:                                 # records were written (lines on stdout)
+        assert p.stdout.count("\n") >= (4 if tls else 100)
     return set(res["mods"])
 
 
-@pytest.mark.parametrize("out", [None, "r.txt", "r.csv"])
+@pytest.mark.parametrize("out", [None, "r.txt", "r.csv", "r.jsonl", "http.log"])
 def test_text_run_loads_no_pandas_nor_compute(tmp_path, out):
     mods = _loaded(tmp_path, *(["-o", out] if out else []))
     assert "pyarrow" in mods and "numpy" in mods          # the record columns
     assert not [m for m in mods if m.startswith(NEVER)], sorted(mods)
     if out:
         assert (tmp_path / out).stat().st_size > 1000
+
+
+@pytest.mark.parametrize("out", [None, "t.txt", "t.csv", "t.jsonl", "ssl.log"])
+def test_tls_text_run_loads_no_pandas_nor_compute(tmp_path, out):
+    """`httpanalyzer tls`: the text view (lists joined, timestamps as seconds), JSON lines and
+    ssl.log (Zeek's names of versions and suites, ts from either hello) are built from the
+    buffers too."""
+    mods = _loaded(tmp_path, *(["-o", out] if out else []), tls=True)
+    assert "pyarrow" in mods and "numpy" in mods
+    assert not [m for m in mods if m.startswith(NEVER)], sorted(mods)
+    if out:
+        data = (tmp_path / out).read_bytes()
+        assert data.count(b"\n") >= 4 and b"192.168.115.75" in data      # 1kxun's handshakes
 
 
 def test_parquet_run_loads_no_pandas(tmp_path):
