@@ -149,12 +149,21 @@ _rules_init()
 cdef const char *HEX = b"0123456789abcdef"
 cdef const char *ZEEK_EMPTY = b"(empty)"
 
-# the most bytes any value other than text takes ("2262-04-11T23:47:16.854775807Z" with its
-# quotes, -9223372036.854775808, -9223372036854775808, -2.2250738585072014e-308, "(empty)",
-# "\x28empty)", null), and per byte of text (\u00HH)
-cdef enum:
-    BASE = 48
-    PER_BYTE = 6
+cdef int64_t _width(int kind) noexcept nogil:
+    """The most bytes one value of a kind takes besides its text's escaped bytes (a null's
+    null / -, Zeek's (empty) and \\x28empty), JSON's quotes and brackets)."""
+    if kind == K_TS:
+        return 34           # "2262-04-11T23:47:16.854775807Z" with its quotes
+    if kind == K_F64 or kind == K_F32:
+        return 24           # -2.2250738585072014e-308
+    if kind == K_SEC or K_U8 <= kind <= K_I64:
+        return 21           # -9223372036.854775808, -9223372036854775808
+    return 10               # \\x28empty), "", [], true, false, null
+
+
+cdef int64_t _per_byte(int style) noexcept nogil:
+    """The most bytes one byte of text becomes: \\u00HH (JSON), \\xHH (lines, Zeek)."""
+    return 6 if style == S_JSON else 1 if style == S_RAW else 4
 
 
 cdef inline char *_hex_escape(char *o, uint8_t v) noexcept nogil:
@@ -358,6 +367,20 @@ cdef int _shortest(double v, bint single, char *dig, int *exp10) noexcept nogil:
     cdef int ex
     cdef char point
     cdef bint pow2 = frexp(v, &ex) == 0.5
+    cdef int64_t ns
+    cdef char tmp[24]
+    if not single and 1e-9 <= v < 1e6:
+        # most floats of the records are whole nanoseconds in seconds (handshake_time): when
+        # v = N / 1e9 for an integer N of at most 15 digits, N's digits are the shortest text
+        # (two different texts of <= 15 significant digits never read as one double)
+        ns = <int64_t>(v * 1e9 + 0.5)
+        if <double>ns / 1e9 == v:
+            n = <int>(_udec(tmp, <uint64_t>ns) - tmp)
+            memcpy(dig, tmp, n)
+            exp10[0] = n - 10
+            while n > 1 and dig[n - 1] == 48:
+                n -= 1
+            return n
     if not pow2:
         # nearest p-digit text reads back for every p from the shortest on: bisect
         while lo < hi:
@@ -644,13 +667,13 @@ cdef int64_t _setup(Col *c, Col *child, a, int style, list keep) except -1:
     c.pre = NULL
     c.npre = 0
     if k == K_NULL or n == 0:                  # nothing to read (an empty array may have no buffers)
-        return n * BASE
+        return n * _width(k)
     bufs = a.buffers()
     c.valid = _addr(bufs[0]) if a.null_count else NULL
     c.values = _addr(bufs[1])
     if k == K_STR or k == K_LSTR:
         c.data = _addr(bufs[2])
-        return n * BASE + PER_BYTE * _str_bytes(c, a.offset, a.offset + n)
+        return n * _width(k) + _per_byte(style) * _str_bytes(c, a.offset, a.offset + n)
     if k == K_LIST or k == K_LLIST:
         if k == K_LIST:
             ea = (<const int32_t *>c.values)[a.offset]
@@ -660,11 +683,11 @@ cdef int64_t _setup(Col *c, Col *child, a, int style, list keep) except -1:
             eb = (<const int64_t *>c.values)[a.offset + n]
         c.child = child
         _setup(child, NULL, a.values, style, keep)
-        bound = n * BASE + (eb - ea) * (BASE + 1)
+        bound = n * _width(k) + (eb - ea) * (_width(child.kind) + 1)     # + the ','s
         if (child.kind == K_STR or child.kind == K_LSTR) and eb > ea:
-            bound += PER_BYTE * _str_bytes(child, ea + child.offset, eb + child.offset)
+            bound += _per_byte(style) * _str_bytes(child, ea + child.offset, eb + child.offset)
         return bound
-    return n * BASE
+    return n * _width(k)
 
 
 def _grow(out, int64_t bound):

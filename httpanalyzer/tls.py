@@ -444,8 +444,7 @@ def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     tab = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     cols = []
     for name in tab.column_names:
-        col = tab[name]
-        col = col.combine_chunks() if col.num_chunks else pa.nulls(0, col.type)   # (no pa.array)
+        col = tab[name]                # (combine_chunks would copy every column)
         t = col.type
         if pa.types.is_list(t):
             col = text_array(col, "raw")
