@@ -25,32 +25,12 @@ from __future__ import annotations
 import json
 
 from webtap._ext import textout
+from webtap.writers import text_columns
 
 # pyarrow is imported by the functions that use it: the CLI layer imports this module when the
 # output is chosen, before the first packet (start-up, issue 21).
 
 __all__ = ["JsonLinesWriter", "format_jsonl"]
-
-
-def _columns(batch) -> list:
-    """The batch's columns as textout writes them: a dictionary column decoded, a time in
-    another unit than ns converted to ns (pyarrow.compute, for such a column only)."""
-    import pyarrow as pa
-
-    cols = []
-    for col in batch.columns:
-        t = col.type
-        if pa.types.is_dictionary(t):
-            col = col.cast(t.value_type)
-            t = t.value_type
-        if pa.types.is_timestamp(t) and t.unit != "ns":
-            col = col.cast(pa.timestamp("ns", t.tz))
-        elif pa.types.is_duration(t) and t.unit != "ns":
-            col = col.cast(pa.duration("ns"))
-        if not textout.supported(col.type, "jsonl"):
-            raise TypeError(f"JSON lines: no rule for a column of type {col.type}")
-        cols.append(col)
-    return cols
 
 
 def _keys(schema) -> list:
@@ -61,7 +41,7 @@ def format_jsonl(batch) -> bytes:
     """One batch as JSON lines (each line ends with '\\n')."""
     if batch.num_rows == 0:
         return b""
-    return textout.format_jsonl(_columns(batch), _keys(batch.schema))
+    return textout.format_jsonl(text_columns(batch, "jsonl"), _keys(batch.schema))
 
 
 class JsonLinesWriter:
@@ -75,7 +55,7 @@ class JsonLinesWriter:
     def write(self, data) -> None:
         for b in data.to_batches() if hasattr(data, "to_batches") else [data]:
             if b.num_rows:
-                n = textout.format_jsonl(_columns(b), _keys(b.schema), self.buf)
+                n = textout.format_jsonl(text_columns(b, "jsonl"), _keys(b.schema), self.buf)
                 with memoryview(self.buf) as m, m[:n] as part:
                     self.f.write(part)
 

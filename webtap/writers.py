@@ -26,7 +26,8 @@ from webtap._ext import textout
 # pyarrow is imported by the functions that need it, not here: the CLI builds its writer before
 # the first packet, and a line output needs pyarrow only once records exist (start-up, issue 21).
 
-__all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "unescape", "read_lines", "format_lines"]
+__all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "unescape", "read_lines", "format_lines",
+           "text_columns"]
 
 _UNESCAPE = re.compile(r"\\(\\|r|n|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
@@ -79,11 +80,26 @@ def read_lines(source, names):
     return pa.table(cols) if names else pa.table({})
 
 
-def _text_columns(batch) -> list:
+def text_columns(batch, style: str = "lines") -> list:
+    """The batch's columns as webtap._ext.textout writes them in `style` ("lines", "jsonl",
+    "zeek"): a dictionary column decoded; in JSON lines and Zeek logs a time in another unit
+    than ns converted to ns; a column of a type without a rule cast to text (lines, Zeek) or
+    refused with TypeError (JSON). The conversions use pyarrow.compute, only for such a column
+    (the tools' records have none)."""
+    import pyarrow as pa
+
     cols = []
     for c in batch.columns:
-        if not textout.supported(c.type):
-            c = c.cast("string")             # pyarrow.compute, only for such a column
+        t = c.type
+        if pa.types.is_dictionary(t):
+            c, t = c.cast(t.value_type), t.value_type
+        if style != "lines" and (pa.types.is_timestamp(t) or pa.types.is_duration(t)) \
+                and t.unit != "ns":
+            c = c.cast(pa.timestamp("ns", t.tz) if pa.types.is_timestamp(t) else pa.duration("ns"))
+        elif not textout.supported(t, style):
+            if style == "jsonl":
+                raise TypeError(f"JSON lines: no rule for a column of type {t}")
+            c = c.cast(pa.string())
         cols.append(c)
     return cols
 
@@ -95,7 +111,7 @@ def format_lines(batch) -> bytes:
     import); a column of another type is cast to text first."""
     if batch.num_rows == 0:
         return b""
-    return textout.format_lines(_text_columns(batch))
+    return textout.format_lines(text_columns(batch))
 
 
 def _batches(data):
@@ -112,7 +128,7 @@ class LineWriter:
     def write(self, data) -> None:
         for b in _batches(data):
             if b.num_rows:
-                n = textout.format_lines(_text_columns(b), self.buf)
+                n = textout.format_lines(text_columns(b), self.buf)
                 with memoryview(self.buf) as m, m[:n] as part:
                     self.f.write(part)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 
 from webtap._ext import textout
+from webtap.writers import text_columns
 
 # pyarrow is imported by the functions that use it (the CLI layer imports this module when the
 # output is chosen, before the first packet: start-up, issue 21).
@@ -65,28 +66,6 @@ def escape(arr):
     return textout.text_array(arr, "zeek")
 
 
-def _columns(batch) -> list:
-    """The batch's columns as textout writes them: a dictionary column decoded, a time in
-    another unit than ns converted to ns, a type without a Zeek rule (binary, decimal) cast to
-    text (pyarrow.compute, for such a column only)."""
-    import pyarrow as pa
-
-    cols = []
-    for col in batch.columns:
-        t = col.type
-        if pa.types.is_dictionary(t):
-            col = col.cast(t.value_type)
-            t = t.value_type
-        if pa.types.is_timestamp(t) and t.unit != "ns":
-            col = col.cast(pa.timestamp("ns", t.tz))
-        elif pa.types.is_duration(t) and t.unit != "ns":
-            col = col.cast(pa.duration("ns"))
-        elif not textout.supported(t, "zeek"):
-            col = col.cast(pa.string())
-        cols.append(col)
-    return cols
-
-
 def _stamp(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%d-%H-%M-%S", time.gmtime(time.time() if t is None else t))
 
@@ -105,7 +84,7 @@ def format_rows(batch) -> bytes:
     """The batch as tab-separated rows (each ends with '\\n')."""
     if batch.num_rows == 0:
         return b""
-    return textout.format_zeek(_columns(batch))
+    return textout.format_zeek(text_columns(batch, "zeek"))
 
 
 class ZeekLogWriter:
@@ -124,7 +103,7 @@ class ZeekLogWriter:
                 self.f.write(header_lines(b.schema))
                 self.started = True
             if b.num_rows:
-                n = textout.format_zeek(_columns(b), self.buf)
+                n = textout.format_zeek(text_columns(b, "zeek"), self.buf)
                 with memoryview(self.buf) as m, m[:n] as part:
                     self.f.write(part)
 
