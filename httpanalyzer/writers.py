@@ -51,8 +51,8 @@ def csv_view(batch):
 
 
 def zeek_view(batch):
-    """-o OUT.log: Zeek's http.log (httpanalyzer/zeek.py, imported only for that output: it
-    formats with pyarrow.compute, which a line or CSV run does not load)."""
+    """-o OUT.log: Zeek's http.log (httpanalyzer/zeek.py, imported only for that output; its
+    columns are built from buffers, without pyarrow.compute)."""
     from httpanalyzer.zeek import http_log_view
 
     return http_log_view(batch)
