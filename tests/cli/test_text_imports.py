@@ -93,3 +93,24 @@ def test_one_pass_tls_parquet_loads_no_compute(tmp_path):
                                                          t["response_frame"].to_pylist())]
     assert frames == sorted(frames)                          # ordered by first frame
     assert not [m for m in mods if m.startswith(NEVER)], sorted(mods)
+
+
+@pytest.mark.parametrize("tls_args", [["--tls-out", "t.parquet"], ["--tls-out", "t.csv"]])
+def test_one_pass_without_handshakes_loads_no_pandas(tmp_path, tls_args):
+    """A trace without TLS: the TLS output is an empty table of the schema, built without
+    SCHEMA.empty_table() (pyarrow 26 imports pandas there)."""
+    trace = require_shared(TRACES / "ndpi" / "1kxun.pcap")
+    # HTTP only: the first 200 frames of 1kxun carry no TLS hello (checked below)
+    small = tmp_path / "http-only.pcap"
+    subprocess.run(["editcap", "-F", "pcap", "-r", str(trace), str(small), "1-200"], check=True)
+    p = subprocess.run([sys.executable, "-c", PROBE, str(small), "-o", "r.txt", *tls_args], cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
+    res = json.loads(p.stderr.strip().splitlines()[-1])
+    assert res["rc"] == 0
+    out = tmp_path / tls_args[1]
+    if out.suffix == ".csv":
+        assert out.read_text().count("\n") == 1              # the header row only
+    else:
+        import pyarrow.parquet as pq
+        assert pq.read_table(out).num_rows == 0
+    assert not [m for m in res["mods"] if m.startswith(("pandas", "pyarrow.compute"))], res["mods"]
