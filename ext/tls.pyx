@@ -115,8 +115,7 @@ from packet cimport PacketRef
 from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
 from cpython.pycapsule cimport PyCapsule_New
-from pairing cimport eq2_hash
-from hashes cimport fold_ip
+from hashes cimport eq2_hash, fold_ip
 from util cimport wt_ip_text
 from pendtable cimport (PendIndex, PendLinks, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free,
                         pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
