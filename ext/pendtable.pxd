@@ -157,19 +157,23 @@ cdef inline int32_t pt_oldest(const PendIndex *t) noexcept nogil:
     return t.age_head
 
 
-cdef inline void pt_link(PendIndex *t, int32_t i, uint32_t hash, int64_t stamp) noexcept nogil:
-    """Make entry i wait: append it to the chain of hash's cell and to the age list (newest
-    end), stamped with the capture clock `stamp`."""
-    cdef PendLinks *e = pt_at(t, i)
-    cdef uint32_t cell = hash & (t.ncells - 1)
-    e.stamp = stamp
-    e.hash = hash
-    e.next = -1
+cdef inline void pt_chain_append(PendIndex *t, int32_t i, uint32_t cell) noexcept nogil:
+    """Append entry i at the tail of cell's chain (the chains' arrival order: pt_link, pt_grow)."""
+    pt_at(t, i).next = -1
     if t.cell_tail[cell] == -1:
         t.cell_head[cell] = i
     else:
         pt_at(t, t.cell_tail[cell]).next = i
     t.cell_tail[cell] = i
+
+
+cdef inline void pt_link(PendIndex *t, int32_t i, uint32_t hash, int64_t stamp) noexcept nogil:
+    """Make entry i wait: append it to the chain of hash's cell and to the age list (newest
+    end), stamped with the capture clock `stamp`."""
+    cdef PendLinks *e = pt_at(t, i)
+    e.stamp = stamp
+    e.hash = hash
+    pt_chain_append(t, i, hash & (t.ncells - 1))
     e.age_next = -1
     e.age_prev = t.age_tail
     if t.age_tail == -1:
@@ -214,7 +218,7 @@ cdef inline int pt_grow(PendIndex *t) except -1 nogil:
     """Double the cells while more entries wait than there are cells (load factor 1) and the
     cells are below max_cells; each doubling relinks every waiting entry, oldest first, so each
     chain keeps arrival order. Returns the number of doublings. Raises MemoryError."""
-    cdef uint32_t n, k, cell
+    cdef uint32_t n, k
     cdef int32_t j
     cdef int grown = 0
     cdef PendLinks *e
@@ -230,12 +234,6 @@ cdef inline int pt_grow(PendIndex *t) except -1 nogil:
         j = t.age_head
         while j != -1:
             e = pt_at(t, j)
-            cell = e.hash & (n - 1)
-            e.next = -1
-            if t.cell_tail[cell] == -1:
-                t.cell_head[cell] = j
-            else:
-                pt_at(t, t.cell_tail[cell]).next = j
-            t.cell_tail[cell] = j
+            pt_chain_append(t, j, e.hash & (n - 1))
             j = e.age_next
     return grown
