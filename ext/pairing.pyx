@@ -30,8 +30,8 @@ from libc.string cimport memcpy, memset
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
                       MSGF_HEADERS_INCOMPLETE, same_ip)
 from pairing cimport *
-from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_grow,
-                        pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
+from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_full,
+                        pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
 from httphdr cimport hdr_scan, HDR_MAX_NAMES
 from util cimport WT_IP_TEXT, wt_alloc, wt_ip_text, wt_realloc, wt_utf8_seq, wt_zalloc
 
@@ -684,7 +684,8 @@ cdef class PairingTable:
                     self._evict(pt_oldest(&self.ix), UR_CAP)
                 if <uint64_t>self.ix.n > self.cnt[PC_PEAK_PENDING]:
                     self.cnt[PC_PEAK_PENDING] = self.ix.n
-                self.cnt[PC_GROWS] += pt_grow(&self.ix)
+                if pt_full(&self.ix):
+                    self.cnt[PC_GROWS] += pt_grow(&self.ix)
                 return 0
             pt_unlink(&self.ix, match)
             if e.kind == MSG_REQUEST:

@@ -2,10 +2,10 @@
 # table (ext/pairing.pyx PairingTable: requests <-> responses) and the TLS handshake table
 # (ext/tls.pyx TlsTable: ClientHello <-> ServerHello). Here: the entry pool with its free list,
 # the cells with a head and a tail each, the collision chains in arrival order, the age list in
-# order of last change, link / unlink, the oldest entry, doubling the cells (rehash). Each table
-# keeps its own entry payload, hash (the cell value it passes in), matching predicate (it walks
-# a chain with pt_first / .next and compares its own fields), GC predicate, cap and per-key
-# policy, reasons, counters and records.
+# order of last change, link / unlink, the oldest entry, doubling the cells (rehash: pt_full,
+# pt_grow). Each table keeps its own entry payload, hash (the cell value it passes in), matching
+# predicate (it walks a chain with pt_first / .next and compares its own fields), GC predicate,
+# cap and per-key policy, reasons, counters and records.
 #
 # House rule (ext/l34.pxd, ext/hellostream.pxd): everything here is `cdef inline`, compiled into
 # each module that cimports it, `nogil`; the functions that allocate (pt_init, pt_alloc, pt_grow)
@@ -40,8 +40,8 @@ from util cimport wt_alloc, wt_realloc
 # The first member of every entry struct of a table that uses this index.
 ctypedef struct PendLinks:
     int64_t stamp               # capture clock at the entry's last change (pt_link): GC age base
-    uint32_t hash               # the table's hash of the entry's key; cell = hash & (ncells - 1)
-    int32_t next                # next entry in the cell's chain (-1: end); in the free list, next free
+    uint32_t hash               # the table's hash of the entry's key; cell: hash & (ncells - 1)
+    int32_t next                # next in the cell's chain (-1: end); in the free list, next free
     int32_t age_prev            # neighbour towards older entries in the age list; -1 at the head
     int32_t age_next            # neighbour towards newer entries; -1 at the tail
 
@@ -214,15 +214,21 @@ cdef inline void pt_unlink(PendIndex *t, int32_t i) noexcept nogil:
     t.n -= 1
 
 
+cdef inline bint pt_full(const PendIndex *t) noexcept nogil:
+    """More entries wait than there are cells (load factor 1) and the cells may still double:
+    call pt_grow. Test it after each pt_link (a call of pt_grow, with its error path, is not
+    inlined; this test is)."""
+    return t.n > <int64_t>t.ncells and t.ncells < t.max_cells
+
+
 cdef inline int pt_grow(PendIndex *t) except -1 nogil:
-    """Double the cells while more entries wait than there are cells (load factor 1) and the
-    cells are below max_cells; each doubling relinks every waiting entry, oldest first, so each
-    chain keeps arrival order. Returns the number of doublings. Raises MemoryError."""
+    """Double the cells while pt_full; each doubling relinks every waiting entry, oldest first,
+    so each chain keeps arrival order. Returns the number of doublings. Raises MemoryError."""
     cdef uint32_t n, k
     cdef int32_t j
     cdef int grown = 0
     cdef PendLinks *e
-    while t.n > <int64_t>t.ncells and t.ncells < t.max_cells:
+    while pt_full(t):
         n = t.ncells * 2
         t.cell_head = <int32_t *>wt_realloc(t.cell_head, n * sizeof(int32_t))
         t.cell_tail = <int32_t *>wt_realloc(t.cell_tail, n * sizeof(int32_t))

@@ -118,7 +118,7 @@ from cpython.pycapsule cimport PyCapsule_New
 from hashes cimport eq2_hash, fold_ip
 from util cimport wt_ip_text
 from pendtable cimport (PendIndex, PendLinks, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free,
-                        pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
+                        pt_full, pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
 from libc.stdlib cimport realloc, calloc
 
 from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
@@ -686,7 +686,8 @@ cdef class TlsTable:
         pt_link(&self.ix, i, hv, self.now)
         if <uint64_t>self.ix.n > self.cnt[<int>TC_PEAK_PENDING]:
             self.cnt[<int>TC_PEAK_PENDING] = <uint64_t>self.ix.n
-        pt_grow(&self.ix)
+        if pt_full(&self.ix):
+            pt_grow(&self.ix)
         return 0
 
     # ---- reassembly table (split hellos) --------------------------------------------------
