@@ -11,6 +11,8 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 # Eq. 2 picks the cell: the paper's three equations live together in ext/hashes.pxd
 from hashes cimport eq2_hash, fold_ip
+# the pending table's index (pool, free list, cells, chains, age list): one home, shared with TLS
+from pendtable cimport PendLinks
 
 ctypedef struct TxnRecord:
     int64_t request_ts_ns       # capture time of the request's first packet, ns; INT64_MIN if none
@@ -99,12 +101,15 @@ cdef enum:  # PairCounter (anonymous so values index arrays directly)
     PC_PEAK_PENDING             # highest number of waiting messages at any time
     PC_N                        # number of counters
 
-# One waiting message in the pool. Entries are linked twice: into their cell's collision list
-# (arrival order, so the oldest same-key message is found first) and into the age list (order of
-# last change, so the GC pops expired entries from the head in O(1)).
+# One waiting message in the pool. Entries are linked twice, through the shared index of
+# ext/pendtable.pxd (its PendLinks first: the stamp, the key's hash, the chain and age-list
+# neighbours): into their cell's collision list (arrival order, so the oldest same-key message
+# is found first) and into the age list (order of last change, so the GC pops expired entries
+# from the head in O(1)). links.stamp is the capture clock (monotonic) at the entry's last
+# change, the GC's age base (`stamp_ns` in pending_layout()).
 ctypedef struct PendEntry:
+    PendLinks links             # ext/pendtable.pxd: must stay the first member
     int64_t ts_ns               # capture time of the message's packet, ns
-    int64_t stamp_ns            # capture clock (monotonic) at the entry's last change: GC age base
     uint64_t pkt_index          # packet index of the message
     uint8_t src_ip[16]          # source address as in HttpMsg
     uint8_t dst_ip[16]          # destination address
@@ -116,9 +121,6 @@ ctypedef struct PendEntry:
                                 # expected of the final response after a 1xx), response SEQ
     uint32_t payload_len        # TCP payload length on the wire (a 1xx's length gives the next SEQ)
     uint32_t tcap               # arena size class of `text` (0xFFFFFFFF: no block)
-    int32_t next                # next entry in the cell's collision list; -1 at the end
-    int32_t age_prev            # neighbour towards older entries in the age list; -1 at the head
-    int32_t age_next            # neighbour towards newer entries; -1 at the tail
     uint16_t src_port           # TCP source port
     uint16_t dst_port           # TCP destination port
     uint16_t status             # response status, 0 for requests

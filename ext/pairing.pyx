@@ -30,6 +30,8 @@ from libc.string cimport memcpy, memset
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
                       MSGF_HEADERS_INCOMPLETE, same_ip)
 from pairing cimport *
+from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_full,
+                        pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
 from httphdr cimport hdr_scan, HDR_MAX_NAMES
 from util cimport WT_IP_TEXT, wt_alloc, wt_ip_text, wt_realloc, wt_utf8_seq, wt_zalloc
 
@@ -122,16 +124,10 @@ cdef class PairingTable:
     waiting messages), max_per_key (cap on same-kind messages waiting on one key), initial_cells
     (power of two), arena_max_bytes (cap on the text arena).
     """
+    # the index (ext/pendtable.pxd: pool, free list, cells, chains, age list) and a typed alias
+    # of its pool, refreshed after pt_alloc (_alloc_entry), the only call that moves it
+    cdef PendIndex ix
     cdef PendEntry *pool
-    cdef int32_t pool_cap
-    cdef int32_t free_head
-    cdef int64_t npending
-    cdef int32_t *cell_head
-    cdef int32_t *cell_tail
-    cdef uint32_t ncells
-    cdef uint32_t max_cells
-    cdef int32_t age_head
-    cdef int32_t age_tail
     cdef int64_t now
     cdef bint has_now
     cdef readonly int64_t gc_timeout_ns
@@ -178,21 +174,10 @@ cdef class PairingTable:
         self.max_pending = max_pending
         self.max_per_key = max_per_key
         self.arena_max_bytes = arena_max_bytes
-        self.max_cells = 1 << 30
-        while self.max_cells > 16 and self.max_cells // 2 >= <uint64_t>max_pending:
-            self.max_cells //= 2
-        self.max_cells = max(self.max_cells, initial_cells)
-        self.ncells = initial_cells
-        self.cell_head = <int32_t *>wt_alloc(initial_cells * sizeof(int32_t))
-        self.cell_tail = <int32_t *>wt_alloc(initial_cells * sizeof(int32_t))
-        for i in range(<int>initial_cells):
-            self.cell_head[i] = -1
-            self.cell_tail[i] = -1
+        # the pool holds max_pending + 1 entries: one message may be in flight while max_pending wait
+        pt_init(&self.ix, sizeof(PendEntry), 1024, <int32_t>(max_pending + 1), initial_cells,
+                pt_cells_for(max_pending, initial_cells))
         self.pool = NULL
-        self.pool_cap = 0
-        self.free_head = -1
-        self.age_head = -1
-        self.age_tail = -1
         self.has_now = False
         self.now = 0
         for i in range(N_CLASSES):
@@ -227,9 +212,8 @@ cdef class PairingTable:
 
     def __dealloc__(self):
         cdef size_t i
-        free(self.pool)
-        free(self.cell_head)
-        free(self.cell_tail)
+        pt_release_all(&self.ix)
+        self.pool = NULL
         for i in range(self.nchunks):
             free(self.chunks[i])
         free(self.chunks)
@@ -298,8 +282,8 @@ cdef class PairingTable:
     def flush(self):
         """End of trace: every waiting message leaves as an unmatched record (reason 'end')."""
         with nogil:
-            while self.age_head != -1:
-                self._evict(self.age_head, UR_END)
+            while pt_oldest(&self.ix) != -1:
+                self._evict(pt_oldest(&self.ix), UR_END)
 
     def take(self):
         """Hand out the records emitted since the last take() and reset the builders.
@@ -377,7 +361,7 @@ cdef class PairingTable:
         cdef PendEntry e
         cdef size_t b = <size_t>&e
         return sizeof(PendEntry), {
-            "ts_ns": <size_t>&e.ts_ns - b, "stamp_ns": <size_t>&e.stamp_ns - b,
+            "ts_ns": <size_t>&e.ts_ns - b, "stamp_ns": <size_t>&e.links.stamp - b,
             "pkt_index": <size_t>&e.pkt_index - b, "src_ip": <size_t>&e.src_ip - b,
             "dst_ip": <size_t>&e.dst_ip - b, "tlen": <size_t>&e.tlen - b, "seq": <size_t>&e.seq - b,
             "ack": <size_t>&e.ack - b, "key": <size_t>&e.key - b,
@@ -396,23 +380,23 @@ cdef class PairingTable:
         order restricted to its cell), as (entries, text): entries a uint8 array of PendEntry
         structs with the pointer and link fields zeroed, text their five text fields back to
         back (lengths in tlen). The table is not changed."""
-        cdef size_t n = <size_t>self.npending
+        cdef size_t n = <size_t>self.ix.n
         cdef size_t total = 0, toff = 0, k = 0
         cdef int32_t j
         cdef int f
         cdef uint32_t tl, xl
         cdef PendEntry *o
-        j = self.age_head
+        j = pt_oldest(&self.ix)
         while j != -1:
             for f in range(T_N):
                 total += self.pool[j].tlen[f]
             total += self._xsize(&self.pool[j])
-            j = self.pool[j].age_next
+            j = self.pool[j].links.age_next
         ents = np.zeros(n * sizeof(PendEntry), dtype=np.uint8)
         text = np.empty(total, dtype=np.uint8)
         cdef uint8_t[::1] ev = ents
         cdef uint8_t[::1] tv = text
-        j = self.age_head
+        j = pt_oldest(&self.ix)
         while j != -1:
             o = <PendEntry *>&ev[k * sizeof(PendEntry)]
             memcpy(o, &self.pool[j], sizeof(PendEntry))
@@ -432,11 +416,12 @@ cdef class PairingTable:
                 toff += xl
             o.text = NULL
             o.tcap = 0
-            o.next = -1
-            o.age_prev = -1
-            o.age_next = -1
+            o.links.hash = 0
+            o.links.next = -1
+            o.links.age_prev = -1
+            o.links.age_next = -1
             k += 1
-            j = self.pool[j].age_next
+            j = self.pool[j].links.age_next
         return ents, text
 
     def import_pending(self, const uint8_t[::1] entries, const uint8_t[::1] text):
@@ -444,7 +429,6 @@ cdef class PairingTable:
         waiting messages, in the order given, with their stamps, keys and flags unchanged."""
         cdef size_t n, i, toff = 0
         cdef int32_t idx
-        cdef uint32_t cell
         cdef int f
         cdef PendEntry *e
         cdef TextView tv
@@ -476,28 +460,26 @@ cdef class PairingTable:
                     xp[k] = &text[toff] if xn[k] else NULL
                     toff += xn[k]
             self._store_text(e, &tv, xp, xn)
-            cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key,
-                            e.ip_version) & (self.ncells - 1)
-            self._link(idx, cell)
-            if <uint64_t>self.npending > self.cnt[PC_PEAK_PENDING]:
-                self.cnt[PC_PEAK_PENDING] = self.npending
-            while self.npending > <int64_t>self.ncells and self.ncells < self.max_cells:
-                self._grow_cells()
+            pt_link(&self.ix, idx, eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key,
+                                            e.ip_version), e.links.stamp)
+            if <uint64_t>self.ix.n > self.cnt[PC_PEAK_PENDING]:
+                self.cnt[PC_PEAK_PENDING] = self.ix.n
+            self.cnt[PC_GROWS] += pt_grow(&self.ix)
 
     @property
     def pending(self):
         """Messages waiting in the table now."""
-        return self.npending
+        return self.ix.n
 
     @property
     def cells(self):
         """Number of cells (a power of two)."""
-        return self.ncells
+        return self.ix.ncells
 
     @property
     def pool_capacity(self):
         """Entries allocated in the pool (waiting or free)."""
-        return self.pool_cap
+        return self.ix.pool_cap
 
     @property
     def arena_bytes(self):
@@ -598,7 +580,6 @@ cdef class PairingTable:
         if self.nx:
             xtotal += 4 * self.nx
         e.ts_ns = m.ts_ns
-        e.stamp_ns = self.now
         e.pkt_index = m.pkt_index
         memcpy(e.src_ip, m.src_ip, 16)
         memcpy(e.dst_ip, m.dst_ip, 16)
@@ -622,9 +603,6 @@ cdef class PairingTable:
         memcpy(e.outer_dst, m.outer_dst, 16)
         e.tunnel_id = m.tunnel_id
         e.outer_ip_version = m.outer_ip_version
-        e.next = -1
-        e.age_prev = -1
-        e.age_next = -1
         if m.kind == MSG_REQUEST:
             self._span(&tv, T_METHOD, m, m.method, buf, buflen, MAX_METHOD)
             self._span(&tv, T_HOST, m, m.host, buf, buflen, MAX_HOST)
@@ -660,21 +638,22 @@ cdef class PairingTable:
 
     cdef int _place(self, int32_t idx) except -1 nogil:
         """Pair entry idx (allocated, not linked) with the oldest waiting counterpart of its key,
-        or link it to wait. Loops when an interim 1xx re-keys the request. Returns 0 or -1."""
+        or link it to wait. Loops when an interim 1xx re-keys the request. Returns 0 or -1.
+        The chain walk and the links are ext/pendtable.pxd's; the predicate is the paper's."""
         cdef PendEntry *e
         cdef PendEntry *w
         cdef int32_t j, match, oldest_same, req, resp
-        cdef uint32_t cell
+        cdef uint32_t h
         cdef int64_t same
         cdef bint repeat
         while True:
             e = &self.pool[idx]
-            cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key, e.ip_version) & (self.ncells - 1)
+            h = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key, e.ip_version)
             match = -1
             oldest_same = -1
             same = 0
             repeat = False
-            j = self.cell_head[cell]
+            j = pt_first(&self.ix, pt_cell(&self.ix, h))
             while j != -1:
                 w = &self.pool[j]
                 if w.key == e.key and w.ip_version == e.ip_version:
@@ -689,7 +668,7 @@ cdef class PairingTable:
                             oldest_same = j
                         if w.seq == e.seq and w.ack == e.ack and not w.interim_done:
                             repeat = True
-                j = w.next
+                j = w.links.next
             if match == -1:
                 if repeat:
                     if e.kind == MSG_REQUEST:
@@ -700,15 +679,15 @@ cdef class PairingTable:
                         self.cnt[PC_RESPONSE_REPEAT] += 1
                 if same >= self.max_per_key:
                     self._evict(oldest_same, UR_KEY_LIMIT)
-                self._link(idx, cell)
-                if self.npending > self.max_pending:
-                    self._evict(self.age_head, UR_CAP)
-                if <uint64_t>self.npending > self.cnt[PC_PEAK_PENDING]:
-                    self.cnt[PC_PEAK_PENDING] = self.npending
-                if self.npending > <int64_t>self.ncells and self.ncells < self.max_cells:
-                    return self._grow_cells()
+                pt_link(&self.ix, idx, h, self.now)
+                if self.ix.n > self.max_pending:
+                    self._evict(pt_oldest(&self.ix), UR_CAP)
+                if <uint64_t>self.ix.n > self.cnt[PC_PEAK_PENDING]:
+                    self.cnt[PC_PEAK_PENDING] = self.ix.n
+                if pt_full(&self.ix):
+                    self.cnt[PC_GROWS] += pt_grow(&self.ix)
                 return 0
-            self._unlink(match)
+            pt_unlink(&self.ix, match)
             if e.kind == MSG_REQUEST:
                 req = idx
                 resp = match
@@ -727,7 +706,6 @@ cdef class PairingTable:
                 e.key = w.seq + w.payload_len
                 e.interim_done = 1
                 e.rflags |= RF_AFTER_INTERIM
-                e.stamp_ns = self.now
                 self._free_entry(resp)
                 idx = req
                 continue
@@ -735,60 +713,12 @@ cdef class PairingTable:
             self._free_entry(resp)
             return 0
 
-    cdef void _link(self, int32_t idx, uint32_t cell) noexcept nogil:
-        """Append idx to its cell's collision list and to the age list (newest end)."""
-        cdef PendEntry *e = &self.pool[idx]
-        e.next = -1
-        if self.cell_tail[cell] == -1:
-            self.cell_head[cell] = idx
-        else:
-            self.pool[self.cell_tail[cell]].next = idx
-        self.cell_tail[cell] = idx
-        e.age_next = -1
-        e.age_prev = self.age_tail
-        if self.age_tail == -1:
-            self.age_head = idx
-        else:
-            self.pool[self.age_tail].age_next = idx
-        self.age_tail = idx
-        self.npending += 1
-
-    cdef void _unlink(self, int32_t idx) noexcept nogil:
-        """Remove a linked entry from its collision list and the age list (entry stays allocated)."""
-        cdef PendEntry *e = &self.pool[idx]
-        cdef uint32_t cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key,
-                                      e.ip_version) & (self.ncells - 1)
-        cdef int32_t prev = -1
-        cdef int32_t j = self.cell_head[cell]
-        while j != idx and j != -1:
-            prev = j
-            j = self.pool[j].next
-        if j == idx:
-            if prev == -1:
-                self.cell_head[cell] = e.next
-            else:
-                self.pool[prev].next = e.next
-            if self.cell_tail[cell] == idx:
-                self.cell_tail[cell] = prev
-        if e.age_prev == -1:
-            self.age_head = e.age_next
-        else:
-            self.pool[e.age_prev].age_next = e.age_next
-        if e.age_next == -1:
-            self.age_tail = e.age_prev
-        else:
-            self.pool[e.age_next].age_prev = e.age_prev
-        e.next = -1
-        e.age_prev = -1
-        e.age_next = -1
-        self.npending -= 1
-
     cdef int _evict(self, int32_t idx, uint8_t reason) except -1 nogil:
         """Remove a waiting entry and emit it as an unmatched record for `reason` (UnmatchedReason).
         A request already reported with a 1xx emits nothing (counted as final_response_missing)."""
         cdef PendEntry *e = &self.pool[idx]
         cdef int base
-        self._unlink(idx)
+        pt_unlink(&self.ix, idx)
         if e.interim_done:
             self.cnt[PC_FINAL_MISSING] += 1
         else:
@@ -807,6 +737,7 @@ cdef class PairingTable:
     cdef int _advance(self, int64_t ts) except -1 nogil:
         """Advance the capture clock to ts and run the GC (see the module docstring).
         Returns 0, or -1 with MemoryError set (emitting a record failed to allocate)."""
+        cdef int32_t j
         if not self.has_now:
             self.has_now = True
             self.now = ts
@@ -814,65 +745,24 @@ cdef class PairingTable:
             self.cnt[PC_CLOCK_BACKWARDS] += 1
             if self.now - ts > self.gc_timeout_ns:
                 self.cnt[PC_CLOCK_RESET] += 1
-                while self.age_head != -1:
-                    self._evict(self.age_head, UR_CLOCK_RESET)
+                while pt_oldest(&self.ix) != -1:
+                    self._evict(pt_oldest(&self.ix), UR_CLOCK_RESET)
                 self.now = ts
         else:
             self.now = ts
-        while self.age_head != -1 and self.now - self.pool[self.age_head].stamp_ns >= self.gc_timeout_ns:
-            self._evict(self.age_head, UR_GC)
-        return 0
-
-    cdef int _grow_cells(self) except -1 nogil:
-        """Double the cell array and relink every waiting entry, oldest first, so each collision
-        list keeps arrival order. Returns 0 or -1 (MemoryError)."""
-        cdef uint32_t n = self.ncells * 2
-        cdef uint32_t i, cell
-        cdef int32_t j
-        cdef PendEntry *e
-        self.cell_head = <int32_t *>wt_realloc(self.cell_head, n * sizeof(int32_t))
-        self.cell_tail = <int32_t *>wt_realloc(self.cell_tail, n * sizeof(int32_t))
-        self.ncells = n
-        self.cnt[PC_GROWS] += 1
-        for i in range(n):
-            self.cell_head[i] = -1
-            self.cell_tail[i] = -1
-        j = self.age_head
-        while j != -1:
-            e = &self.pool[j]
-            cell = eq2_hash(e.src_ip, e.src_port, e.dst_ip, e.dst_port, e.key, e.ip_version) & (n - 1)
-            e.next = -1
-            if self.cell_tail[cell] == -1:
-                self.cell_head[cell] = j
-            else:
-                self.pool[self.cell_tail[cell]].next = j
-            self.cell_tail[cell] = j
-            j = e.age_next
+        j = pt_oldest(&self.ix)
+        while j != -1 and self.now - self.pool[j].links.stamp >= self.gc_timeout_ns:
+            self._evict(j, UR_GC)
+            j = pt_oldest(&self.ix)
         return 0
 
     # ------------------------------------------------------------------ pools
 
     cdef int32_t _alloc_entry(self) except -2 nogil:
-        """An entry from the free list, growing the pool by doubling (at most max_pending + 1
-        entries: one message may be in flight while max_pending wait). Returns its index."""
-        cdef int32_t i, newcap
-        cdef int32_t idx
-        if self.free_head == -1:
-            newcap = self.pool_cap * 2 if self.pool_cap else 1024
-            if newcap > self.max_pending + 1:
-                newcap = <int32_t>(self.max_pending + 1)
-            if newcap <= self.pool_cap:
-                with gil:
-                    raise RuntimeError("pairing: entry pool exhausted (bug: cap not enforced)")
-            self.pool = <PendEntry *>wt_realloc(self.pool, <size_t>newcap * sizeof(PendEntry))
-            for i in range(self.pool_cap, newcap):
-                self.pool[i].next = i + 1 if i + 1 < newcap else -1
-                self.pool[i].text = NULL
-                self.pool[i].tcap = NO_CLASS
-            self.free_head = self.pool_cap
-            self.pool_cap = newcap
-        idx = self.free_head
-        self.free_head = self.pool[idx].next
+        """An entry from the index's free list (ext/pendtable.pxd pt_alloc: the pool doubles, at
+        most max_pending + 1 entries). Returns its index; self.pool follows the pool."""
+        cdef int32_t idx = pt_alloc(&self.ix)
+        self.pool = <PendEntry *>self.ix.pool
         return idx
 
     cdef void _free_entry(self, int32_t idx) noexcept nogil:
@@ -882,8 +772,7 @@ cdef class PairingTable:
             self.afree[e.tcap] = e.text
             e.text = NULL
             e.tcap = NO_CLASS
-        e.next = self.free_head
-        self.free_head = idx
+        pt_free(&self.ix, idx)
 
     cdef void _store_text(self, PendEntry *e, TextView *tv, const uint8_t **xp,
                           const uint32_t *xn) noexcept nogil:

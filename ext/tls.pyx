@@ -115,9 +115,10 @@ from packet cimport PacketRef
 from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
 from cpython.pycapsule cimport PyCapsule_New
-from pairing cimport eq2_hash
-from hashes cimport fold_ip
+from hashes cimport eq2_hash, fold_ip
 from util cimport wt_ip_text
+from pendtable cimport (PendIndex, PendLinks, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free,
+                        pt_full, pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
 from libc.stdlib cimport realloc, calloc
 
 from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
@@ -264,15 +265,13 @@ _COUNTERS = ("packets", "tcp_messages", "client_hello", "server_hello", "hello_r
              "not_hello_after_ccs", "quic_initial", "quic_undecryptable", "quic_other_version",
              "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout")
 
+# A waiting hello. The Eq. 2 index (pool, free list, cells, chains in arrival order, age list)
+# is ext/pendtable.pxd's, the HTTP pairing table's too; its links come first.
 ctypedef struct Pend:
-    TlsRecord r
-    int64_t stamp
-    uint32_t key
-    uint32_t cell
-    int32_t next
-    int32_t age_prev
-    int32_t age_next
+    PendLinks links             # ext/pendtable.pxd: must stay the first member
+    uint32_t key                # ClientHello ACK / ServerHello SEQ (QUIC: the connection's number)
     uint8_t side                # 1: a ClientHello waits, 2: a ServerHello waits
+    TlsRecord r
 
 # A split hello being reassembled: its stream (ext/hellostream.pxd: the rules, shared with the
 # URL filter's SNI pass) plus what its record needs from the first segment; hs.hs_type is the
@@ -501,13 +500,10 @@ cdef class TlsTable:
     Memory bound: max_pending waiting hellos (one Pend, ~3.3 KB, each) plus max_reassembly split
     hellos (each at most HS_STREAM_CAP = 32 KiB of stream bytes, ext/hellostream.pxd).
     """
+    # the pending hellos' index (ext/pendtable.pxd) and a typed alias of its pool, refreshed
+    # after pt_alloc (_alloc), the only call that moves it
+    cdef PendIndex ix
     cdef Pend *pool
-    cdef int32_t pool_cap
-    cdef int32_t free_head
-    cdef int64_t npend
-    cdef int32_t *cells
-    cdef uint32_t ncells
-    cdef int32_t age_head, age_tail
     cdef Reasm *rpool
     cdef int32_t rpool_cap
     cdef int32_t rfree_head
@@ -540,12 +536,16 @@ cdef class TlsTable:
         cdef uint32_t i
         if max_pending < 1 or max_reassembly < 1:
             raise ValueError("max_pending and max_reassembly must be >= 1")
+        if max_pending > (1 << 30):
+            raise ValueError("max_pending must be in 1 .. 2**30")
         self.gc_timeout_ns = <int64_t>(gc_timeout * 1e9)
         self.max_pending = max_pending
         self.max_reassembly = max_reassembly
-        self.ncells = 1 << 16
+        # cells from 4096, doubling at load factor 1 up to max_pending's power of two
+        pt_init(&self.ix, sizeof(Pend), 256, <int32_t>max_pending, 1 << 12,
+                pt_cells_for(max_pending, 1 << 12))
+        self.pool = NULL
         self.nrcells = 1 << 12
-        self.cells = <int32_t *>malloc(self.ncells * sizeof(int32_t))
         self.rcells = <int32_t *>malloc(self.nrcells * sizeof(int32_t))
         self.scratch = <uint8_t *>malloc(TLS_HELLO_CAP)
         self.s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
@@ -565,16 +565,12 @@ cdef class TlsTable:
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         if self.q == NULL or self.qplain == NULL:
             raise MemoryError()
-        if (self.cells == NULL or self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
+        if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
                 or self.text == NULL or self.ja3buf == NULL):
             raise MemoryError()
-        for i in range(self.ncells):
-            self.cells[i] = -1
         for i in range(self.nrcells):
             self.rcells[i] = -1
-        self.free_head = -1
         self.rfree_head = -1
-        self.age_head = self.age_tail = -1
         self.rage_head = self.rage_tail = -1
         memset(self.cnt, 0, sizeof(self.cnt))
 
@@ -583,9 +579,9 @@ cdef class TlsTable:
         if self.rpool != NULL:
             for i in range(self.rpool_cap):
                 free(self.rpool[i].buf)
-        free(self.pool)
+        pt_release_all(&self.ix)
+        self.pool = NULL
         free(self.rpool)
-        free(self.cells)
         free(self.rcells)
         free(self.recs)
         free(self.scratch)
@@ -629,68 +625,37 @@ cdef class TlsTable:
                 self.cnt[<int>TC_SH_UNMATCHED] += 1
         return 0
 
-    # ---- pending table (Eq. 2 cells, collision chains, age list) ------------------------
-    cdef void _unlink(self, int32_t i) noexcept nogil:
-        cdef Pend *e = &self.pool[i]
-        cdef int32_t *pp = &self.cells[e.cell]
-        while pp[0] != -1 and pp[0] != i:
-            pp = &self.pool[pp[0]].next
-        if pp[0] == i:
-            pp[0] = e.next
-        if e.age_prev != -1:
-            self.pool[e.age_prev].age_next = e.age_next
-        else:
-            self.age_head = e.age_next
-        if e.age_next != -1:
-            self.pool[e.age_next].age_prev = e.age_prev
-        else:
-            self.age_tail = e.age_prev
-        e.next = self.free_head
-        self.free_head = i
-        self.npend -= 1
-
+    # ---- pending table (ext/pendtable.pxd's index; the matching rule and the edges here) ---
     cdef int _evict_head(self, uint8_t reason) except -1 nogil:
-        cdef int32_t i = self.age_head
-        cdef TlsRecord r
+        """The oldest waiting hello leaves as an unmatched record (reason TR_*); 0 if none."""
+        cdef int32_t i = pt_oldest(&self.ix)
         if i == -1:
             return 0
-        memcpy(&r, &self.pool[i].r, sizeof(TlsRecord))
-        self._unlink(i)
-        self._emit(&r, reason)
+        pt_unlink(&self.ix, i)
+        pt_free(&self.ix, i)              # its record stays intact until the next pt_alloc
+        self._emit(&self.pool[i].r, reason)
         return 1
 
     cdef int32_t _alloc(self) except -2 nogil:
-        cdef int32_t i, nc
-        cdef Pend *q
-        if self.npend >= self.max_pending:
+        """An entry for a hello that will wait; at max_pending waiting, the oldest is evicted
+        first (reason cap). The pool holds at most max_pending entries."""
+        cdef int32_t i
+        if self.ix.n >= self.max_pending:
             self.cnt[<int>TC_CAP_EVICTED] += 1
             self._evict_head(TR_CAP)
-        if self.free_head == -1:
-            nc = self.pool_cap * 2 if self.pool_cap else 256
-            if nc > self.max_pending:
-                nc = <int32_t>self.max_pending
-            q = <Pend *>realloc(self.pool, nc * sizeof(Pend))
-            if q == NULL:
-                with gil:
-                    raise MemoryError()
-            self.pool = q
-            for i in range(self.pool_cap, nc):
-                self.pool[i].next = self.free_head if i == self.pool_cap else i - 1
-            self.free_head = nc - 1
-            self.pool[self.pool_cap].next = -1
-            self.pool_cap = nc
-        i = self.free_head
-        self.free_head = self.pool[i].next
+        i = pt_alloc(&self.ix)
+        self.pool = <Pend *>self.ix.pool
         return i
 
     cdef int _offer(self, TlsRecord *r, uint8_t side, uint32_t key) except -1 nogil:
         """A parsed hello (its part of r filled): pair it with a waiting counterpart or wait."""
         cdef uint32_t hv = eq2_hash(r.client_ip, r.client_port, r.server_ip, r.server_port, key,
                                     r.ip_version)
-        cdef uint32_t cell = (hv ^ (hv >> 16)) & (self.ncells - 1)
-        cdef int32_t j = self.cells[cell], i
+        cdef int32_t j, i
         cdef Pend *e
         cdef TlsRecord out
+        hv ^= hv >> 16                    # this table's cell value: Eq. 2 with its halves folded
+        j = pt_first(&self.ix, pt_cell(&self.ix, hv))
         while j != -1:
             e = &self.pool[j]
             if (e.key == key and e.r.client_port == r.client_port and e.r.server_port == r.server_port
@@ -705,38 +670,24 @@ cdef class TlsTable:
                     else:
                         memcpy(&out.sh, &r.sh, sizeof(ShPart))
                         out.has_sh = 1
-                    self._unlink(j)
+                    pt_unlink(&self.ix, j)
+                    pt_free(&self.ix, j)
                     self._emit(&out, TR_NONE)
                     return 0
                 self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
                 return 0
-            j = e.next
+            j = e.links.next
         i = self._alloc()
         e = &self.pool[i]
         memcpy(&e.r, r, sizeof(TlsRecord))
-        e.stamp = self.now
         e.key = key
-        e.cell = cell
         e.side = side
-        e.next = -1
-        # append at the chain's tail: the oldest same-key hello is found first
-        if self.cells[cell] == -1:
-            self.cells[cell] = i
-        else:
-            j = self.cells[cell]
-            while self.pool[j].next != -1:
-                j = self.pool[j].next
-            self.pool[j].next = i
-        e.age_prev = self.age_tail
-        e.age_next = -1
-        if self.age_tail != -1:
-            self.pool[self.age_tail].age_next = i
-        else:
-            self.age_head = i
-        self.age_tail = i
-        self.npend += 1
-        if <uint64_t>self.npend > self.cnt[<int>TC_PEAK_PENDING]:
-            self.cnt[<int>TC_PEAK_PENDING] = <uint64_t>self.npend
+        # at the chain's tail: the oldest same-key hello is found first
+        pt_link(&self.ix, i, hv, self.now)
+        if <uint64_t>self.ix.n > self.cnt[<int>TC_PEAK_PENDING]:
+            self.cnt[<int>TC_PEAK_PENDING] = <uint64_t>self.ix.n
+        if pt_full(&self.ix):
+            pt_grow(&self.ix)
         return 0
 
     # ---- reassembly table (split hellos) --------------------------------------------------
@@ -1224,8 +1175,10 @@ cdef class TlsTable:
 
     cdef int _gc(self) except -1 nogil:
         cdef int64_t limit = self.now - self.gc_timeout_ns
-        while self.age_head != -1 and self.pool[self.age_head].stamp < limit:
+        cdef int32_t j = pt_oldest(&self.ix)
+        while j != -1 and self.pool[j].links.stamp < limit:
             self._evict_head(TR_GC)
+            j = pt_oldest(&self.ix)
         while self.rage_head != -1 and self.rpool[self.rage_head].stamp < limit:
             self._reasm_fail(self.rage_head, TR_INCOMPLETE)
         return 0
@@ -1345,7 +1298,7 @@ cdef class TlsTable:
             self._qgc(True)
             while self.rage_head != -1:
                 self._reasm_fail(self.rage_head, TR_INCOMPLETE)
-            while self.age_head != -1:
+            while pt_oldest(&self.ix) != -1:
                 self._evict_head(TR_END)
 
     def take(self):
@@ -1363,7 +1316,7 @@ cdef class TlsTable:
 
     @property
     def pending(self):
-        return int(self.npend)
+        return int(self.ix.n)
 
     @property
     def reassembling(self):

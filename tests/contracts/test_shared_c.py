@@ -1,8 +1,9 @@
 """The shared C helpers have one home (issue 19): ext/util.h / ext/util.pxd for prefetch, the
 monotonic clock, address text, the UTF-8 check and the checked allocator; ext/hashes.pxd for the
 paper's three hash equations; ext/hellostream.pxd for the rules of a TLS hello split over TCP
-segments (the handshake records' and the URL filter's); webtap._ext.canon.CODES for the
-canonicaliser's error names.
+segments (the handshake records' and the URL filter's); ext/pendtable.pxd for the Eq. 2 pending
+table's index (pool, free list, cells, chains, age list: the HTTP pairing table's and the TLS
+hello table's); webtap._ext.canon.CODES for the canonicaliser's error names.
 
 A second copy written into another module fails here, with the file and line. What is still
 allowed to allocate by hand is listed below with the reason, file by file.
@@ -33,6 +34,13 @@ ONE_HOME = [
     ("split-hello stream: TCP seq order", r"<int32_t>\s*\([^)\n]*seq\s*-", {"hellostream.pxd"}),
     ("split-hello stream: the stream cap", r"\b(?:RAW_CAP|TLS_STREAM_CAP)\b|2\s*\*\s*TLS_HELLO_CAP",
      {"hellostream.pxd"}),
+    # the Eq. 2 pending table's index (PairingTable, TlsTable): cells, chains, age list, link,
+    # unlink, doubling the cells. The TLS reassembly table's own lists (rage_head, rcells,
+    # _runlink) are another table and do not match.
+    ("pending table: the age list's ends", r"\bage_(?:head|tail)\b", {"pendtable.pxd"}),
+    ("pending table: the chains' ends per cell", r"\bcell_(?:head|tail)\b", {"pendtable.pxd"}),
+    ("pending table: link / unlink / grow", r"^\s*cdef[^\n(=]*\b(?:\w*_unlink|\w*_grow_cells|pt_\w+)\s*\(",
+     {"pendtable.pxd"}),
 ]
 
 # Files that still call malloc/calloc/realloc themselves, and why (every other module allocates
@@ -46,9 +54,9 @@ RAW_ALLOC_ALLOWED = {
     "urlmatch.pyx": "SniTable: a hello slot's buffers and the output columns grow inside the "
                     "nogil extract loop, where a failed allocation drops that hello (counted) "
                     "instead of raising",
-    "tls.pyx": "the TLS stage's own tables (pending hellos, records, reassembly), each result "
-               "checked by hand (MemoryError); still to move: issue 17 replaces most of them "
-               "with the pairing table's",
+    "tls.pyx": "the TLS stage's records, reassembly table and scratch buffers, each result "
+               "checked by hand (MemoryError); its pending hellos are ext/pendtable.pxd's "
+               "index, allocated through wt_alloc / wt_realloc",
     "quic_crypto.h": "plain C (no Python to raise into), called from nogil code: its per-thread "
                      "state's calloc is checked and a failure leaves the Initial keys "
                      "underivable (counted as undecryptable), never a crash",
