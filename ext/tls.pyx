@@ -527,7 +527,11 @@ cdef class TlsTable:
     cdef int32_t nq
     cdef readonly int32_t max_quic
     cdef uint8_t *qplain
-    cdef uint8_t qhdr[256]
+    # the unprotected header of the Initial being opened: up to its packet number, token
+    # included, so as long as a datagram (the UDP length bounds it below 64 KiB). It was a
+    # 256-byte array here: an Initial with a token over ~250 bytes wrote past it into the
+    # table's other fields (found by the quic fuzz target; tests/fuzz/regressions/quic)
+    cdef uint8_t *qhdr
     cdef TlsWatch watch_
     cdef object _watch_capsule
 
@@ -556,6 +560,7 @@ cdef class TlsTable:
         self.max_quic = max_quic
         self.q = <QConn *>calloc(max_quic, sizeof(QConn))
         self.qplain = <uint8_t *>malloc(65536 + 64)
+        self.qhdr = <uint8_t *>malloc(65536 + 64)
         self.watch_.cap = 4096
         while self.watch_.cap < 4 * max_reassembly and self.watch_.cap < (1 << 26):
             self.watch_.cap *= 2
@@ -563,7 +568,7 @@ cdef class TlsTable:
         if self.watch_.keys == NULL:
             raise MemoryError()
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
-        if self.q == NULL or self.qplain == NULL:
+        if self.q == NULL or self.qplain == NULL or self.qhdr == NULL:
             raise MemoryError()
         if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
                 or self.text == NULL or self.ja3buf == NULL):
@@ -590,6 +595,7 @@ cdef class TlsTable:
         free(self.ja3buf)
         free(self.q)
         free(self.qplain)
+        free(self.qhdr)
         free(self.watch_.keys)
 
     # ---- records -------------------------------------------------------------------------

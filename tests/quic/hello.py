@@ -86,7 +86,8 @@ def initial(frames: bytes, *, dcid: bytes, scid: bytes = b"\xc1\xc2\xc3\xc4", ve
     def hdr(plen):
         first = 0xC0 | (tb << 4) | 3
         h = bytes([first]) + struct.pack(">I", version) + bytes([len(dcid)]) + dcid + bytes([len(scid)]) + scid
-        h += bytes([len(token)]) + token
+        # the token length as a QUIC varint (RFC 9000 16): 1 byte below 64, else 2 bytes
+        h += (bytes([len(token)]) if len(token) < 64 else struct.pack(">H", 0x4000 | len(token))) + token
         return h + struct.pack(">H", 0x4000 | (4 + plen + 16)) + struct.pack(">I", pn)
     plen = len(frames)
     if pad_to:

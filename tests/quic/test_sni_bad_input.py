@@ -333,3 +333,21 @@ def test_quic_dcid_flood_from_one_tuple_is_bounded(tmp_path):
     cnt = dict(zip(um.SNI_REASONS, c.tolist()))
     assert len(t) == 3 and list(msgs["pkt_index"]) == [50]
     assert cnt["quic_crypto_bad"] == 46 and cnt["quic_initials"] == 51
+
+
+@pytest.mark.parametrize("token_len", [0, 63, 64, 250, 300, 1000, 4000])
+def test_quic_initial_with_long_token(tmp_path, token_len):
+    """An Initial's header runs to its packet number, token included (RFC 9000 17.2.2), and a
+    Retry or NEW_TOKEN token can be long: both the filter and the analyzer open it and read its
+    hello. The analyzer's header buffer was 256 bytes and a longer token wrote past it (found by
+    the quic fuzz target; tests/fuzz/regressions/quic)."""
+    from httpanalyzer import analyze_tls
+
+    ch = client_hello(sni_ext(b"www.token.test"), quic=True)
+    tok = bytes((7 * i + 1) & 0xFF for i in range(token_len))
+    write(tmp_path / "t.pcap", [frame(initial(crypto(0, ch), dcid=DCID, token=tok, pad_to=1200 + token_len),
+                                      sport=7, udp=True)])
+    rows, cnt = extract(tmp_path / "t.pcap")
+    assert [r["sni"] for r in rows] == [b"www.token.test"] and cnt["quic_initials"] == 1
+    df = analyze_tls(str(tmp_path / "t.pcap"))
+    assert list(df["sni"]) == ["www.token.test"] and list(df["transport"]) == ["quic"]
