@@ -1439,6 +1439,11 @@ cdef class UrlTree:
         canonical=False treats the inputs as keys already. timings: an int64 array that receives
         each URL's time in ns (canonicalisation included), for latency distributions; without it
         URLs are matched GROUP at a time in lockstep, which hides memory latency (_match_group).
+        The timed loop reads the clock once per URL: URL i's time runs from the end of URL i - 1
+        (the start of the loop for the first) to its own end, so the loop's few instructions of
+        bookkeeping count in it. A second clock read per URL (start and end) cost ~20 ns of a
+        ~200 ns lookup on a 110,000-entry tree (in-process A/B, docs/urlfilter.md), a tenth of
+        the time it was measuring.
         """
         cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
         cdef Py_ssize_t n = off.shape[0] - 1, i
@@ -1450,7 +1455,7 @@ cdef class UrlTree:
         cdef uint8_t *buf
         cdef int64_t[::1] tv = _timing_view(timings, n)
         cdef bint timed = timings is not None
-        cdef int64_t t0 = 0
+        cdef int64_t t0 = 0, t1
         cdef const uint8_t *qs[GROUP]
         cdef size_t qn[GROUP]
         cdef int32_t gout[GROUP]
@@ -1462,8 +1467,8 @@ cdef class UrlTree:
         with nogil:
             if timed:       # one query at a time, each timed
                 buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
+                t0 = wt_now_ns()
                 for i in range(n):
-                    t0 = wt_now_ns()
                     s, e = off[i], off[i + 1]
                     if canonical:
                         k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
@@ -1474,7 +1479,9 @@ cdef class UrlTree:
                     else:
                         out[i] = <int32_t>(self._prefix(base + s, e - s) if prefix
                                            else self._search(self.root, base + s, e - s, 0, 0))
-                    tv[i] = wt_now_ns() - t0
+                    t1 = wt_now_ns()
+                    tv[i] = t1 - t0
+                    t0 = t1
             else:           # groups of GROUP queries in lockstep (_match_group)
                 buf = <uint8_t *>wt_alloc(GROUP * (3 * maxlen + 16))
                 i = 0

@@ -599,3 +599,29 @@ def test_batch_offsets_are_checked(op, kw):
     with pytest.raises(ValueError, match="outside"):
         f(d, np.array([-1, 18], np.int64), **kw)
     assert len(t) == 1 and t.match("http://a.example/x/y")
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_match_batch_timings_tile_the_call(canonical):
+    """The timed path gives the lockstep path's ids, and one time per URL read from a clock
+    taken once per URL: consecutive, non-overlapping spans, so none is negative and together
+    they fit inside the call's own wall time (what the filter's match_ns column sums)."""
+    import time
+
+    t = UrlTree()
+    for i in range(2000):
+        t.insert(f"site{i}.example/p{i % 7}")
+    listed = [i % 3 != 0 for i in range(2000)]
+    raw = [f"http://site{i}.example/p{i % 7}/x" if hit else f"http://site{i}.example/q"
+           for i, hit in enumerate(listed)]
+    qs = [u.encode() for u in raw] if canonical else [to_key(u) for u in raw]
+    data = np.frombuffer(b"".join(qs), np.uint8)
+    off = np.zeros(len(qs) + 1, np.int64)
+    off[1:] = np.cumsum([len(q) for q in qs])
+    ns = np.full(len(qs), -1, np.int64)
+    t0 = time.perf_counter_ns()
+    ids = t.match_batch(data, off, True, canonical, ns)
+    wall = time.perf_counter_ns() - t0
+    assert (ids == t.match_batch(data, off, True, canonical)).all()
+    assert ((ids > 0) == np.array(listed)).all()
+    assert (ns >= 0).all() and 0 < ns.sum() <= wall
