@@ -318,3 +318,20 @@ def write_times(tmp_path, pkts, name="times.pcap"):
     path = tmp_path / name
     wrpcap(str(path), pkts)
     return str(path)
+
+
+def test_forge_times_tile_the_call(tmp_path):
+    """forge's per-pair times come from one clock read per pair: consecutive spans, none
+    negative, together inside the call's own wall time (what scan's forge_ns column sums)."""
+    import time
+
+    body = b"GET /bad HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    pkts = [req(body, sport=20000 + i, dport=80, seq=i * 1000, ack=7) for i in range(300)]
+    b, mb = one_batch(write(tmp_path, pkts))
+    rows, _, _, _ = um.extract(mb.msgs, mb.data)
+    assert len(rows) == 300
+    t0 = time.perf_counter_ns()
+    frames, fo, ns = um.forge(mb.msgs, mb.data, rows)
+    wall = time.perf_counter_ns() - t0
+    assert len(ns) == 300 and len(fo) == 601
+    assert (ns >= 0).all() and 0 < ns.sum() <= wall
