@@ -13,7 +13,13 @@ loaded machine the wall figure includes time the thread waited for a core), with
 average at the start and the end.
 
 N synthetic ClientHellos of each kind (distinct names, QUIC: distinct DCIDs, one Initial each).
-Blacklist: 100,000 random domains plus half of the benchmark's names, so half the lookups hit.
+Blacklist: 100,000 random domains plus half of the benchmark's names, so half the lookups hit,
+as the filter gets it: imported into a real SQLite store (`urlfilter import`'s import_path),
+then opened twice with load_blacklist, the loader of `urlfilter scan/run --db`. The first open
+builds the tree and saves its snapshot; the second maps that snapshot, which is what every later
+start of the filter matches against. (Until 2026-11-27 the benchmark matched a tree built by
+100,000 one-by-one inserts and never optimized, a layout no filter run uses: height 20 against
+17, 0.031-0.038 us slower per lookup in an in-process A/B of the two trees.)
 Paper (PAPERS.md section 2): < 1 us per URL. Targets: TCP extraction + match < 0.5 us; QUIC
 extraction + match + forge < 5 us per hit.
 """
@@ -31,7 +37,9 @@ import numpy as np
 
 from benchmarks.common import REPEAT, load_average, median
 from tests.quic.hello import client_hello, crypto, frame, initial, records, sni_ext, write
-from urlfilter.tree import UrlTree
+from urlfilter.analyzer import load_blacklist
+from urlfilter.importers import import_path
+from urlfilter.store import Store
 from webtap._ext import urlmatch as um
 from webtap.capture import open_trace
 
@@ -89,10 +97,16 @@ def main(argv=None) -> int:
     n = a.n
     rng = random.Random(18)
     names = _names(n, rng)
-    tree = UrlTree()
-    for d in _names(100_000, rng) + [s[4:] for s in names[::2]]:
-        tree.insert(d)
     with tempfile.TemporaryDirectory() as d:
+        bl = Path(d, "bench.txt")
+        bl.write_text("".join(f"{x}\n" for x in _names(100_000, rng) + [s[4:] for s in names[::2]]))
+        db = Path(d, "bl.db")
+        store = Store(db)
+        import_path(store, bl, "list", "bench")
+        store.close()
+        load_blacklist(db).manager.close()      # builds the tree, saves the snapshot
+        blacklist = load_blacklist(db)          # maps the snapshot, as every later filter start
+        tree = blacklist.tree
         tls = Path(d, "tls.pcap")
         write(tls, [frame(records(client_hello(sni_ext(s.encode()))), sport=1024 + i % 60000, seq=i)
                     for i, s in enumerate(names)])
@@ -103,30 +117,37 @@ def main(argv=None) -> int:
                                    dcid=i.to_bytes(8, "big")), sport=49152 + i % 16000, udp=True)
                      for i, s in enumerate(names)])
         kinds = [("TLS/TCP", _batches(tls), um.forge), ("QUIC", _batches(quic), um.forge_quic)]
-    print(f"bench_sni: IN-PROCESS C passes on batches in memory, {n} ClientHellos per kind, "
-          f"{a.rounds} rounds alternating TLS/QUIC; {load_average()} at the start", flush=True)
-    res = {k[0]: [] for k in kinds}
-    tables = {k[0]: um.SniTable() for k in kinds}
-    for _ in range(a.rounds):
-        for kind, batches, forge in kinds:
-            res[kind].append(one_round(kind, tables[kind], batches, tree, forge, n))
-    print(f"{'kind':8} {'clock':5} {'extract us':>11} {'match us':>9} {'forge us/hit':>13} "
-          f"{'target sum us':>14} {'target us':>10} {'hits':>6}")
-    rc = 0
-    for kind, _, _ in kinds:
-        rows = res[kind]
-        nhit = rows[0][3]
-        for ci, clock in ((0, "wall"), (1, "cpu")):
-            ext = median([r[0][ci] for r in rows]) / n / 1000
-            mat = median([r[1][ci] for r in rows]) / n / 1000
-            fg = median([r[2][ci] for r in rows]) / max(nhit, 1) / 1000
-            if kind == "QUIC":
-                tot, target, what = ext + mat + fg, 5.0, "extract+match+forge"
-            else:
-                tot, target, what = ext + mat, 0.5, "extract+match"
-            print(f"{kind:8} {clock:5} {ext:11.3f} {mat:9.3f} {fg:13.3f} {tot:14.3f} {target:10.1f} {nhit:6d}"
-                  f"  {'met' if tot < target else 'NOT met'} ({what}, median of {len(rows)} rounds)")
-    print(f"bench_sni: {load_average()} at the end; in-process figures, not whole processes", flush=True)
+        print(f"bench_sni: IN-PROCESS C passes on batches in memory, {n} ClientHellos per kind, "
+              f"{a.rounds} rounds alternating TLS/QUIC; blacklist {len(tree)} entries from a store, "
+              f"{'snapshot mapped' if tree.stats()['mapped'] else 'NOT mapped'}, height {tree.height}; "
+              f"{load_average()} at the start", flush=True)
+        res = {k[0]: [] for k in kinds}
+        tables = {k[0]: um.SniTable() for k in kinds}
+        for _ in range(a.rounds):
+            for kind, batches, forge in kinds:
+                res[kind].append(one_round(kind, tables[kind], batches, tree, forge, n))
+        print(f"{'kind':8} {'clock':5} {'extract us':>11} {'match us':>9} {'forge us/hit':>13} "
+              f"{'ext+match us':>13} {'+forge us':>10} {'target us':>10} {'hits':>6}")
+        rc = 0
+        for kind, _, _ in kinds:
+            rows = res[kind]
+            nhit = rows[0][3]
+            for ci, clock in ((0, "wall"), (1, "cpu")):
+                ext = median([r[0][ci] for r in rows]) / n / 1000
+                mat = median([r[1][ci] for r in rows]) / n / 1000
+                fg = median([r[2][ci] for r in rows]) / max(nhit, 1) / 1000
+                # the issue: extraction + match per ClientHello and forge per hit; QUIC's target
+                # counts the forge, TCP's is read both ways (with the forge it is the stricter)
+                target = 5.0 if kind == "QUIC" else 0.5
+                em, emf = ext + mat, ext + mat + fg
+                if kind == "QUIC":
+                    verdict = f"{'met' if emf < target else 'NOT met'} (extract+match+forge"
+                else:
+                    verdict = (f"extract+match {'met' if em < target else 'NOT met'}, "
+                               f"with the forge {'met' if emf < target else 'NOT met'} (both")
+                print(f"{kind:8} {clock:5} {ext:11.3f} {mat:9.3f} {fg:13.3f} {em:13.3f} {emf:10.3f} "
+                      f"{target:10.1f} {nhit:6d}  {verdict}, median of {len(rows)} rounds)")
+        print(f"bench_sni: {load_average()} at the end; in-process figures, not whole processes", flush=True)
     return rc
 
 
