@@ -5,8 +5,9 @@ vs the paper's figures (PAPERS.md section 2), on the real shared blacklists.
     BENCH_SET=all python -m benchmarks.bench_urltree                      # + the UT1 domain lists (> 1 M)
     BENCH_N=200000 python -m benchmarks.bench_urltree                     # a smaller run
 
-Latency distributions of the tree are measured per operation inside the C loop (clock_gettime
-around each URL, canonicalisation included) and the peers per call from Python (that is how they
+Latency distributions of the tree are measured per operation inside the C loop (canonicalisation
+included; matches: one clock_gettime per URL, each span from the previous URL's end; inserts and
+deletes: one before and one after each URL) and the peers per call from Python (that is how they
 are used): those columns are not comparable across contenders. The comparison is the last table:
 every contender per call from Python on the same raw URLs (canonicalise + look up), one timer. Every result is checked: the tree's exact and prefix answers must equal the set's
 and marisa-trie's (plus the boundary rule) on every query, and the snapshot must answer the same.
@@ -142,8 +143,9 @@ def main():
         assert (res2 == res).all(), "lockstep batch disagrees with one-at-a-time matching"
         results[name] = (res, tm / 1e3, len(queries) / batch_s)
 
-    # what the per-URL timing itself costs: two clock_gettime calls around an empty query (the
-    # canonicaliser rejects it in a few ns). ~80 ns on this VM: part of every timed median.
+    # what the per-URL timing itself costs: an empty query's span (the canonicaliser rejects it in
+    # a few ns), one clock_gettime and the loop's bookkeeping since 2026-11-27 (two clock reads
+    # before: ~20 ns each on the 2026 VM): part of every timed match median.
     ed, eo = np.zeros(0, np.uint8), np.zeros(100001, np.int64)
     timer_ns = float("inf")
     for _ in range(3):

@@ -6,8 +6,9 @@
     m.insert_us, m.match_us      # per-URL times (us), measured inside the C loops
 
 A smaller, notebook-sized cousin of benchmarks/bench_urltree.py (which also runs the peers and
-checks every answer): the same tree calls, the same per-operation clocks (clock_gettime around
-each URL inside the nogil loop, canonicalisation included).
+checks every answer): the same tree calls, the same per-operation clocks inside the nogil loop
+(canonicalisation included; a match's span runs from the previous URL's end, one clock read per
+URL, see UrlTree.match_batch).
 """
 from __future__ import annotations
 
