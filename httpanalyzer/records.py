@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from webtap._ext.communityid import community_id
 from webtap.dissect import encap_text
+from webtap.writers import empty_batch_of
 
 
 #: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
@@ -286,9 +287,7 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.Re
 
 
 def empty_batch(headers=()) -> pa.RecordBatch:
-    # pa.nulls, not from_pylist or pa.array([]): those import pandas (~0.3 s) to check for its types
-    schema = schema_for(headers)
-    return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+    return empty_batch_of(schema_for(headers))
 
 
 def to_pandas(table):

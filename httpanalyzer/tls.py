@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from webtap.dissect import encap_text
+from webtap.writers import empty_batch_of
 
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_RECORD_DTYPE"]
 
@@ -458,9 +459,9 @@ TEXT_SCHEMA = None
 
 
 def empty_table() -> pa.Table:
-    """A table of SCHEMA without rows. Not SCHEMA.empty_table(): pyarrow 26 builds its columns
-    with pa.array, which imports pandas (~0.2 s) in a run that found no handshake."""
-    return pa.table([pa.nulls(0, f.type) for f in SCHEMA], schema=SCHEMA)
+    """A table of SCHEMA without rows (webtap.writers.empty_batch_of: not SCHEMA.empty_table(),
+    which imports pandas in a run that found no handshake)."""
+    return pa.Table.from_batches([empty_batch_of(SCHEMA)])
 
 
 def _text_schema() -> pa.Schema:

@@ -488,8 +488,9 @@ def _filter_cmd(args, run) -> int:
             t = st.table()
             if not t.num_columns:
                 from urlfilter.analyzer import RECORD_SCHEMA
+                from webtap.writers import empty_batch_of
 
-                t = RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())).empty_table()
+                t = empty_batch_of(RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())))
             o.write(t)
             o.commit()
         print(json.dumps({k: v for k, v in vars(st).items() if k != "records"}), file=out)

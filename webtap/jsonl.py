@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 from webtap._ext import textout
-from webtap.writers import text_columns
+from webtap.writers import batches_of, text_columns
 
 # pyarrow is imported by the functions that use it: the CLI layer imports this module when the
 # output is chosen, before the first packet (start-up, issue 21).
@@ -53,7 +53,7 @@ class JsonLinesWriter:
         self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
 
     def write(self, data) -> None:
-        for b in data.to_batches() if hasattr(data, "to_batches") else [data]:
+        for b in batches_of(data):
             if b.num_rows:
                 n = textout.format_jsonl(text_columns(b, "jsonl"), _keys(b.schema), self.buf)
                 with memoryview(self.buf) as m, m[:n] as part:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 
 from webtap._ext import textout
-from webtap.writers import text_columns
+from webtap.writers import batches_of, text_columns
 
 # pyarrow is imported by the functions that use it (the CLI layer imports this module when the
 # output is chosen, before the first packet: start-up, issue 21).
@@ -98,7 +98,7 @@ class ZeekLogWriter:
         self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
 
     def write(self, data) -> None:
-        for b in data.to_batches() if hasattr(data, "to_batches") else [data]:
+        for b in batches_of(data):
             if not self.started:
                 self.f.write(header_lines(b.schema))
                 self.started = True
