@@ -654,8 +654,10 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # HTTP message). For each TLS ClientHello over TCP (any port; split over segments: reassembled
 # in SniTable's bounded table) and each QUIC client Initial (v1/v2; CRYPTO frames gathered over
 # packets and datagrams, bounded), the SNI goes through the same canonicaliser as the GET's Host
-# (ext/urlcanon.h, key form: lower case, trailing dot dropped, IP literals), so the tree's domain
-# entries cover subdomains and path entries never match. The ClientHello parser is tls's
+# (ext/urlcanon.h, key form: lower case, trailing dot dropped, IP literals), followed by the
+# server's port when it is neither 443 nor 80 (as https://host:8443/ names it), so the tree's domain
+# entries cover subdomains and every port, an entry host:port matches that port, and path entries
+# never match. The ClientHello parser is tls's
 # (ext/tls.pxd); QUIC Initial decryption is ext/quic_crypto.h. Each lookup leaves as one HttpMsg
 # row (the packet that completed the ClientHello: addresses, ports, TCP seq/ack/len, for the
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
@@ -801,6 +803,22 @@ cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype
     m.kind = MSG_REQUEST
 
 
+cdef inline int _put_port(uint8_t *o, uint16_t port) noexcept nogil:
+    """":<port>" in decimal at o (at most 6 bytes); returns its length."""
+    cdef uint8_t d[5]
+    cdef int n = 0, i
+    while True:
+        d[n] = 48 + port % 10
+        n += 1
+        port //= 10
+        if port == 0:
+            break
+    o[0] = 58
+    for i in range(n):
+        o[1 + i] = d[n - 1 - i]
+    return n + 1
+
+
 cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t proto,
                uint8_t flags, bint verify, const uint8_t *p, uint64_t *cnt, _Out *o,
                const uint8_t *dcid, uint8_t dcid_len) noexcept nogil:
@@ -857,8 +875,8 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
             o.oom = True
             return -1
         o.ncap = nc
-    if o.kused + 3 * bl + 8 > o.kcap:
-        nc = 2 * o.kcap + 3 * bl + 8
+    if o.kused + 3 * bl + 16 > o.kcap:
+        nc = 2 * o.kcap + 3 * bl + 16
         if not _grow(<void **>&o.keys, nc):
             o.oom = True
             return -1
@@ -873,6 +891,12 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     if r < 0 or webtap_host_len(o.keys + o.kused, r) != <size_t>r:
         cnt[<int>SN_SNI_BAD] += 1
         return 0
+    if m.dst_port != 443 and m.dst_port != 80:
+        # the URL of a connection to another port names it (https://host:8443/), and the
+        # canonical form keeps every port but 80 and 443 (urlcanon.h R5): an entry host:8443
+        # matches a ClientHello to port 8443 only, a host entry covers every port (its key ends
+        # at the host, a component boundary), as for a GET's Host header
+        r += _put_port(o.keys + o.kused + r, m.dst_port)
     o.kused += r
     memcpy(o.sni + o.sused, sni, sl)
     o.sused += sl

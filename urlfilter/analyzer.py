@@ -67,7 +67,8 @@ RECORD_SCHEMA = pa.schema(
         ("src_port", pa.uint16()),
         ("dst_ip", pa.string()),          # server address
         ("dst_port", pa.uint16()),
-        ("url", pa.string()),             # canonical form (ext/urlcanon.h) of Host + URI
+        ("url", pa.string()),             # canonical form (ext/urlcanon.h) of Host + URI; tls/quic:
+                                          # the SNI host, ":port" unless 443 or 80
         ("hit", pa.bool_()),              # matched an entry active at the time
         ("entry_id", pa.int32()),         # tree id of the matched entry (0: miss)
         ("entry", pa.string()),           # the entry's canonical URL (null: miss)

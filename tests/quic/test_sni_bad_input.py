@@ -351,3 +351,38 @@ def test_quic_initial_with_long_token(tmp_path, token_len):
     assert [r["sni"] for r in rows] == [b"www.token.test"] and cnt["quic_initials"] == 1
     df = analyze_tls(str(tmp_path / "t.pcap"))
     assert list(df["sni"]) == ["www.token.test"] and list(df["transport"]) == ["quic"]
+
+
+def test_server_port_is_part_of_the_key(tmp_path):
+    """A connection to port 8443 is https://host:8443/: an entry host:8443 cuts it (TLS and QUIC)
+    and no other port; a host entry covers every port; a path entry none. The key and url carry
+    the port, except 443 and 80, which the canonical form drops."""
+    hello = lambda n: records(client_hello(sni_ext(n)))
+    qhello = lambda n, i: initial(crypto(0, client_hello(sni_ext(n), quic=True)), dcid=bytes([i]) * 8)
+    cases = [  # (sni, dport, udp, expected hit, expected url)
+        (b"evil5.test", 8443, False, True, "evil5.test:8443"),
+        (b"evil5.test", 443, False, False, "evil5.test"),
+        (b"evil5.test", 4433, False, False, "evil5.test:4433"),
+        (b"www.evil5.test", 8443, False, False, "www.evil5.test:8443"),  # not a host entry: no subdomains of a port
+        (b"evil5.test", 8443, True, True, "evil5.test:8443"),
+        (b"evil5.test", 443, True, False, "evil5.test"),
+        (b"plain.test", 8443, False, True, "plain.test:8443"),
+        (b"www.plain.test", 25, False, True, "www.plain.test:25"),
+        (b"plain.test", 443, True, True, "plain.test"),
+        (b"plain.test", 80, False, True, "plain.test"),
+        (b"path.test", 8443, False, False, "path.test:8443"),
+        (b"path.test", 443, False, False, "path.test"),
+    ]
+    frames = [frame(qhello(n, i) if udp else hello(n), sport=5000 + i, dport=dport, udp=udp)
+              for i, (n, dport, udp, _, _) in enumerate(cases)]
+    write(tmp_path / "p.pcap", frames)
+    res = scan(str(tmp_path / "p.pcap"), _blacklist("evil5.test:8443", "plain.test", "path.test/x"),
+               forged_out=str(tmp_path / "f.pcap"))
+    df = res.to_pandas().sort_values("src_port")
+    assert list(df["src_port"]) == [5000 + i for i in range(len(cases))]
+    assert list(df["hit"]) == [c[3] for c in cases]
+    assert list(df["url"]) == [c[4] for c in cases]
+    assert list(df["sni"]) == [c[0].decode() for c in cases]
+    n_tcp = sum(1 for c in cases if c[3] and not c[2])
+    n_quic = sum(1 for c in cases if c[3] and c[2])
+    assert res.forged_written == 2 * n_tcp + n_quic
