@@ -511,69 +511,69 @@ def flip_keys(const uint8_t[::1] keys, offsets):
 # ---------------------------------------------------------------------------------------------
 # Session controller: forge FIN+ACK to the client, RST+ACK to the server
 # ---------------------------------------------------------------------------------------------
-cdef size_t _forge_one(const uint8_t *p, const HttpMsg *m, uint8_t *o, bint to_client) noexcept nogil:
-    """Write one frame for request m (packet p) at o; returns its length. Layout as in the
-    module docstring."""
-    cdef uint32_t link = m.ip_off, ip_len, tcp_at, seq_end
-    cdef uint8_t tmp[6]
-    cdef uint32_t acc
-    cdef const uint8_t *sip
-    cdef const uint8_t *dip
-    cdef uint16_t sport, dport
+cdef size_t _forge_pair(const uint8_t *p, const HttpMsg *m, uint8_t *o) noexcept nogil:
+    """The FIN+ACK to the client at o and the RST+ACK to the server right after it, for request m
+    (packet p); returns the length of one frame (both have it). Layout as in the module docstring.
+    The checksums (RFC 1071) are sums of the field values, not of the bytes written: both frames
+    carry the same addresses, ports and sequence numbers, swapped, and a one's complement sum
+    does not see the order, so one sum serves both frames but for their flags and window.
+    The former version built each frame alone and summed the bytes it had just written, with
+    vector loads over byte stores still in flight: 114-119 ns per pair against 66-73 now
+    (in-process A/B, bench_sni's rounds and cold caches; identical frames on 4,000 random hits)."""
+    cdef uint32_t link = m.ip_off, ip_len, tcp_at, seq_end, na, acc, ip_sum = 0, k
+    cdef uint8_t *f
+    cdef bint v4 = m.ip_version == 4
     seq_end = m.seq + m.payload_len + (1 if m.tcp_flags & 0x01 else 0)
-    memcpy(o, p, link)
-    if to_client:
-        if m.linktype == LINKTYPE_ETHERNET and link >= 12:
-            memcpy(tmp, o, 6)
-            memcpy(o, o + 6, 6)
-            memcpy(o + 6, tmp, 6)
-        sip = <const uint8_t *>&m.dst_ip[0]
-        dip = <const uint8_t *>&m.src_ip[0]
-        sport, dport = m.dst_port, m.src_port
-    else:
-        sip = <const uint8_t *>&m.src_ip[0]
-        dip = <const uint8_t *>&m.dst_ip[0]
-        sport, dport = m.src_port, m.dst_port
-    if m.ip_version == 4:
-        ip_len = 20
-        o[link] = 0x45
-        o[link + 1] = 0
-        _put16(o + link + 2, 40)
-        _put16(o + link + 4, 0)           # ID 0: allowed with DF set (RFC 6864)
-        _put16(o + link + 6, 0x4000)      # DF
-        o[link + 8] = FORGE_TTL
-        o[link + 9] = 6
-        _put16(o + link + 10, 0)
-        memcpy(o + link + 12, sip, 4)
-        memcpy(o + link + 16, dip, 4)
-        _put16(o + link + 10, _fold(_sum(o + link, 20, 0)))
-    else:
-        ip_len = 40
-        _put32(o + link, 0x60000000)
-        _put16(o + link + 4, 20)
-        o[link + 6] = 6
-        o[link + 7] = FORGE_TTL
-        memcpy(o + link + 8, sip, 16)
-        memcpy(o + link + 24, dip, 16)
+    na = 4 if v4 else 16
+    ip_len = 20 if v4 else 40
     tcp_at = link + ip_len
-    _put16(o + tcp_at, sport)
-    _put16(o + tcp_at + 2, dport)
-    if to_client:
-        _put32(o + tcp_at + 4, m.ack)
-        _put32(o + tcp_at + 8, seq_end)
-        o[tcp_at + 13] = 0x11             # FIN + ACK
-        _put16(o + tcp_at + 14, m.window)
-    else:
-        _put32(o + tcp_at + 4, seq_end)
-        _put32(o + tcp_at + 8, m.ack)
-        o[tcp_at + 13] = 0x14             # RST + ACK
-        _put16(o + tcp_at + 14, 0)
-    o[tcp_at + 12] = 0x50                 # data offset 5 words, no options
-    _put16(o + tcp_at + 16, 0)
-    _put16(o + tcp_at + 18, 0)            # urgent pointer
-    acc = _pseudo(m.ip_version, o + tcp_at - ip_len + (12 if m.ip_version == 4 else 8),
-                  o + tcp_at - ip_len + (16 if m.ip_version == 4 else 24), 20)
-    _put16(o + tcp_at + 16, _fold(_sum(o + tcp_at, 20, acc)))
+    acc = _sum(<const uint8_t *>&m.src_ip[0], na, 0) + _sum(<const uint8_t *>&m.dst_ip[0], na, 0)
+    if v4:     # version/IHL, total length 40, ID 0 (allowed with DF, RFC 6864), DF, TTL/protocol
+        ip_sum = _fold(acc + 0x4500 + 40 + 0x4000 + ((<uint32_t>FORGE_TTL << 8) | 6))
+    # pseudo-header (protocol 6, TCP length 20) + ports + both sequence numbers + data offset
+    acc += 6 + 20 + m.src_port + m.dst_port + (seq_end >> 16) + (seq_end & 0xFFFF) \
+        + (m.ack >> 16) + (m.ack & 0xFFFF) + 0x5000
+    for k in range(2):
+        f = o + k * (tcp_at + 20)
+        if k == 0 and m.linktype == LINKTYPE_ETHERNET and link >= 12:
+            memcpy(f, p + 6, 6)           # to the client: the MAC addresses swapped
+            memcpy(f + 6, p, 6)
+            memcpy(f + 12, p + 12, link - 12)
+        else:
+            memcpy(f, p, link)
+        if v4:
+            _put32(f + link, 0x45000028)
+            _put32(f + link + 4, 0x00004000)
+            f[link + 8] = FORGE_TTL
+            f[link + 9] = 6
+            _put16(f + link + 10, ip_sum)
+        else:
+            _put32(f + link, 0x60000000)
+            _put16(f + link + 4, 20)
+            f[link + 6] = 6
+            f[link + 7] = FORGE_TTL
+        if k == 0:     # FIN+ACK from the server to the client
+            memcpy(f + link + (12 if v4 else 8), &m.dst_ip[0], na)
+            memcpy(f + link + (12 if v4 else 8) + na, &m.src_ip[0], na)
+            _put16(f + tcp_at, m.dst_port)
+            _put16(f + tcp_at + 2, m.src_port)
+            _put32(f + tcp_at + 4, m.ack)
+            _put32(f + tcp_at + 8, seq_end)
+            f[tcp_at + 13] = 0x11
+            _put16(f + tcp_at + 14, m.window)
+            _put16(f + tcp_at + 16, _fold(acc + 0x11 + m.window))
+        else:          # RST+ACK from the client to the server, window 0
+            memcpy(f + link + (12 if v4 else 8), &m.src_ip[0], na)
+            memcpy(f + link + (12 if v4 else 8) + na, &m.dst_ip[0], na)
+            _put16(f + tcp_at, m.src_port)
+            _put16(f + tcp_at + 2, m.dst_port)
+            _put32(f + tcp_at + 4, seq_end)
+            _put32(f + tcp_at + 8, m.ack)
+            f[tcp_at + 13] = 0x14
+            _put16(f + tcp_at + 14, 0)
+            _put16(f + tcp_at + 16, _fold(acc + 0x14))
+        f[tcp_at + 12] = 0x50             # data offset 5 words, no options
+        _put16(f + tcp_at + 18, 0)        # urgent pointer
     return tcp_at + 20
 
 
@@ -584,7 +584,7 @@ def forge(msgs, const uint8_t[::1] data, rows):
     Returns (frames uint8, offsets int64 [2n+1], forge_ns int64 [n]): forge_ns is the time spent
     forging each pair, from the end of the previous pair (the loop's start for the first) to its
     own end: one clock read per pair, as UrlTree.match_batch times its lookups (a second read
-    cost ~20 ns, a sixth of the ~0.13 us a pair takes).
+    cost ~20 ns, a sixth of the ~0.13 us a pair took then).
     """
     cdef const uint8_t[::1] mv = _msg_bytes(msgs)
     cdef const int64_t[::1] r = np.ascontiguousarray(rows, dtype=np.int64)
@@ -607,6 +607,7 @@ def forge(msgs, const uint8_t[::1] data, rows):
     cdef int64_t[::1] offs = offs_a
     cdef int64_t[::1] ns = ns_a
     cdef int64_t t0, t1
+    cdef size_t k
     with nogil:
         t0 = wt_now_ns()
         for i in range(n):
@@ -615,9 +616,9 @@ def forge(msgs, const uint8_t[::1] data, rows):
                 mn = <const HttpMsg *>&mv[r[i + 1] * sizeof(HttpMsg)]
                 wt_prefetch_keep(mn)
                 wt_prefetch_keep(base + mn.pkt_offset)
-            at += _forge_one(base + m.pkt_offset, m, &f[at], True)
-            offs[2 * i + 1] = at
-            at += _forge_one(base + m.pkt_offset, m, &f[at], False)
+            k = _forge_pair(base + m.pkt_offset, m, &f[at])
+            offs[2 * i + 1] = at + k
+            at += 2 * k
             offs[2 * i + 2] = at
             t1 = wt_now_ns()
             ns[i] = t1 - t0

@@ -90,6 +90,40 @@ def test_forged_frames_equal_scapy_reference(tmp_path, v6, vlan):
     assert (ns >= 0).all()
 
 
+_ip4 = st.tuples(*[st.integers(0, 255)] * 4).map(lambda t: ".".join(map(str, t)))
+_ip6 = st.lists(st.integers(0, 0xFFFF), min_size=8, max_size=8).map(lambda g: ":".join(f"{x:x}" for x in g))
+
+
+@settings(max_examples=60, deadline=None)
+@given(v6=st.booleans(), data=st.data(), sport=st.integers(1, 65535), dport=st.integers(1, 65535),
+       seq=st.integers(0, 2**32 - 1), ack=st.integers(0, 2**32 - 1), win=st.integers(0, 65535),
+       vlan=st.none() | st.integers(0, 4095), fin=st.booleans())
+def test_forged_pair_equals_scapy_for_any_field_values(tmp_path_factory, v6, data, sport, dport, seq, ack,
+                                                       win, vlan, fin):
+    """forge sums the field values into both checksums instead of re-reading the bytes it wrote
+    (_forge_pair): any addresses, ports, sequence numbers and window must still give scapy's
+    frames byte for byte (the one's complement carries included)."""
+    c, s = (data.draw(_ip6), data.draw(_ip6)) if v6 else (data.draw(_ip4), data.draw(_ip4))
+    body = b"GET /bad HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    e = Ether(src=CMAC, dst=SMAC) / Dot1Q(vlan=vlan) if vlan is not None else Ether(src=CMAC, dst=SMAC)
+    p = e / (IPv6(src=c, dst=s) if v6 else IP(src=c, dst=s)) / TCP(
+        sport=sport, dport=dport, seq=seq, ack=ack, window=win, flags="FPA" if fin else "PA") / body
+    b, mb = one_batch(write(tmp_path_factory.mktemp("f"), [p]))
+    frames, fo, _ = um.forge(mb.msgs, mb.data, np.array([0]))
+    end = (seq + len(body) + fin) & 0xFFFFFFFF
+    e_fin, e_rst = Ether(src=SMAC, dst=CMAC), Ether(src=CMAC, dst=SMAC)
+    if vlan is not None:
+        e_fin, e_rst = e_fin / Dot1Q(vlan=vlan), e_rst / Dot1Q(vlan=vlan)
+    if v6:
+        ip_fin, ip_rst = IPv6(src=s, dst=c, hlim=64), IPv6(src=c, dst=s, hlim=64)
+    else:
+        ip_fin, ip_rst = IP(src=s, dst=c, ttl=64, id=0, flags="DF"), IP(src=c, dst=s, ttl=64, id=0, flags="DF")
+    assert bytes(frames[fo[0]:fo[1]]) == raw(e_fin / ip_fin / TCP(sport=dport, dport=sport, seq=ack, ack=end,
+                                                                   flags="FA", window=win))
+    assert bytes(frames[fo[1]:fo[2]]) == raw(e_rst / ip_rst / TCP(sport=sport, dport=dport, seq=end, ack=ack,
+                                                                   flags="RA", window=0))
+
+
 def test_request_with_fin_counts_the_fin_in_the_sequence(tmp_path):
     body = b"GET /bad HTTP/1.0\r\nHost: evil.example\r\n\r\n"
     p = Ether(src=CMAC, dst=SMAC) / IP(src=C4, dst=S4) / TCP(sport=1, dport=80, seq=10, ack=20, flags="FPA") / body
