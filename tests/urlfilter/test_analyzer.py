@@ -61,6 +61,21 @@ def test_struct_sizes_agree():
     assert PACKET_DTYPE.itemsize == um.sizeof_packet_ref()
 
 
+def reference_pair(c, s, sport, dport, ack, end, win, vlan):
+    """scapy's FIN+ACK (server -> client c) and RST+ACK (client -> server s) for a request from
+    c:sport to s:dport whose ACK is `ack` and whose sequence space ends at `end`."""
+    v6 = ":" in c
+    e_fin, e_rst = Ether(src=SMAC, dst=CMAC), Ether(src=CMAC, dst=SMAC)
+    if vlan is not None:
+        e_fin, e_rst = e_fin / Dot1Q(vlan=vlan), e_rst / Dot1Q(vlan=vlan)
+    if v6:
+        ip_fin, ip_rst = IPv6(src=s, dst=c, hlim=64), IPv6(src=c, dst=s, hlim=64)
+    else:
+        ip_fin, ip_rst = IP(src=s, dst=c, ttl=64, id=0, flags="DF"), IP(src=c, dst=s, ttl=64, id=0, flags="DF")
+    return (raw(e_fin / ip_fin / TCP(sport=dport, dport=sport, seq=ack, ack=end, flags="FA", window=win)),
+            raw(e_rst / ip_rst / TCP(sport=sport, dport=dport, seq=end, ack=ack, flags="RA", window=0)))
+
+
 @pytest.mark.parametrize("v6", [False, True])
 @pytest.mark.parametrize("vlan", [None, 42])
 def test_forged_frames_equal_scapy_reference(tmp_path, v6, vlan):
@@ -72,18 +87,7 @@ def test_forged_frames_equal_scapy_reference(tmp_path, v6, vlan):
     frames, fo, ns = um.forge(mb.msgs, mb.data, rows)
     fin, rst = bytes(frames[fo[0]:fo[1]]), bytes(frames[fo[1]:fo[2]])
     end = (0xFFFFFFF0 + len(body)) & 0xFFFFFFFF       # seq + payload length, wrapping
-    e_fin, e_rst = Ether(src=SMAC, dst=CMAC), Ether(src=CMAC, dst=SMAC)
-    if vlan is not None:
-        e_fin, e_rst = e_fin / Dot1Q(vlan=vlan), e_rst / Dot1Q(vlan=vlan)
-    if v6:
-        ip_fin, ip_rst = IPv6(src=S6, dst=C6, hlim=64), IPv6(src=C6, dst=S6, hlim=64)
-    else:
-        ip_fin = IP(src=S4, dst=C4, ttl=64, id=0, flags="DF")
-        ip_rst = IP(src=C4, dst=S4, ttl=64, id=0, flags="DF")
-    ref_fin = raw(e_fin / ip_fin / TCP(sport=8080, dport=40123, seq=777, ack=end, flags="FA", window=1234))
-    ref_rst = raw(e_rst / ip_rst / TCP(sport=40123, dport=8080, seq=end, ack=777, flags="RA", window=0))
-    assert fin == ref_fin
-    assert rst == ref_rst
+    assert (fin, rst) == reference_pair(C6 if v6 else C4, S6 if v6 else S4, 40123, 8080, 777, end, 1234, vlan)
     ip_off = 14 + (4 if vlan is not None else 0)
     assert um.tcp_checksum_ok(np.frombuffer(fin, np.uint8), ip_off)
     assert um.tcp_checksum_ok(np.frombuffer(rst, np.uint8), ip_off)
@@ -111,17 +115,8 @@ def test_forged_pair_equals_scapy_for_any_field_values(tmp_path_factory, v6, dat
     b, mb = one_batch(write(tmp_path_factory.mktemp("f"), [p]))
     frames, fo, _ = um.forge(mb.msgs, mb.data, np.array([0]))
     end = (seq + len(body) + fin) & 0xFFFFFFFF
-    e_fin, e_rst = Ether(src=SMAC, dst=CMAC), Ether(src=CMAC, dst=SMAC)
-    if vlan is not None:
-        e_fin, e_rst = e_fin / Dot1Q(vlan=vlan), e_rst / Dot1Q(vlan=vlan)
-    if v6:
-        ip_fin, ip_rst = IPv6(src=s, dst=c, hlim=64), IPv6(src=c, dst=s, hlim=64)
-    else:
-        ip_fin, ip_rst = IP(src=s, dst=c, ttl=64, id=0, flags="DF"), IP(src=c, dst=s, ttl=64, id=0, flags="DF")
-    assert bytes(frames[fo[0]:fo[1]]) == raw(e_fin / ip_fin / TCP(sport=dport, dport=sport, seq=ack, ack=end,
-                                                                   flags="FA", window=win))
-    assert bytes(frames[fo[1]:fo[2]]) == raw(e_rst / ip_rst / TCP(sport=sport, dport=dport, seq=end, ack=ack,
-                                                                   flags="RA", window=0))
+    assert (bytes(frames[fo[0]:fo[1]]), bytes(frames[fo[1]:fo[2]])) == reference_pair(
+        c, s, sport, dport, ack, end, win, vlan)
 
 
 def test_request_with_fin_counts_the_fin_in_the_sequence(tmp_path):
