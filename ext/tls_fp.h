@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "digest.h"        /* MD5 / SHA-256 fetched once, one context per thread */
+#include "util.h"          /* wt_u32_dec */
 
 #include "tls_hello.h"
 
@@ -22,10 +23,9 @@ static inline void tls_sb_c(tls_sb *s, char c) {
     s->b[s->n++] = c;
 }
 static inline void tls_sb_dec(tls_sb *s, uint32_t v) {
-    char t[12];
-    int k = 0;
-    do { t[k++] = (char)('0' + v % 10); v /= 10; } while (v);
-    while (k) tls_sb_c(s, t[--k]);
+    char t[10];
+    size_t k = wt_u32_dec(v, t), i;
+    for (i = 0; i < k; i++) tls_sb_c(s, t[i]);
 }
 static inline void tls_sb_hex4(tls_sb *s, uint32_t v) {
     static const char hx[] = "0123456789abcdef";

@@ -51,7 +51,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
-from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc, wt_prefetch_keep
+from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc, wt_prefetch_keep, wt_u32_dec
 
 import numpy as np
 
@@ -805,22 +805,6 @@ cdef inline int _udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype
     m.kind = MSG_REQUEST
 
 
-cdef inline int _put_port(uint8_t *o, uint16_t port) noexcept nogil:
-    """":<port>" in decimal at o (at most 6 bytes); returns its length."""
-    cdef uint8_t d[5]
-    cdef int n = 0, i
-    while True:
-        d[n] = 48 + port % 10
-        n += 1
-        port //= 10
-        if port == 0:
-            break
-    o[0] = 58
-    for i in range(n):
-        o[1 + i] = d[n - 1 - i]
-    return n + 1
-
-
 cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t proto,
                uint8_t flags, bint verify, const uint8_t *p, uint64_t *cnt, _Out *o,
                const uint8_t *dcid, uint8_t dcid_len) noexcept nogil:
@@ -828,8 +812,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
     dcid: QUIC, the DCID whose Initial keys protect the connection (0xFF: TLS, none)."""
     cdef const uint8_t *sni = msg + h.sni.off
     cdef uint32_t sl = h.sni.len, j
-    cdef uint8_t buf[MAX_SNI + 8]
-    cdef const uint8_t *host
+    cdef uint8_t buf[MAX_SNI + 8]             # [sni]:65535
     cdef uint32_t bl = 0
     cdef uint8_t c
     cdef int colons = 0
@@ -854,7 +837,7 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         else:
             cnt[<int>SN_SNI_BAD] += 1
             return 0
-    if sl > MAX_SNI:
+    if sl > MAX_SNI or colons == 1:             # RFC 6066 HostName: no port (server4:443)
         cnt[<int>SN_SNI_BAD] += 1
         return 0
     if colons > 1:                              # IPv6 literal: the canonicaliser wants [..]
@@ -862,10 +845,15 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         memcpy(buf + 1, sni, sl)
         buf[sl + 1] = 93
         bl = sl + 2
-        host = buf
     else:
+        memcpy(buf, sni, sl)
         bl = sl
-        host = sni
+    # then the server's port, as the URL of the connection names it (https://host:8443/): the
+    # canonicaliser reads host:port as for a GET's Host header and drops 80 and 443 (urlcanon.h
+    # R5), so an entry host:8443 matches a ClientHello to port 8443 only, and a host entry every
+    # port (its key ends at the host, a component boundary)
+    buf[bl] = 58
+    bl += 1 + wt_u32_dec(m.dst_port, <char *>buf + bl + 1)
     if verify and proto == PROTO_TLS and _checksum_ok(p, m) == 0:
         cnt[<int>SN_BAD_CHECKSUM] += 1
         return 0
@@ -889,16 +877,10 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
             o.oom = True
             return -1
         o.scap = nc
-    r = webtap_canon(host, bl, o.keys + o.kused, o.kcap - o.kused, CANON_KEY)
-    if r < 0 or webtap_host_len(o.keys + o.kused, r) != <size_t>r:
+    r = webtap_canon(buf, bl, o.keys + o.kused, o.kcap - o.kused, CANON_KEY)
+    if r < 0:
         cnt[<int>SN_SNI_BAD] += 1
         return 0
-    if m.dst_port != 443 and m.dst_port != 80:
-        # the URL of a connection to another port names it (https://host:8443/), and the
-        # canonical form keeps every port but 80 and 443 (urlcanon.h R5): an entry host:8443
-        # matches a ClientHello to port 8443 only, a host entry covers every port (its key ends
-        # at the host, a component boundary), as for a GET's Host header
-        r += _put_port(o.keys + o.kused + r, m.dst_port)
     o.kused += r
     memcpy(o.sni + o.sused, sni, sl)
     o.sused += sl

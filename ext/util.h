@@ -77,6 +77,15 @@ static inline size_t wt_utf8_seq(const uint8_t *p, size_t avail) {
     return n;
 }
 
+/* v in decimal at out (at most 10 bytes, no NUL); returns the number of bytes written. */
+static inline size_t wt_u32_dec(uint32_t v, char *out) {
+    char t[10];
+    size_t k = 0, i;
+    do { t[k++] = (char)('0' + v % 10); v /= 10; } while (v);
+    for (i = 0; i < k; i++) out[i] = t[k - 1 - i];
+    return k;
+}
+
 /* Room for an address as text, NUL included (INET6_ADDRSTRLEN). */
 #define WT_IP_TEXT 46
 

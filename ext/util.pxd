@@ -19,6 +19,7 @@ cdef extern from "util.h" nogil:
     size_t wt_utf8_seq(const uint8_t *p, size_t avail)
     enum: WT_IP_TEXT
     size_t wt_ip_text(const uint8_t *ip, int v6, char *out)
+    size_t wt_u32_dec(uint32_t v, char *out)
 
 
 cdef inline void *wt_realloc(void *p, size_t nbytes) except NULL nogil:

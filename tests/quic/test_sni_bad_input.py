@@ -73,6 +73,9 @@ def test_split_records_and_gaps(tmp_path):
     ((sni_ext("bücher.test".encode()),), "sni_non_ascii", 0),       # raw UTF-8 (RFC 6066: A-labels)
     ((sni_ext(b"bad/host.test"),), "sni_bad", 0),
     ((sni_ext(b"a" * 300 + b".test"),), "sni_bad", 0),              # over 255 bytes
+    ((sni_ext(b"server4:443"),), "sni_bad", 0),                     # a port is no host name
+    ((sni_ext(b"server4:8443"),), "sni_bad", 0),                    # (quic-go interop sends these)
+    ((sni_ext(b"server4:"),), "sni_bad", 0),
     ((sni_ext(b"x.test"), b"\xfe\x0d\x00\x04abcd"), "ech", 1),      # ECH: outer SNI matched
 ])
 def test_sni_cases(tmp_path, exts, reason, n_rows):
