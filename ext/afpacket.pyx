@@ -29,6 +29,8 @@ import os
 
 import numpy as np
 
+from webtap.errors import BpfError
+
 cdef extern from "<linux/filter.h>" nogil:
     cdef struct sock_filter:
         uint16_t code
@@ -215,7 +217,6 @@ def _compile(expr, int linktype, int snaplen):
         raise MemoryError()
     try:
         if pcap_compile(dead, &prog, b, 1, PCAP_NETMASK_UNKNOWN) != 0:
-            from webtap._ext.source import BpfError
             raise BpfError(f"BPF filter {expr!r} (link type {linktype}): "
                            f"{pcap_geterr(dead).decode(errors='replace')}")
     finally:

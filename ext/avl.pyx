@@ -347,15 +347,8 @@ cdef int64_t[::1] _timing_view(timings, Py_ssize_t n):
     return tv
 
 
-class UrlFilterError(Exception):
-    """Base class of urlfilter's errors. Defined in the compiled tree, urlfilter's engine, so
-    that the tree's own TreeCorrupt is one; urlfilter.errors re-exports it (the base of
-    InvalidUrl, TreeFull, StoreError)."""
-
-
-class TreeCorrupt(UrlFilterError, RuntimeError):
-    """The tree's arrays violate an invariant (a bug, or a damaged snapshot file)."""
-
+# urlfilter's base error and the tree's own live in webtap.errors (the bottom of the core)
+from webtap.errors import TreeCorrupt, UrlFilterError
 
 
 cdef int64_t _longest_span(const int64_t[::1] off, Py_ssize_t n, Py_ssize_t data_len) except -1:

@@ -78,20 +78,9 @@ DEF RD_NEW_IFACE = 2             # a pcapng IDB needs a BPF program compiled (GI
 DEF RD_NEED_MORE = 3             # the chunk ends before the next record: give the next chunk
 
 
-class WebtapError(Exception):
-    """Base class of the core's errors (webtap.errors)."""
-
-
-class CaptureError(WebtapError, RuntimeError):
-    """libpcap (or the OS) refused an operation; the message is libpcap's own error text."""
-
-
-class NotACapture(WebtapError, ValueError):
-    """The file is not a pcap or pcapng capture (nor a gzip-compressed one)."""
-
-
-class BpfError(WebtapError, ValueError):
-    """libpcap could not compile the BPF filter expression."""
+# the core's errors live in webtap.errors (pure Python, at the bottom of the core); re-exported
+# here for callers that imported them from this module
+from webtap.errors import BpfError, CaptureError, NotACapture, WebtapError
 
 
 cdef struct Iface:

@@ -9,11 +9,13 @@ naturally catch.
   the message names the tool.
 
 The core's own errors (webtap.errors: NotACapture, BpfError, CaptureError) pass through
-unchanged.
+unchanged; HttpAnalyzerError derives from their base, webtap.errors.WebtapError.
 """
 
+from webtap.errors import WebtapError
 
-class HttpAnalyzerError(Exception):
+
+class HttpAnalyzerError(WebtapError):
     """Base class of httpanalyzer's errors."""
 
 

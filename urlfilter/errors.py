@@ -1,8 +1,8 @@
 """Exceptions of urlfilter: each subclasses UrlFilterError and the builtin a caller would
-naturally catch. UrlFilterError and TreeCorrupt are defined in the compiled tree (ext/avl.pyx),
-which raises TreeCorrupt itself."""
+naturally catch. UrlFilterError (a webtap.errors.WebtapError) and TreeCorrupt, which the compiled
+tree raises, are defined at the bottom of the core, webtap.errors; they are re-exported here."""
 
-from webtap._ext.avl import TreeCorrupt, UrlFilterError
+from webtap.errors import TreeCorrupt, UrlFilterError
 
 __all__ = ["UrlFilterError", "TreeCorrupt", "InvalidUrl", "TreeFull", "StoreError"]
 

@@ -89,7 +89,7 @@ OUTPUTS: dict[str, Format] = {
 }
 
 
-from webtap.errors import WebtapError  # noqa: E402  (the compiled module, loaded by webtap anyway)
+from webtap.errors import WebtapError  # noqa: E402
 
 
 class UsageError(WebtapError):
