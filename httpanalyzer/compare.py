@@ -15,7 +15,8 @@ The parts, one job each (no module imports a module above it):
 
 The pair-level comparison of issue 4 (REASONS) is a test tool: tests/tools/pair_table.py.
 
-Frame numbers: tshark's frame.number is 1-based, webtap's request_frame/response_frame 0-based.
+Frame numbers: records and reports carry tshark's 1-based frame.number (-1 in a report: none);
+the join inside works on 0-based packet indices.
 """
 from __future__ import annotations
 

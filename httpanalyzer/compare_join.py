@@ -157,9 +157,13 @@ def webtap_transactions(records: pd.DataFrame) -> pd.DataFrame:
     def flag(c):
         return records[c].fillna(False).astype(bool).to_numpy()
 
+    def frame_index(c):       # records carry 1-based frame numbers; the join 0-based indices
+        f = idx(c)
+        return np.where(f > 0, f - 1, -1)
+
     rt = records.response_time
     return pd.DataFrame({
-        "q": idx("request_frame"), "r": idx("response_frame"),
+        "q": frame_index("request_frame"), "r": frame_index("response_frame"),
         "client": records.client_ip.astype(object).to_numpy(),
         "client_port": records.client_port.astype("Int64").fillna(-1).to_numpy(np.int64),
         "server": records.server_ip.astype(object).to_numpy(),
@@ -482,4 +486,10 @@ def compare_modes(w: pd.DataFrame, tx: dict, frames: dict, info: dict,
     fcols = ["mode", "field", "request_frame", "response_frame", "webtap", "tshark", "category"]
     trans = pd.DataFrame(rows, columns=tcols)
     trans["differs"] = trans.differs.astype(bool)   # an empty object column would select columns
-    return trans, pd.DataFrame(fdiffs, columns=fcols)
+    fd = pd.DataFrame(fdiffs, columns=fcols)
+    # what the report shows: 1-based frame numbers as in Wireshark (-1: none)
+    for df, cols in ((trans, tcols[5:9]), (fd, fcols[2:4])):
+        for c in cols:
+            f = df[c].astype(np.int64)
+            df[c] = np.where(f >= 0, f + 1, -1)
+    return trans, fd

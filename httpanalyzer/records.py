@@ -100,8 +100,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "text_clipped": (pa.bool_(), "some text was shortened to the table's per-field bound"),
     "ip_version": (pa.uint8(), "4 or 6"),
     "vlan": (pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
-    "request_frame": (pa.uint64(), "0-based index of the request packet in its trace"),
-    "response_frame": (pa.uint64(), "0-based index of the response packet in its trace"),
+    "request_frame": (pa.uint64(), "frame number of the request packet in its trace, 1-based as"
+                                   " tshark's frame.number and Wireshark's Go to Packet"),
+    "response_frame": (pa.uint64(), "frame number of the response packet in its trace (1-based)"),
     "request_trace": (pa.uint16(), "position of the request's trace among the inputs (0-based)"),
     "response_trace": (pa.uint16(), "position of the response's trace among the inputs"),
     "community_id": (pa.string(), "Community ID v1 of the TCP flow (seed 0), '1:' + base64 SHA-1;"
@@ -263,8 +264,9 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.Re
         "text_clipped": _bool((rf & RF_TEXT_CLIPPED) != 0),
         "ip_version": _num(r["ip_version"], pa.uint8()),
         "vlan": _num(r["vlan"], pa.uint16(), r["vlan"] != 0xFFFF),
-        "request_frame": _num(r["request_pkt_index"], pa.uint64(), r["request_pkt_index"] != _NO_IDX),
-        "response_frame": _num(r["response_pkt_index"], pa.uint64(), r["response_pkt_index"] != _NO_IDX),
+        # frame numbers are 1-based (tshark's), the C records' packet indices 0-based
+        "request_frame": _num(r["request_pkt_index"] + 1, pa.uint64(), r["request_pkt_index"] != _NO_IDX),
+        "response_frame": _num(r["response_pkt_index"] + 1, pa.uint64(), r["response_pkt_index"] != _NO_IDX),
         "request_trace": _num(r["request_trace"], pa.uint16(), has_req),
         "response_trace": _num(r["response_trace"], pa.uint16(), has_resp),
         "community_id": community_id(r["client_ip"], r["client_port"], r["server_ip"],

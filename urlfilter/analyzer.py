@@ -62,7 +62,7 @@ CONN_DTYPE = np.dtype(
 RECORD_SCHEMA = pa.schema(
     [
         ("ts_ns", pa.int64()),            # capture time of the request packet
-        ("pkt_index", pa.uint64()),       # its position in the trace
+        ("frame", pa.uint64()),           # its frame number in the trace (1-based, as tshark's)
         ("src_ip", pa.string()),          # client address
         ("src_port", pa.uint16()),
         ("dst_ip", pa.string()),          # server address
@@ -335,7 +335,7 @@ class UrlAnalyzer:
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(sub["ts_ns"]),
-                pa.array(sub["pkt_index"]),
+                pa.array(sub["pkt_index"] + 1),
                 _dissect.ip_to_arrow(sub, "src_ip"),
                 pa.array(sub["src_port"]),
                 _dissect.ip_to_arrow(sub, "dst_ip"),

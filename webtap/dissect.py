@@ -93,7 +93,7 @@ class MessageBatch:
             pa.array(np.where(is_req, 0, 1).astype(np.int8)), pa.array(["request", "response"]))
         cols = {
             "ts_ns": pa.array(m["ts_ns"]),
-            "pkt_index": pa.array(m["pkt_index"]),
+            "frame": pa.array(m["pkt_index"] + 1),     # tshark's 1-based frame.number
             "kind": kind,
             "src_ip": self.column("src_ip"),
             "src_port": pa.array(m["src_port"]),
@@ -121,7 +121,7 @@ class MessageBatch:
         m = self.msgs
         cols: dict[str, object] = {
             "ts_ns": m["ts_ns"],
-            "pkt_index": m["pkt_index"],
+            "frame": m["pkt_index"] + 1,               # tshark's 1-based frame.number
             "kind": pd.Categorical.from_codes(
                 np.where(m["kind"] == MSG_REQUEST, 0, 1).astype(np.int8), ["request", "response"]
             ),

@@ -52,7 +52,8 @@ def _records(path: Path):
 
 
 def _messages(path: Path) -> dict[int, dict]:
-    """pkt_index -> the dissector's encapsulation fields of that message."""
+    """frame number (1-based, as the records') -> the dissector's encapsulation fields of that
+    message (the C message's pkt_index is 0-based)."""
     from webtap.stream import messages
 
     out = {}
@@ -61,7 +62,7 @@ def _messages(path: Path) -> dict[int, dict]:
         osrc = mb.column("outer_src").to_pylist()
         odst = mb.column("outer_dst").to_pylist()
         for k, m in enumerate(mb.msgs):
-            out[int(m["pkt_index"])] = dict(encap=enc[k], outer_src_ip=osrc[k], outer_dst_ip=odst[k],
+            out[int(m["pkt_index"]) + 1] = dict(encap=enc[k], outer_src_ip=osrc[k], outer_dst_ip=odst[k],
                                             tunnel_id=int(m["tunnel_id"]) if enc[k] else None)
     return out
 
@@ -107,7 +108,7 @@ def test_records_encap_names_the_layers_tshark_shows(rel):
     protos = {}
     for line in out.splitlines():
         num, _, p = line.partition("\t")
-        protos[int(num) - 1] = p
+        protos[int(num)] = p
     diffs = [(_frame(r), r["encap"], protos[_frame(r)]) for r in rows
              if tshark_encap(protos[_frame(r)]) != r["encap"]]
     assert diffs == [], (rel, diffs[:5])

@@ -81,9 +81,9 @@ def test_retransmitted_request_pairs_first_copy_and_second_waits():
     b.resp(T0 + 2 * S, SV, 80, C, 2311, 5000, 1100)
     df, cnt = run(b)
     p = paired(df)
-    assert len(p) == 1 and p.iloc[0].request_frame == 0     # oldest waiting copy pairs
+    assert len(p) == 1 and p.iloc[0].request_frame == 1     # oldest waiting copy pairs (frame 1)
     left = df[~df.matched]
-    assert len(left) == 1 and left.iloc[0].request_frame == 1 and left.iloc[0].request_repeat
+    assert len(left) == 1 and left.iloc[0].request_frame == 2 and left.iloc[0].request_repeat
     assert cnt["request_repeat"] == 1
 
 
@@ -95,7 +95,7 @@ def test_retransmitted_response_waits_for_its_own_request():
     b.req(T0 + 3 * S, C, 2311, SV, 80, 1000, 5000)       # ... and a retransmitted request
     df, cnt = run(b)
     p = paired(df).sort_values("request_frame")
-    assert list(p.request_frame) == [0, 3] and list(p.response_frame) == [1, 2]
+    assert list(p.request_frame) == [1, 4] and list(p.response_frame) == [2, 3]
     assert cnt["paired"] == 2 and cnt["response_repeat"] == 0   # the first copy had already paired
 
 
@@ -106,7 +106,7 @@ def test_duplicate_waiting_response_is_flagged():
     b.req(T0 + 2, C, 2311, SV, 80, 1000, 5000)
     df, cnt = run(b)
     p = paired(df)
-    assert len(p) == 1 and p.iloc[0].response_frame == 0 and p.iloc[0].out_of_order
+    assert len(p) == 1 and p.iloc[0].response_frame == 1 and p.iloc[0].out_of_order
     assert df[~df.matched].iloc[0].response_repeat and cnt["response_repeat"] == 1
 
 
@@ -122,7 +122,7 @@ def test_100_continue_then_200(order):
     df = df.sort_values("response_frame")
     assert list(df.status) == [100, 200]
     assert list(df.interim) == [True, False] and list(df.after_interim) == [False, True]
-    assert (df.request_frame == 0).all() and (df.method == "POST").all()
+    assert (df.request_frame == 1).all() and (df.method == "POST").all()
     assert cnt["paired_interim"] == 1 and cnt["paired_after_interim"] == 1
 
 

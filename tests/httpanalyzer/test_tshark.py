@@ -59,7 +59,8 @@ def check(diff, df, frames):
     unexplained = diff[diff.reason == "unexplained"]
     assert unexplained.empty, f"unexplained differences:\n{unexplained}"
     m = df[df.matched.astype(bool)]
-    wp = set(zip(m.request_frame.astype(int), m.response_frame.astype(int)))
+    # records: 1-based frame numbers; the pair tool (tshark_frames, diff) 0-based indices
+    wp = set(zip(m.request_frame.astype(int) - 1, m.response_frame.astype(int) - 1))
     tp_df = compare.tshark_pairs(frames)
     tp = set(zip(tp_df.request_frame.astype(int), tp_df.response_frame.astype(int)))
     got = {(s, int(q), int(r)) for s, q, r in zip(diff.side, diff.request_frame, diff.response_frame)}

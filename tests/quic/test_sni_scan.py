@@ -127,8 +127,8 @@ def test_tls_forged_pairs_have_the_clienthello_numbers(tmp_path):
     fins = Counter((int(g[3]), int(g[4]), int(g[6])) for g in got if g[0] == "1" and g[2] == "1")
     rsts = Counter((int(g[3]), int(g[4]), int(g[5])) for g in got if g[1] == "1" and g[2] == "1")
     assert sum(fins.values()) == len(hits) and sum(rsts.values()) == len(hits)
-    for idx in hits["pkt_index"]:
-        seq, ack, ln, sport = (int(x) for x in orig[int(idx)])
+    for fr in hits["frame"]:                               # 1-based, orig 0-based
+        seq, ack, ln, sport = (int(x) for x in orig[int(fr) - 1])
         assert fins[(ack, seq + ln, sport)] >= 1           # to the client: seq = its ACK, ack = s + L
         assert rsts[(seq + ln, ack, sport)] >= 1           # to the server: seq = s + L exactly
 
@@ -159,7 +159,7 @@ def test_quic_closes_decrypt_in_tshark(tmp_path, rel):
     # CRYPTO data is a retransmission) repeats the first close byte for byte; the client drops
     # it (draining, RFC 9000 10.2.2) and tshark 4.0 does not decrypt the duplicate either
     first = {fr for fr, _, _ in _theirs(path)}
-    n_first = int(qh["pkt_index"].isin(first).sum())
+    n_first = int((qh["frame"] - 1).isin(first).sum())
     assert n_first >= 1 and n_first <= len(rows) <= len(qh), (len(rows), n_first, len(qh))
     for r in rows:
         assert r[0] == "28" and r[1] == str(q.CLOSE_ERROR) and r[3] == "", r
@@ -179,7 +179,7 @@ def test_hello_completed_under_the_server_cid_is_followed(tmp_path):
     forged = tmp_path / "forged.pcap"
     res = scan(str(path), _blacklist(["cloudflare.com"]), forged_out=str(forged))
     df = res.to_pandas()
-    assert list(df["pkt_index"]) == [int(follow[0]) - 1] and list(df["sni"]) == ["cdnjs.cloudflare.com"]
+    assert list(df["frame"]) == [int(follow[0])] and list(df["sni"]) == ["cdnjs.cloudflare.com"]
     assert df["hit"].all() and list(df["forged"]) == [1] and res.forged_written == 1
     assert res.counters["quic_server_cid"] == 1
     merged = tmp_path / "merged.pcap"

@@ -62,6 +62,9 @@ def compare(records: pd.DataFrame, frames: pd.DataFrame, webtap_frames: set[int]
     frame number) and did not mark it http.request/http.response; `tshark_no_request_in` only
     when tshark marked the response frame a response, gave it no http.request_in, and its SEQ is
     the ACK of webtap's request. Anything else is unexplained."""
+    # the records carry 1-based frame numbers (tshark's), tshark_frames 0-based indices
+    records = records.assign(request_frame=records.request_frame - 1,
+                             response_frame=records.response_frame - 1)
     w = records[records.matched.astype(bool)]
     wp = set(zip(w.request_frame.astype(np.int64), w.response_frame.astype(np.int64)))
     ack_of = dict(zip(w.request_frame.astype(np.int64), w.request_ack.astype(np.int64)))

@@ -127,8 +127,9 @@ def test_extraction_agrees_with_reference_canonicaliser_on_real_traces(shared, r
     for path, gets in targets.items():
         res = scan([path], Blacklist(t), sni=False)    # GETs only; TLS/QUIC lookups: tests/quic
         df = res.to_pandas()
-        for idx, url in zip(df["pkt_index"], df["url"]):
-            host, uri = gets[int(idx)]
+        for fr, url in zip(df["frame"], df["url"]):
+            idx = int(fr) - 1                          # records: 1-based frames; gets: 0-based
+            host, uri = gets[idx]
             raw = uri if re.match(rb"[A-Za-z][A-Za-z0-9+.-]*://", uri) else host + uri
             assert url == reference(raw).decode("ascii"), (path, int(idx), raw)
             compared += 1
