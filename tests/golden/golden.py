@@ -21,6 +21,18 @@ record):
 - `compare/NAME.json`: `httpanalyzer compare TRACE --json`, re-indented (one key a line) so that
   a difference shows as a readable diff.
 
+For each trace of traces_tls.txt (relative to the shared TLS traces folder, issue 29's guard rail
+before the one-walk pipeline):
+
+- `tls/NAME.csv`: `httpanalyzer TRACE -o H.csv --tls-out NAME.csv` (the one-pass TLS/QUIC
+  handshake records, every column);
+- `scan-tls/NAME.csv` and `.json`: `urlfilter scan TRACE --blacklist DB -o NAME.csv --json
+  --forged-out F.pcap` with DB built from blacklist_tls.txt (SNI hits over TLS and QUIC), timed
+  columns dropped as for `scan`; `forged/NAME.txt`: the forged frames, one hex line each, sorted
+  (the pcap's order and timestamps follow each run's measured reaction times; the bytes do not);
+- `timing/NAME.csv`: `urlfilter timing TRACE --blacklist DB --t-proc-us 5 -o NAME.csv` (a fixed
+  T_proc, so that no measured time enters the file).
+
 NAME is the relative path with '/' replaced by '__'.
 """
 from __future__ import annotations
@@ -30,6 +42,7 @@ import io
 import json
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,18 +51,55 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 RECORDS = HERE / "records"
 KINDS = ("httpanalyzer", "scan", "compare")
+TLS_KINDS = ("tls", "scan-tls", "timing")
 
 
 def shared_traces() -> pathlib.Path:
     return pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared")) / "traces"
 
 
-def traces() -> list[str]:
+def shared_tls_traces() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("WEBTAP_SHARED", REPO.parent / "shared")) / "traces-tls"
+
+
+def _list(fname: str) -> list[str]:
     out = []
-    for line in (HERE / "traces.txt").read_text().splitlines():
+    for line in (HERE / fname).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             out.append(line)
+    return out
+
+
+def traces() -> list[str]:
+    return _list("traces.txt")
+
+
+def tls_traces() -> list[str]:
+    return _list("traces_tls.txt")
+
+
+def record_names(rel: str, kind: str) -> list[str]:
+    """The record files one (trace, kind) produces."""
+    n = name(rel)
+    return {"httpanalyzer": [f"httpanalyzer/{n}.csv"], "scan": [f"scan/{n}.csv", f"scan/{n}.json"],
+            "compare": [f"compare/{n}.json"], "tls": [f"tls/{n}.csv"],
+            "scan-tls": [f"scan-tls/{n}.csv", f"scan-tls/{n}.json", f"forged/{n}.txt"],
+            "timing": [f"timing/{n}.csv"]}[kind]
+
+
+def pcap_frames(path: pathlib.Path) -> list[bytes]:
+    """The frames of a classic pcap file (either byte order), read here with struct rather than
+    through the project's own reader."""
+    data = path.read_bytes()
+    if len(data) < 24:
+        return []
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    out, off = [], 24
+    while off + 16 <= len(data):
+        _s, _f, incl, _orig = struct.unpack_from(endian + "IIII", data, off)
+        out.append(data[off + 16:off + 16 + incl])
+        off += 16 + incl
     return out
 
 
@@ -113,6 +163,30 @@ def produce(rel: str, kind: str, tmp: pathlib.Path) -> dict[str, bytes]:
     if kind == "compare":
         summary = json.loads(_run(["httpanalyzer.cli", "compare", rel, "--json"], cwd))
         return {f"compare/{n}.json": (json.dumps(summary, indent=1) + "\n").encode()}
+    cwd = shared_tls_traces()
+    if kind == "tls":
+        out = tmp / f"{n}.tls.csv"
+        _run(["httpanalyzer.cli", rel, "-o", str(tmp / f"{n}.http.csv"), "--tls-out", str(out),
+              "--no-progress"], cwd)
+        return {f"tls/{n}.csv": out.read_bytes()}
+    db = tmp / "blacklist_tls.db"
+    if not db.exists():
+        _run(["urlfilter.cli", "--db", str(db), "import", str(HERE / "blacklist_tls.txt"),
+              "--category", "golden"], cwd)
+    if kind == "scan-tls":
+        out, forged = tmp / f"{n}.scan.csv", tmp / f"{n}.forged.pcap"
+        counters = json.loads(_run(["urlfilter.cli", "scan", rel, "--blacklist", str(db), "-o",
+                                    str(out), "--forged-out", str(forged), "--json"], cwd))
+        counters = {k: v for k, v in counters.items() if k not in _SCAN_TIMED}
+        frames = sorted(f.hex() for f in pcap_frames(forged)) if forged.exists() else []
+        return {f"scan-tls/{n}.csv": _drop_columns(out.read_bytes(), _SCAN_TIMED),
+                f"scan-tls/{n}.json": (json.dumps(counters, indent=1) + "\n").encode(),
+                f"forged/{n}.txt": "".join(x + "\n" for x in frames).encode()}
+    if kind == "timing":
+        out = tmp / f"{n}.timing.csv"
+        _run(["urlfilter.cli", "timing", rel, "--blacklist", str(db), "--t-proc-us", "5", "-o",
+              str(out)], cwd)
+        return {f"timing/{n}.csv": out.read_bytes()}
     raise ValueError(kind)
 
 
@@ -121,13 +195,17 @@ def produce_all(tmp: pathlib.Path) -> dict[str, bytes]:
     for rel in traces():
         for kind in KINDS:
             out.update(produce(rel, kind, tmp))
+    for rel in tls_traces():
+        for kind in TLS_KINDS:
+            out.update(produce(rel, kind, tmp))
     return out
 
 
 def main(argv: list[str]) -> int:
-    if not shared_traces().is_dir():
-        print(f"golden: the shared traces folder is absent ({shared_traces()})", file=sys.stderr)
-        return 2
+    for d in (shared_traces(), shared_tls_traces()):
+        if not d.is_dir():
+            print(f"golden: a shared traces folder is absent ({d})", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory() as tmp:
         got = produce_all(pathlib.Path(tmp))
     if "--write" in argv:

@@ -38,6 +38,9 @@ def test_records_cover_every_trace_and_kind():
     for rel in golden.traces():
         n = golden.name(rel)
         want |= {f"httpanalyzer/{n}.csv", f"scan/{n}.csv", f"scan/{n}.json", f"compare/{n}.json"}
+    for rel in golden.tls_traces():
+        for kind in golden.TLS_KINDS:
+            want |= set(golden.record_names(rel, kind))
     assert have == want
     for p in golden.RECORDS.rglob("*"):
         if p.is_file():
@@ -53,7 +56,10 @@ def test_golden(rel, kind, tmp):
     if kind == "compare":
         _require(shutil.which("tshark") is not None, "tshark is not on PATH")
     (tmp / kind).mkdir(exist_ok=True)
-    got = golden.produce(rel, kind, tmp / kind)
+    _check(golden.produce(rel, kind, tmp / kind))
+
+
+def _check(got: dict) -> None:
     for name, data in got.items():
         want = (golden.RECORDS / name).read_bytes()
         if data != want:
@@ -63,3 +69,31 @@ def test_golden(rel, kind, tmp):
 
             diff = "\n".join(list(difflib.unified_diff(a, b, "golden", "now", lineterm=""))[:60])
             pytest.fail(f"{name} differs from its golden record:\n{diff}")
+
+
+@pytest.mark.parametrize("kind", golden.TLS_KINDS)
+@pytest.mark.parametrize("rel", golden.tls_traces())
+def test_golden_tls(rel, kind, tmp):
+    root = golden.shared_tls_traces()
+    _require(root.is_dir(), f"shared TLS traces absent: {root}")
+    _require((root / rel).exists(), f"shared trace absent: {rel}")
+    (tmp / kind).mkdir(exist_ok=True)
+    _check(golden.produce(rel, kind, tmp / kind))
+
+
+def test_golden_tls_records_have_hits_and_forged_frames():
+    """The TLS golden set exercises what it is for: SNI hits over TLS and QUIC, forged frames,
+    and timing rows (a blacklist that stopped matching would make the records trivially stable)."""
+    import csv
+
+    hits = {"tls": 0, "quic": 0}
+    for p in (golden.RECORDS / "scan-tls").glob("*.csv"):
+        for r in csv.DictReader(p.open()):
+            if r["hit"] == "true":
+                hits[r["proto"]] += 1
+    forged = sum(len(p.read_text().split()) for p in (golden.RECORDS / "forged").glob("*.txt"))
+    timing = sum(max(0, len(p.read_text().splitlines()) - 1)
+                 for p in (golden.RECORDS / "timing").glob("*.csv"))
+    assert hits["tls"] >= 3 and hits["quic"] >= 1, hits
+    assert forged == 2 * hits["tls"] + hits["quic"], (forged, hits)
+    assert timing >= 5
