@@ -239,7 +239,7 @@ def handle(a, run) -> int:
     o = run.output(out, views=VIEWS,
                    schema=_empty_schema(out, a.headers))
     summary = Summary(detailed=a.summary)
-    run.packets = lambda: max(summary.packets, _tally())
+    run.packets = lambda: max(summary.packets, run.ctx.packets)
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
     run.live = live
@@ -301,11 +301,6 @@ def handle(a, run) -> int:
         for p in write_plots(kept, balance, a.plots):
             run.note(f"wrote {p}")
     return 0
-
-
-def _tally() -> int:
-    mod = sys.modules.get("webtap.stream")
-    return int(getattr(getattr(mod, "TALLY", None), "packets", 0) or 0)
 
 
 def main(argv=None) -> int:

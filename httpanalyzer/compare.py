@@ -27,6 +27,8 @@ import sys
 import numpy as np
 import pandas as pd
 
+from webtap import runctx
+
 from httpanalyzer.compare_join import (CATEGORIES, FIELDS, compare_modes, join_transactions,  # noqa: F401
                                        tshark_transactions, webtap_transactions)
 from httpanalyzer.compare_report import Comparison, count_table, ks_distance  # noqa: F401
@@ -45,9 +47,7 @@ def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_
 
     if records is None:
         records = httpanalyzer.analyze(path, gc_timeout=gc_timeout)
-        from webtap.stream import TALLY
-
-        if TALLY.stop_requested:       # analyze() ended its input on Ctrl-C / SIGTERM
+        if runctx.current().stop_requested:   # analyze() ended its input on Ctrl-C / SIGTERM
             raise KeyboardInterrupt("stop requested")
     frames, cmds, chunks = tshark_http(path, tuple(MODES), tshark=tshark,
                                        chunk_packets=chunk_packets, jobs=jobs)

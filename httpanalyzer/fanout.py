@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from httpanalyzer.feeder import ConsumerFailed, _TAG_BATCH, _send_batch, _send_ctrl
+from webtap import runctx
 from webtap.schema import DISSECT_REASONS, PACKET_DTYPE
 
 __all__ = ["iter_fanout_batches", "fanout_available"]
@@ -141,7 +142,8 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
     symmetric flow hash) or 'eq3' (the paper's Eq. 3 as a classic-BPF program; see DEFAULT_MODE
     for why it is not the default). on_ready: called once every consumer reads its ring."""
     from webtap._ext import afpacket
-    from webtap.stream import TALLY
+
+    ctx = runctx.current()           # the run's context: the command line's Ctrl-C of a live run
 
     if consumers < 1:
         raise ValueError("fanout capture needs at least one consumer")
@@ -211,7 +213,7 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
                 yield from poll(0.05)
                 if max_packets is not None and sum(counts[:]) >= max_packets:
                     stop.set()
-                if TALLY.stop_requested and not stop.is_set():
+                if ctx.stop_requested and not stop.is_set():
                     # the command line's Ctrl-C of a live run: the consumers drain and end
                     interrupted = True
                     stop.set()

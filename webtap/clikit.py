@@ -19,9 +19,9 @@ layer guarantees, so that no tool has to remember it:
 - **Signals.** SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (so a blocked
   read of a FIFO or a slow gzip stream ends at once); the run ends with exit 130 / 143 and one
   line ``tool: interrupted by SIGINT after N packets``. A write in progress is finished first
-  (``with run.shielded():``); a signal that arrives then sets webtap.stream.TALLY.stop_requested,
-  and the reader ends its input at its next batch. Live captures (``-i``) end normally on a
-  signal: exit 0.
+  (``with run.shielded():``); a signal that arrives then sets the run context's stop_requested
+  (webtap.runctx, active for the run), and the reader ends its input at its next batch. Live
+  captures (``-i``) end normally on a signal: exit 0.
 - **Warnings.** ``run.warn(...)`` prints ``tool: warning: ...`` unless ``--quiet``.
 
 The extension table
@@ -89,6 +89,7 @@ OUTPUTS: dict[str, Format] = {
 }
 
 
+from webtap import runctx  # noqa: E402
 from webtap.errors import WebtapError  # noqa: E402
 
 
@@ -314,7 +315,7 @@ class Output:
             self._writer.write(view(batch) if view else batch)
             self.rows += batch.num_rows
         # a signal that came meanwhile is not raised here: the reader ends its input at its next
-        # batch (webtap.stream.TALLY.stop_requested), what waits is flushed, and commit() raises
+        # batch (the run context's stop_requested), what waits is flushed, and commit() raises
 
     def _finish(self, meta: dict) -> None:
         if self.directory or self.raw:
@@ -413,6 +414,7 @@ class Run:
         self._raised = False
         self.forward = True                # False while a live loop handles signals itself
         self.packets = None                # callable -> packets read so far (for messages)
+        self.ctx = runctx.RunContext()     # this run's state, shared with its readers
 
     # outputs
     def output(self, path: str | None, **kw) -> Output | None:
@@ -453,9 +455,7 @@ class Run:
     def _on_signal(self, signum, frame) -> None:
         if self.signum is None:
             self.signum = signum
-        stream = sys.modules.get("webtap.stream")
-        if stream is not None:
-            stream.TALLY.stop_requested = True     # readers end their input at the next batch
+        self.ctx.stop_requested = True             # readers end their input at the next batch
         if self.live:
             # A live capture is not cut where it stands: its reader sees stop_requested at
             # its next read (within the read timeout), keeps what the kernel already holds
@@ -498,8 +498,7 @@ class Run:
                 return int(self.packets())
             except Exception:      # noqa: BLE001 - a count for a message, never fatal
                 pass
-        mod = sys.modules.get("webtap.stream")
-        return int(getattr(getattr(mod, "TALLY", None), "packets", 0) or 0)
+        return self.ctx.packets
 
 
 def describe(exc: BaseException) -> str:
@@ -525,13 +524,11 @@ def main(tool: str, parser: argparse.ArgumentParser, handler, argv=None) -> int:
     """Parse, run `handler(args, run)`, and turn every way of ending into the contract's exit
     code and stderr line. Returns the exit code."""
     run = Run(tool)
-    stream = sys.modules.get("webtap.stream")
-    if stream is not None:
-        stream.TALLY.stop_requested = stream.TALLY.stop_delivered = False
     old = {s: signal.signal(s, run._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     fwd = _Forwarder(run)
     try:
-        return _main(run, parser, handler, argv)
+        with runctx.activate(run.ctx):         # the readers take this run's context
+            return _main(run, parser, handler, argv)
     finally:
         fwd.close()
         for s, h in old.items():
@@ -562,7 +559,7 @@ class _Forwarder:
     interface never does. So the C-level handler's wakeup byte (signal.set_wakeup_fd) is read
     here, in a thread of ours, and the signal sent again to the main thread (pthread_kill): its
     read returns EINTR and the handler runs. Sent again until the main thread raised (or a
-    reader ended its input on webtap.stream.TALLY.stop_requested)."""
+    reader ended its input on the run context's stop_requested)."""
 
     def __init__(self, run: Run):
         import threading
@@ -585,10 +582,8 @@ class _Forwarder:
             _AT_FORK.append(True)
 
         def delivered() -> bool:
-            stream = sys.modules.get("webtap.stream")
             # a live run took its stop (its reads wait at most the read timeout: no resend)
-            return (run._raised or run._live_stop
-                    or bool(stream is not None and stream.TALLY.stop_delivered))
+            return run._raised or run._live_stop or run.ctx.stop_delivered
 
         def watch():
             import time

@@ -17,6 +17,8 @@ message by message in capture time (what `httpanalyzer a.pcap b.pcap` does).
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Protocol
 
@@ -25,26 +27,10 @@ import numpy as np
 from webtap.capture import Batch, LiveCapture, Trace, open_live, open_trace
 from webtap.dissect import MessageBatch, dissect
 from webtap.errors import BpfError
+from webtap.runctx import RunContext, current
 from webtap.schema import DISSECT_REASONS, SOURCE_REASONS
 
-__all__ = ["Consumer", "Totals", "messages", "run", "open_source", "read_ahead", "merge_by_time",
-           "TALLY"]
-
-
-class _Tally:
-    """Packets read so far by this process (every source, every call of messages()); the
-    command line reports it when a signal stops a run. One addition per batch.
-
-    stop_requested: set by the command line's SIGINT/SIGTERM handler (webtap.clikit); a
-    reader that sees it ends its input with KeyboardInterrupt at the next batch, so a signal
-    that arrived while the caller was busy (writing, pairing) still ends the read."""
-
-    packets = 0
-    stop_requested = False
-    stop_delivered = False            # a reader raised KeyboardInterrupt for it
-
-
-TALLY = _Tally()
+__all__ = ["Consumer", "Totals", "messages", "run", "open_source", "read_ahead", "merge_by_time"]
 
 
 def _reason(exc: BaseException) -> str:
@@ -109,6 +95,14 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
         sources = [sources]
     totals = totals if totals is not None else Totals()
     dissector = dissector if dissector is not None else dissect
+    # the run's context is taken now, where the caller runs, not when the generator first
+    # resumes (read_ahead resumes it in its own thread)
+    return _messages(current(), sources, bpf, totals, live, progress, skip_unreadable, dissector,
+                     kw)
+
+
+def _messages(ctx: RunContext, sources, bpf, totals, live, progress, skip_unreadable, dissector,
+              kw) -> Iterator[tuple[Batch, MessageBatch]]:
     for src in sources:
         try:
             s = open_source(src, bpf=bpf, live=live, progress=progress, **kw)
@@ -122,25 +116,23 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
         if live and isinstance(s, LiveCapture):
             # a Ctrl-C of the command line (which does not interrupt a live run) ends the
             # capture at its next read, after what the kernel already holds
-            s.stop_check = lambda: TALLY.stop_requested
+            s.stop_check = lambda: ctx.stop_requested
         with s:
             totals.files += 1
             try:
                 for batch in s:
-                    if TALLY.stop_requested:
+                    if ctx.stop_requested:
                         if not (live and isinstance(s, LiveCapture)):
-                            TALLY.stop_delivered = True
-                            raise KeyboardInterrupt("stop requested")
+                            raise ctx.deliver_stop()
                         # live: the packets captured before Ctrl-C are kept; the capture
                         # drains the kernel's ring and ends (LiveCapture.stop), then we stop
                         s.stop()
-                    TALLY.packets += len(batch)
+                    ctx.packets += len(batch)
                     mb = dissector(batch.packets, batch.data)
                     totals.add_dissect(mb.counters)
                     yield batch, mb
-                if TALLY.stop_requested and live and isinstance(s, LiveCapture):
-                    TALLY.stop_delivered = True
-                    raise KeyboardInterrupt("stop requested")
+                if ctx.stop_requested and live and isinstance(s, LiveCapture):
+                    raise ctx.deliver_stop()
             finally:
                 totals.add_source(s.counters)
                 totals.warnings.extend(f"{src}: {w}" for w in getattr(s, "warnings", []))
@@ -165,8 +157,10 @@ def read_ahead(gen: Iterator, depth: int = 2) -> Iterator:
     release the GIL, so the reading thread works while the caller pairs, matches or dispatches.
     Exceptions are re-raised here; closing this generator stops the thread and closes `gen`.
     Not for live capture: Ctrl-C must reach the capture loop, which only the main thread sees."""
-    import queue
-    import threading
+    return _read_ahead(current(), gen, depth)
+
+
+def _read_ahead(ctx: RunContext, gen: Iterator, depth: int) -> Iterator:
 
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -196,12 +190,11 @@ def read_ahead(gen: Iterator, depth: int = 2) -> Iterator:
         while True:
             try:
                 # with a timeout: a stop asked for while this thread was busy elsewhere (see
-                # TALLY) must end a wait on a reader blocked in a read
+                # the run context) must end a wait on a reader blocked in a read
                 kind, item = q.get(timeout=0.25)
             except queue.Empty:
-                if TALLY.stop_requested:
-                    TALLY.stop_delivered = True
-                    raise KeyboardInterrupt("stop requested") from None
+                if ctx.stop_requested:
+                    raise ctx.deliver_stop() from None
                 continue
             if kind == "end":
                 return
@@ -215,7 +208,7 @@ def read_ahead(gen: Iterator, depth: int = 2) -> Iterator:
         raise
     finally:
         stop.set()
-        if abandon or TALLY.stop_requested:   # also when closed after a stop elsewhere
+        if abandon or ctx.stop_requested:     # also when closed after a stop elsewhere
             t = None
         while t is not None and t.is_alive():
             try:
