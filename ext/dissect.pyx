@@ -407,6 +407,7 @@ cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linkty
     if r == DR_NOT_TCP:
         if not quic_udp_locate(p, caplen, linktype, &_tunnel_cfg, l, False):
             return False
+        w.udp += 1
         if l.payload_caplen < 7 or not (p[l.payload_off] & 0x80):
             return False
         _fill_l34(m, l)

@@ -101,6 +101,7 @@ ctypedef struct TlsWatch:
     uint32_t cap              # a power of two
     uint32_t n                # slots in use
     uint32_t overflow         # 1: hand every TCP payload to the stage
+    uint64_t udp              # UDP datagrams the walk located (the stage reads and clears it)
 
 
 cdef inline uint64_t tls_flow_hash(const uint8_t *src, uint16_t sport, const uint8_t *dst,

@@ -59,8 +59,8 @@ from packet cimport PacketRef, LINKTYPE_ETHERNET
 from l34 cimport l34_shared_cfg, L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse, l34_msg_encap
 from message cimport DR_NOT_TCP
 from message cimport (
-    HttpMsg, MSG_REQUEST, METHOD_GET, MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE,
-    MSGF_PAYLOAD_TRUNCATED,
+    HttpMsg, MSG_REQUEST, MSG_TLS, MSG_QUIC, METHOD_GET, MSGF_URI_TRUNCATED,
+    MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED,
 )
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_key_flip, webtap_host_len
 from urlmatch cimport (
@@ -664,6 +664,8 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # row (the packet that completed the ClientHello: addresses, ports, TCP seq/ack/len, for the
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
 from tls cimport tls_hello, tls_parse_payload, tls_hello_start, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP, TLSF_ECH, tls_parse_hello
+from tls cimport TlsWatch, tls_flow_hash, tls_watch_add
+from cpython.pycapsule cimport PyCapsule_New
 from quic_crypto cimport (
     quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys, quic_open_packet,
     QUIC_OK, QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_E_NOT_LONG, QUIC_PT_INITIAL, QUIC_PT_RETRY,
@@ -943,6 +945,9 @@ cdef class SniTable:
     cdef public bint keep_undecryptable
     cdef readonly object last_dcids  # uint8 [rows, 21] of the last extract: see extract
     cdef _Out out                    # extract's output buffers, kept between batches
+    cdef TlsWatch watch_             # the flows whose split ClientHello waits (ext/tls.pxd)
+    cdef object _watch_capsule
+    cdef readonly uint64_t packets_walked   # packets this table walked itself (extract)
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
@@ -954,9 +959,15 @@ cdef class SniTable:
         self.plain = <uint8_t *>malloc(65536 + 64)
         self.hdr = <uint8_t *>malloc(65536 + 64)      # header incl. token: < one datagram
         self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
+        # the watch list holds at most the waiting TLS slots (<= cap / 2): at most half full
+        self.watch_.cap = 4096
+        while self.watch_.cap < 2 * c:
+            self.watch_.cap *= 2
+        self.watch_.keys = <uint64_t *>calloc(self.watch_.cap, sizeof(uint64_t))
         if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL \
-                or self.qmsg == NULL:
+                or self.qmsg == NULL or self.watch_.keys == NULL:
             raise MemoryError()
+        self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         self.idle_ns = idle_ns
 
     def __dealloc__(self):
@@ -971,6 +982,7 @@ cdef class SniTable:
         free(self.hdr)
         free(self.qmsg)
         free(self.undec)
+        free(self.watch_.keys)
         _out_free(&self.out)
 
     def __len__(self):
@@ -1120,6 +1132,7 @@ cdef class SniTable:
         # cleared once: every packet that can give a row sets the same fields (the packet's
         # below, _fill_tcp's), and no other field is ever written
         memset(&m, 0, sizeof(HttpMsg))
+        self.packets_walked += n
         try:
             with nogil:
                 for i in range(n):
@@ -1142,6 +1155,91 @@ cdef class SniTable:
                         cnt[<int>SN_UDP] += 1
                         if self._udp(p, &m, &cnt[0], o) < 0:
                             break
+            return self._output(o, cnt_a)
+        finally:
+            if o.ncap > 65536 or o.oom:           # a batch of unusual size: do not keep it
+                _out_free(o)
+
+    @property
+    def watch(self):
+        """The watch list (ext/tls.pxd TlsWatch) as a capsule, for webtap.dissect.dissect(
+        tls_watch=): the HTTP dissector's walk then also hands over this table's candidates
+        (MessageBatch.tls), for extract_messages."""
+        return self._watch_capsule
+
+    def extract_messages(self, msgs, const uint8_t[::1] data, bint verify_checksums=True):
+        """As extract, from the candidates the dissector's one walk found (MSG_TLS / MSG_QUIC rows
+        of MessageBatch.tls, dissected with tls_watch=self.watch) instead of walking every packet
+        again: TCP segments that start a hello, may start one, or continue a watched flow; UDP
+        datagrams with a long header. The batch's UDP datagrams are the walk's count (the watch
+        list's `udp`, read and cleared here). Rebuilds the watch list for the next batch."""
+        from webtap.schema import MESSAGE_DTYPE
+        arr = np.ascontiguousarray(np.asarray(msgs))
+        if arr.dtype != MESSAGE_DTYPE or arr.ndim != 1:
+            raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
+        cdef const uint8_t[::1] mb = arr.view(np.uint8)
+        cdef Py_ssize_t n = arr.shape[0], i
+        cdef const HttpMsg *rows = <const HttpMsg *>&mb[0] if n else NULL
+        cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+        cdef size_t dlen = data.shape[0]
+        cnt_a = np.zeros(SN_N, dtype=np.uint64)
+        cdef uint64_t[::1] cnt = cnt_a
+        cdef _Out *o = &self.out
+        o.n = o.kused = o.sused = 0
+        o.oom = False
+        cdef const uint8_t *p
+        cdef uint32_t caplen
+        cdef HttpMsg m
+        cnt[<int>SN_UDP] += self.watch_.udp
+        self.watch_.udp = 0
+        try:
+            with nogil:
+                for i in range(n):
+                    if rows[i].pkt_offset + rows[i].payload_off + rows[i].payload_caplen > dlen:
+                        continue                     # not this batch's message
+                    p = base + rows[i].pkt_offset
+                    m = rows[i]
+                    if m.kind == MSG_TLS:
+                        m.kind = 0                   # as extract's rows (no HTTP kind)
+                        if self._tcp(p, &m, verify_checksums, &cnt[0], o) < 0:
+                            break
+                    elif m.kind == MSG_QUIC:
+                        # the walk located the datagram by its IP length; the SNI pass also ends
+                        # it at the UDP length (quic_udp_locate's udp_len): that one packet's
+                        # headers are read again here, not the batch's
+                        caplen = m.payload_off + m.payload_caplen
+                        memset(&m, 0, sizeof(HttpMsg))
+                        m.ts_ns = rows[i].ts_ns
+                        m.pkt_index = rows[i].pkt_index
+                        m.pkt_offset = rows[i].pkt_offset
+                        m.linktype = rows[i].linktype
+                        if _udp_locate(p, caplen, m.linktype, &m) == 0:
+                            if self._udp(p, &m, &cnt[0], o) < 0:
+                                break
+                self._rebuild_watch()
+            return self._output(o, cnt_a)
+        finally:
+            if o.ncap > 65536 or o.oom:
+                _out_free(o)
+
+    cdef void _rebuild_watch(self) noexcept nogil:
+        """The watch list = the client flows whose split ClientHello waits in a TLS slot."""
+        cdef size_t i
+        cdef HelloSlot *e
+        memset(self.watch_.keys, 0, self.watch_.cap * sizeof(uint64_t))
+        self.watch_.n = 0
+        self.watch_.overflow = 0
+        for i in range(self.cap):
+            e = &self.slots[i]
+            if e.ver != 0 and e.proto == PROTO_TLS:
+                tls_watch_add(&self.watch_, tls_flow_hash(e.cip, e.cport, e.sip, e.sport, e.ver))
+
+    cdef _output(self, _Out *o, cnt_a):
+        """The arrays of one extract (see extract)."""
+        from webtap.schema import MESSAGE_DTYPE
+        cdef uint8_t[::1] mv8
+        cdef int64_t[::1] k64
+        if True:
             if o.oom:
                 raise MemoryError()
             msgs = np.zeros(o.n, dtype=MESSAGE_DTYPE)
@@ -1161,9 +1259,6 @@ cdef class SniTable:
                 memcpy(&k64[1], o.soff, o.n * 8)
             self.last_dcids = _u8_copy(o.dcids, 21 * o.n).reshape(o.n, 21)
             return msgs, proto, flags, keys, koff, sni, soff, cnt_a
-        finally:
-            if o.ncap > 65536 or o.oom:           # a batch of unusual size: do not keep it
-                _out_free(o)
 
 
     cdef int _tcp(self, const uint8_t *p, HttpMsg *m, bint verify, uint64_t *cnt, _Out *o) noexcept nogil:

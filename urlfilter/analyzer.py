@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +27,7 @@ import pyarrow as pa
 
 from webtap._ext import dissect as _dissect
 from webtap._ext import urlmatch as _um
+from webtap.dissect import dissect
 
 __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_REASONS",
            "RECORD_SCHEMA", "CONN_DTYPE"]
@@ -181,6 +183,18 @@ class UrlAnalyzer:
         self._pending: list[tuple] = []
         self.finished = False
 
+    @property
+    def tls_watch(self):
+        """The SNI pass's watch list, for webtap.dissect.dissect(tls_watch=): with it the HTTP
+        dissector's walk also hands over the ClientHello candidates (MessageBatch.tls) and feed
+        does not walk the packets a second time. None without the SNI pass."""
+        return self.sni.watch if self.sni is not None else None
+
+    def dissector(self):
+        """The dissector for webtap.stream.messages/run that makes the one walk serve this
+        analyzer's GETs and SNIs."""
+        return dissect if self.sni is None else partial(dissect, tls_watch=self.sni.watch)
+
     # -- one batch ------------------------------------------------------------------------------
     def _lookup(self, keys, offs, n):
         """Tree match of n keys; hits restricted to entries active now. (ids, cats, hit, ns)."""
@@ -220,7 +234,12 @@ class UrlAnalyzer:
             if len(rows):
                 out.append(self._part(m, msgs.data, rows, keys, offs, 0, None, None, frames, None))
         if self.sni is not None and len(pk):
-            sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract(pk, data, self.verify)
+            if getattr(msgs, "tls", None) is not None and msgs.tls_watch is self.sni.watch:
+                # the candidates of the dissector's one walk (dissector() above)
+                sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract_messages(
+                    msgs.tls, data, self.verify)
+            else:               # a caller's plain dissect(): the SNI pass walks the batch itself
+                sm, proto, flags, skeys, skoff, sni, soff, scnt = self.sni.extract(pk, data, self.verify)
             for name, v in zip(SNI_REASONS, scnt.tolist()):
                 self.counters[name] += v
             if self.conns is not None:

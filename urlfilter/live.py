@@ -116,7 +116,7 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
                 continue
             pk = batch.packets
             st.packets += len(pk)
-            mb = dissect(pk, batch.data)
+            mb = dissect(pk, batch.data, tls_watch=an.tls_watch)    # one walk: GETs and SNIs
             rb = an.feed(batch, mb)
             if rb is not None and rb.num_rows:
                 # each hit record's first frame (the FIN to the client, or the QUIC close) is the

@@ -98,7 +98,8 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
 
     totals = Totals()
     try:
-        run(traces, [an, *also], bpf=bpf, progress=progress, skip_unreadable=True, totals=totals)
+        run(traces, [an, *also], bpf=bpf, progress=progress, skip_unreadable=True, totals=totals,
+            dissector=an.dissector())
     except KeyboardInterrupt as exc:
         # Ctrl-C / SIGTERM: the GETs so far ride on the exception (exc.partial), for a caller
         # that keeps what it had (the command line writes them to OUT.partial.EXT)

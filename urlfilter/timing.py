@@ -49,7 +49,8 @@ def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, handshakes=True,
                      time_forge_all=True)
-    totals = run(traces, [an], bpf=bpf, progress=progress, skip_unreadable=with_totals)
+    totals = run(traces, [an], bpf=bpf, progress=progress, skip_unreadable=with_totals,
+                 dissector=an.dissector())
     df = _report(an, t_proc_ns)
     return (df, totals) if with_totals else df
 

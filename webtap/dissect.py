@@ -52,12 +52,15 @@ class MessageBatch:
     counters: DissectReason name -> count for the batch.
     tls: the TLS stage's messages (MSG_TLS / MSG_QUIC, MESSAGE_DTYPE) found by the same walk
     when dissect() was given the stage's watch list; None otherwise.
+    tls_watch: that watch list (the capsule), so that a stage can tell its own candidates from
+    another stage's.
     """
 
     msgs: np.ndarray
     data: np.ndarray
     counters: dict[str, int] = field(default_factory=dict)
     tls: np.ndarray | None = None
+    tls_watch: object = None
 
     def __len__(self) -> int:
         return len(self.msgs)
@@ -221,7 +224,8 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
     if tls_watch is not None:
         msgs, counters, tls = _ext.dissect_batch(packets, data, reasons, tls_watch)
-        return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls)
+        return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls,
+                            tls_watch=tls_watch)
     msgs, counters = _ext.dissect_batch(packets, data, reasons)
     return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters))
 
