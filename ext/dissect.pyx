@@ -28,7 +28,7 @@ from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hel
 from hellostream cimport hs_may_start
 from quic_initial cimport quic_udp_locate
 from message cimport (
-    HttpMsg, Span,
+    HttpMsg, Span, TcpEvent,
     MSG_REQUEST, MSG_RESPONSE, MSG_TLS, MSG_QUIC,
     MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
     MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS,
@@ -456,7 +456,27 @@ cdef cnp.ndarray _as_packets(packets):
     return np.ascontiguousarray(arr)
 
 
-def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None):
+cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts) noexcept nogil:
+    memset(e, 0, sizeof(TcpEvent))
+    e.ts_ns = ts
+    memcpy(e.src, l.src, 4 if l.ip_version == 4 else 16)
+    memcpy(e.dst, l.dst, 4 if l.ip_version == 4 else 16)
+    e.seq = l.seq
+    e.ack = l.ack
+    e.payload_len = l.payload_len
+    e.src_port = l.src_port
+    e.dst_port = l.dst_port
+    e.tcp_flags = l.tcp_flags
+    e.ip_version = l.ip_version
+
+
+def tcp_event_size():
+    """sizeof(TcpEvent) (ext/message.pxd)."""
+    return sizeof(TcpEvent)
+
+
+def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None,
+                  bint tcp_events=False):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
@@ -470,7 +490,9 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     first packet, in packet order; counters, a uint64 array indexed by DissectReason. A PacketRef
     whose bytes lie (partly) outside `data` is dissected over the bytes that exist. With
     tls_watch: (msgs, counters, tls_msgs), tls_msgs in packet order (the HTTP counters are
-    those of the walk without it).
+    those of the walk without it). With tcp_events: (msgs, counters, tls_msgs or None, events),
+    events a uint8 array of TcpEvent records (ext/message.pxd), one per TCP segment, in packet
+    order.
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i, k = 0
@@ -490,6 +512,12 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     cdef cnp.ndarray tout = None
     cdef HttpMsg *tm = NULL
     cdef Py_ssize_t kt = 0
+    cdef cnp.ndarray eout = None
+    cdef TcpEvent *ev = NULL
+    cdef Py_ssize_t ke = 0
+    if tcp_events:
+        eout = np.empty(n * sizeof(TcpEvent), dtype=np.uint8)
+        ev = <TcpEvent *>cnp.PyArray_DATA(eout)
     if tls_watch is not None:
         w = <TlsWatch *>PyCapsule_GetPointer(tls_watch, b"webtap.TlsWatch")
         tout = np.empty(n, dtype=_MESSAGE_DTYPE)
@@ -508,6 +536,9 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                 r = DR_LINK_TRUNCATED
             else:
                 r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l)
+                if ev != NULL and l.tcp_ok:
+                    _tcp_event(&ev[ke], &l, refs[i].ts_ns)
+                    ke += 1
                 if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
                     tm[kt].ts_ns = refs[i].ts_ns
                     tm[kt].pkt_index = refs[i].index
@@ -525,6 +556,8 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                 msgs[k].linktype = refs[i].linktype
                 _count_msg(cnt, &msgs[k], ltl)
                 k += 1
+    if ev != NULL:
+        return out[:k], counters, (tout[:kt] if w != NULL else None), eout[:ke * sizeof(TcpEvent)]
     if w != NULL:
         return out[:k], counters, tout[:kt]
     return out[:k], counters

@@ -66,6 +66,23 @@ cdef enum MsgKind:
     MSG_QUIC = 4         # a UDP datagram whose payload starts with a QUIC long header; the
                          # addresses, ports and payload are the UDP datagram's (seq/ack unused)
 
+# The TCP events of the walk (issue 29's one walk): one per TCP segment whose fixed header is in
+# the capture (L34.tcp_ok), in packet order, when the caller asks for them (dissect_batch's
+# tcp_events): what a per-connection stage that watches handshakes needs (urlfilter's timing
+# table, ext/urlmatch.pyx ConnTable.feed_events) without walking the packets again.
+ctypedef struct TcpEvent:
+    int64_t ts_ns
+    uint8_t src[16]          # IPv4 in the first 4 bytes, the rest zero
+    uint8_t dst[16]
+    uint32_t seq
+    uint32_t ack
+    uint32_t payload_len     # on the wire
+    uint16_t src_port
+    uint16_t dst_port
+    uint8_t tcp_flags
+    uint8_t ip_version
+    uint8_t _pad[6]
+
 cdef enum MsgFlags:
     MSGF_URI_TRUNCATED = 1        # the request line had no end in the packet: URI cut at packet end
     MSGF_HEADERS_INCOMPLETE = 2   # the header block did not end in this packet (no empty line)

@@ -59,7 +59,7 @@ from packet cimport PacketRef, LINKTYPE_ETHERNET
 from l34 cimport l34_shared_cfg, L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse, l34_msg_encap
 from message cimport DR_NOT_TCP
 from message cimport (
-    HttpMsg, MSG_REQUEST, MSG_TLS, MSG_QUIC, METHOD_GET, MSGF_URI_TRUNCATED,
+    HttpMsg, TcpEvent, MSG_REQUEST, MSG_TLS, MSG_QUIC, METHOD_GET, MSGF_URI_TRUNCATED,
     MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED,
 )
 from urlcanon cimport CANON_KEY, webtap_canon, webtap_key_flip, webtap_host_len
@@ -189,6 +189,7 @@ cdef class ConnTable:
     cdef size_t cap, used
     cdef readonly int64_t idle_ns
     cdef readonly uint64_t evicted
+    cdef readonly uint64_t packets_walked   # packets this table walked itself (feed)
 
     def __cinit__(self, size_t capacity=4096, int64_t idle_ns=0):
         cdef size_t c = 1024
@@ -260,59 +261,79 @@ cdef class ConnTable:
         free(old)
         return 0
 
+    cdef void _update(self, const uint8_t *src, const uint8_t *dst, uint16_t sport, uint16_t dport,
+                      uint32_t seq, uint32_t ack, uint8_t flags, uint8_t ipv, uint32_t payload_len,
+                      int64_t ts) noexcept nogil:
+        """One TCP segment (addresses 4 or 16 bytes as ipv says)."""
+        cdef ConnTiming *e
+        cdef bint fwd
+        if (flags & 0x12) == 0x02:          # SYN without ACK: a new connection
+            if 2 * (self.used + 1) > self.cap:
+                self._rebuild(ts)
+            e = self._find(src, dst, sport, dport, ipv, True)
+            if e.state & CS_SYN and e.client_isn != seq:   # port reuse: start over
+                memset(&e.state, 0, sizeof(ConnTiming) - (<size_t>&e.state - <size_t>e))
+            if not (e.state & CS_SYN):
+                e.state = CS_SYN
+                e.client_isn = seq
+                e.t_syn = ts
+            e.t_last = ts
+            return
+        fwd = True
+        e = self._find(src, dst, sport, dport, ipv, False)
+        if e == NULL:
+            fwd = False
+            e = self._find(dst, src, dport, sport, ipv, False)
+            if e == NULL:
+                return
+        e.t_last = ts
+        if not fwd:
+            if (flags & 0x12) == 0x12:
+                if not (e.state & CS_SYNACK) and ack == e.client_isn + 1:
+                    e.state |= CS_SYNACK
+                    e.server_isn = seq
+                    e.t_synack = ts
+            elif payload_len and (e.state & CS_REQ) and not (e.state & CS_RESP):
+                e.state |= CS_RESP
+                e.t_resp = ts
+        else:
+            if ((e.state & CS_SYNACK) and not (e.state & CS_ACK) and (flags & 0x10)
+                    and ack == e.server_isn + 1):
+                e.state |= CS_ACK
+                e.t_ack = ts
+            if payload_len and not (e.state & CS_REQ):
+                e.state |= CS_REQ
+                e.t_req = ts
+
     def feed(self, packets, const uint8_t[::1] data):
-        """Update the table with every TCP segment of a packet batch (PACKET_DTYPE array)."""
+        """Update the table with every TCP segment of a packet batch (PACKET_DTYPE array),
+        walking the packets itself; feed_events takes them from the dissector's walk."""
         cdef const uint8_t[::1] pk = np.ascontiguousarray(packets).view(np.uint8)
         cdef Py_ssize_t n = pk.shape[0] // sizeof(PacketRef), i
         cdef const PacketRef *refs = <const PacketRef *>&pk[0] if n else NULL
         cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
         cdef size_t dlen = data.shape[0]
         cdef L34 s
-        cdef ConnTiming *e
-        cdef bint fwd
+        self.packets_walked += n
         with nogil:
             for i in range(n):
                 if refs[i].offset + refs[i].caplen > dlen:
                     continue
                 if _locate(base + refs[i].offset, refs[i].caplen, refs[i].linktype, &s) != 0:
                     continue
-                if (s.tcp_flags & 0x12) == 0x02:          # SYN without ACK: a new connection
-                    if 2 * (self.used + 1) > self.cap:
-                        self._rebuild(refs[i].ts_ns)
-                    e = self._find(s.src, s.dst, s.src_port, s.dst_port, s.ip_version, True)
-                    if e.state & CS_SYN and e.client_isn != s.seq:   # port reuse: start over
-                        memset(&e.state, 0, sizeof(ConnTiming) - (<size_t>&e.state - <size_t>e))
-                    if not (e.state & CS_SYN):
-                        e.state = CS_SYN
-                        e.client_isn = s.seq
-                        e.t_syn = refs[i].ts_ns
-                    e.t_last = refs[i].ts_ns
-                    continue
-                fwd = True
-                e = self._find(s.src, s.dst, s.src_port, s.dst_port, s.ip_version, False)
-                if e == NULL:
-                    fwd = False
-                    e = self._find(s.dst, s.src, s.dst_port, s.src_port, s.ip_version, False)
-                    if e == NULL:
-                        continue
-                e.t_last = refs[i].ts_ns
-                if not fwd:
-                    if (s.tcp_flags & 0x12) == 0x12:
-                        if not (e.state & CS_SYNACK) and s.ack == e.client_isn + 1:
-                            e.state |= CS_SYNACK
-                            e.server_isn = s.seq
-                            e.t_synack = refs[i].ts_ns
-                    elif s.payload_len and (e.state & CS_REQ) and not (e.state & CS_RESP):
-                        e.state |= CS_RESP
-                        e.t_resp = refs[i].ts_ns
-                else:
-                    if ((e.state & CS_SYNACK) and not (e.state & CS_ACK) and (s.tcp_flags & 0x10)
-                            and s.ack == e.server_isn + 1):
-                        e.state |= CS_ACK
-                        e.t_ack = refs[i].ts_ns
-                    if s.payload_len and not (e.state & CS_REQ):
-                        e.state |= CS_REQ
-                        e.t_req = refs[i].ts_ns
+                self._update(s.src, s.dst, s.src_port, s.dst_port, s.seq, s.ack, s.tcp_flags,
+                             s.ip_version, s.payload_len, refs[i].ts_ns)
+
+    def feed_events(self, const uint8_t[::1] events):
+        """Update the table with the TCP segments of a batch as the dissector's walk reported
+        them (dissect_batch(tcp_events=True): TcpEvent records, ext/message.pxd)."""
+        cdef Py_ssize_t n = events.shape[0] // sizeof(TcpEvent), i
+        cdef const TcpEvent *ev = <const TcpEvent *>&events[0] if n else NULL
+        with nogil:
+            for i in range(n):
+                self._update(ev[i].src, ev[i].dst, ev[i].src_port, ev[i].dst_port, ev[i].seq,
+                             ev[i].ack, ev[i].tcp_flags, ev[i].ip_version, ev[i].payload_len,
+                             ev[i].ts_ns)
 
     def entries(self):
         """A copy of every connection as a uint8 array of ConnTiming records (see CONN_DTYPE)."""

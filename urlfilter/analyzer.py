@@ -192,8 +192,10 @@ class UrlAnalyzer:
 
     def dissector(self):
         """The dissector for webtap.stream.messages/run that makes the one walk serve this
-        analyzer's GETs and SNIs."""
-        return dissect if self.sni is None else partial(dissect, tls_watch=self.sni.watch)
+        analyzer's GETs, SNIs and (with handshakes) the connection table's TCP events."""
+        if self.sni is None and self.conns is None:
+            return dissect
+        return partial(dissect, tls_watch=self.tls_watch, tcp_events=self.conns is not None)
 
     # -- one batch ------------------------------------------------------------------------------
     def _lookup(self, keys, offs, n):
@@ -223,7 +225,11 @@ class UrlAnalyzer:
             if data is None:
                 data = msgs.data
         if self.conns is not None and len(pk):
-            self.conns.feed(pk, data)
+            ev = getattr(msgs, "tcp_events", None)
+            if ev is not None:
+                self.conns.feed_events(ev)          # the dissector's walk (dissector())
+            else:
+                self.conns.feed(pk, data)           # walks the batch itself
         out = []          # (msgs, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged)
         frames = []       # (frames, offsets, ts, linktypes) in record order
         m = msgs.msgs

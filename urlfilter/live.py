@@ -67,7 +67,6 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
     ready (an Event) is set and on_ready(capture) called once the filter is in place, the
     injector open and the signal handlers installed (the command prints its readiness line)."""
     from webtap.capture import open_live
-    from webtap.dissect import dissect
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     st = LiveStats()
@@ -116,7 +115,7 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
                 continue
             pk = batch.packets
             st.packets += len(pk)
-            mb = dissect(pk, batch.data, tls_watch=an.tls_watch)    # one walk: GETs and SNIs
+            mb = an.dissector()(pk, batch.data)        # one walk: GETs and SNIs
             rb = an.feed(batch, mb)
             if rb is not None and rb.num_rows:
                 # each hit record's first frame (the FIN to the client, or the QUIC close) is the

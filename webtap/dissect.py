@@ -54,6 +54,8 @@ class MessageBatch:
     when dissect() was given the stage's watch list; None otherwise.
     tls_watch: that watch list (the capsule), so that a stage can tell its own candidates from
     another stage's.
+    tcp_events: with dissect(tcp_events=True), the walk's TCP segments as TcpEvent records
+    (ext/message.pxd; a uint8 array), for stages that follow handshakes; None otherwise.
     """
 
     msgs: np.ndarray
@@ -61,6 +63,7 @@ class MessageBatch:
     counters: dict[str, int] = field(default_factory=dict)
     tls: np.ndarray | None = None
     tls_watch: object = None
+    tcp_events: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.msgs)
@@ -207,7 +210,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,
-            tls_watch=None) -> MessageBatch:
+            tls_watch=None, tcp_events: bool = False) -> MessageBatch:
     """Find the HTTP first packets of a packet batch.
 
     packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
@@ -215,6 +218,7 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     (see webtap.schema.DISSECT_REASONS): which rule decided its fate.
     tls_watch: a TLS stage's watch list (its `watch` capsule): the same walk also finds that
     stage's messages (MessageBatch.tls).
+    tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events).
     """
     packets = np.asarray(packets)
     if packets.dtype != PACKET_DTYPE:
@@ -222,6 +226,10 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     data = np.asarray(data)
     if data.dtype != np.uint8 or data.ndim != 1:
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+    if tcp_events:
+        msgs, counters, tls, ev = _ext.dissect_batch(packets, data, reasons, tls_watch, True)
+        return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls,
+                            tls_watch=tls_watch, tcp_events=ev)
     if tls_watch is not None:
         msgs, counters, tls = _ext.dissect_batch(packets, data, reasons, tls_watch)
         return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls,

@@ -1,8 +1,9 @@
-"""urlfilter scan walks each packet once (issue 29): the SNI pass takes its ClientHello
-candidates from the HTTP dissector's walk (MessageBatch.tls, dissect(tls_watch=)) instead of
-walking every packet again. Its records and counters must be exactly those of the SNI pass's own
-walk (SniTable.extract) on every shared trace, TLS and HTTP, and the SNI pass must have walked
-no packet itself."""
+"""urlfilter scan and timing walk each packet once (issue 29): the SNI pass takes its
+ClientHello candidates from the HTTP dissector's walk (MessageBatch.tls, dissect(tls_watch=))
+and timing's connection table its TCP segments (MessageBatch.tcp_events) instead of walking
+every packet again. Records, counters and the connection table must be exactly those of the
+stages' own walks (SniTable.extract, ConnTable.feed) on every shared trace, TLS and HTTP, and
+neither stage may have walked a packet itself (their packets_walked counters)."""
 from __future__ import annotations
 
 import pathlib
@@ -37,7 +38,7 @@ def _blacklist(paths) -> Blacklist:
 
 
 def _scan(path, bl, one_walk: bool):
-    an = UrlAnalyzer(bl, forge=True, verify_checksums=False, handshakes=False)
+    an = UrlAnalyzer(bl, forge=True, verify_checksums=False, handshakes=True)
     totals = Totals()
     run([str(path)], [an], skip_unreadable=True, totals=totals,
         dissector=an.dissector() if one_walk else dissect)
@@ -54,7 +55,7 @@ def test_one_walk_equals_the_sni_pass_own_walk(group):
     if not paths:
         pytest.skip("shared traces absent")
     bl = _blacklist(paths)
-    compared = hellos = hits = 0
+    compared = hellos = hits = conns = walked = 0
     for path in paths[group::8]:
         a = _scan(path, bl, True)
         b = _scan(path, bl, False)
@@ -62,9 +63,13 @@ def test_one_walk_equals_the_sni_pass_own_walk(group):
         assert ta.equals(tb), path
         assert a.counters == b.counters, (path, {k: (a.counters[k], b.counters[k])
                                                  for k in a.counters if a.counters[k] != b.counters[k]})
-        assert a.sni.packets_walked == 0, path                  # one walk: the dissector's
+        assert a.conns.entries().tobytes() == b.conns.entries().tobytes(), path
+        assert a.sni.packets_walked == 0 and a.conns.packets_walked == 0, path   # one walk
+        conns += len(a.conns)
+        walked += b.sni.packets_walked + b.conns.packets_walked      # the reference did walk
         compared += 1
         hellos += a.counters["client_hellos"]
         hits += a.counters["tls_hits"] + a.counters["quic_hits"]
     # every group holds TLS traces with hellos, hits among them
-    assert compared > 0 and hellos > 0 and hits > 0, (compared, hellos, hits)
+    assert compared > 0 and hellos > 0 and hits > 0 and conns > 0 and walked > 0, \
+        (compared, hellos, hits, conns, walked)
