@@ -187,7 +187,7 @@ def seeds_dissect(shared: str | None) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------
 # encap: the link/IP/TCP walk through tunnels (ext/l34.pxd, via ext/dissect.pyx l34_batch)
 
-_ENCAP_LINKTYPES = (1, 239, 100, 113, 101)
+_ENCAP_LINKTYPES = (1, 239, 100, 113, 101, 9, 50, 51, 104)
 
 
 def check_encap(data: bytes) -> None:
