@@ -96,6 +96,7 @@ def test_server_first_flight_with_records_first_like_tshark(tmp_path):
     # segment, so it is not held (as for a ChangeCipherSpec first, docs/TLS.md); tshark reads it
     r = df.iloc[4]
     assert not bool(r.matched) and r.unmatched_reason == "end"
+    assert frames[4]["sh"] + 1 in ts           # a documented limit: tshark reassembles it
 
 
 # ---- early TLS 1.3 draft ServerHello with 0x0304 --------------------------------------------
@@ -222,3 +223,27 @@ def test_ja4_without_signature_algorithms_follows_the_specification():
     other = hashlib.sha256((exts + "_").encode()).hexdigest()[:12]
     assert d["ja4"].split("_")[2] != other
     assert (d["ja4"], d["ja4"][:24] + other) == (JA4_SPEC, JA4_UNDERSCORE)
+
+
+# ---- TLS after FTP AUTH TLS (read) and inside FTP ADAT (out of reach) -------------------------
+@pytest.mark.tshark
+def test_ftp_auth_tls_hello_read_adat_not(tmp_path):
+    """RFC 4217: after `AUTH TLS` / `234` the ClientHello starts a segment on port 21 and is read
+    like any hello; RFC 2228 ADAT carries TLS records as base64 text: no record (docs/TLS.md)."""
+    import base64
+
+    cli, srv = ("10.0.0.1", 40100), ("10.0.0.2", 21)
+    auth, ok = b"AUTH TLS\r\n", b"234 AUTH TLS OK.\r\n"
+    seq, sseq = 1000, 5000
+    pk = [(1, hb.tcp_packet(srv[0], cli[0], srv[1], cli[1], sseq - 20, seq, b"220 FTP ready\r\n")),
+          (2, hb.tcp_packet(cli[0], srv[0], cli[1], srv[1], seq, sseq, auth)),
+          (3, hb.tcp_packet(srv[0], cli[0], srv[1], cli[1], sseq, seq + len(auth), ok)),
+          (4, hb.tcp_packet(cli[0], srv[0], cli[1], srv[1], seq + len(auth), sseq + len(ok), CH))]
+    adat = b"ADAT " + base64.b64encode(CH) + b"\r\n"
+    pk.append((5, hb.tcp_packet(cli[0], srv[0], 40101, 21, 9000, 7000, adat)))
+    p = tmp_path / "ftp.pcap"
+    p.write_bytes(pcap([(t * 1_000_000_000, f) for t, f in pk]))
+    df = analyze_tls(str(p))
+    assert len(df) == 1 and df.iloc[0].sni == "shapes.example" and df.iloc[0].request_frame == 4
+    assert df.iloc[0].client_port == 40100
+    assert [x[:2] for x in _tshark(p)] == [["4", "1"]]
