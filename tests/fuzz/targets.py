@@ -755,7 +755,8 @@ def seeds_sni(shared: str | None) -> list[bytes]:
     rec = records(client_hello(sni_ext(b"www.example.test")))
     q = initial(crypto(0, client_hello(sni_ext(b"www.example.test"), quic=True)), dcid=bytes(range(8)))
     alert = b"\x15\x03\x03\x00\x02\x01\x70"       # a whole alert record before the hello
-    v2 = b"\x80\x25\x01\x03\x01\x00\x0c\x00\x00\x00\x10" + bytes.fromhex("0100800000390000 2f0000ff".replace(" ", "")) + bytes(16)
+    v2 = (b"\x80\x25\x01\x03\x01\x00\x0c\x00\x00\x00\x10"       # an SSLv2-format ClientHello
+          + bytes.fromhex("0100800000390000" "2f0000ff") + bytes(16))
     return [b"\x00" + rec, b"\x02" + rec[:7] + b"\xff\x00\xff" + rec[7:], b"\x01" + q, b"\x07" + q,
             b"\x04" + rec[:100] + b"\xff\x00\xff" + rec[100:], b"\x00" + alert + rec,
             b"\x00" + alert + rec[:40] + b"\xff\x00\xff" + rec[40:], b"\x00" + v2]
