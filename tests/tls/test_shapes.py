@@ -247,3 +247,16 @@ def test_ftp_auth_tls_hello_read_adat_not(tmp_path):
     assert len(df) == 1 and df.iloc[0].sni == "shapes.example" and df.iloc[0].request_frame == 4
     assert df.iloc[0].client_port == 40100
     assert [x[:2] for x in _tshark(p)] == [["4", "1"]]
+
+
+def test_filter_sni_pass_skips_the_same_records(tmp_path):
+    """The URL filter's SNI pass shares the parser: a ClientHello after an alert and a heartbeat
+    in its segment gives its SNI (flags 0: one segment); an SSLv2-format hello gives no row."""
+    from tests.tls.test_hellostream import _filter
+
+    pk = [(1, hb.tcp_packet("10.0.0.1", "10.0.0.2", 41000, 443, 1000, 7000, ALERT + HEARTBEAT + CH)),
+          (2, hb.tcp_packet("10.0.0.1", "10.0.0.2", 41001, 443, 1000, 7000, hb.sslv2_client_hello()))]
+    p = tmp_path / "filter.pcap"
+    p.write_bytes(pcap([(t * 1000, f) for t, f in pk]))
+    rows, _counters = _filter(p)
+    assert rows == {41000: (b"shapes.example", 0)}
