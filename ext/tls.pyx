@@ -252,7 +252,7 @@ cdef enum:
     TC_REASM_CAP_EVICTED
     TC_PEAK_PENDING
     TC_PEAK_REASM
-    TC_NOT_HELLO_AFTER_CCS  # handshake record after skipped CCS/alert/heartbeat records that did not parse (encrypted)
+    TC_NOT_HELLO_AFTER_CCS  # handshake record after skipped CCS/alert/heartbeat: not parsed (encrypted)
     TC_QUIC_INITIAL         # QUIC Initial packets decrypted
     TC_QUIC_UNDECRYPTABLE   # Initials whose AEAD check failed (no state for them, or damage)
     TC_QUIC_OTHER_VERSION   # long headers of a version without known Initial keys
