@@ -260,6 +260,8 @@ cdef enum:
     TC_QUIC_CRYPTO_BEYOND   # CRYPTO data beyond TLS_HELLO_CAP (hello given up)
     TC_QUIC_EVICTED         # connections evicted by the max_quic cap
     TC_QUIC_TIMEOUT         # connections dropped by the GC with a hello unfinished
+    TC_AFTER_RECORDS        # hellos (or split-hello streams) after skipped CCS/alert/heartbeat
+    TC_SSLV2_HELLO          # SSLv2-format ClientHellos read
     TC_N
 
 _COUNTERS = ("packets", "tcp_messages", "client_hello", "server_hello", "hello_retry_request",
@@ -268,7 +270,8 @@ _COUNTERS = ("packets", "tcp_messages", "client_hello", "server_hello", "hello_r
              "server_hello_unmatched", "client_hello_repeat", "server_hello_repeat",
              "evicted_cap", "evicted_reassembly_cap", "peak_pending", "peak_reassembly",
              "not_hello_after_ccs", "quic_initial", "quic_undecryptable", "quic_other_version",
-             "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout")
+             "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout",
+             "hello_after_records", "sslv2_client_hello")
 
 # A waiting hello. The Eq. 2 index (pool, free list, cells, chains in arrival order, age list)
 # is ext/pendtable.pxd's, the HTTP pairing table's too; its links come first.
@@ -1259,7 +1262,11 @@ cdef class TlsTable:
             return 0
         _enc_of(&enc, l)
         st = tls_parse_payload(pl, n, self.scratch, TLS_HELLO_CAP, &h, &msg)
+        if off > 0 and (st == TLS_OK or (st == TLS_INCOMPLETE and n == l.payload_len)):
+            self.cnt[<int>TC_AFTER_RECORDS] += 1
         if st == TLS_OK:
+            if h.flags & TLSF_SSLV2:
+                self.cnt[<int>TC_SSLV2_HELLO] += 1
             return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
                                &enc, ts, pkt, l.seq, l.ack, 1)
         if st == TLS_INCOMPLETE and n == l.payload_len and not (h.flags & TLSF_SSLV2):

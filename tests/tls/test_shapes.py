@@ -78,7 +78,10 @@ def test_server_first_flight_with_records_first_like_tshark(tmp_path):
              dict(ch=CH, sh=ALERT + big, sh_split=[len(ALERT) + 3, len(big) - 3])]
     p = tmp_path / "records-first.pcap"
     frames = hb.handshake_pcap(p, conns)
-    df = analyze_tls(str(p)).sort_values("client_port").reset_index(drop=True)
+    c = {}
+    df = analyze_tls(str(p), counters=c).sort_values("client_port").reset_index(drop=True)
+    # four ServerHellos after records (two of them split), none for the fifth: its first 6 bytes
+    assert c["hello_after_records"] == 4 and c["sslv2_client_hello"] == 0
     ts = {int(r[0]): r for r in _tshark(p, "tls.handshake.ciphersuite", "tls.handshake.ja3s",
                                         "tls.handshake.version") if r[1] == "2"}
     for i, fr in enumerate(frames[:4]):
@@ -160,7 +163,9 @@ def test_sslv2_client_hello_paired_like_tshark(tmp_path):
                                 challenge=b"\x03" * 32)
     p = tmp_path / "sslv2.pcap"
     fr = hb.handshake_pcap(p, [dict(ch=v2, sh=_sh(cipher=0x0039)), dict(ch=v2b, sh=None)])
-    df = analyze_tls(str(p)).sort_values("client_port").reset_index(drop=True)
+    c = {}
+    df = analyze_tls(str(p), counters=c).sort_values("client_port").reset_index(drop=True)
+    assert c["sslv2_client_hello"] == 2 and c["hello_after_records"] == 0
     r = df.iloc[0]
     assert bool(r.matched) and r.request_frame == fr[0]["ch"][0] and r.cipher == "0x0039"
     assert list(r.client_versions) == ["0x0301"] and r.client_legacy_version == "0x0301"
