@@ -265,3 +265,25 @@ def test_filter_sni_pass_skips_the_same_records(tmp_path):
     p.write_bytes(pcap([(t * 1000, f) for t, f in pk]))
     rows, _counters = _filter(p)
     assert rows == {41000: (b"shapes.example", 0)}
+
+
+@pytest.mark.tshark
+@pytest.mark.parametrize("name", ["arkime/pppoe.pcap", "suricata-verify/ssl_version_negated_input.pcap"])
+def test_sslv2_hellos_of_shared_traces_like_tshark(name):
+    """The two SSLv2-format ClientHellos of the shared traces (one inside PPPoE): version and
+    every cipher spec as tshark decodes them, mapped 0x00XXYY -> 0xXXYY; paired."""
+    from tests.conftest import SHARED
+
+    path = SHARED / "traces-tls" / name
+    if not path.exists():
+        pytest.skip(f"shared data absent: {path}")
+    c = {}
+    df = analyze_tls(str(path), counters=c)
+    assert c["sslv2_client_hello"] == 1
+    t = [x for x in _tshark(path, "tls.handshake.version", "tls.handshake.cipherspec") if x[3]]
+    assert len(t) == 1
+    r = df[df.request_frame == int(t[0][0])].iloc[0]
+    assert bool(r.matched) and r.client_legacy_version == t[0][2]
+    specs = [int(v, 16) for v in t[0][3].split(",")]
+    assert list(r.ciphers) == [f"0x{v:04x}" if v <= 0xFFFF else f"0x{v:06x}" for v in specs]
+    assert r.ja3 is None or r.ja3 != r.ja3
