@@ -99,7 +99,8 @@ def seeds_source(shared: str | None) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------
 # dissect: link -> IP -> TCP -> HTTP (ext/dissect.pyx dissect_batch, span/IP columns)
 
-_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100)   # 239 NFLOG, 100 LLC/SNAP
+_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100, 9, 50, 51, 104)
+# 239 NFLOG, 100 LLC/SNAP, 9/50/51/104 PPP, PPP in HDLC framing, PPPoE without Ethernet, Cisco HDLC
 
 
 def check_dissect(data: bytes) -> None:
