@@ -11,9 +11,10 @@
 #
 # The rules
 # - Start: a segment whose hello does not end in it (tls_parse_payload: TLS_INCOMPLETE), held
-#   from the hello's first record, after at most four ChangeCipherSpec records (a TLS 1.3 client
-#   sends one before its second ClientHello; with a post-quantum key share that hello spans
-#   segments too); or a segment of 1-5 bytes that can only be the beginning of a handshake record
+#   from the hello's first record, after at most four whole ChangeCipherSpec, alert or heartbeat
+#   records (tls_hello_start: a TLS 1.3 client sends a ChangeCipherSpec before its second
+#   ClientHello, and with a post-quantum key share that hello spans segments too; a server may
+#   send a warning alert before its ServerHello); or a segment of 1-5 bytes that can only be the beginning of a handshake record
 #   header (hs_may_start: the record header itself cut by the segment boundary, as DPI-evasion
 #   tools cut a ClientHello on purpose). The segment must be captured whole (a snaplen cut
 #   segment can neither start a stream nor continue one it does not complete).
@@ -128,7 +129,7 @@ cdef inline int hs_start(HelloStream *s, uint8_t *buf, uint32_t seq, uint32_t wi
                          const uint8_t *p, uint32_t caplen, uint32_t off, uint8_t *scratch,
                          uint32_t *msg_len) noexcept nogil:
     """Start a stream from its first segment (TCP seq, length on the wire, the captured bytes
-    p[0:caplen]); the hello's first record at p[off] (past ChangeCipherSpec records). buf: the
+    p[0:caplen]); the hello's first record at p[off] (past the records skipped before it). buf: the
     table's HS_STREAM_CAP bytes. Call it for a segment whose hello does not end in it
     (tls_parse_payload said TLS_INCOMPLETE) or one hs_may_start accepts. Returns HS_MORE, or why
     the stream ends at once (HS_CUT, HS_TOO_LONG, ...; HS_WHOLE is not expected here)."""

@@ -14,7 +14,8 @@ from util cimport wt_be16 as be16, wt_be32 as be32, wt_le16 as le16, wt_le32 as 
 
 from packet cimport (PacketRef, LINKTYPE_NULL, LINKTYPE_ETHERNET, DLT_RAW_ALT, DLT_RAW_ALT2, LINKTYPE_RAW,
                     LINKTYPE_LOOP, LINKTYPE_LINUX_SLL, LINKTYPE_IPV4, LINKTYPE_IPV6,
-                    LINKTYPE_LINUX_SLL2, LINKTYPE_NFLOG, LINKTYPE_ATM_RFC1483)
+                    LINKTYPE_LINUX_SLL2, LINKTYPE_NFLOG, LINKTYPE_ATM_RFC1483, LINKTYPE_PPP,
+                    LINKTYPE_PPP_HDLC, LINKTYPE_PPP_ETHER, LINKTYPE_C_HDLC)
 from libc.string cimport memcpy, memset
 
 from message cimport HttpMsg
@@ -298,6 +299,45 @@ cdef inline int l34_parse(const uint8_t *p, uint32_t caplen, uint16_t linktype, 
         at = L34_AT_IP
     elif linktype == LINKTYPE_ATM_RFC1483:
         at = L34_AT_LLC                    # 802.2 LLC/SNAP straight away (RFC 2684)
+    elif linktype == LINKTYPE_PPP or linktype == LINKTYPE_PPP_HDLC or linktype == LINKTYPE_C_HDLC:
+        if caplen < 2:
+            return DR_LINK_TRUNCATED
+        if (p[0] == 0x0F or p[0] == 0x8F) and linktype != LINKTYPE_PPP:
+            # Cisco HDLC (link type 104, and Cisco PPP framing of 50: RFC 1547 4.3.1): address,
+            # control, then an ethertype
+            if caplen < 4:
+                return DR_LINK_TRUNCATED
+            etype = be16(p + 2)
+            off = 4
+            at = L34_AT_ETYPE
+        elif linktype == LINKTYPE_C_HDLC:
+            return DR_NOT_IP
+        else:
+            # PPP (RFC 1661): address FF and control 03 when present (RFC 1662 framing; link
+            # type 9 may omit them), then the protocol, one byte when compressed (odd first
+            # byte, RFC 1661 6.5): 0x0021 IPv4, 0x0057 IPv6
+            if p[0] == 0xFF and p[1] == 0x03:
+                off = 2
+            if caplen < off + 1:
+                return DR_LINK_TRUNCATED
+            if p[off] & 1:
+                k = p[off]
+                off += 1
+            else:
+                if caplen < off + 2:
+                    return DR_LINK_TRUNCATED
+                k = be16(p + off)
+                off += 2
+            if k == 0x21:
+                net = 4
+            elif k == 0x57:
+                net = 6
+            else:
+                return DR_NOT_IP
+            at = L34_AT_IP
+    elif linktype == LINKTYPE_PPP_ETHER:
+        etype = 0x8864                     # a PPPoE session header first (no Ethernet header)
+        at = L34_AT_ETYPE
     else:
         return DR_LINK_UNSUPPORTED
 

@@ -32,6 +32,10 @@ cdef enum LinkType:
     LINKTYPE_LINUX_SLL2 = 276     # Linux cooked capture v2
     LINKTYPE_NFLOG = 239          # Linux NFLOG (nflog: captures): TLVs, the packet in NFULA_PAYLOAD
     LINKTYPE_ATM_RFC1483 = 100    # 802.2 LLC/SNAP-encapsulated frames (RFC 2684)
+    LINKTYPE_PPP = 9              # PPP (RFC 1661), with or without the RFC 1662 FF 03 header
+    LINKTYPE_PPP_HDLC = 50        # PPP in HDLC-like framing (RFC 1662), or Cisco PPP (0x0F/0x8F)
+    LINKTYPE_PPP_ETHER = 51       # PPPoE session header (RFC 2516) + PPP, no Ethernet header
+    LINKTYPE_C_HDLC = 104         # Cisco HDLC: address 0x0F/0x8F, control, ethertype
     DLT_RAW_ALT = 12              # DLT_RAW as written by some BSDs (also raw IP)
     DLT_RAW_ALT2 = 14             # DLT_RAW on OpenBSD (also raw IP)
 

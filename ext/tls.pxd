@@ -59,12 +59,16 @@ cdef extern from "tls_hello.h" nogil:
         TLSF_EXT_TRUNCATED
         TLSF_TRAILING
         TLSF_ESNI
+        TLSF_SSLV2                # SSLv2-format ClientHello: spans index the record, 3-byte specs
 
     uint32_t tls_be16(const uint8_t *p)
     uint32_t tls_be24(const uint8_t *p)
     int tls_is_grease(uint32_t v)
     int tls_looks_hello(const uint8_t *p, uint32_t n)
     uint32_t tls_hello_start(const uint8_t *p, uint32_t n, int *hs_type)
+    uint32_t tls_sslv2_hello_len(const uint8_t *p, uint32_t n)
+    int tls_skippable_record(const uint8_t *p, uint32_t n)
+    int tls_parse_sslv2(const uint8_t *p, uint32_t n, tls_hello *h)
     int tls_gather(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap, uint32_t *out_len,
                    uint32_t *hs_len)
     int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h)
@@ -142,9 +146,12 @@ cdef inline void tls_watch_add(TlsWatch *w, uint64_t k) noexcept nogil:
 
 
 cdef inline bint tls_hello_fits(const uint8_t *p, uint32_t n) noexcept nogil:
-    """Whether the hello starting p[0:n] (a handshake record at offset 0) ends inside its first
-    record and inside these bytes: then the stage never reassembles it."""
+    """Whether the hello starting p[0:n] (a handshake record at offset 0, or an SSLv2-format
+    ClientHello) ends inside its first record and inside these bytes: then the stage never
+    reassembles it (an SSLv2 hello is never reassembled: it always "fits")."""
     cdef uint32_t rl
+    if n > 0 and p[0] & 0x80:
+        return True
     if n < 9:
         return False
     rl = tls_be16(p + 3)

@@ -47,7 +47,8 @@ def parse_hello(const uint8_t[::1] payload, str proto="t"):
         d = {"hs_type": h.hs_type, "hs_len": h.hs_len}
         if r != TLS_OK:
             return names[r], d
-        msgb = bytes((<const uint8_t *>msg)[:4 + h.hs_len])
+        # an SSLv2-format hello: msg is its record (2-byte header + msg type + hs_len bytes)
+        msgb = bytes((<const uint8_t *>msg)[:(3 if h.flags & TLSF_SSLV2 else 4) + h.hs_len])
 
         def span(tls_span s):
             return msgb[s.off:s.off + s.len]
@@ -73,8 +74,12 @@ def parse_hello(const uint8_t[::1] payload, str proto="t"):
             ciphers=u16s(h.ciphers), groups=u16s(h.groups), sig_algs=u16s(h.sig_algs),
             point_formats=list(span(h.point_formats)),
             versions=u16s(h.versions), key_share_groups=[ks[k] for k in range(nk)],
-            flags=h.flags,
+            flags=h.flags, sslv2=bool(h.flags & TLSF_SSLV2), random=span(h.random),
+            session_id=span(h.session_id),
         )
+        if h.flags & TLSF_SSLV2:     # 3-byte cipher specs
+            b = span(h.ciphers)
+            d["ciphers"] = [int.from_bytes(b[i:i + 3], "big") for i in range(0, len(b) - 2, 3)]
         ex = []
         q = h.exts.off
         e = h.exts.off + h.exts.len
@@ -247,7 +252,7 @@ cdef enum:
     TC_REASM_CAP_EVICTED
     TC_PEAK_PENDING
     TC_PEAK_REASM
-    TC_NOT_HELLO_AFTER_CCS  # handshake record after ChangeCipherSpec that did not parse (encrypted)
+    TC_NOT_HELLO_AFTER_CCS  # handshake record after skipped CCS/alert/heartbeat: not parsed (encrypted)
     TC_QUIC_INITIAL         # QUIC Initial packets decrypted
     TC_QUIC_UNDECRYPTABLE   # Initials whose AEAD check failed (no state for them, or damage)
     TC_QUIC_OTHER_VERSION   # long headers of a version without known Initial keys
@@ -255,6 +260,8 @@ cdef enum:
     TC_QUIC_CRYPTO_BEYOND   # CRYPTO data beyond TLS_HELLO_CAP (hello given up)
     TC_QUIC_EVICTED         # connections evicted by the max_quic cap
     TC_QUIC_TIMEOUT         # connections dropped by the GC with a hello unfinished
+    TC_AFTER_RECORDS        # hellos (or split-hello streams) after skipped CCS/alert/heartbeat
+    TC_SSLV2_HELLO          # SSLv2-format ClientHellos read
     TC_N
 
 _COUNTERS = ("packets", "tcp_messages", "client_hello", "server_hello", "hello_retry_request",
@@ -263,7 +270,8 @@ _COUNTERS = ("packets", "tcp_messages", "client_hello", "server_hello", "hello_r
              "server_hello_unmatched", "client_hello_repeat", "server_hello_repeat",
              "evicted_cap", "evicted_reassembly_cap", "peak_pending", "peak_reassembly",
              "not_hello_after_ccs", "quic_initial", "quic_undecryptable", "quic_other_version",
-             "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout")
+             "quic_malformed", "quic_crypto_beyond_cap", "quic_evicted", "quic_timeout",
+             "hello_after_records", "sslv2_client_hello")
 
 # A waiting hello. The Eq. 2 index (pool, free list, cells, chains in arrival order, age list)
 # is ext/pendtable.pxd's, the HTTP pairing table's too; its links come first.
@@ -399,6 +407,32 @@ cdef inline uint32_t _hex_list16(const uint8_t *p, tls_span sp, char *out, uint3
         out[o + 2] = hx[(v >> 12) & 15]; out[o + 3] = hx[(v >> 8) & 15]
         out[o + 4] = hx[(v >> 4) & 15]; out[o + 5] = hx[v & 15]
         o += 6
+    out[o] = 0
+    return o
+
+
+cdef inline uint32_t _hex_list24(const uint8_t *p, tls_span sp, char *out, uint32_t w,
+                                 uint8_t *clipped) noexcept nogil:
+    """The 3-byte cipher specs of an SSLv2-format ClientHello as Zeek and tshark map them: a
+    spec 0x00XXYY is the TLS cipher suite 0xXXYY (written 0xxxyy as the TLS lists are), an
+    SSLv2-only spec (first byte not 0, e.g. 0x010080 SSL2_RC4_128_WITH_MD5) keeps its six digits."""
+    cdef uint32_t k, o = 0, v, d
+    cdef const char *hx = b"0123456789abcdef"
+    for k in range(0, sp.len - sp.len % 3, 3):
+        if o + 10 >= w:
+            clipped[0] = 1
+            break
+        v = tls_be24(p + sp.off + k)
+        if k:
+            out[o] = 44
+            o += 1
+        out[o] = 48; out[o + 1] = 120
+        o += 2
+        d = 24 if v > 0xFFFF else 16
+        while d:
+            d -= 4
+            out[o] = hx[(v >> d) & 15]
+            o += 1
     out[o] = 0
     return o
 
@@ -1106,13 +1140,16 @@ cdef class TlsTable:
             c.version = h.version
             c.flags = h.flags
             c.segments = segs
-            c.n_ciphers = <uint16_t>(h.ciphers.len // 2)
+            c.n_ciphers = <uint16_t>(h.ciphers.len // (3 if h.flags & TLSF_SSLV2 else 2))
             c.n_exts = h.n_exts
             c.status = TLS_OK
             _text(msg + h.sni.off, h.sni.len, c.sni, 0, W_SNI, &c.clipped)
             _alpn_text(msg, h.alpn, c.alpn, W_ALPN, &c.clipped)
             _hex_list16(msg, h.versions, c.versions, W_VERS, &c.clipped)
-            _hex_list16(msg, h.ciphers, c.ciphers, W_CIPHERS, &c.clipped)
+            if h.flags & TLSF_SSLV2:
+                _hex_list24(msg, h.ciphers, c.ciphers, W_CIPHERS, &c.clipped)
+            else:
+                _hex_list16(msg, h.ciphers, c.ciphers, W_CIPHERS, &c.clipped)
             _ext_text(msg, h, c.exts, W_EXTS, &c.clipped)
             _hex_list16(msg, h.groups, c.groups, W_GROUPS, &c.clipped)
             nk = tls_key_share_groups(msg, h, ks, 64)
@@ -1225,15 +1262,21 @@ cdef class TlsTable:
             return 0
         _enc_of(&enc, l)
         st = tls_parse_payload(pl, n, self.scratch, TLS_HELLO_CAP, &h, &msg)
+        if off > 0 and (st == TLS_OK or (st == TLS_INCOMPLETE and n == l.payload_len)):
+            self.cnt[<int>TC_AFTER_RECORDS] += 1
         if st == TLS_OK:
+            if h.flags & TLSF_SSLV2:
+                self.cnt[<int>TC_SSLV2_HELLO] += 1
             return self._hello(msg, &h, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan,
                                &enc, ts, pkt, l.seq, l.ack, 1)
-        if st == TLS_INCOMPLETE and n == l.payload_len:
-            # also after ChangeCipherSpec records (a TLS 1.3 client's second ClientHello)
+        if st == TLS_INCOMPLETE and n == l.payload_len and not (h.flags & TLSF_SSLV2):
+            # also after other whole records (a TLS 1.3 client's ChangeCipherSpec before its
+            # second ClientHello, a server's alert before its ServerHello); an SSLv2-format
+            # ClientHello is one record of a few hundred bytes and is not reassembled
             return self._rstart(l, pl, n, off, ts, pkt)
         if off > 0:
             # after ChangeCipherSpec only a TLS 1.3 (compatibility mode) hello is plaintext;
-            # anything else there is an encrypted record: not a hello, no record
+            # anything else after skipped records is an encrypted record: not a hello, no record
             self.cnt[<int>TC_NOT_HELLO_AFTER_CCS] += 1
             return 0
         return self._bad(st, t, l.src, l.src_port, l.dst, l.dst_port, l.ip_version, l.vlan, &enc, ts, pkt,

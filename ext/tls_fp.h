@@ -73,6 +73,9 @@ static inline uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char
     tls_sb s = {buf, cap, 0, 0};
     uint32_t q = h->exts.off, qe = q + h->exts.len, el, et, first = 1, k;
     if (cap == 0) return 0;
+    /* an SSLv2-format ClientHello has no JA3: the reference reads TLS handshake records only (and
+       tshark's tls.handshake.ja3 is empty for it); see docs/TLS.md */
+    if (h->flags & TLSF_SSLV2) { buf[0] = 0; return 0; }
     tls_sb_dec(&s, h->legacy_version);
     tls_sb_c(&s, ',');
     if (h->hs_type == 1)
@@ -167,7 +170,9 @@ static inline int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint
     char ver[2], a0 = '0', a1 = '0', hb[13], hc[13];
     tls_sb s, rs = {0, 0, 0, 0};
     uint32_t blen, clen;
-    if (h->hs_type != 1) return 0;
+    /* JA4 is defined over a TLS ClientHello (2-byte cipher suites, extensions); an SSLv2-format
+       hello has neither form: no JA4 (docs/TLS.md) */
+    if (h->hs_type != 1 || (h->flags & TLSF_SSLV2)) return 0;
     for (k = 0; k + 1 < h->ciphers.len && nci < 32768; k += 2) {
         v = tls_be16(p + h->ciphers.off + k);
         if (!tls_is_grease(v)) ci[nci++] = (uint16_t)v;

@@ -37,6 +37,8 @@ enum {
     TLSF_EXT_TRUNCATED = 64,  /* an extension's length ran past the extensions block (walk stopped) */
     TLSF_TRAILING = 128,      /* bytes after the extensions block inside the message */
     TLSF_ESNI = 256,          /* encrypted_server_name draft extension 0xffce */
+    TLSF_SSLV2 = 512,         /* SSLv2-format ClientHello (tls_parse_sslv2): spans index the
+                                 record, `ciphers` holds 3-byte cipher specs */
 };
 
 typedef struct {
@@ -92,8 +94,7 @@ static inline int tls_version_plausible(uint32_t v) {
 
 /* Does p[0:n] (n >= 6) look like the start of a TLS handshake record carrying a hello? Record
  * type 22, major version 3, minor 0..4, then the handshake type 1 or 2. Returns the handshake type
- * or 0. (A leading ChangeCipherSpec record, as a TLS 1.3 client sends before its second
- * ClientHello, is skipped by tls_hello_start.) */
+ * or 0. (Whole records of other types before the hello are skipped by tls_hello_start.) */
 static inline int tls_looks_hello(const uint8_t *p, uint32_t n) {
     if (n < 6 || p[0] != 22 || p[1] != 3 || p[2] > 4)
         return 0;
@@ -102,17 +103,53 @@ static inline int tls_looks_hello(const uint8_t *p, uint32_t n) {
     return 0;
 }
 
+/* An SSLv2-format ClientHello (SSL 2.0 draft, "Client-Hello"; RFC 5246 E.2 for the v3-compatible
+ * form) at p[0:n]: a 2-byte record header with the top bit set (length in the low 15 bits), then
+ * msg type 1, version (0x0002 or 3.x), cipher_spec_length, session_id_length, challenge_length
+ * (each u16), cipher specs (3 bytes each), session id, challenge. Only the header's 11 bytes are
+ * looked at: the lengths must add up to the record length exactly, cipher specs be a positive
+ * multiple of 3, the session id 0..32 bytes and the challenge 16..32 (what Wireshark's and
+ * Zeek's SSLv2 parsers accept). Returns the record length + 2 (the bytes the hello takes), else
+ * 0. */
+static inline uint32_t tls_sslv2_hello_len(const uint8_t *p, uint32_t n) {
+    uint32_t rl, v, cs, sl, cl;
+    if (n < 11 || !(p[0] & 0x80) || p[2] != 1)
+        return 0;
+    rl = ((uint32_t)(p[0] & 0x7f) << 8) | p[1];
+    v = tls_be16(p + 3);
+    if (v != 0x0002 && !((v >> 8) == 3 && (v & 0xff) <= 4))
+        return 0;
+    cs = tls_be16(p + 5); sl = tls_be16(p + 7); cl = tls_be16(p + 9);
+    if (cs == 0 || cs % 3 != 0 || sl > 32 || cl < 16 || cl > 32 || rl != 9 + cs + sl + cl)
+        return 0;
+    return rl + 2;
+}
+
+/* Records a server's (or client's) first flight may carry whole before its hello: ChangeCipherSpec
+ * (20; a TLS 1.3 client sends one before its second ClientHello), alert (21; a server's warning
+ * unrecognized_name before its ServerHello), heartbeat (24). */
+static inline int tls_skippable_record(const uint8_t *p, uint32_t n) {
+    return n >= 5 && (p[0] == 20 || p[0] == 21 || p[0] == 24) && p[1] == 3 && p[2] <= 4
+           && tls_be16(p + 3) > 0 && 5 + tls_be16(p + 3) <= n;
+}
+
 /* Offset of the first handshake record in a TCP payload that starts with TLS records: 0, or
- * past ChangeCipherSpec records (type 20, 1 byte) that precede it. Returns the offset and the
- * handshake type (1/2) in *hs_type, or 0 type when the payload does not start a hello. */
+ * past at most four whole records of other types (tls_skippable_record) that precede it.
+ * Returns the offset and the handshake type (1/2) in *hs_type, or 0 type when the payload does
+ * not start a hello. An SSLv2-format ClientHello (tls_sslv2_hello_len) at offset 0 gives type 1
+ * at offset 0 (tls_parse_payload tells it by its first byte). */
 static inline uint32_t tls_hello_start(const uint8_t *p, uint32_t n, int *hs_type) {
     uint32_t off = 0;
     int k;
     *hs_type = 0;
+    if (n >= 11 && (p[0] & 0x80)) {
+        if (tls_sslv2_hello_len(p, n))
+            *hs_type = 1;
+        return 0;
+    }
     for (k = 0; k < 4; k++) {
-        if (n - off >= 6 && p[off] == 20 && p[off + 1] == 3 && p[off + 2] <= 4
-                && tls_be16(p + off + 3) == 1) {
-            off += 6;
+        if (tls_skippable_record(p + off, n - off)) {
+            off += 5 + tls_be16(p + off + 3);
             continue;
         }
         break;
@@ -200,9 +237,12 @@ static inline int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h) {
     if (h->hs_type == 2 && memcmp(p + pos, tls_hrr_random, 32) == 0)
         h->flags |= TLSF_HRR;
     pos += 32;
-    if (h->hs_type == 2 && tls13_draft(h->legacy_version) > 0 && tls13_draft(h->legacy_version) < 22) {
+    if (h->hs_type == 2 && ((tls13_draft(h->legacy_version) > 0 && tls13_draft(h->legacy_version) < 22)
+                            || h->legacy_version == 0x0304)) {
         /* TLS 1.3 drafts before 22: version, random, cipher_suite, extensions (no session id
-           echo, no compression method) */
+           echo, no compression method). 0x0304 in the field is such a draft too: early
+           implementations wrote the final number there, and a final TLS 1.3 ServerHello always
+           carries 0x0303 (RFC 8446 4.1.3), so the draft layout is the only reading. */
         h->session_id.off = pos; h->session_id.len = 0;
         if (end - pos < 2) return TLS_BAD_LENGTH;
         h->cipher = (uint16_t)tls_be16(p + pos);
@@ -354,7 +394,34 @@ static inline uint32_t tls_key_share_groups(const uint8_t *p, const tls_hello *h
     return k;
 }
 
-/* One TCP payload that starts a TLS hello (possibly after ChangeCipherSpec records): gather the
+/* Parse an SSLv2-format ClientHello at p[0:n] (the record, tls_sslv2_hello_len > 0, all of it
+ * captured). Spans index p: random = the challenge (RFC 5246 E.2 puts it right-aligned in the
+ * TLS random), ciphers = the 3-byte cipher specs, session_id; no extensions (TLSF_NO_EXTENSIONS),
+ * no compression methods. hs_len = the message's bytes after the msg type. */
+static inline int tls_parse_sslv2(const uint8_t *p, uint32_t n, tls_hello *h) {
+    uint32_t hl = tls_sslv2_hello_len(p, n), cs, sl, cl;
+    memset(h, 0, sizeof(*h));
+    if (hl == 0)
+        return TLS_NOT_TLS;
+    h->hs_type = 1;
+    h->flags = TLSF_SSLV2 | TLSF_NO_EXTENSIONS;
+    if (n < hl) {
+        h->hs_len = hl - 3;
+        return TLS_INCOMPLETE;
+    }
+    h->hs_len = hl - 3;
+    h->legacy_version = h->version = (uint16_t)tls_be16(p + 3);
+    cs = tls_be16(p + 5); sl = tls_be16(p + 7); cl = tls_be16(p + 9);
+    h->ciphers.off = 11; h->ciphers.len = cs;
+    h->session_id.off = 11 + cs; h->session_id.len = sl;
+    h->random.off = 11 + cs + sl; h->random.len = cl;
+    h->compression.off = hl; h->compression.len = 0;
+    h->exts.off = hl; h->exts.len = 0;
+    return TLS_OK;
+}
+
+/* One TCP payload that starts a TLS hello (possibly after whole records of other types), or an
+ * SSLv2-format ClientHello (parsed by tls_parse_sslv2, TLSF_SSLV2 set): gather the
  * handshake message into scratch[0:cap] when it spans records, else point into the payload, and
  * parse it. *msg gets the message start (spans in *h are relative to it). Returns TLS_OK,
  * TLS_INCOMPLETE (continues in a later segment), TLS_NOT_TLS, or an error code. */
@@ -366,6 +433,10 @@ static inline int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scrat
     *msg = NULL;
     if (t == 0)
         return TLS_NOT_TLS;
+    if (p[0] & 0x80) {                  /* SSLv2-format ClientHello: one record, never split */
+        *msg = p;
+        return tls_parse_sslv2(p, n, h);
+    }
     p += off;
     n -= off;
     /* common case: the whole message inside the first record and the captured bytes */

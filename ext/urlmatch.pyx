@@ -1333,8 +1333,8 @@ cdef class SniTable:
                 hs_start(&e.tcp, e.buf, m.seq, m.payload_len, pay, plen, 0, self.scratch, &got)
             return 0
         start = tls_hello_start(pay, plen, &hs_type)
-        if hs_type != 1:
-            return 0
+        if hs_type != 1 or (plen > 0 and pay[0] & 0x80):
+            return 0          # not a ClientHello, or an SSLv2-format one (no SNI to match)
         cnt[<int>SN_TLS_HELLO_SEG] += 1
         r = tls_parse_payload(pay, plen, self.scratch, TLS_HELLO_CAP, &h, &msg)
         if r == TLS_OK and h.hs_type == 1:

@@ -67,9 +67,9 @@ FIELDS = [
     ("client_versions", pa.list_(pa.string()), "supported_versions (wire order, GREASE kept), else the legacy version"),
     ("server_version", pa.string(), "version the ServerHello selects"),
     ("cipher", pa.string(), "cipher suite the ServerHello selects"),
-    ("ja3", pa.string(), "JA3 (MD5) of the ClientHello"),
+    ("ja3", pa.string(), "JA3 (MD5) of the ClientHello; null for an SSLv2-format one"),
     ("ja3s", pa.string(), "JA3S (MD5) of the ServerHello"),
-    ("ja4", pa.string(), "JA4 (TLS client fingerprint, BSD-3-Clause part only)"),
+    ("ja4", pa.string(), "JA4 (TLS client fingerprint, BSD-3-Clause part only); null for an SSLv2-format ClientHello"),
     ("ech", pa.bool_(), "encrypted_client_hello extension present (real or GREASE)"),
     ("ch_segments", pa.uint16(), "TCP segments the ClientHello took"),
     ("matched", pa.bool_(), "ClientHello and ServerHello paired"),
@@ -79,7 +79,8 @@ FIELDS = [
     # more
     ("hello_retry_request", pa.bool_(), "the ServerHello is a HelloRetryRequest"),
     ("client_legacy_version", pa.string(), "ClientHello legacy_version field"),
-    ("ciphers", pa.list_(pa.string()), "cipher suites offered (wire order, GREASE kept)"),
+    ("ciphers", pa.list_(pa.string()), "cipher suites offered (wire order, GREASE kept); an SSLv2-format "
+     "ClientHello's 3-byte specs: 0x00XXYY as 0xXXYY, SSLv2-only ones with six digits"),
     ("extensions", pa.list_(pa.uint16()), "ClientHello extension types in wire order"),
     ("supported_groups", pa.list_(pa.string()), "supported_groups (wire order)"),
     ("key_share_groups", pa.list_(pa.string()), "groups of the client's key shares"),

@@ -127,6 +127,18 @@ CASES = {
     "aruba_wlan": (eth(0x0800, ip4(47, gre(0x8200, bytes([0x88, 0x01]) + b"\0" * 22 + b"\0\0"
                                           + b"\xaa\xaa\x03\x00\x00\x00\x08\x00" + INNER4))), 1,
                    "gre,wlan,llc", "203.0.113.1", 0),
+    # PPP link types (pcap-linktype(7)): 9 PPP with and without the RFC 1662 address/control
+    # bytes and with a compressed protocol field, 50 PPP in HDLC-like framing or Cisco framing,
+    # 51 a PPPoE session header with no Ethernet header, 104 Cisco HDLC
+    "ppp_9": (b"\xff\x03\x00\x21" + INNER4, 9, None, None, 0),
+    "ppp_9_ipv6": (b"\xff\x03\x00\x57" + INNER6, 9, None, None, 0),
+    "ppp_9_bare": (b"\x00\x21" + INNER4, 9, None, None, 0),
+    "ppp_9_pfc": (b"\xff\x03\x21" + INNER4, 9, None, None, 0),
+    "ppp_hdlc_50": (b"\xff\x03\x00\x57" + INNER6, 50, None, None, 0),
+    "ppp_hdlc_50_cisco": (b"\x0f\x00\x08\x00" + INNER4, 50, None, None, 0),
+    "ppp_ether_51": (struct.pack(">BBHHH", 0x11, 0, 0x0036, len(INNER4) + 2, 0x0021) + INNER4, 51,
+                     "pppoe", None, 0x36),
+    "c_hdlc_104": (b"\x8f\x00\x86\xdd" + INNER6, 104, None, None, 0),
     "vxlan_in_erspan": (eth(0x0800, ip4(47, gre(0x88BE, struct.pack(">HHI", 0x1000, 20, 1)
                                                + eth(0x0800, ip4(17, udp(50000, 4789, struct.pack(">II", 0x08000000, 5 << 8)
                                                                          + INNER_ETH), src="198.18.0.1")), seq=0))), 1,

@@ -91,7 +91,7 @@ def test_null_unknown_family_is_not_ip():
     assert one(null_hdr(7) + bytes(tcp4()), 0)[1] == "not_ip"
 
 
-@pytest.mark.parametrize("lt", [105, 127, 104, 9999])   # 239 (NFLOG): tests/dissect/test_encap.py
+@pytest.mark.parametrize("lt", [105, 127, 7, 9999])   # 239 (NFLOG), 9/50/51/104 (PPP, HDLC): test_encap.py
 def test_unsupported_link_types(lt):
     assert one(bytes(tcp4()), lt)[1] == "link_unsupported"
 

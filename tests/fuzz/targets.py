@@ -99,7 +99,8 @@ def seeds_source(shared: str | None) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------
 # dissect: link -> IP -> TCP -> HTTP (ext/dissect.pyx dissect_batch, span/IP columns)
 
-_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100)   # 239 NFLOG, 100 LLC/SNAP
+_LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100, 9, 50, 51, 104)
+# 239 NFLOG, 100 LLC/SNAP, 9/50/51/104 PPP, PPP in HDLC framing, PPPoE without Ethernet, Cisco HDLC
 
 
 def check_dissect(data: bytes) -> None:
@@ -187,7 +188,7 @@ def seeds_dissect(shared: str | None) -> list[bytes]:
 # ---------------------------------------------------------------------------------------------
 # encap: the link/IP/TCP walk through tunnels (ext/l34.pxd, via ext/dissect.pyx l34_batch)
 
-_ENCAP_LINKTYPES = (1, 239, 100, 113, 101)
+_ENCAP_LINKTYPES = (1, 239, 100, 113, 101, 9, 50, 51, 104)
 
 
 def check_encap(data: bytes) -> None:
@@ -655,6 +656,11 @@ def check_tls(data: bytes) -> None:
         assert d["ja3"] is None or len(d["ja3"]) == 32
         if d["hs_type"] == 1:
             assert d["ja4"] is None or len(d["ja4"]) == 36
+        if d["sslv2"]:
+            # an SSLv2-format ClientHello: 3-byte specs, 16-32 byte challenge, no fingerprints
+            assert data[0] & 0x80 and d["hs_type"] == 1 and d["extensions"] == []
+            assert all(0 <= c < 1 << 24 for c in d["ciphers"]) and 16 <= len(d["random"]) <= 32
+            assert len(d["session_id"]) <= 32 and d["ja3"] is None and d["ja4"] is None
     # the same bytes as a client's first flight over TCP, cut in up to three segments at
     # places the input picks, then as a server's reply
     cuts = sorted({min(len(data), b * 7) for b in data[:2]})
@@ -676,7 +682,14 @@ def seeds_tls(shared: str | None) -> list[bytes]:
 
     out = [hb.records(hb.chrome_like()), hb.records(hb.chrome_like(), max_frag=200),
            hb.records(hb.server_hello(exts=[hb.ext(43, b"\x03\x04")])),
-           hb.records(hb.client_hello(version=0x0300, exts=None))]
+           hb.records(hb.client_hello(version=0x0300, exts=None)),
+           # issue 31: an SSLv2-format ClientHello; whole records of other types before a hello
+           # (alone and split); an early TLS 1.3 draft ServerHello with 0x0304
+           hb.sslv2_client_hello(), hb.sslv2_client_hello(version=0x0002, session_id=b"\x01" * 16,
+                                                          challenge=b"\x02" * 32),
+           hb.record(21, b"\x01\x70") + hb.record(24, b"\x01\x00\x01x") + hb.records(hb.server_hello()),
+           hb.record(20, b"\x01") + hb.record(21, bytes(26)) + hb.records(hb.chrome_like(), max_frag=300),
+           hb.records(hb.draft_server_hello(exts=[hb.ext(51, b"\x00\x1d\x00\x01\x01")]))]
     return out
 
 
@@ -742,8 +755,12 @@ def seeds_sni(shared: str | None) -> list[bytes]:
 
     rec = records(client_hello(sni_ext(b"www.example.test")))
     q = initial(crypto(0, client_hello(sni_ext(b"www.example.test"), quic=True)), dcid=bytes(range(8)))
+    alert = b"\x15\x03\x03\x00\x02\x01\x70"       # a whole alert record before the hello
+    v2 = (b"\x80\x25\x01\x03\x01\x00\x0c\x00\x00\x00\x10"       # an SSLv2-format ClientHello
+          + bytes.fromhex("0100800000390000" "2f0000ff") + bytes(16))
     return [b"\x00" + rec, b"\x02" + rec[:7] + b"\xff\x00\xff" + rec[7:], b"\x01" + q, b"\x07" + q,
-            b"\x04" + rec[:100] + b"\xff\x00\xff" + rec[100:]]
+            b"\x04" + rec[:100] + b"\xff\x00\xff" + rec[100:], b"\x00" + alert + rec,
+            b"\x00" + alert + rec[:40] + b"\xff\x00\xff" + rec[40:], b"\x00" + v2]
 
 
 

@@ -68,6 +68,30 @@ def server_hello(*, version=0x0303, cipher=0x1301, exts=(), random=b"\x33" * 32,
     return u8(2) + u24(len(body)) + body
 
 
+def draft_server_hello(*, version=0x0304, cipher=0x1301, exts=(), random=b"\x33" * 32) -> bytes:
+    """An early TLS 1.3 draft ServerHello (draft-ietf-tls-tls13 before -22, 4.1.3 of those
+    drafts): version, random, cipher_suite, extensions; no session id, no compression method."""
+    body = u16(version) + random + u16(cipher) + vec16(b"".join(exts))
+    return u8(2) + u24(len(body)) + body
+
+
+def sslv2_client_hello(*, version=0x0301, specs=(0x010080, 0x00002F, 0x000035), session_id=b"",
+                       challenge=bytes(range(16))) -> bytes:
+    """An SSLv2-format CLIENT-HELLO record (SSL 2.0 draft, 2-byte header with the top bit set;
+    RFC 5246 E.2 / RFC 6101 E.1 for the version-3 compatible form): msg type 1, version,
+    cipher_spec_length, session_id_length, challenge_length, then the 3-byte cipher specs, the
+    session id and the challenge."""
+    cs = b"".join(struct.pack("!I", v)[1:] for v in specs)
+    body = u8(1) + u16(version) + u16(len(cs)) + u16(len(session_id)) + u16(len(challenge)) + cs \
+        + session_id + challenge
+    return u16(0x8000 | len(body)) + body
+
+
+def record(ctype: int, body: bytes, version=0x0303) -> bytes:
+    """One TLS record of any content type (alert 21, change_cipher_spec 20, heartbeat 24)."""
+    return u8(ctype) + u16(version) + vec16(body)
+
+
 def records(msg: bytes, *, rec_version=0x0301, max_frag=16384, ctype=22) -> bytes:
     """The message in TLS records of at most max_frag bytes each."""
     out = b""
@@ -122,7 +146,8 @@ def tcp_packet(src: str, dst: str, sport: int, dport: int, seq: int, ack: int, p
 def handshake_pcap(path, conns, *, t0=1_700_000_000_000_000_000):
     """A pcap of TCP handshakes. conns: list of dicts with client/server, ch (stream bytes of the
     client's first flight), ch_split (segment sizes, default one), sh (server bytes or None),
-    dt_ns (time between hellos). Returns the frame numbers written per connection."""
+    sh_split (its segment sizes), dt_ns (time between hellos). fr["sh"] is the server's first
+    frame. Returns the frame numbers written per connection."""
     from tests.pcapbuild import pcap
 
     pkts, frames, t = [], [], t0
@@ -141,8 +166,14 @@ def handshake_pcap(path, conns, *, t0=1_700_000_000_000_000_000):
             t += 1000
         if c.get("sh") is not None:
             t += c.get("dt_ns", 20_000_000)
-            pkts.append((t, tcp_packet(srv[0], cli[0], srv[1], cli[1], sseq, cseq + len(ch), c["sh"])))
-            fr["sh"] = len(pkts)
+            sh = c["sh"]
+            off = 0
+            for sz in c.get("sh_split") or [len(sh)]:
+                pkts.append((t, tcp_packet(srv[0], cli[0], srv[1], cli[1], sseq + off, cseq + len(ch),
+                                           sh[off:off + sz])))
+                fr.setdefault("sh", len(pkts))
+                off += sz
+                t += 1000
         t += 1_000_000
         frames.append(fr)
     with open(path, "wb") as f:

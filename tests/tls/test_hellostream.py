@@ -1,7 +1,8 @@
 """The one set of split-hello rules (ext/hellostream.pxd) through both of its users: the handshake
 records (httpanalyzer.analyze_tls, ext/tls.pyx) and the URL filter's SNI pass (SniTable,
 ext/urlmatch.pyx). The same ClientHellos, cut at many byte offsets into 2 and 3 segments, with
-retransmissions, gaps, overlapping resends, ChangeCipherSpec before the hello and sequence
+retransmissions, gaps, overlapping resends, ChangeCipherSpec (or an alert and a heartbeat)
+before the hello and sequence
 numbers that wrap, go through both; each connection's outcome is known from how it was cut, and
 the two modules must agree with it and with each other: the analyzer's record (ch_segments, sni,
 unmatched_reason) and the filter's SNI rows and counters (tls_split, tls_gap)."""
@@ -17,6 +18,8 @@ from webtap._ext import urlmatch as um
 
 SNI = b"split.example"
 CCS = b"\x14\x03\x03\x00\x01\x01"
+ALERT = b"\x15\x03\x03\x00\x02\x01\x70"
+HEARTBEAT = b"\x18\x03\x03\x00\x05\x01\x00\x02hi"
 
 
 def _hello(max_frag=16384):
@@ -56,6 +59,11 @@ def _cases():
         cs = CCS + st
         for k in (12, 20, 6 + n // 2):
             out.append((f"{tag} ccs@{k}", cs, [(0, k), (k, len(cs) - k)], 2, 0))
+        # whole records of other types before the hello (an alert, a heartbeat: issue 31)
+        pre = ALERT + HEARTBEAT
+        cs = pre + st
+        for k in (len(pre) + 6, len(pre) + 20, len(pre) + n // 2):
+            out.append((f"{tag} alert,heartbeat@{k}", cs, [(0, k), (k, len(cs) - k)], 2, 0))
     return out
 
 

@@ -48,7 +48,7 @@ CATEGORIES = {
     "method_unknown_to_tshark": "a registered method tshark 4.0 does not list (MKCALENDAR, ACL, "
                                 "BIND, ...)",
     # frames tshark reports, webtap does not
-    "link_unsupported": "link type webtap does not dissect (ARCNET, radiotap, C-HDLC, ...)",
+    "link_unsupported": "link type webtap does not dissect (ARCNET, radiotap, ...)",
     "ip_reassembled": "IP fragment: tshark reassembles IP, webtap flags and skips fragments",
     "message_mid_payload": "the message starts after the payload's first byte (a second message "
                            "after a body, or after stray bytes); webtap only looks at the start",
