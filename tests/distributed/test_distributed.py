@@ -488,3 +488,41 @@ def test_repair_rerun_when_the_clock_runs_back_over_a_boundary(tmp_path):
     res, ref = same([str(path)], tmp_path, chunk_packets=4, gc_timeout=1.0)
     assert len(ref) == 3 and ref.matched.all() and sorted(ref.uri) == ["/a", "/b", "/x"]
     assert res.reruns_clock == 1 and res.reruns == 1 and res.reruns_mismatch == 0
+
+
+def test_repair_two_windows_suffice_without_rerun(tmp_path):
+    """docs/DISTRIBUTED.md, repair: the checkpoint lies two GC windows after the chunk's first
+    message because by then the chunk's own table has also collected what met an entry carried
+    over (here a response whose request waits in the previous chunk: alone in the chunk's own
+    table until the GC takes it, one window after it arrived). The replayed table then equals
+    the chunk's own and the boundary is accepted without a rerun; a checkpoint one window after
+    the first message would still see that response and rerun the chunk."""
+    from tests.pcapbuild import pcap
+
+    S = 1_000_000_000
+    t0 = 1_700_000_000 * S
+    C, SV = "10.0.0.1", "10.0.0.2"
+    req = lambda u: f"GET /{u} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode()   # noqa: E731
+    resp = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    ms = lambda s: t0 + int(s * S)                                            # noqa: E731
+    frames = []
+    for k in range(5):          # chunk 0 (11 packets): five pairs, then a request answered in chunk 1
+        frames += [(ms(k), _tcp_frame(C, 40010 + k, SV, 80, 100, 900, req(f"a{k}"))),
+                   (ms(k + 0.1), _tcp_frame(SV, 80, C, 40010 + k, 900, 140, resp))]
+    frames += [
+        (ms(9.7), _tcp_frame(C, 40002, SV, 80, 100, 700, req("c"))),
+        # chunk 1: first message at 10.0 s; the carried request's response at 10.5 s
+        (ms(10.0), _tcp_frame(C, 40003, SV, 80, 100, 500, req("x"))),
+        (ms(10.05), _tcp_frame(SV, 80, C, 40003, 500, 140, resp)),
+        (ms(10.5), _tcp_frame(SV, 80, C, 40002, 700, 140, resp)),
+    ]
+    for k in range(8):          # independent pairs every 0.5 s, past the checkpoint (12.0 s)
+        frames += [(ms(11.0 + k / 2), _tcp_frame(C, 41000 + k, SV, 80, 100, 300, req(f"p{k}"))),
+                   (ms(11.1 + k / 2), _tcp_frame(SV, 80, C, 41000 + k, 300, 140, resp))]
+    path = tmp_path / "carry.pcap"
+    path.write_bytes(pcap(frames, nano=True))
+    res, ref = same([str(path)], tmp_path, chunk_packets=11, gc_timeout=1.0)
+    assert len(ref) == 15 and ref.matched.all()
+    # chunks of 11 packets (the second one passes its checkpoint at 12.0 s): only the boundary
+    # after /c carries an entry over
+    assert res.boundaries_replayed == 1 and res.reruns == 0

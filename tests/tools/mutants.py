@@ -217,7 +217,7 @@ MUTANTS = [
            "repair: the state check always passes"),
     Mutant("D2", "httpanalyzer/distributed.py",
            'st["threshold"] = int(v) + 2 * T', 'st["threshold"] = int(v) + 1 * T',
-           (f"{DIST}::test_repair_state_check_fails_and_the_chunk_is_run_again",),
+           (f"{DIST}::test_repair_two_windows_suffice_without_rerun",),
            "repair: checkpoint one GC window after the chunk's first message"),
     Mutant("D3", "httpanalyzer/distributed.py",
            "valid = r.first_event is None or clock is None or r.first_event >= clock",
