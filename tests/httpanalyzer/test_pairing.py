@@ -223,20 +223,25 @@ def test_clock_reset_only_beyond_exactly_the_window(back, reset):
 def test_pairing_key_compares_the_whole_reversed_tuple():
     """Messages that land in the same cell (equal Eq. 2 value, or equal modulo the number of
     cells) but are not each other's counterpart do not pair: the ACK/SEQ differs (only in bit 31,
-    so the cell is the same), or the client address differs (two IPv6 addresses whose four
-    32-bit words XOR to the same value, so Eq. 2 is equal)."""
+    so the cell is the same), the client address differs, or the server address differs (IPv6
+    addresses whose four 32-bit words XOR to the same value, so Eq. 2 is equal)."""
     b = MsgBuilder()
     b.req(T0, C, 2311, SV, 80, 1000, 5000)
     b.resp(T0 + 1, SV, 80, C, 2311, 5000 ^ (1 << 31), 1100)       # SEQ != ACK, same cell
     a1, a2 = "2001:db8::1", "2001:db8::1:0:0"                      # fold: equal
-    b.req(T0 + 2, a1, 4000, "2001:db8::80", 80, 1, 9000)
-    b.resp(T0 + 3, "2001:db8::80", 80, a2, 4000, 9000, 2)         # to the other client
+    s1, s2 = "2001:db8::80", "2001:db8::80:0:0"                    # fold: equal
+    b.req(T0 + 2, a1, 4000, s1, 80, 1, 9000)
+    b.resp(T0 + 3, s1, 80, a2, 4000, 9000, 2)                     # to the other client
+    b.req(T0 + 4, a1, 4001, s1, 80, 1, 7000)
+    b.resp(T0 + 5, s2, 80, a1, 4001, 7000, 2)                     # from the other server
     msgs, _ = b.build()
     ip = lambda s: np.frombuffer(ipaddress.ip_address(s).packed, np.uint8)  # noqa: E731
-    assert (PairingTable.hash_eq2(ip(a1), 4000, ip("2001:db8::80"), 80, 9000, 6)
-            == PairingTable.hash_eq2(ip("2001:db8::80"), 80, ip(a2), 4000, 9000, 6))
+    assert (PairingTable.hash_eq2(ip(a1), 4000, ip(s1), 80, 9000, 6)
+            == PairingTable.hash_eq2(ip(s1), 80, ip(a2), 4000, 9000, 6))
+    assert (PairingTable.hash_eq2(ip(a1), 4001, ip(s1), 80, 7000, 6)
+            == PairingTable.hash_eq2(ip(s2), 80, ip(a1), 4001, 7000, 6))
     df, cnt = run(b)
-    assert df.matched.sum() == 0 and len(df) == 4 and cnt["paired"] == 0
+    assert df.matched.sum() == 0 and len(df) == 6 and cnt["paired"] == 0
 
 
 def test_repeat_flag_needs_the_same_seq_and_ack():
