@@ -22,7 +22,7 @@ APT_PKGS += libssl-dev
 # runtime/test dependencies declared in pyproject.toml.
 BUILD_REQS := meson-python meson ninja Cython numpy
 
-.PHONY: all sysdeps venv build demo test bench bench-urltree bench-filter accuracy fuzz fuzz-sysdeps fuzz-build sanitize clean
+.PHONY: all sysdeps venv build demo test bench bench-urltree bench-filter accuracy fuzz fuzz-sysdeps fuzz-build sanitize mutants clean
 
 all: build
 
@@ -144,6 +144,13 @@ sanitize: build
 	  -Dc_args="$(SANITIZE_CFLAGS)" -Dc_link_args="-fsanitize=address,undefined"
 	$(BIN)/ninja -C build/sanitize
 	$(SANITIZE_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not tshark" $(SANITIZE_TESTS)
+
+# Mutation run (issue 32, docs/ROBUSTNESS.md "Mutants"): each mutant of tests/tools/mutants.py
+# is applied to a copy of the source in build/mutants/src, that copy's extensions rebuilt (one
+# at a time, incrementally), and the deterministic tests that should catch it run against the
+# copy; prints a killed/survived table, exit 1 if one survived. Not part of `make test`.
+mutants: build
+	$(BIN)/python -m tests.tools.mutants $(MUTANTS)
 
 clean:
 	rm -rf build builddir $(VENV)

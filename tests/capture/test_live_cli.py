@@ -71,7 +71,7 @@ def _live_run(tmp_path, cmd_of_port):
             p.kill()
             p.wait()
         srv.shutdown()
-    return p.returncode, out, "".join(err_lines), port
+    return p.returncode, out, "".join(err_lines), port, list(sent)
 
 
 def _wait_listening(p) -> list:
@@ -95,7 +95,7 @@ def _wait_listening(p) -> list:
 
 def test_webtap_dissect_live(tmp_path):
     out_csv = tmp_path / "live.csv"
-    rc, out, err, port = _live_run(tmp_path, lambda port: [
+    rc, out, err, port, sent = _live_run(tmp_path, lambda port: [
         sys.executable, "-m", "webtap.cli", "dissect", "-i", "lo", "-f", f"tcp port {port}",
         "-o", str(out_csv), "--no-progress"])
     assert rc == 0, err[-2000:]
@@ -103,21 +103,29 @@ def test_webtap_dissect_live(tmp_path):
     df = pd.read_csv(out_csv)
     assert len(df) > 0, err[-2000:]
     req = df[df["kind"] == "request"]
-    assert len(req) > 0 and req["uri"].str.startswith("/x.txt?i=").all(), df.head()
+    assert req["uri"].str.startswith("/x.txt?i=").all(), df.head()
+    # every request the client completed before Ctrl-C is there (captured once the readiness
+    # line was printed, so none may be missing), and nothing the client did not send
+    got = req["uri"].str.slice(len("/x.txt?i=")).astype(int).tolist()
+    assert set(range(REQUESTS)) <= set(got) <= set(range(len(sent) + 1)), (sorted(got), len(sent))
+    assert len(df[(df["kind"] == "response") & (df["status"] == 200)]) >= REQUESTS
     assert (df["src_port"].eq(port) | df["dst_port"].eq(port)).all()
 
 
 def test_httpanalyzer_live(tmp_path):
     out_csv = tmp_path / "live.csv"
-    rc, out, err, port = _live_run(tmp_path, lambda port: [
+    rc, out, err, port, sent = _live_run(tmp_path, lambda port: [
         sys.executable, "-m", "httpanalyzer.cli", "-i", "lo", "-f", f"tcp port {port}",
         "-o", str(out_csv), "--no-progress"])
     assert rc == 0, err[-2000:]
     df = pd.read_csv(out_csv)
     paired = df[df["matched"]]
-    assert len(paired) > 0, err[-2000:]
     assert paired["uri"].str.startswith("/x.txt?i=").all() and (paired["status"] == 200).all()
     assert paired["uri"].is_unique
+    # all REQUESTS transactions completed before Ctrl-C are paired (at most the one in flight
+    # when the signal came may be missing a half), and none the client did not send
+    got = set(paired["uri"].str.slice(len("/x.txt?i=")).astype(int))
+    assert set(range(REQUESTS)) <= got <= set(range(len(sent) + 1)), (sorted(got), len(sent), err[-2000:])
 
 
 def test_webtap_dissect_live_ctrl_c_on_an_idle_link(tmp_path):

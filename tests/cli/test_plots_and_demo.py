@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from tests.conftest import REPO, SHARED, TRACES, require_shared
@@ -95,7 +96,14 @@ def test_demo_writes_figures_and_lists_them(tmp_path):
     assert expected <= names, expected - names
     assert all(_png(p) for p in listed if p.suffix == ".png")
     # the summary table and the filter's findings are printed; the hits are real ones
-    assert "HTTP messages not in a paired record" in text or "Pairing" in text
+    # the summary table printed is that of the records written: its record count and paired
+    # count are those of transactions.csv
+    df = pd.read_csv(out / "transactions.csv")
+    recs = re.search(r"^records\s+(\d+)$", text, re.M)
+    paired = re.search(r"^  paired\s+(\d+)$", text, re.M)
+    assert recs and int(recs.group(1)) == len(df) > 0, text[:3000]
+    assert paired and int(paired.group(1)) == int((df["outcome"] == "paired").sum()) > 0
+    assert f"\n{len(df)} records in " in text
     m = re.search(r"GETs: (\d+), matched: (\d+), blacklisted: (\d+)", text)
     assert m and int(m.group(3)) > 0 and "publicite" in text
     assert "N=2" in text and "N=4" in text

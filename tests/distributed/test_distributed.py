@@ -405,3 +405,124 @@ def test_dask_dataset_read_by_duckdb(cluster, jumpy, tmp_path):
                                  "hive_partitioning=true) WHERE matched GROUP BY status").fetchall())
     want = ref[ref.matched].groupby("status", observed=True).size()
     assert by_status == {int(k): int(v) for k, v in want.items()}
+
+
+def _tcp_frame(src: str, sport: int, dst: str, dport: int, seq: int, ack: int, payload: bytes) -> bytes:
+    """One Ethernet/IPv4/TCP frame (PSH|ACK) with right checksums (RFC 791, RFC 9293)."""
+    import socket
+    import struct
+
+    def csum(b: bytes) -> int:
+        b += b"\x00" * (len(b) & 1)
+        s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+        while s >> 16:
+            s = (s & 0xFFFF) + (s >> 16)
+        return ~s & 0xFFFF
+    s, d = socket.inet_aton(src), socket.inet_aton(dst)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 0x50, 0x18, 65535, 0, 0) + payload
+    tcp = tcp[:16] + struct.pack("!H", csum(s + d + struct.pack("!xBH", 6, len(tcp)) + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0) + s + d
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp
+
+
+def test_repair_state_check_fails_and_the_chunk_is_run_again(tmp_path):
+    """docs/DISTRIBUTED.md, repair: when the replayed table differs from the chunk's own at the
+    checkpoint, the chunk is run again, seeded. Input built so that the tables MUST differ: 100
+    pipelined requests on one connection, all on the same ACK (one pairing key), each answered
+    0.2 s later, the next request 0.4 s later, with a GC window of 1 s. In one pass every
+    response pairs with its own request (FIFO on the key). A chunk that starts between a request
+    and its response (every odd chunk of 25 packets) does not see that request in its own table:
+    its first response waits, pairs with the NEXT request, and that shift lasts as long as the
+    chain, past the checkpoint two windows later (the tables differ there). Only the rerun gives
+    the right records: each of the 100 requests paired with its own response."""
+    from tests.pcapbuild import pcap
+
+    S = 1_000_000_000
+    t0 = 1_700_000_000 * S
+    C, SV, ACK = "10.0.0.1", "10.0.0.2", 7000
+    frames = []
+    seq = 1000
+    for i in range(100):
+        req = f"GET /r{i} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode()
+        frames.append((t0 + i * 400_000_000, _tcp_frame(C, 40000, SV, 80, seq, ACK, req)))
+        seq += len(req)
+        resp = f"HTTP/1.1 200 OK{i}\r\nContent-Length: 0\r\n\r\n".encode()
+        frames.append((t0 + i * 400_000_000 + 200_000_000, _tcp_frame(SV, 80, C, 40000, ACK, seq, resp)))
+    path = tmp_path / "chain.pcap"
+    path.write_bytes(pcap(frames, nano=True))
+    res, ref = same([str(path)], tmp_path, chunk_packets=25, gc_timeout=1.0)
+    # the one pass: request i with response i, every one of them
+    assert len(ref) == 100 and ref.matched.all()
+    assert (ref.uri.astype(str) == ref.reason.astype(str).str.replace("OK", "/r")).all()
+    # 8 chunks of 25 packets (the plan may add an empty last one); chunks 1, 3, 5, 7 start on a response whose request waits in the previous chunk
+    assert res.boundaries_replayed == 4
+    assert res.reruns_mismatch == 4 and res.reruns == 4 and res.reruns_clock == 0
+
+
+def test_repair_rerun_when_the_clock_runs_back_over_a_boundary(tmp_path):
+    """docs/DISTRIBUTED.md, repair: a chunk whose first message is earlier than the clock carried
+    in is run again, seeded with that clock (its own clock was wrong from its start). Built so
+    that it matters: the second chunk's request is 0.55 s behind the clock (not a reset, the
+    window is 1 s), so one pass stamps it with the clock and its response 1.2 s later (0.65 s
+    after the clock) pairs; stamped with its own time it would be collected first."""
+    from tests.pcapbuild import pcap
+
+    S = 1_000_000_000
+    t0 = 1_700_000_000 * S
+    C, SV = "10.0.0.1", "10.0.0.2"
+    req = lambda u: f"GET /{u} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode()   # noqa: E731
+    resp = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    ms = lambda s: t0 + int(s * S)                                            # noqa: E731
+    frames = [  # chunk 0 (4 packets): two pairs, the clock ends at 10.05 s
+        (ms(0.0), _tcp_frame(C, 40001, SV, 80, 100, 900, req("a"))),
+        (ms(0.1), _tcp_frame(SV, 80, C, 40001, 900, 140, resp)),
+        (ms(10.0), _tcp_frame(C, 40002, SV, 80, 100, 700, req("x"))),
+        (ms(10.05), _tcp_frame(SV, 80, C, 40002, 700, 140, resp)),
+        # chunk 1: starts 0.55 s behind the clock; the response 1.2 s after its request
+        (ms(9.5), _tcp_frame(C, 40003, SV, 80, 100, 500, req("b"))),
+        (ms(10.7), _tcp_frame(SV, 80, C, 40003, 500, 140, resp)),
+    ]
+    path = tmp_path / "back.pcap"
+    path.write_bytes(pcap(frames, nano=True))
+    res, ref = same([str(path)], tmp_path, chunk_packets=4, gc_timeout=1.0)
+    assert len(ref) == 3 and ref.matched.all() and sorted(ref.uri) == ["/a", "/b", "/x"]
+    assert res.reruns_clock == 1 and res.reruns == 1 and res.reruns_mismatch == 0
+
+
+def test_repair_two_windows_suffice_without_rerun(tmp_path):
+    """docs/DISTRIBUTED.md, repair: the checkpoint lies two GC windows after the chunk's first
+    message because by then the chunk's own table has also collected what met an entry carried
+    over (here a response whose request waits in the previous chunk: alone in the chunk's own
+    table until the GC takes it, one window after it arrived). The replayed table then equals
+    the chunk's own and the boundary is accepted without a rerun; a checkpoint one window after
+    the first message would still see that response and rerun the chunk."""
+    from tests.pcapbuild import pcap
+
+    S = 1_000_000_000
+    t0 = 1_700_000_000 * S
+    C, SV = "10.0.0.1", "10.0.0.2"
+    req = lambda u: f"GET /{u} HTTP/1.1\r\nHost: a.test\r\n\r\n".encode()   # noqa: E731
+    resp = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    ms = lambda s: t0 + int(s * S)                                            # noqa: E731
+    frames = []
+    for k in range(5):          # chunk 0 (11 packets): five pairs, then a request answered in chunk 1
+        frames += [(ms(k), _tcp_frame(C, 40010 + k, SV, 80, 100, 900, req(f"a{k}"))),
+                   (ms(k + 0.1), _tcp_frame(SV, 80, C, 40010 + k, 900, 140, resp))]
+    frames += [
+        (ms(9.7), _tcp_frame(C, 40002, SV, 80, 100, 700, req("c"))),
+        # chunk 1: first message at 10.0 s; the carried request's response at 10.5 s
+        (ms(10.0), _tcp_frame(C, 40003, SV, 80, 100, 500, req("x"))),
+        (ms(10.05), _tcp_frame(SV, 80, C, 40003, 500, 140, resp)),
+        (ms(10.5), _tcp_frame(SV, 80, C, 40002, 700, 140, resp)),
+    ]
+    for k in range(8):          # independent pairs every 0.5 s, past the checkpoint (12.0 s)
+        frames += [(ms(11.0 + k / 2), _tcp_frame(C, 41000 + k, SV, 80, 100, 300, req(f"p{k}"))),
+                   (ms(11.1 + k / 2), _tcp_frame(SV, 80, C, 41000 + k, 300, 140, resp))]
+    path = tmp_path / "carry.pcap"
+    path.write_bytes(pcap(frames, nano=True))
+    res, ref = same([str(path)], tmp_path, chunk_packets=11, gc_timeout=1.0)
+    assert len(ref) == 15 and ref.matched.all()
+    # chunks of 11 packets (the second one passes its checkpoint at 12.0 s): only the boundary
+    # after /c carries an entry over
+    assert res.boundaries_replayed == 1 and res.reruns == 0

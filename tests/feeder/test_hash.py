@@ -49,6 +49,23 @@ def test_eq3_matches_the_paper_and_meets_request_with_response(c, s, cport, spor
                                               int(m["dst_port"]), key, int(m["ip_version"]))
 
 
+def test_eq3_fixed_vectors():
+    """Eq. 3 on fixed tuples (IPv4 and IPv6), every key byte different so that leaving one out
+    of the fold shows, against the paper's formula written out (ref_eq3)."""
+    b = MsgBuilder()
+    b.req(1, "10.0.0.1", 40000, "10.9.9.9", 80, 1, 0x12345678)
+    b.req(2, "192.168.7.200", 1, "255.1.2.3", 65535, 9, 0xA1B2C3D4)
+    b.req(3, "2001:db8::1", 5555, "2001:db8::80", 443, 7, 0x0F1E2D3C)
+    b.resp(4, "2001:db8::80", 443, "2001:db8::1", 5555, 0x0F1E2D3C, 7)
+    msgs, _ = b.build()
+    want = [ref_eq3("10.0.0.1", 40000, "10.9.9.9", 80, 0x12345678),
+            ref_eq3("192.168.7.200", 1, "255.1.2.3", 65535, 0xA1B2C3D4),
+            ref_eq3("2001:db8::1", 5555, "2001:db8::80", 443, 0x0F1E2D3C)]
+    assert hash_eq3(msgs).tolist() == want + [want[2]]
+    # spelled out once: 0x0A000001 ^ 40000 ^ 0x0A090909 ^ 80 ^ key ^ (0x12 ^ 0x34 ^ 0x56 ^ 0x78)
+    assert want[0] == 0x0A000001 ^ 40000 ^ 0x0A090909 ^ 80 ^ 0x12345678 ^ (0x12 ^ 0x34 ^ 0x56 ^ 0x78)
+
+
 def test_eq3_spreads_one_connection_where_eq1_cannot():
     """One busy connection: Eq. 1 puts all of it on one consumer, Eq. 3 on all of them."""
     b = MsgBuilder()

@@ -1,4 +1,6 @@
 """Each pairing rule of the table (ext/pairing.pyx), on HttpMsg batches built in numpy."""
+import ipaddress
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -195,6 +197,63 @@ def test_clock_backwards_small_jump_still_pairs_and_big_jump_flushes():
     assert df.matched.sum() == 1
     assert (df[~df.matched].unmatched_reason.astype(str).tolist()
             == ["clock_reset", "end"])
+
+
+@pytest.mark.parametrize("back,reset", [(60 * S - 1, False), (60 * S, False), (60 * S + 1, True)])
+def test_clock_reset_only_beyond_exactly_the_window(back, reset):
+    """docs/PAIRING.md: a jump back by MORE than gc_timeout is a clock reset; a message exactly
+    60 s behind the clock is only `clock_backwards` and pairs like any late message."""
+    b = MsgBuilder()
+    b.req(T0 + 100 * S, C, 2311, SV, 80, 1000, 5000)
+    b.resp(T0 + 100 * S - back, SV, 80, C, 2311, 5000, 1100)
+    df, cnt = run(b)
+    assert cnt["clock_backwards"] == 1
+    assert cnt["clock_reset"] == (1 if reset else 0)
+    if reset:
+        # the waiting request leaves with reason clock_reset, the response then waits alone
+        assert df.matched.sum() == 0 and len(df) == 2
+        assert df.unmatched_reason.astype(str).tolist() == ["clock_reset", "end"]
+        assert df.outcome.astype(str).tolist() == ["request_only", "response_only"]
+        assert cnt["request_unmatched_clock_reset"] == 1
+    else:
+        assert len(df) == 1 and df.matched.all()
+        assert cnt["request_unmatched_clock_reset"] == 0
+
+
+def test_pairing_key_compares_the_whole_reversed_tuple():
+    """Messages that land in the same cell (equal Eq. 2 value, or equal modulo the number of
+    cells) but are not each other's counterpart do not pair: the ACK/SEQ differs (only in bit 31,
+    so the cell is the same), the client address differs, or the server address differs (IPv6
+    addresses whose four 32-bit words XOR to the same value, so Eq. 2 is equal)."""
+    b = MsgBuilder()
+    b.req(T0, C, 2311, SV, 80, 1000, 5000)
+    b.resp(T0 + 1, SV, 80, C, 2311, 5000 ^ (1 << 31), 1100)       # SEQ != ACK, same cell
+    a1, a2 = "2001:db8::1", "2001:db8::1:0:0"                      # fold: equal
+    s1, s2 = "2001:db8::80", "2001:db8::80:0:0"                    # fold: equal
+    b.req(T0 + 2, a1, 4000, s1, 80, 1, 9000)
+    b.resp(T0 + 3, s1, 80, a2, 4000, 9000, 2)                     # to the other client
+    b.req(T0 + 4, a1, 4001, s1, 80, 1, 7000)
+    b.resp(T0 + 5, s2, 80, a1, 4001, 7000, 2)                     # from the other server
+    msgs, _ = b.build()
+    ip = lambda s: np.frombuffer(ipaddress.ip_address(s).packed, np.uint8)  # noqa: E731
+    assert (PairingTable.hash_eq2(ip(a1), 4000, ip(s1), 80, 9000, 6)
+            == PairingTable.hash_eq2(ip(s1), 80, ip(a2), 4000, 9000, 6))
+    assert (PairingTable.hash_eq2(ip(a1), 4001, ip(s1), 80, 7000, 6)
+            == PairingTable.hash_eq2(ip(s2), 80, ip(a1), 4001, 7000, 6))
+    df, cnt = run(b)
+    assert df.matched.sum() == 0 and len(df) == 6 and cnt["paired"] == 0
+
+
+def test_repeat_flag_needs_the_same_seq_and_ack():
+    """docs/PAIRING.md: a retransmission has the same 4-tuple, SEQ and ACK as one still
+    waiting. Two responses on one SEQ with different ACKs are not repeats."""
+    b = MsgBuilder()
+    b.resp(T0, SV, 80, C, 2311, 5000, 1100)
+    b.resp(T0 + 1, SV, 80, C, 2311, 5000, 1200)
+    b.resp(T0 + 2, SV, 80, C, 2311, 5000, 1100)                   # a repeat of the first
+    df, cnt = run(b)
+    assert len(df) == 3 and not df.matched.any()
+    assert df.response_repeat.tolist() == [False, False, True] and cnt["response_repeat"] == 1
 
 
 def test_ipv6():

@@ -103,6 +103,12 @@ def test_every_corrupt_file_is_read_as_far_as_it_can_be(corpus):
     assert not failures, "\n".join(failures[:40])
 
 
+def _names(line: str, path: str) -> bool:
+    """Whether an error line names this file (as '..., PATH' or 'PATH: ...'; not a longer name
+    that starts with it, as cut0_hdr starts with cut0)."""
+    return line.endswith(", " + path) or f" {path}: " in line
+
+
 def _cli(tool, args, timeout=300):
     return subprocess.run([sys.executable, "-m", tool] + args, cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
@@ -113,18 +119,29 @@ def test_cli_reads_the_whole_corpus_and_exits_0(corpus, tmp_path):
     files = [str(out / c.name) for c in cases]
     p = _cli("webtap.cli", ["info"] + files)
     assert p.returncode == 0, p.stderr[-3000:]
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("webtap: error: ")]
     for c in cases:
+        path = str(out / c.name)
         if c.unreadable:
-            assert any(": error: " in line and str(out / c.name) in line
-                       for line in p.stderr.splitlines())
-        else:
-            assert f"{out / c.name}\n  read:" in p.stdout or c.packets == 0
+            # one error line, naming the file (docs/CLI.md: `tool: error: ...`)
+            assert sum(_names(ln, path) for ln in errors) == 1, (path, errors)
+            assert f"{path}\n  read:" not in p.stdout
+            continue
+        head = f"{path}\n  read:"
+        assert p.stdout.count(head) == 1, path
+        read = p.stdout.split(head, 1)[1].split("\n", 1)[0]
+        if c.packets is not None:      # the exact count the corpus was built with
+            assert (f" packets={c.packets}," in read + ",") if c.packets else "packets=" not in read, \
+                (path, c.packets, read)
+    assert len(errors) == sum(c.unreadable for c in cases), errors
     assert "the file ends in the middle of a packet record" in p.stdout
     assert "pcapng block(s) of unknown type skipped" in p.stdout
     assert "corrupt record/block header(s)" in p.stdout
     p = _cli("httpanalyzer.cli", files + ["-o", str(tmp_path / "r.csv"), "--summary", "--consumers", "0"])
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "httpanalyzer: error: " in p.stderr
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("httpanalyzer: error: ")]
+    assert sorted(e.rsplit(", ", 1)[-1] for e in errors) == sorted(
+        str(out / c.name) for c in cases if c.unreadable), errors
 
 
 def test_cli_exit_1_when_nothing_could_be_read(corpus):
@@ -150,7 +167,17 @@ def test_dissect_and_scan_skip_unreadable_files(corpus, tmp_path):
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]
     p = _cli("webtap.cli", ["dissect"] + bad + good + ["-o", str(tmp_path / "d.csv")])
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "missing.pcap" in p.stderr and (tmp_path / "d.csv").exists() or "read: packets=" in p.stderr
+    # one error line per unreadable file (the missing one included), each naming it
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("webtap: error: ")]
+    assert len(errors) == len(bad) and all(any(_names(ln, b) for ln in errors) for b in bad), errors
+    # and every HTTP message of the readable files written, from all their packets
+    npk = nmsg = 0
+    for g in good:
+        n, _, _, http = read_all(g)
+        npk, nmsg = npk + n, nmsg + http
+    assert nmsg > 0 and f"read: packets={npk}," in p.stderr, p.stderr[-2000:]
+    with open(tmp_path / "d.csv") as f:
+        assert sum(1 for _ in f) == 1 + nmsg
     p = _cli("urlfilter.cli", ["scan"] + bad + ["--blacklist", str(bl)])
     assert p.returncode == 1 and "urlfilter: error: " in p.stderr, p.stderr[-2000:]
     p = _cli("urlfilter.cli", ["scan"] + bad + good + ["--blacklist", str(bl), "-o", str(tmp_path / "s.csv")])

@@ -44,6 +44,12 @@ def test_r3_userinfo_dropped():
 # R4 host
 def test_r4_host_lower_dots_escapes():
     assert canonicalize("WWW.Example.COM/Path") == "www.example.com/Path"
+    # the same rule where the fast path hands over to the full rules (a port, userinfo, a dot
+    # segment, an escape in the host that decodes to a capital)
+    assert canonicalize("WWW.Example.COM:8080/Path") == "www.example.com:8080/Path"
+    assert canonicalize("u@WWW.EXAMPLE.COM/x") == "www.example.com/x"
+    assert canonicalize("WWW.EXAMPLE.COM/a/../b") == "www.example.com/b"
+    assert canonicalize("%45XAMPLE.com") == "example.com"
     assert canonicalize("example.com./") == "example.com"
     assert canonicalize(".afshin.ir") == "afshin.ir"
     assert canonicalize("a..b...com") == "a.b.com"

@@ -57,6 +57,44 @@ def test_domain_entry_blocks_subdomains_only():
     assert t.match("a.evil.net/x/y") == q and t.match("a.evil.net/y") == d
 
 
+BOUNDARY_ENTRIES = ["a.com/ab", "a.com/abc", "b.com", "c.com/p", "c.com/q?x", "c.com/q?x/yz",
+                    "d.com:8080", "e.com:808"]
+# docs/urlfilter.md: the longest entry that is a prefix of the query on a component boundary
+# ('.' in the host, end of host, '/' in the path, the first '?'); nothing inside the query.
+BOUNDARY_WANT = {
+    "a.com/abcd": None,            # a.com/abc and a.com/ab are prefixes, neither on a boundary
+    "a.com/abd": None,
+    "a.com/abc": "a.com/abc", "a.com/ab": "a.com/ab",
+    "a.com/abc/d": "a.com/abc", "a.com/abc?d": "a.com/abc",
+    "a.com/ab/x": "a.com/ab", "a.com/ab?x/abc": "a.com/ab", "a.com/ab/cd": "a.com/ab",
+    "a.com/a": None, "a.com": None,
+    "b.com": "b.com", "x.b.com": "b.com", "b.com:81/z": "b.com", "b.com/p/q": "b.com",
+    "bb.com": None, "b.comx": None, "xb.com/": None,
+    "c.com/p?x": "c.com/p", "c.com/pp": None, "c.com/p/": "c.com/p",
+    "c.com/q?x": "c.com/q?x", "c.com/q?x/y": None, "c.com/q?x?y": None, "c.com/q?xy": None,
+    "c.com/q": None, "c.com/q?x/yz": "c.com/q?x/yz",
+    "c.com/q?x/yzw": None,         # c.com/q?x/yz is a prefix, c.com/q?x ends at a '/' in the query
+    "c.com/q?x/yz/w": None,        # in the query nothing is a boundary, not even '/'
+    "d.com:8080/x": "d.com:8080", "e.com:8080": None, "e.com:808/": "e.com:808", "d.com:8080?": "d.com:8080",
+}
+
+
+def test_prefix_match_only_on_component_boundaries():
+    """Exact answers of the boundary rule (docs/urlfilter.md, ext/avl.pyx "Keys"), nested
+    entries that end inside a path segment included: a.com/abcd must not hit a.com/ab nor
+    a.com/abc (a false hit forges a RST against an innocent page). The single-query path
+    (_boundary_at) and the batch path (_is_boundary), in a small tree and in a deep one."""
+    for fillers in (0, 300):
+        t = UrlTree()
+        ids = {e: t.insert(e)[0] for e in BOUNDARY_ENTRIES}
+        for k in range(fillers):
+            t.insert(f"a.com/ab{k:03d}x/{k}")      # keys between a.com/ab and a.com/abc...
+        want = {q: (ids[e] if e else 0) for q, e in BOUNDARY_WANT.items()}
+        assert {q: t.match(q) for q in want} == want
+        assert dict(zip(want, t.match_many(list(want)).tolist())) == want
+        t.check()
+
+
 def test_rekey_onto_existing_url_is_refused():
     t = UrlTree()
     a, _ = t.insert("a.com")
