@@ -39,14 +39,14 @@ SAMPLE = 100
 
 
 def tshark_frame(record_frame: str) -> int:
-    """tshark's frame number of a record's request_frame/response_frame (0-based in the
-    records, tshark counts from 1). The one place to change if the records switch."""
-    return int(record_frame) + 1
+    """tshark's frame number of a record's request_frame/response_frame: the records carry
+    tshark's 1-based number itself (docs/CLI.md, "Frame numbers")."""
+    return int(record_frame)
 
 
-def scan_frame(pkt_index: str) -> int:
-    """tshark's frame number of a scan row's pkt_index (0-based)."""
-    return int(pkt_index) + 1
+def scan_frame(frame: str) -> int:
+    """tshark's frame number of a scan row's `frame` (1-based, as tshark's)."""
+    return int(frame)
 
 
 _CACHE: dict = {}
@@ -161,23 +161,23 @@ def test_url_hits_equal_a_reference_matcher(rel):
     rows = [r for r in _golden_rows("scan", rel) if r["proto"] == "http"]
     bad = []
     for r in rows:
-        v = t[scan_frame(r["pkt_index"])]
+        v = t[scan_frame(r["frame"])]
         uri, host = v["http.request.uri"], v["http.host"]
         url = uri if "://" in uri[:12] else host + uri
         try:
             want_url = reference(url.encode("utf-8", "surrogateescape")).decode()
             k = reference(url.encode("utf-8", "surrogateescape"), key=True)
         except Rejected as e:
-            bad.append(f"{rel} frame {r['pkt_index']}: reference rejects {url!r} ({e.reason})")
+            bad.append(f"{rel} frame {r['frame']}: reference rejects {url!r} ({e.reason})")
             continue
         best = naive_prefix(keys, k)
         got = (r["url"], r["hit"], r["entry"])
         want = (want_url, "true" if best else "false", keys[best].decode() if best else "")
         if got != want:
-            bad.append(f"{rel} frame {r['pkt_index']}: golden {got}, reference {want}")
+            bad.append(f"{rel} frame {r['frame']}: golden {got}, reference {want}")
     # every GET tshark sees (with a Host) has its row
     gets = {n for n, v in t.items() if v["http.request.method"] == "GET" and v["http.host"]}
-    have = {scan_frame(r["pkt_index"]) for r in rows}
+    have = {scan_frame(r["frame"]) for r in rows}
     if gets != have:
         bad.append(f"{rel}: GET frames only in tshark {sorted(gets - have)[:10]}, "
                    f"only in the golden rows {sorted(have - gets)[:10]}")
