@@ -426,6 +426,7 @@ def _filter_cmd(args, run) -> int:
     if args.cmd == "scan":
         o = run.output(args.output or "-", views={"lines": _select(SCAN_LINE)})
         bl = _load_blacklist(args)
+        from urlfilter.analyzer import summary_line
         from urlfilter.scan import scan
 
         progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
@@ -458,11 +459,7 @@ def _filter_cmd(args, run) -> int:
             skipped = ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later",
                                                          "bad_target", "bad_checksum", "canon_failed")
                                 if c[k]) or "none"
-            print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} looked up, "
-                  f"{c['hits']} hits, {c['forged_frames']} frames forged; "
-                  f"TLS {c['tls_lookups']} SNIs {c['tls_hits']} hits, "
-                  f"QUIC {c['quic_lookups']} SNIs {c['quic_hits']} hits; skipped: {skipped}",
-                  file=sys.stderr)
+            print(f"{c['packets']} packets; {summary_line(c)}; GETs skipped: {skipped}", file=sys.stderr)
         return 0
     if args.cmd == "run":
         import pyarrow as pa

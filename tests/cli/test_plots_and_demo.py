@@ -96,7 +96,7 @@ def test_demo_writes_figures_and_lists_them(tmp_path):
     assert all(_png(p) for p in listed if p.suffix == ".png")
     # the summary table and the filter's findings are printed; the hits are real ones
     assert "HTTP messages not in a paired record" in text or "Pairing" in text
-    m = re.search(r"GETs: (\d+), matched: (\d+), blacklisted: (\d+)", text)
+    m = re.search(r"(\d+) GETs seen, (\d+) GETs looked up, (\d+) GET hits; .* total (\d+) lookups, (\d+) hits", text)
     assert m and int(m.group(3)) > 0 and "publicite" in text
     assert "N=2" in text and "N=4" in text
 
@@ -117,7 +117,9 @@ def test_demo_without_shared_data_captures_loopback_traffic(tmp_path):
     assert "captured here with libpcap" in r.stdout
     assert "a small demo blacklist: 127.0.0.1:" in r.stdout
     # 40 requests cycle over 5 paths: /missing/page and /static/app.js are 8 each
-    assert re.search(r"GETs: 40, matched: 40, blacklisted: 16\b", r.stdout), r.stdout[-2000:]
+    assert re.search(r"\b40 GETs seen, 40 GETs looked up, 16 GET hits; 0 TLS SNIs looked up, 0 TLS SNI hits; "
+                     r"0 QUIC SNIs looked up, 0 QUIC SNI hits; total 40 lookups, 16 hits, 32 frames forged",
+                     r.stdout), r.stdout[-2000:]
     names = {p.name for p in out.iterdir()}
     assert {"loopback-http.pcap", "hits_by_category.png", "timing_condition.png"} | RECORD_FIGURES <= names
     assert "tree_latency.png" not in names          # no URL lists to measure the tree on
