@@ -139,7 +139,10 @@ def _parser():
     s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
                    help="pcap / pcapng files (gzip'd too; '-' for stdin)")
     s.add_argument("--t-proc-us", type=clikit.positive_float, metavar="US",
-                   help="use this T_proc instead of the measured match+forge time")
+                   help="use this T_proc: adds t_proc_ns, margin_ns, win (reproducible)")
+    s.add_argument("--measured", action="store_true",
+                   help="add measured_t_proc_ns, measured_margin_ns, measured_win: the match+forge "
+                        "time measured on this machine (differs from run to run; default: left out)")
     s.add_argument("-o", "--output", metavar="OUT",
                    help=clikit.output_help("per-connection report") + "; default: lines on stdout")
     s.add_argument("--plots", metavar="DIR",
@@ -401,7 +404,8 @@ def _check_plots_dir(d) -> None:
 SCAN_LINE = ("ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "sni", "entry",
              "category")
 TIMING_LINE = ("src_ip", "src_port", "dst_ip", "dst_port", "url", "rtt_fs_ns", "rtt_cf_ns",
-               "server_wait_ns", "t_proc_ns", "margin_ns", "win")
+               "server_wait_ns", "t_proc_budget_ns", "t_proc_ns", "margin_ns", "win",
+               "measured_t_proc_ns", "measured_margin_ns", "measured_win")
 
 
 def _select(cols):
@@ -494,7 +498,7 @@ def _filter_cmd(args, run) -> int:
         return 0
     import pyarrow as pa
 
-    from urlfilter.timing import summary, timing
+    from urlfilter.timing import report_columns, summary, timing
 
     o = run.output(args.output or "-", views={"lines": _select(TIMING_LINE)})
     bl = _load_blacklist(args)
@@ -504,7 +508,8 @@ def _filter_cmd(args, run) -> int:
                         progress=progress, with_totals=True)
     _report_inputs(run, totals, len(args.traces))
     if not (args.json and o.stdout):
-        o.write(pa.Table.from_pandas(df, preserve_index=False))
+        o.write(pa.Table.from_pandas(report_columns(df, t_proc_given=args.t_proc_us is not None,
+                                                    measured=args.measured), preserve_index=False))
     o.commit()
     if args.plots:
         from urlfilter.plot import margin_cdf, save_figures, timing_figures
@@ -517,8 +522,10 @@ def _filter_cmd(args, run) -> int:
     if args.json:
         print(json.dumps(s), file=out)
     else:
+        how = "given" if args.t_proc_us is not None else "measured"
         print(f"{s['won']} of {s['with_handshake']} connections with a handshake won "
-              f"({s['share_won']:.1%}); {s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
+              f"({s['share_won']:.1%}, {how} T_proc median {s['t_proc_us_p50']:.2f} us); "
+              f"{s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
     return 0
 
 

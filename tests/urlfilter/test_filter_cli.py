@@ -76,6 +76,35 @@ def test_timing_cli_report_and_plot(tmp_path, db, capsys):
     assert s["won"] == 0 and s["lost"] == 3
 
 
+def test_timing_default_output_is_reproducible(tmp_path, db, capsys):
+    # issue 30: the measured match+forge time changed the default output from run to run; now
+    # it is in measured_* columns only with --measured, and a given T_proc is reproducible
+    tr = _trace(tmp_path)
+    outs = []
+    for i in range(2):
+        assert main(["timing", tr, "--blacklist", db, "-o", str(tmp_path / f"r{i}.csv")]) == 0
+        outs.append((tmp_path / f"r{i}.csv").read_bytes())
+    assert outs[0] == outs[1]
+    rep = pd.read_csv(tmp_path / "r0.csv")
+    assert not {"t_proc_ns", "margin_ns", "win"} & set(rep.columns)
+    assert not any(c.startswith("measured_") for c in rep.columns)
+    # rtt_cs - rtt_cf: SYN/ACK 10 ms after the SYN, no response seen (server_wait 0)
+    assert list(rep["t_proc_budget_ns"]) == [10_000_000] * 3
+    for i in range(2):
+        assert main(["timing", tr, "--blacklist", db, "--t-proc-us", "9999", "-o", str(tmp_path / f"g{i}.csv")]) == 0
+    assert (tmp_path / "g0.csv").read_bytes() == (tmp_path / "g1.csv").read_bytes()
+    g = pd.read_csv(tmp_path / "g0.csv")
+    assert list(g["t_proc_ns"]) == [9_999_000] * 3 and list(g["margin_ns"]) == [1_000] * 3
+    assert list(g["win"]) == [True] * 3
+    assert main(["timing", tr, "--blacklist", db, "--measured", "-o", str(tmp_path / "m.csv")]) == 0
+    m = pd.read_csv(tmp_path / "m.csv")
+    assert {"measured_t_proc_ns", "measured_margin_ns", "measured_win"} <= set(m.columns)
+    assert not {"t_proc_ns", "margin_ns", "win"} & set(m.columns)
+    assert (m["measured_t_proc_ns"] > 0).all()
+    assert (m["measured_margin_ns"] == m["t_proc_budget_ns"] - m["measured_t_proc_ns"]).all()
+    assert "measured T_proc median" in capsys.readouterr().err
+
+
 def test_bad_blacklist_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "junk").write_bytes(b"not a blacklist")
     # not a store, or no store there: a run failure (exit 1, docs/CLI.md), nothing created
