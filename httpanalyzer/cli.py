@@ -3,6 +3,7 @@ reassembly (first request packet <-> first response packet, as Vega et al. 2017)
 
 subcommands:
   httpanalyzer TRACE... [options]     records of the traces (this help)
+  httpanalyzer tls TRACE...           TLS and QUIC handshake records (httpanalyzer tls --help)
   httpanalyzer compare TRACE...       accuracy against tshark (httpanalyzer compare --help)"""
 from __future__ import annotations
 

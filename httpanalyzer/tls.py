@@ -569,7 +569,7 @@ def build_parser():
     ap.add_argument("traces", nargs="+", metavar="TRACE")
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
-                    help="OUT.csv, OUT.parquet or OUT.txt; default: lines on stdout")
+                    help=clikit.output_help("handshake records") + "; default: lines on stdout")
     ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a hello waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 15, metavar="N",
