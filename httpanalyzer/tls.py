@@ -61,7 +61,7 @@ FIELDS = [
     ("transport", pa.string(), "tcp | quic"),
     ("client_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ClientHello's first packet"),
     ("server_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ServerHello's packet"),
-    ("handshake_time", pa.float64(), "server_hello_ts - client_hello_ts, seconds"),
+    ("handshake_time", pa.duration("ns"), "server_hello_ts - client_hello_ts (ns, like HTTP's response_time)"),
     ("sni", pa.string(), "server_name (host_name) of the ClientHello"),
     ("alpn", pa.list_(pa.string()), "ALPN protocols offered by the client, in order"),
     ("client_versions", pa.list_(pa.string()), "supported_versions (wire order, GREASE kept), else the legacy version"),
@@ -234,7 +234,8 @@ def to_table(raw: np.ndarray) -> pa.Table:
     ts = pa.timestamp("ns", tz="UTC")
     ch_ts = _num(ch["ts_ns"], has_ch, ts)
     sh_ts = _num(sh["ts_ns"], has_sh, ts)
-    ht = _num((sh["ts_ns"] - ch["ts_ns"]) / 1e9, paired)
+    ht = _num(np.where(paired, sh["ts_ns"].astype(np.int64) - ch["ts_ns"].astype(np.int64), 0),
+              paired, pa.duration("ns"))
 
     def opt_text(col, ok):
         return _text(col, ok)
@@ -437,7 +438,8 @@ def _take(tab: pa.Table, idx: pa.Array) -> pa.Table:
 # Output: text views (lists comma-joined) for CSV and the line format; Parquet keeps lists
 # ---------------------------------------------------------------------------------------------
 def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-    """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records).
+    """Lists comma-joined, timestamps (epoch) and durations as seconds with 9 decimals (as the
+    HTTP records).
     Written by C over the buffers (webtap._ext.textout): no pyarrow.compute, whose first call
     imports pandas (~0.2 s, ~40 MB of a text run)."""
     from webtap._ext.textout import seconds_text, text_array
@@ -449,7 +451,7 @@ def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
         t = col.type
         if pa.types.is_list(t):
             col = text_array(col, "raw")
-        elif pa.types.is_timestamp(t):
+        elif pa.types.is_timestamp(t) or pa.types.is_duration(t):
             col = seconds_text(col)
         cols.append(col)
     return pa.table(cols, names=tab.column_names)
