@@ -291,8 +291,11 @@ def _run(mgr, args, run) -> int:
                 if args.json:
                     print(json.dumps(r.as_dict()), file=out)
                 else:
-                    rej = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected.items())) or "none"
-                    print(f"{r.source}: {r.lines} lines, {r.added} added, {r.duplicates} duplicates, "
+                    rej = ", ".join(f"{k} {v} (line{'s' if v > 1 else ''} "
+                                    f"{', '.join(map(str, r.rejected_lines.get(k, [])))}{', ...' if v > len(r.rejected_lines.get(k, [])) else ''})"
+                                    for k, v in sorted(r.rejected.items())) or "none"
+                    more = f" ({r.recategorized} of them in another category too)" if r.recategorized else ""
+                    print(f"{r.source}: {r.lines} lines, {r.added} added, {r.duplicates} duplicates{more}, "
                           f"rejected: {rej}", file=out)
         mgr.load_tree()
         mgr.save_snapshot()
