@@ -35,7 +35,7 @@ _CH = np.dtype([
 _SH = np.dtype([
     ("ts_ns", "<i8"), ("pkt", "<u8"), ("seq", "<u4"), ("hs_len", "<u4"),
     ("legacy_version", "<u2"), ("version", "<u2"), ("cipher", "<u2"), ("flags", "<u2"),
-    ("segments", "<u2"), ("status", "u1"), ("clipped", "u1"),
+    ("segments", "<u2"), ("group", "<u2"), ("status", "u1"), ("clipped", "u1"),
     ("alpn", f"S{_W['salpn']}"), ("exts", f"S{_W['sexts']}"), ("ja3s", "S33"),
 ], align=True)
 #: ext/tls.pyx TlsRecord (a test asserts the sizes agree)
@@ -84,6 +84,7 @@ FIELDS = [
     ("supported_groups", pa.list_(pa.string()), "supported_groups (wire order)"),
     ("key_share_groups", pa.list_(pa.string()), "groups of the client's key shares"),
     ("server_alpn", pa.string(), "ALPN protocol the server selects"),
+    ("server_group", pa.string(), "key_share group the ServerHello selects (TLS 1.3, HRR); null without"),
     ("server_extensions", pa.list_(pa.uint16()), "ServerHello extension types in wire order"),
     ("ch_length", pa.uint32(), "declared ClientHello handshake length"),
     ("ip_version", pa.uint8(), "4 or 6"),
@@ -289,6 +290,7 @@ def to_table(raw: np.ndarray) -> pa.Table:
         "supported_groups": lst(ch["groups"], ch_ok),
         "key_share_groups": lst(ch["key_share"], ch_ok),
         "server_alpn": nonempty(sh["alpn"], sh_ok),
+        "server_group": _hex(sh["group"], sh_ok & (sh["group"] != 0)),
         "server_extensions": lst(sh["exts"], sh_ok, pa.uint16()),
         "ch_length": _num(ch["hs_len"], has_ch),
         "ip_version": _num(r["ip_version"]),

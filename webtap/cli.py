@@ -48,6 +48,21 @@ def _line_view(batch):
     return pa.RecordBatch.from_arrays(cols, names=list(LINE_COLUMNS))
 
 
+def _zeek_view(batch):
+    """`dissect -o x.log`: Zeek's `ts` (time; seconds with 9 decimals, the exact nanoseconds)
+    in place of ts_ns, then the other message columns; #path dissect. (An integer ts_ns does not
+    fit the 32-bit integers zat reads Zeek's `int` into.)"""
+    import pyarrow as pa
+
+    from webtap._ext.textout import seconds_text
+
+    ts = seconds_text(batch.column("ts_ns"), 9)
+    rest = [i for i, n in enumerate(batch.schema.names) if n != "ts_ns"]
+    fields = [pa.field("ts", pa.string(), metadata={"zeek_type": "time"})] + [batch.schema.field(i) for i in rest]
+    return pa.RecordBatch.from_arrays([ts] + [batch.column(i) for i in rest],
+                                      schema=pa.schema(fields, metadata={"zeek_path": "dissect"}))
+
+
 def _fmt_counters(d: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items() if v)
 
@@ -85,7 +100,7 @@ def cmd_dissect(args, run) -> int:
     if bool(args.traces) == live:
         raise clikit.UsageError("give TRACE files or -i IFACE (not both)")
     run.live = live
-    o = run.output(args.output or "-", views={"lines": _line_view})
+    o = run.output(args.output or "-", views={"lines": _line_view, "zeek": _zeek_view})
     totals = Totals()
     sources = [args.interface] if live else args.traces
     wrote = False
