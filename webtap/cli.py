@@ -63,6 +63,74 @@ def _zeek_view(batch):
                                       schema=pa.schema(fields, metadata={"zeek_path": "dissect"}))
 
 
+class _PacketStats:
+    """Per-file packet figures for `webtap info` (what capinfos gives first), summed over the
+    batches with numpy: packets per interface, earliest and latest timestamp."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.per_iface = np.zeros(0, dtype=np.int64)
+        self.first = self.last = None
+
+    def add(self, packets) -> None:
+        import numpy as np
+
+        if len(packets) == 0:
+            return
+        c = np.bincount(packets["iface"].astype(np.int64))
+        if len(c) > len(self.per_iface):
+            c[:len(self.per_iface)] += self.per_iface
+            self.per_iface = c
+        else:
+            self.per_iface[:len(c)] += c
+        lo, hi = int(packets["ts_ns"].min()), int(packets["ts_ns"].max())
+        self.first = lo if self.first is None else min(self.first, lo)
+        self.last = hi if self.last is None else max(self.last, hi)
+
+    @property
+    def packets(self) -> int:
+        return int(self.per_iface.sum())
+
+
+_PRECISION = {6: "microseconds", 9: "nanoseconds", 3: "milliseconds", 0: "seconds"}
+
+
+def _utc(ns: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns % 10**9:09d} UTC"
+
+
+def _capinfos_lines(src, st: _PacketStats, filtered: bool) -> list[str]:
+    """format, interfaces (link type, snaplen, precision, packets), packets, earliest/latest
+    time and duration: the first things capinfos prints (docs/CLI.md "webtap info")."""
+    from webtap._ext.source import linktype_name
+
+    out = []
+    if src is not None and hasattr(src, "interface_info"):
+        fmt = src.format
+        end = {True: ", big-endian", False: ", little-endian", None: ""}[src.big_endian]
+        ifaces = src.interface_info
+        prec = sorted({d for _, _, d in ifaces})
+        ptxt = ", ".join(f"{_PRECISION.get(d, f'2^{d}' if d < 0 else f'10^-{d}')} ({d})" for d in prec)
+        gz = " (gzip-compressed)" if getattr(src, "gzip", False) else ""
+        out.append(f"format:     {fmt}{gz}{end}, timestamps in {ptxt}")
+        out.append(f"interfaces: {len(ifaces)}")
+        for i, (lt, snap, d) in enumerate(ifaces):
+            name, desc = linktype_name(lt)
+            n = int(st.per_iface[i]) if i < len(st.per_iface) else 0
+            out.append(f"  #{i}: link type {name} ({desc or '?'}, {lt}), snaplen {snap}, "
+                       f"{n} packets{' (after the filter)' if filtered else ''}")
+    out.append(f"packets:    {st.packets}")
+    if st.first is not None:
+        d = st.last - st.first
+        out.append(f"earliest:   {_utc(st.first)}")
+        out.append(f"latest:     {_utc(st.last)}")
+        out.append(f"duration:   {d // 10**9}.{d % 10**9:09d} s")
+    return out
+
+
 def _fmt_counters(d: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items() if v)
 
@@ -74,9 +142,12 @@ def cmd_info(args, run) -> int:
     read_any = False
     for path in args.traces:
         totals = Totals()
+        opened = []
+        stats = _PacketStats()
         try:
-            for _ in messages(path, bpf=args.filter, totals=totals, progress=args.progress):
-                pass
+            for batch, _ in messages(path, bpf=args.filter, totals=totals, progress=args.progress,
+                                     on_source=opened.append):
+                stats.add(batch.packets)
         except BpfError:
             raise
         except (NotACapture, OSError, CaptureError) as exc:
@@ -85,6 +156,8 @@ def cmd_info(args, run) -> int:
             continue
         read_any = True
         print(f"{path}")
+        for line in _capinfos_lines(opened[0] if opened else None, stats, bool(args.filter)):
+            print(f"  {line}")
         print(f"  read:    {_fmt_counters(totals.source)}")
         print(f"  dissect: {_fmt_counters(totals.dissect)}")
         for w in totals.warnings:
