@@ -158,16 +158,28 @@ class LineWriter:
 
     def __init__(self, f, schema=None):
         self.f = f
+        self.schema = schema
+        self.started = False
         self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
+
+    def _header(self, schema) -> None:
+        """A first line of the field names when the view asks for it (schema metadata
+        webtap.header_line: `--fields`), once."""
+        if not self.started:
+            self.started = True
+            if schema is not None and (schema.metadata or {}).get(b"webtap.header_line") == b"1":
+                self.f.write(("|".join(schema.names) + "\n").encode())
 
     def write(self, data) -> None:
         for b in batches_of(data):
+            self._header(b.schema)
             if b.num_rows:
                 n = textout.format_lines(text_columns(b), self.buf)
                 with memoryview(self.buf) as m, m[:n] as part:
                     self.f.write(part)
 
     def close(self, meta: dict) -> None:
+        self._header(self.schema)
         self.f.flush()
 
 
