@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="text outputs (lines, .txt, .csv, .jsonl): only these record columns, in "
                          "this order (tshark's -T fields -e); the line format then starts with a "
                          "line of the names")
+    ap.add_argument("--sort", action="store_true",
+                    help="write the records in time order (request time, else response time) at "
+                         "the end of the run, instead of as they complete (holds them in memory)")
     ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a message waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 20, metavar="N",
@@ -264,6 +267,9 @@ def handle(a, run) -> int:
     if a.dask:
         if a.interface:
             raise clikit.UsageError("--dask reads trace files, not a live interface")
+        if a.sort:
+            raise clikit.UsageError("--sort and --dask: the dataset is partitioned by chunk in time "
+                                    "order; sort the records when reading them")
         rc = _main_dask(a, run)
         if rc == 0 and a.tls_out:
             # the handshakes are few: one TLS pass over the traces here (not on the workers)
@@ -302,6 +308,17 @@ def handle(a, run) -> int:
         from httpanalyzer import tls as tls_mod
 
         tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+    held: list = []                    # --sort: every record batch, written sorted at the end
+
+    def write_held():
+        if held:
+            from httpanalyzer.records import sort_records
+
+            tab = sort_records(held)
+            held.clear()
+            if tab is not None:
+                for b in tab.to_batches():
+                    o.write(b)
     try:
         for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
                                          gc_timeout=a.gc_timeout, summary=summary,
@@ -311,11 +328,18 @@ def handle(a, run) -> int:
                                          packet_hook=tls,
                                          on_ready=run.on_ready(a.interface, f"{consumers} AF_PACKET "
                                                                "fanout sockets") if live else None):
-            o.write(batch)
+            if a.sort:
+                held.append(batch)
+            else:
+                o.write(batch)
             if a.plots:
                 kept.append(batch)
     except ConsumerFailed as e:
         raise clikit.RunError(clikit.describe(e)) from None
+    except KeyboardInterrupt:
+        write_held()                   # the records so far, sorted, into OUT.partial.EXT
+        raise
+    write_held()
     if live and run.signum:
         run.note(f"stopped by {run.stopped_by} after {summary.packets} packets")
         run.signum = None              # the normal end of a live capture
