@@ -114,6 +114,8 @@ def _string_parts(a):
 
 def _bools(a) -> np.ndarray:
     """The values of a boolean array (a null's value is whatever its bit holds: mask it)."""
+    if len(a) == 0 or a.buffers()[1] is None:
+        return np.zeros(len(a), dtype=bool)
     bits = np.unpackbits(np.frombuffer(a.buffers()[1], dtype=np.uint8), bitorder="little")
     return bits[a.offset:a.offset + len(a)].astype(bool)
 
