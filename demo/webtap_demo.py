@@ -210,7 +210,7 @@ def main(argv=None) -> int:
 
     # -- urlfilter -----------------------------------------------------------------------------
     from urlfilter import plot as uplot
-    from urlfilter.analyzer import load_blacklist
+    from urlfilter.analyzer import load_blacklist, summary_line
     from urlfilter.importers import import_path
     from urlfilter.measure import blacklist_urls, hits_by_category, tree_measurements
     from urlfilter.scan import scan
@@ -252,8 +252,7 @@ def main(argv=None) -> int:
     recs.to_csv(hits_csv, index=False)
     written.append(hits_csv)
     c = res.counters
-    print(f"GETs: {c['get']}, matched: {c['extracted']}, blacklisted: {c['hits']}, "
-          f"FIN/RST frames forged: {c['forged_frames']}")
+    print(summary_line(c))
     hbc = hits_by_category(recs)
     print(hbc.round(2).to_string() if len(hbc) else "no GET of this trace is on the blacklist")
     for u, e in recs.loc[recs["hit"], ["url", "entry"]].head(8).itertuples(index=False):

@@ -30,6 +30,8 @@ from libpcap cimport *
 from packet cimport *
 from util cimport wt_prefetch, wt_rd16, wt_rd32, wt_rd64, wt_realloc
 
+import sys
+
 import numpy as np
 
 cdef extern from "<poll.h>" nogil:
@@ -352,6 +354,34 @@ cdef class FileReader:
     def interfaces(self):
         """(linktype, snaplen) of each interface of the current section."""
         return [(self.ifaces[i].linktype, self.ifaces[i].snaplen) for i in range(self.n_ifaces)]
+
+    @property
+    def interface_info(self):
+        """(linktype, snaplen, timestamp digits) of each interface of the current section: the
+        digits of its time resolution (6: microseconds, 9: nanoseconds; -n for 2^-n units)."""
+        cdef int i, d
+        cdef int64_t m
+        out = []
+        for i in range(self.n_ifaces):
+            if self.ifaces[i].ts_pow2 > 0:
+                d = -self.ifaces[i].ts_pow2
+            elif self.ifaces[i].ts_div > 1:
+                d, m = 9, self.ifaces[i].ts_div
+                while m >= 10:
+                    m //= 10
+                    d += 1
+            else:
+                d, m = 9, self.ifaces[i].ts_mul
+                while m >= 10:
+                    m //= 10
+                    d -= 1
+            out.append((self.ifaces[i].linktype, self.ifaces[i].snaplen, d))
+        return out
+
+    @property
+    def big_endian(self):
+        """The current section (pcap: the file) is big-endian."""
+        return bool(self.swap) != (sys.byteorder == "big")
 
     def read_into(self, packets):
         """Fill the PACKET_DTYPE array `packets` from the current position; return the count.

@@ -180,6 +180,7 @@ ctypedef struct ShPart:
     uint16_t cipher
     uint16_t flags
     uint16_t segments
+    uint16_t group              # key_share group the server chose (TLS 1.3; 0: none)
     uint8_t status
     uint8_t clipped
     char alpn[W_SALPN]
@@ -1181,6 +1182,7 @@ cdef class TlsTable:
         s.legacy_version = h.legacy_version
         s.version = h.version
         s.cipher = h.cipher
+        s.group = <uint16_t>tls_be16(msg + h.key_share.off) if h.key_share.len >= 2 else 0
         s.flags = h.flags
         s.segments = segs
         s.status = TLS_OK

@@ -138,8 +138,10 @@ static inline void webtap_key_flip(uint8_t *s, size_t n) {
 
 /* An IPv6 literal host, out[0:*o] = "[...]" (already lower case), rewritten in place to the
  * RFC 5952 text: hex groups without leading zeros, the longest run of two or more zero groups
- * (the first of equal runs) as "::", an embedded dotted IPv4 tail as two hex groups. So
- * [2001:DB8:0::1] and [2001:db8::1] are one host. 0 or CANON_BAD_HOST / CANON_TOO_LONG. */
+ * (the first of equal runs) as "::", an embedded dotted IPv4 tail as two hex groups, except in
+ * an IPv4-mapped address (::ffff:0:0/96), which RFC 5952 section 5 writes with its IPv4 tail
+ * dotted: [::FFFF:c000:0201] is [::ffff:192.0.2.1]. So [2001:DB8:0::1] and [2001:db8::1] are
+ * one host. 0 or CANON_BAD_HOST / CANON_TOO_LONG. */
 static inline int _canon_ipv6(uint8_t *out, size_t *o, size_t cap) {
     const uint8_t *s = out + 1;
     size_t n, i = 0, k;
@@ -210,7 +212,22 @@ static inline int _canon_ipv6(uint8_t *out, size_t *o, size_t cap) {
     if (bestlen < 2) best = -1;
     k = 0;
     tmp[k++] = '[';
-    for (j = 0; j < 8; j++) {
+    if (!g[0] && !g[1] && !g[2] && !g[3] && !g[4] && g[5] == 0xFFFF) {
+        /* RFC 5952 section 5: an IPv4-mapped address keeps its IPv4 tail dotted */
+        static const char pre[] = "::ffff:";
+        int q;
+        memcpy(tmp + k, pre, 7);
+        k += 7;
+        for (q = 0; q < 4; q++) {
+            unsigned oct = (q < 2 ? g[6] : g[7]) >> (q % 2 ? 0 : 8) & 0xFF;
+            if (q) tmp[k++] = '.';
+            if (oct >= 100) tmp[k++] = (uint8_t)('0' + oct / 100);
+            if (oct >= 10) tmp[k++] = (uint8_t)('0' + oct / 10 % 10);
+            tmp[k++] = (uint8_t)('0' + oct % 10);
+        }
+        best = 8;                                         /* the groups are written */
+    }
+    for (j = 0; j < 8 && best < 8; j++) {
         if (j == best) {
             tmp[k++] = ':';
             tmp[k++] = ':';

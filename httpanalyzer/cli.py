@@ -3,6 +3,7 @@ reassembly (first request packet <-> first response packet, as Vega et al. 2017)
 
 subcommands:
   httpanalyzer TRACE... [options]     records of the traces (this help)
+  httpanalyzer tls TRACE...           TLS and QUIC handshake records (httpanalyzer tls --help)
   httpanalyzer compare TRACE...       accuracy against tshark (httpanalyzer compare --help)"""
 from __future__ import annotations
 
@@ -56,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "(lower case, '-' -> '_'): its value in the message's first packet, "
                          "empty when absent there; request/response_headers_incomplete say the "
                          "header block went on in a later packet")
+    ap.add_argument("--fields", metavar="NAME[,NAME...]", default=None,
+                    help="text outputs (lines, .txt, .csv, .jsonl): only these record columns, in "
+                         "this order (tshark's -T fields -e); the line format then starts with a "
+                         "line of the names")
+    ap.add_argument("--sort", action="store_true",
+                    help="write the records in time order (request time, else response time) at "
+                         "the end of the run, instead of as they complete (holds them in memory)")
     ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a message waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 20, metavar="N",
@@ -124,6 +132,44 @@ def _empty_schema(out, headers):
     return view(records.empty_batch(headers)).schema
 
 
+def _views(a, out):
+    """The output's views: httpanalyzer.writers.VIEWS, or with --fields the chosen columns
+    (checked here, before anything is read: a name that is no record column, or a binary
+    output, is a usage error)."""
+    import os
+
+    from httpanalyzer.writers import VIEWS, fields_views
+
+    if a.fields is None:
+        return VIEWS
+    fields = [n.strip() for n in a.fields.split(",") if n.strip()]
+    ext = os.path.splitext(out or "-")[1].lower()
+    fmt = clikit.OUTPUTS.get(ext)
+    if out not in (None, "-") and (fmt is None or fmt.name not in ("lines", "csv", "jsonl")):
+        raise clikit.UsageError(f"--fields is for the text outputs (lines, .txt, .csv, .jsonl), not {out}")
+    from httpanalyzer.records import schema_for
+
+    known = schema_for(a.headers).names
+    bad = [n for n in fields if n not in known]
+    if bad or not fields:
+        raise clikit.UsageError(f"--fields: no record column {', '.join(bad) or '(none given)'}; "
+                                f"the columns are {', '.join(known)}")
+    return dict(VIEWS, **fields_views(fields))
+
+
+def _fields_schema(a, out, headers):
+    """_empty_schema, or with --fields the chosen columns as the output's view shows them (the
+    line format's header line, the CSV header row, even without records)."""
+    if a.fields is None:
+        return _empty_schema(out, headers)
+    import os
+
+    from httpanalyzer import records
+
+    fmt = clikit.OUTPUTS.get(os.path.splitext(out or "-")[1].lower())
+    return _views(a, out)[fmt.name if fmt is not None else "lines"](records.empty_batch(headers)).schema
+
+
 def _header_list(text: str) -> tuple:
     from httpanalyzer.records import header_column_names
 
@@ -151,8 +197,8 @@ def _main_dask(a, run) -> int:
     if dataset_out:
         o = run.output(out, directory=True)
     else:
-        o = run.output(out or "-", views=VIEWS,
-                       schema=_empty_schema(out, a.headers))
+        o = run.output(out or "-", views=_views(a, out),
+                       schema=_fields_schema(a, out, a.headers))
     tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
     target = o.target if dataset_out else os.path.join(tmp, "records")
     progress = None if not a.no_progress else False
@@ -221,6 +267,9 @@ def handle(a, run) -> int:
     if a.dask:
         if a.interface:
             raise clikit.UsageError("--dask reads trace files, not a live interface")
+        if a.sort:
+            raise clikit.UsageError("--sort and --dask: the dataset is partitioned by chunk in time "
+                                    "order; sort the records when reading them")
         rc = _main_dask(a, run)
         if rc == 0 and a.tls_out:
             # the handshakes are few: one TLS pass over the traces here (not on the workers)
@@ -236,8 +285,8 @@ def handle(a, run) -> int:
     from httpanalyzer.writers import VIEWS
 
     out = a.output or "-"
-    o = run.output(out, views=VIEWS,
-                   schema=_empty_schema(out, a.headers))
+    o = run.output(out, views=_views(a, out),
+                   schema=_fields_schema(a, out, a.headers))
     summary = Summary(detailed=a.summary)
     run.packets = lambda: max(summary.packets, run.ctx.packets)
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
@@ -259,6 +308,17 @@ def handle(a, run) -> int:
         from httpanalyzer import tls as tls_mod
 
         tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+    held: list = []                    # --sort: every record batch, written sorted at the end
+
+    def write_held():
+        if held:
+            from httpanalyzer.records import sort_records
+
+            tab = sort_records(held)
+            held.clear()
+            if tab is not None:
+                for b in tab.to_batches():
+                    o.write(b)
     try:
         for batch in iter_record_batches([a.interface] if live else a.traces, bpf=a.bpf,
                                          gc_timeout=a.gc_timeout, summary=summary,
@@ -268,11 +328,18 @@ def handle(a, run) -> int:
                                          packet_hook=tls,
                                          on_ready=run.on_ready(a.interface, f"{consumers} AF_PACKET "
                                                                "fanout sockets") if live else None):
-            o.write(batch)
+            if a.sort:
+                held.append(batch)
+            else:
+                o.write(batch)
             if a.plots:
                 kept.append(batch)
     except ConsumerFailed as e:
         raise clikit.RunError(clikit.describe(e)) from None
+    except KeyboardInterrupt:
+        write_held()                   # the records so far, sorted, into OUT.partial.EXT
+        raise
+    write_held()
     if live and run.signum:
         run.note(f"stopped by {run.stopped_by} after {summary.packets} packets")
         run.signum = None              # the normal end of a live capture

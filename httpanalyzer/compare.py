@@ -33,11 +33,17 @@ from httpanalyzer.compare_join import (CATEGORIES, FIELDS, compare_modes, join_t
                                        tshark_transactions, webtap_transactions)
 from httpanalyzer.compare_report import Comparison, count_table, ks_distance  # noqa: F401
 from httpanalyzer.errors import TsharkError  # noqa: F401
-from httpanalyzer.tshark import (MODES, TSHARK_FIRST_PACKET, chunk_trace, tshark_explain,  # noqa: F401
+from httpanalyzer.tshark import (MODES, NO_TIME, TSHARK_FIRST_PACKET, chunk_trace, tshark_explain,  # noqa: F401
                                  tshark_http, tshark_version)
 
 __all__ = ["compare_traces", "compare_trace", "Comparison", "CATEGORIES", "FIELDS", "MODES",
            "TSHARK_FIRST_PACKET", "TsharkError", "ks_distance", "count_table", "cli"]
+
+
+def _ns_of(rows: pd.DataFrame) -> np.ndarray:
+    """The exact response times (int64 ns) of transaction rows that have one."""
+    ns = rows.time_ns.to_numpy(np.int64)
+    return ns[ns != NO_TIME]
 
 
 def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_000,
@@ -93,18 +99,18 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         fds.append(fd)
         cmds += c
         wp = w[(w.q >= 0) & (w.r >= 0)]
-        times["webtap"].append(wp.time_s.to_numpy())
+        times["webtap"].append(_ns_of(wp))
         status["webtap"].append(w.status[w.status >= 0].to_numpy())
         methods["webtap"] += [m for m in w.method if isinstance(m, str)]
         urls["webtap"].append(np.array([len(u) for u in w.uri if isinstance(u, str)], int))
         wd = w[~(w.request_repeat | w.response_repeat)]
-        times["webtap_dedup"].append(wd.time_s[(wd.q >= 0) & (wd.r >= 0)].to_numpy())
+        times["webtap_dedup"].append(_ns_of(wd[(wd.q >= 0) & (wd.r >= 0)]))
         status["webtap_dedup"].append(wd.status[wd.status >= 0].to_numpy())
         methods["webtap_dedup"] += [m for m in wd.method if isinstance(m, str)]
         urls["webtap_dedup"].append(np.array([len(u) for u in wd.uri if isinstance(u, str)], int))
         for m, rows in tx.items():
             k = f"tshark_{m}"
-            times[k].append(rows.time_s[(rows.q >= 0) & (rows.r >= 0)].to_numpy(float))
+            times[k].append(_ns_of(rows[(rows.q >= 0) & (rows.r >= 0)]))
             status[k].append(rows.status[rows.status >= 0].to_numpy())
             methods[k] += [x for x in rows.method if isinstance(x, str)]
             urls[k].append(np.array([len(u) for u in rows.uri if isinstance(u, str)], int))
@@ -126,11 +132,13 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
         if progress:
             progress(p, per[-1])
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
+    times_ns = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in times.items()}
     return Comparison(
         traces=paths, tshark_version=tshark_version(tshark), commands=cmds,
         transactions=pd.concat(trans, ignore_index=True) if trans else pd.DataFrame(),
         field_diffs=pd.concat(fds, ignore_index=True) if fds else pd.DataFrame(),
-        response_times={k: cat(v) for k, v in times.items()},
+        response_times={k: v / 1e9 for k, v in times_ns.items()},
+        response_times_ns=times_ns,
         status_counts=count_table({k: cat(v).astype(int) for k, v in status.items()}
                                   ).rename_axis("status"),
         method_counts=count_table(methods).rename_axis("method"),

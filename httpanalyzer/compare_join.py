@@ -11,6 +11,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from httpanalyzer.tshark import NO_TIME
+
 # --------------------------------------------------------------------------------------------
 # Transactions: webtap's records against tshark in both modes (issue 5)
 #
@@ -126,7 +128,7 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
             method=q.method if q is not None else None, uri=q.uri if q is not None else None,
             host=q.host if q is not None else None,
             user_agent=q.user_agent if q is not None else None,
-            status=int(x.status), reason=x.reason, time_s=x.time_s,
+            status=int(x.status), reason=x.reason, time_s=x.time_s, time_ns=int(x.time_ns),
             q_msgs=int(q.n_msgs) if q is not None else 0, r_msgs=int(x.n_msgs),
             q_segs=q.segments if q is not None else (), r_segs=x.segments,
             request_in=int(x.request_in)))
@@ -136,12 +138,12 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
         rows.append(dict(q=int(x.first_frame), r=-1, q_chunk=int(x.chunk), r_chunk=-1,
                          client=x.src, client_port=x.sport, server=x.dst, server_port=x.dport,
                          ack=int(x.ack), seq=-1, method=x.method, uri=x.uri, host=x.host,
-                         user_agent=x.user_agent, status=-1, reason=None, time_s=np.nan,
+                         user_agent=x.user_agent, status=-1, reason=None, time_s=np.nan, time_ns=NO_TIME,
                          q_msgs=int(x.n_msgs), r_msgs=0, q_segs=x.segments, r_segs=(),
                          request_in=-1))
     cols = ["q", "r", "q_chunk", "r_chunk", "client", "client_port", "server", "server_port",
             "ack", "seq", "method", "uri", "host", "user_agent", "status", "reason", "time_s",
-            "q_msgs", "r_msgs", "q_segs", "r_segs", "request_in"]
+            "time_ns", "q_msgs", "r_msgs", "q_segs", "r_segs", "request_in"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -174,6 +176,7 @@ def webtap_transactions(records: pd.DataFrame) -> pd.DataFrame:
         "status": records.status.astype("Int64").fillna(-1).to_numpy(np.int64),
         "reason": txt("reason"),
         "time_s": rt.dt.total_seconds().to_numpy(float, na_value=np.nan),
+        "time_ns": rt.astype("timedelta64[ns]").to_numpy().view(np.int64),   # NaT is NO_TIME
         "interim": flag("interim"), "after_interim": flag("after_interim"),
         "request_repeat": flag("request_repeat"), "response_repeat": flag("response_repeat"),
         "uri_truncated": flag("uri_truncated"), "text_clipped": flag("text_clipped"),
@@ -478,7 +481,7 @@ def compare_modes(w: pd.DataFrame, tx: dict, frames: dict, info: dict,
                     fdiffs.append((mode, name, W.q, W.r, getattr(W, name), getattr(T, name),
                                    ex.field(name, W, T)))
             if mode == "first_packet" and same and W.q >= 0 and W.r >= 0 and \
-                    abs(W.time_s - T.time_s) > 1.5e-6:
+                    NO_TIME not in (W.time_ns, T.time_ns) and abs(int(W.time_ns) - int(T.time_ns)) > 1500:
                 fdiffs.append((mode, "response_time", W.q, W.r, W.time_s, T.time_s, "unexplained"))
     tcols = ["mode", "how", "side", "differs", "category", "webtap_request_frame",
              "webtap_response_frame", "tshark_request_frame", "tshark_response_frame", "client_ip",

@@ -4,7 +4,7 @@ summary, Markdown, HTML, figures and CSV tables (issue 5).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -13,10 +13,23 @@ from httpanalyzer.compare_join import CATEGORIES, FIELDS
 from httpanalyzer.tshark import MODES
 
 
+def _sample(x) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind in "iu":        # exact integers (compare passes nanoseconds): nothing to drop
+        return np.sort(x.astype(np.int64))
+    x = x.astype(float)
+    return np.sort(x[~np.isnan(x)])
+
+
 def ks_distance(a, b) -> float:
-    """Two-sample Kolmogorov-Smirnov statistic sup |F_a - F_b| (nan when a sample is empty)."""
-    a = np.sort(np.asarray(a, float)[~np.isnan(np.asarray(a, float))])
-    b = np.sort(np.asarray(b, float)[~np.isnan(np.asarray(b, float))])
+    """Two-sample Kolmogorov-Smirnov statistic sup |F_a - F_b| (nan when a sample is empty).
+
+    `compare` passes response times as integer nanoseconds, so that two equal times are equal
+    (as floats in seconds, 1.5608819999999999 and 1.560882 are not); floats (NaN dropped) work
+    too."""
+    a, b = _sample(a), _sample(b)
+    if a.dtype != b.dtype:
+        a, b = a.astype(float), b.astype(float)
     if len(a) == 0 or len(b) == 0:
         return float("nan")
     x = np.concatenate([a, b])
@@ -67,6 +80,7 @@ class Comparison:
     per_trace: pd.DataFrame         # trace x (both, only_tshark, only_webtap, unexplained ...)
     skipped: list                   # "trace: error" for traces webtap could not read (a failing
                                     # tshark raises TsharkError instead)
+    response_times_ns: dict = field(default_factory=dict)   # the same, exact int64 ns (KS uses these)
 
     def counts(self, mode: str = "first_packet") -> dict:
         t = self.transactions[self.transactions["mode"] == mode]
@@ -98,12 +112,13 @@ class Comparison:
                    + (self.field_diffs.category == "unexplained").sum())
 
     def ks(self) -> dict:
-        w = self.response_times["webtap"]
-        d = self.response_times["webtap_dedup"]
-        return {"ks_first_packet": ks_distance(w, self.response_times["tshark_first_packet"]),
-                "ks_reassembly": ks_distance(w, self.response_times["tshark_reassembly"]),
-                "ks_first_packet_dedup": ks_distance(d, self.response_times["tshark_first_packet"]),
-                "ks_reassembly_dedup": ks_distance(d, self.response_times["tshark_reassembly"])}
+        t = self.response_times_ns or self.response_times
+        w = t["webtap"]
+        d = t["webtap_dedup"]
+        return {"ks_first_packet": ks_distance(w, t["tshark_first_packet"]),
+                "ks_reassembly": ks_distance(w, t["tshark_reassembly"]),
+                "ks_first_packet_dedup": ks_distance(d, t["tshark_first_packet"]),
+                "ks_reassembly_dedup": ks_distance(d, t["tshark_reassembly"])}
 
     def code_difference(self, mode: str = "first_packet", dedup: bool = False) -> dict:
         """Mean and median relative difference of status-code counts (the paper's 2.6 % / 1.3 %)

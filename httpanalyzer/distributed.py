@@ -53,6 +53,7 @@ from httpanalyzer.stream import Summary
 from webtap._ext.pairing import PairingTable
 from webtap.capture import ChunkStart, counter_warnings, plan_chunks, read_chunk
 from webtap.errors import BpfError
+from webtap.writers import with_pandas_metadata
 
 __all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "parse_scheduler"]
 
@@ -184,7 +185,7 @@ def _write(out_dir: str, index: int, name: str, batches: list, always: bool = Fa
     d = _chunk_dir(out_dir, index)
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
+    pq.write_table(table.replace_schema_metadata(with_pandas_metadata(table.schema).metadata), tmp)
     os.replace(tmp, os.path.join(d, f"{name}.parquet"))
     return table.num_rows
 

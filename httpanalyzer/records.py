@@ -305,3 +305,32 @@ def to_pandas(table):
     for c in CATEGORICAL:
         df[c] = df[c].astype("category")
     return df
+
+
+def sort_records(batches) -> "pa.Table":
+    """The records of `batches` as one table in time order (`httpanalyzer --sort`): by request
+    time (the response time for a record without a request), then the first frame, stable, so
+    equal keys keep the order in which they completed (issue 30)."""
+    import numpy as np
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return None
+    t = pa.Table.from_batches(batches).combine_chunks()
+
+    def ns(name):
+        a = t.column(name).chunk(0) if t.column(name).num_chunks else None
+        if a is None:
+            return np.zeros(t.num_rows, np.int64), np.zeros(t.num_rows, bool)
+        v = np.frombuffer(a.buffers()[1], dtype=np.int64)[a.offset:a.offset + len(a)]
+        bm = a.buffers()[0]
+        ok = np.ones(len(a), bool) if bm is None or a.null_count == 0 else \
+            np.unpackbits(np.frombuffer(bm, np.uint8), bitorder="little")[a.offset:a.offset + len(a)].astype(bool)
+        return v, ok
+
+    (rq, rq_ok), (rs, rs_ok) = ns("request_ts"), ns("response_ts")
+    (fq, fq_ok), (fs, _) = ns("request_frame"), ns("response_frame")
+    key = np.where(rq_ok, rq, rs)
+    frame = np.where(fq_ok, fq, fs)
+    order = np.lexsort((np.arange(t.num_rows), frame, key))
+    return t.take(pa.array(order))

@@ -35,7 +35,7 @@ _CH = np.dtype([
 _SH = np.dtype([
     ("ts_ns", "<i8"), ("pkt", "<u8"), ("seq", "<u4"), ("hs_len", "<u4"),
     ("legacy_version", "<u2"), ("version", "<u2"), ("cipher", "<u2"), ("flags", "<u2"),
-    ("segments", "<u2"), ("status", "u1"), ("clipped", "u1"),
+    ("segments", "<u2"), ("group", "<u2"), ("status", "u1"), ("clipped", "u1"),
     ("alpn", f"S{_W['salpn']}"), ("exts", f"S{_W['sexts']}"), ("ja3s", "S33"),
 ], align=True)
 #: ext/tls.pyx TlsRecord (a test asserts the sizes agree)
@@ -61,7 +61,7 @@ FIELDS = [
     ("transport", pa.string(), "tcp | quic"),
     ("client_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ClientHello's first packet"),
     ("server_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ServerHello's packet"),
-    ("handshake_time", pa.float64(), "server_hello_ts - client_hello_ts, seconds"),
+    ("handshake_time", pa.duration("ns"), "server_hello_ts - client_hello_ts (ns, like HTTP's response_time)"),
     ("sni", pa.string(), "server_name (host_name) of the ClientHello"),
     ("alpn", pa.list_(pa.string()), "ALPN protocols offered by the client, in order"),
     ("client_versions", pa.list_(pa.string()), "supported_versions (wire order, GREASE kept), else the legacy version"),
@@ -85,6 +85,7 @@ FIELDS = [
     ("supported_groups", pa.list_(pa.string()), "supported_groups (wire order)"),
     ("key_share_groups", pa.list_(pa.string()), "groups of the client's key shares"),
     ("server_alpn", pa.string(), "ALPN protocol the server selects"),
+    ("server_group", pa.string(), "key_share group the ServerHello selects (TLS 1.3, HRR); null without"),
     ("server_extensions", pa.list_(pa.uint16()), "ServerHello extension types in wire order"),
     ("ch_length", pa.uint32(), "declared ClientHello handshake length"),
     ("ip_version", pa.uint8(), "4 or 6"),
@@ -235,7 +236,8 @@ def to_table(raw: np.ndarray) -> pa.Table:
     ts = pa.timestamp("ns", tz="UTC")
     ch_ts = _num(ch["ts_ns"], has_ch, ts)
     sh_ts = _num(sh["ts_ns"], has_sh, ts)
-    ht = _num((sh["ts_ns"] - ch["ts_ns"]) / 1e9, paired)
+    ht = _num(np.where(paired, sh["ts_ns"].astype(np.int64) - ch["ts_ns"].astype(np.int64), 0),
+              paired, pa.duration("ns"))
 
     def opt_text(col, ok):
         return _text(col, ok)
@@ -289,6 +291,7 @@ def to_table(raw: np.ndarray) -> pa.Table:
         "supported_groups": lst(ch["groups"], ch_ok),
         "key_share_groups": lst(ch["key_share"], ch_ok),
         "server_alpn": nonempty(sh["alpn"], sh_ok),
+        "server_group": _hex(sh["group"], sh_ok & (sh["group"] != 0)),
         "server_extensions": lst(sh["exts"], sh_ok, pa.uint16()),
         "ch_length": _num(ch["hs_len"], has_ch),
         "ip_version": _num(r["ip_version"]),
@@ -438,7 +441,8 @@ def _take(tab: pa.Table, idx: pa.Array) -> pa.Table:
 # Output: text views (lists comma-joined) for CSV and the line format; Parquet keeps lists
 # ---------------------------------------------------------------------------------------------
 def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
-    """Lists comma-joined, timestamps as epoch seconds with 9 decimals (as the HTTP records).
+    """Lists comma-joined, timestamps (epoch) and durations as seconds with 9 decimals (as the
+    HTTP records).
     Written by C over the buffers (webtap._ext.textout): no pyarrow.compute, whose first call
     imports pandas (~0.2 s, ~40 MB of a text run)."""
     from webtap._ext.textout import seconds_text, text_array
@@ -450,7 +454,7 @@ def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
         t = col.type
         if pa.types.is_list(t):
             col = text_array(col, "raw")
-        elif pa.types.is_timestamp(t):
+        elif pa.types.is_timestamp(t) or pa.types.is_duration(t):
             col = seconds_text(col)
         cols.append(col)
     return pa.table(cols, names=tab.column_names)
@@ -570,7 +574,7 @@ def build_parser():
     ap.add_argument("traces", nargs="+", metavar="TRACE")
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
-                    help="OUT.csv, OUT.parquet or OUT.txt; default: lines on stdout")
+                    help=clikit.output_help("handshake records") + "; default: lines on stdout")
     ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
                     help="seconds of capture time a hello waits for its counterpart (default 60)")
     ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 15, metavar="N",

@@ -45,7 +45,7 @@ def _bars(series: pd.Series, title: str, ylabel: str, horizontal: bool = False):
 def tls_figures(df: pd.DataFrame, top: int = 10) -> dict:
     t = summary_tables(df, top)
     paired = df[df["matched"]]
-    samples = {tr: paired.loc[paired["transport"] == tr, "handshake_time"].to_numpy()
+    samples = {tr: paired.loc[paired["transport"] == tr, "handshake_time"].dt.total_seconds().to_numpy()
                for tr in ("tcp", "quic")}
     fig = ccdf(samples, title="Handshake time CCDF (ClientHello -> ServerHello)")
     fig.axes[0].set_xlabel("handshake time (s)")

@@ -212,12 +212,13 @@ def _parse_http_rows(rows: list[dict], offset: int, chunk: int) -> pd.DataFrame:
                     to_int(last(r["tcp.seq_raw"])), to_int(last(r["tcp.ack_raw"])),
                     bool(reqs), bool(resps) and not reqs, len(reqs) + len(resps),
                     to_int(rin) - 1 + offset if rin else -1, float(t) if t else np.nan,
+                    seconds_to_ns(t) if t else NO_TIME,
                     first(r["http.request.method"]) or None, first(r["http.request.uri"]) or None,
                     first(r["http.host"]) or None, first(r["http.user_agent"]) or None,
                     to_int(first(r["http.response.code"])),
                     first(r["http.response.phrase"]) if resps else None))
     cols = ["frame", "first_frame", "segments", "chunk", "epoch", "protocols", "src", "dst", "sport", "dport",
-            "seq", "ack", "is_req", "is_resp", "n_msgs", "request_in", "time_s", "method", "uri",
+            "seq", "ack", "is_req", "is_resp", "n_msgs", "request_in", "time_s", "time_ns", "method", "uri",
             "host", "user_agent", "status", "reason"]
     return pd.DataFrame(out, columns=cols)
 
@@ -349,6 +350,18 @@ _TEXT = {"method": "http.request.method", "uri": "http.request.uri", "host": "ht
 def _ns(epoch: str) -> int:
     s, _, f = epoch.partition(".")
     return int(s) * 1_000_000_000 + int((f + "000000000")[:9])
+
+
+#: time_ns of a transaction without a response time (an int64 column has no NaN)
+NO_TIME = np.iinfo(np.int64).min
+
+
+def seconds_to_ns(text: str) -> int:
+    """tshark's decimal seconds ("1.560882000", "-0.5") as exact integer nanoseconds: no float
+    on the way, so equal times stay equal (issue 30)."""
+    neg = text.startswith("-")
+    v = _ns(text.lstrip("+-"))
+    return -v if neg else v
 
 
 def _ip16(a: str) -> tuple[bytes, int]:

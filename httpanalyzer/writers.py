@@ -32,8 +32,36 @@ _SECONDS = ("request_ts", "response_ts", "response_time")
 def line_view(batch):
     """The 13 fields of the paper's line format, as the record has them: webtap.writers writes
     the times (timestamps, durations in ns) as decimal seconds with 9 decimals, integers as
-    decimal text."""
-    return batch.select(list(LINE_FIELDS))
+    decimal text. Chosen headers (--headers: request_<name>, response_<name>, the two
+    *_headers_incomplete flags) follow as fields 14 and on, never dropped (issue 30)."""
+    from httpanalyzer.records import SCHEMA
+
+    base = set(SCHEMA.names)
+    extra = [n for n in batch.schema.names if n not in base and n.startswith(("request_", "response_"))]
+    return batch.select(list(LINE_FIELDS) + extra)
+
+
+#: schema metadata that makes webtap.writers.LineWriter start with a line of the field names
+HEADER_LINE = {b"webtap.header_line": b"1"}
+
+
+def fields_views(fields) -> dict:
+    """Views for `--fields a,b,...` (tshark's -T fields -e a -e b): the chosen record columns in
+    that order, for the line format (with a first line of the names, '|'-separated), CSV (its
+    header row) and JSON lines; times as each format writes them."""
+    fields = list(fields)
+
+    def lines(batch):
+        b = batch.select(fields)
+        return b.replace_schema_metadata(HEADER_LINE)
+
+    def csv(batch):
+        return csv_view(batch.select(fields))
+
+    def jsonl(batch):
+        return batch.select(fields)
+
+    return {"lines": lines, "csv": csv, "jsonl": jsonl}
 
 
 def csv_view(batch):

@@ -9,7 +9,8 @@ base/protocols/http/main.zeek); a column webtap has no value for is unset (``-``
 Zeek column             webtap
 ======================  =====================================================================
 ts                      request_ts (response_ts for a response-only record), 6 decimals
-uid                     unset (Zeek's connection uid; join on community_id instead)
+uid                     "C" + 17 characters derived from community_id (uid_from_community_id):
+                        the same for every http.log and ssl.log row of one connection
 id.orig_h / id.orig_p   client_ip / client_port
 id.resp_h / id.resp_p   server_ip / server_port
 trans_depth             unset (webtap does not follow the connection)
@@ -35,7 +36,40 @@ import pyarrow as pa
 
 from webtap._ext.textout import seconds_text
 
-__all__ = ["HTTP_FIELDS", "http_log_view", "SSL_FIELDS", "ssl_log_view"]
+__all__ = ["HTTP_FIELDS", "http_log_view", "SSL_FIELDS", "ssl_log_view", "uid_from_community_id",
+           "CURVES"]
+
+#: base64 digit (RFC 4648) -> value; 255 for any other byte
+_B64 = np.full(256, 255, dtype=np.uint8)
+_B64[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", np.uint8)] = np.arange(64)
+#: Zeek's uid alphabet (base62)
+_B62 = np.frombuffer(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", np.uint8)
+
+
+def uid_from_community_id(col) -> pa.Array:
+    """Zeek-style connection uids ("C" + 17 base62 characters, like Zeek's CHhAvVGS1DHFjwGM9)
+    derived from Community ID v1 strings ("1:" + base64 of a SHA-1): character i is the hash's
+    base64 digit i modulo 62. Deterministic, so the http.log and ssl.log rows of one connection
+    (and any run over the same trace) share it; unlike Zeek's random uid it is the same for two
+    connections on the same 5-tuple (a reused port), like the Community ID itself. Null where
+    community_id is null or not a v1 id."""
+    offs, data, valid = _string_parts(col)
+    n = len(valid)
+    lens = np.diff(offs)
+    ok = valid & (lens == 30)
+    rows = np.flatnonzero(ok)
+    starts = offs[:-1][rows] + 2
+    digits = data[starts[:, None] + np.arange(17)] if len(rows) else np.zeros((0, 17), np.uint8)
+    vals = _B64[digits]
+    good = (vals != 255).all(axis=1) & (data[starts - 2] == ord("1")) & (data[starts - 1] == ord(":")) \
+        if len(rows) else np.zeros(0, bool)
+    ok[rows[~good]] = False
+    out = np.empty((int(good.sum()), 18), dtype=np.uint8)
+    out[:, 0] = ord("C")
+    out[:, 1:] = _B62[vals[good] % 62]
+    o = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(ok, 18, 0), out=o[1:])
+    return _strings(o, out.ravel(), ok)
 
 #: Zeek's http.log columns and types
 HTTP_FIELDS = (
@@ -78,6 +112,22 @@ def _string_parts(a):
     return offs - offs[0], data[offs[0]:offs[-1]], _valid(a)
 
 
+def _bools(a) -> np.ndarray:
+    """The values of a boolean array (a null's value is whatever its bit holds: mask it)."""
+    if len(a) == 0 or a.buffers()[1] is None:
+        return np.zeros(len(a), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(a.buffers()[1], dtype=np.uint8), bitorder="little")
+    return bits[a.offset:a.offset + len(a)].astype(bool)
+
+
+def _bool_array(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    n = len(values)
+    nulls = int(n - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(pa.bool_(), n, [bitmap, pa.py_buffer(np.packbits(values, bitorder="little"))],
+                                 null_count=nulls)
+
+
 def _strings(offsets: np.ndarray, data: np.ndarray, valid: np.ndarray) -> pa.Array:
     n = len(valid)
     nulls = int(n - np.count_nonzero(valid))
@@ -100,6 +150,8 @@ def http_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     for zname, ztype in HTTP_FIELDS:
         if zname == "ts":
             col = seconds_text(batch.column("request_ts"), 6, fallback=batch.column("response_ts"))
+        elif zname == "uid" and "community_id" in names:
+            col = uid_from_community_id(batch.column("community_id"))
         elif FROM_RECORD.get(zname) in names:
             col = batch.column(FROM_RECORD[zname])
             if zname in _UNSET_IF_EMPTY:
@@ -133,8 +185,8 @@ SSL_FIELDS = (
 )
 SSL_FROM_RECORD = {"id.orig_h": "client_ip", "id.orig_p": "client_port", "id.resp_h": "server_ip",
                    "id.resp_p": "server_port", "version": "server_version", "cipher": "cipher",
-                   "server_name": "sni", "next_protocol": "server_alpn", "ja3": "ja3",
-                   "ja3s": "ja3s", "ja4": "ja4"}
+                   "curve": "server_group", "server_name": "sni", "next_protocol": "server_alpn",
+                   "ja3": "ja3", "ja3s": "ja3s", "ja4": "ja4"}
 
 #: Zeek's names of protocol versions (SSL::version_strings)
 TLS_VERSIONS = {0x0300: "SSLv3", 0x0301: "TLSv10", 0x0302: "TLSv11", 0x0303: "TLSv12",
@@ -163,6 +215,14 @@ CIPHER_SUITES = {
     0xCCA8: "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
     0xCCA9: "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
     0xCCAA: "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+}
+#: Zeek's names of the named groups (SSL::ec_curves; a group not listed: unknown-<decimal>)
+CURVES = {
+    23: "secp256r1", 24: "secp384r1", 25: "secp521r1", 26: "brainpoolP256r1",
+    27: "brainpoolP384r1", 28: "brainpoolP512r1", 29: "x25519", 30: "x448", 256: "ffdhe2048",
+    257: "ffdhe3072", 258: "ffdhe4096", 259: "ffdhe6144", 260: "ffdhe8192",
+    0x11EB: "SecP256r1MLKEM768", 0x11EC: "X25519MLKEM768", 0x11ED: "SecP384r1MLKEM1024",
+    0x6399: "X25519Kyber768Draft00",
 }
 
 
@@ -202,8 +262,15 @@ def _named(col, names: dict) -> pa.Array:
 
 def ssl_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
     """TLS records (httpanalyzer.tls.SCHEMA) as Zeek's ssl.log columns, then the record's other
-    columns: ts = client_hello_ts (server_hello_ts when there is no ClientHello), version and
-    cipher by Zeek's names, server_name = sni, next_protocol = server_alpn, ja3/ja3s/ja4."""
+    columns: ts = client_hello_ts (server_hello_ts when there is no ClientHello), uid from
+    community_id (uid_from_community_id, the same as http.log's), version, cipher and curve
+    (server_group: the ServerHello's key_share group, TLS 1.3; TLS 1.2 names it in the
+    ServerKeyExchange, which webtap does not read: unset) by Zeek's names, server_name = sni,
+    next_protocol = server_alpn (unset when the server's ALPN is encrypted: TLS 1.3, QUIC),
+    established = T for a ClientHello answered by a ServerHello that is not a
+    HelloRetryRequest, F for a ClientHello left without one or answered by an HRR (Zeek waits
+    for the end of the handshake: a handshake that fails after the ServerHello, e.g. on a
+    certificate alert, is T here), unset without a ClientHello; ja3/ja3s/ja4."""
     n = batch.num_rows
     names = set(batch.schema.names)
     arrays, fields = [], []
@@ -212,12 +279,20 @@ def ssl_log_view(batch: pa.RecordBatch) -> pa.RecordBatch:
         if zname == "ts":
             col = seconds_text(batch.column("client_hello_ts"), 6,
                                fallback=batch.column("server_hello_ts"))
+        elif zname == "uid" and "community_id" in names:
+            col = uid_from_community_id(batch.column("community_id"))
+        elif zname == "established" and {"matched", "hello_retry_request", "request_frame"} <= names:
+            hrr = batch.column("hello_retry_request")
+            est = _bools(batch.column("matched")) & ~(_bools(hrr) & _valid(hrr))
+            col = _bool_array(est, _valid(batch.column("request_frame")))
         elif rname in names:
             col = batch.column(rname)
             if zname == "version":
                 col = _named(col, TLS_VERSIONS)
             elif zname == "cipher":
                 col = _named(col, CIPHER_SUITES)
+            elif zname == "curve":
+                col = _named(col, CURVES)
         else:
             col = pa.nulls(n, pa.string())
         arrays.append(col)

@@ -30,12 +30,37 @@ from webtap._ext import urlmatch as _um
 from webtap.dissect import dissect
 
 __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_REASONS",
+           "LOOKUP_COUNTERS", "summary_line",
            "RECORD_SCHEMA", "CONN_DTYPE"]
 
 FILTER_REASONS = _um.FILTER_REASONS
 SNI_REASONS = _um.SNI_REASONS
 assert not set(FILTER_REASONS) & set(SNI_REASONS), "GET and SNI reasons share one counters dict"
 PROTO_NAMES = _um.PROTO_NAMES
+
+#: The lookup counters of a pass, each named for what it counts, in the order the summary of
+#: `urlfilter scan`, its plot title and the demo print them (summary_line())
+LOOKUP_COUNTERS = {
+    "get": "GETs seen",
+    "get_lookups": "GETs looked up",          # = `extracted` (its older name)
+    "get_hits": "GET hits",
+    "tls_lookups": "TLS SNIs looked up",
+    "tls_hits": "TLS SNI hits",
+    "quic_lookups": "QUIC SNIs looked up",
+    "quic_hits": "QUIC SNI hits",
+    "lookups": "lookups (GETs + SNIs)",
+    "hits": "hits (GETs + SNIs)",
+    "forged_frames": "frames forged",
+}
+
+
+def summary_line(c: dict) -> str:
+    """The one-line summary of a pass's counters (UrlAnalyzer.counters): every number named for
+    what it counts, the totals last and said to be totals."""
+    return (f"{c['get']} GETs seen, {c['get_lookups']} GETs looked up, {c['get_hits']} GET hits; "
+            f"{c['tls_lookups']} TLS SNIs looked up, {c['tls_hits']} TLS SNI hits; "
+            f"{c['quic_lookups']} QUIC SNIs looked up, {c['quic_hits']} QUIC SNI hits; "
+            f"total {c['lookups']} lookups, {c['hits']} hits, {c['forged_frames']} frames forged")
 
 #: ext/urlmatch.pxd ConnTiming
 CONN_DTYPE = np.dtype(
@@ -177,6 +202,9 @@ class UrlAnalyzer:
         self.counters.update(dict.fromkeys(SNI_REASONS, 0))
         self.counters.update(tls_lookups=0, tls_hits=0, tls_forged=0, quic_lookups=0,
                              quic_hits=0, quic_forged=0)
+        # one set of lookup counters, named for what they count (issue 30; LOOKUP_COUNTERS):
+        # `extracted` is get_lookups under its older name, `hits` = get_hits + sni_hits
+        self.counters.update(lookups=0, get_lookups=0, get_hits=0, sni_lookups=0, sni_hits=0)
         self.last_frame_index = np.zeros(0, np.int64)
         self.batches: list[pa.RecordBatch] = []
         self.timing_rows: list[np.ndarray] = []     # ConnTiming of each record's connection
@@ -284,9 +312,12 @@ class UrlAnalyzer:
         self.counters["hits"] += nh
         self.counters["misses"] += n - nh
         proto_a = np.full(n, proto, np.uint8) if np.isscalar(proto) else proto
-        for k, name in ((1, "tls"), (2, "quic")):
+        self.counters["lookups"] += n
+        for k, name in ((0, "get"), (1, "tls"), (2, "quic")):
             self.counters[f"{name}_lookups"] += int((proto_a == k).sum())
             self.counters[f"{name}_hits"] += int((hit & (proto_a == k)).sum())
+        self.counters["sni_lookups"] = self.counters["tls_lookups"] + self.counters["quic_lookups"]
+        self.counters["sni_hits"] = self.counters["tls_hits"] + self.counters["quic_hits"]
         forge_ns = np.zeros(n, dtype=np.int64)
         forged = np.zeros(n, dtype=np.int8)
         tcp = proto_a != 2

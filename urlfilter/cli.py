@@ -139,7 +139,10 @@ def _parser():
     s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
                    help="pcap / pcapng files (gzip'd too; '-' for stdin)")
     s.add_argument("--t-proc-us", type=clikit.positive_float, metavar="US",
-                   help="use this T_proc instead of the measured match+forge time")
+                   help="use this T_proc: adds t_proc_ns, margin_ns, win (reproducible)")
+    s.add_argument("--measured", action="store_true",
+                   help="add measured_t_proc_ns, measured_margin_ns, measured_win: the match+forge "
+                        "time measured on this machine (differs from run to run; default: left out)")
     s.add_argument("-o", "--output", metavar="OUT",
                    help=clikit.output_help("per-connection report") + "; default: lines on stdout")
     s.add_argument("--plots", metavar="DIR",
@@ -288,8 +291,11 @@ def _run(mgr, args, run) -> int:
                 if args.json:
                     print(json.dumps(r.as_dict()), file=out)
                 else:
-                    rej = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected.items())) or "none"
-                    print(f"{r.source}: {r.lines} lines, {r.added} added, {r.duplicates} duplicates, "
+                    rej = ", ".join(f"{k} {v} (line{'s' if v > 1 else ''} "
+                                    f"{', '.join(map(str, r.rejected_lines.get(k, [])))}{', ...' if v > len(r.rejected_lines.get(k, [])) else ''})"
+                                    for k, v in sorted(r.rejected.items())) or "none"
+                    more = f" ({r.recategorized} of them in another category too)" if r.recategorized else ""
+                    print(f"{r.source}: {r.lines} lines, {r.added} added, {r.duplicates} duplicates{more}, "
                           f"rejected: {rej}", file=out)
         mgr.load_tree()
         mgr.save_snapshot()
@@ -401,7 +407,8 @@ def _check_plots_dir(d) -> None:
 SCAN_LINE = ("ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "hit", "url", "sni", "entry",
              "category")
 TIMING_LINE = ("src_ip", "src_port", "dst_ip", "dst_port", "url", "rtt_fs_ns", "rtt_cf_ns",
-               "server_wait_ns", "t_proc_ns", "margin_ns", "win")
+               "server_wait_ns", "t_proc_budget_ns", "t_proc_ns", "margin_ns", "win",
+               "measured_t_proc_ns", "measured_margin_ns", "measured_win")
 
 
 def _select(cols):
@@ -426,6 +433,7 @@ def _filter_cmd(args, run) -> int:
     if args.cmd == "scan":
         o = run.output(args.output or "-", views={"lines": _select(SCAN_LINE)})
         bl = _load_blacklist(args)
+        from urlfilter.analyzer import summary_line
         from urlfilter.scan import scan
 
         progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
@@ -458,11 +466,7 @@ def _filter_cmd(args, run) -> int:
             skipped = ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later",
                                                          "bad_target", "bad_checksum", "canon_failed")
                                 if c[k]) or "none"
-            print(f"{c['packets']} packets, {c['get']} GETs, {c['extracted']} looked up, "
-                  f"{c['hits']} hits, {c['forged_frames']} frames forged; "
-                  f"TLS {c['tls_lookups']} SNIs {c['tls_hits']} hits, "
-                  f"QUIC {c['quic_lookups']} SNIs {c['quic_hits']} hits; skipped: {skipped}",
-                  file=sys.stderr)
+            print(f"{c['packets']} packets; {summary_line(c)}; GETs skipped: {skipped}", file=sys.stderr)
         return 0
     if args.cmd == "run":
         import pyarrow as pa
@@ -497,7 +501,7 @@ def _filter_cmd(args, run) -> int:
         return 0
     import pyarrow as pa
 
-    from urlfilter.timing import summary, timing
+    from urlfilter.timing import report_columns, summary, timing
 
     o = run.output(args.output or "-", views={"lines": _select(TIMING_LINE)})
     bl = _load_blacklist(args)
@@ -507,7 +511,8 @@ def _filter_cmd(args, run) -> int:
                         progress=progress, with_totals=True)
     _report_inputs(run, totals, len(args.traces))
     if not (args.json and o.stdout):
-        o.write(pa.Table.from_pandas(df, preserve_index=False))
+        o.write(pa.Table.from_pandas(report_columns(df, t_proc_given=args.t_proc_us is not None,
+                                                    measured=args.measured), preserve_index=False))
     o.commit()
     if args.plots:
         from urlfilter.plot import margin_cdf, save_figures, timing_figures
@@ -520,8 +525,10 @@ def _filter_cmd(args, run) -> int:
     if args.json:
         print(json.dumps(s), file=out)
     else:
+        how = "given" if args.t_proc_us is not None else "measured"
         print(f"{s['won']} of {s['with_handshake']} connections with a handshake won "
-              f"({s['share_won']:.1%}); {s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
+              f"({s['share_won']:.1%}, {how} T_proc median {s['t_proc_us_p50']:.2f} us); "
+              f"{s['connections'] - s['with_handshake']} without a handshake", file=sys.stderr)
     return 0
 
 

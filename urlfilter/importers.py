@@ -38,6 +38,9 @@ __all__ = ["ImportResult", "import_path", "split_lines", "MAX_ENTRY", "NotAList"
 #: longest canonical entry accepted (bytes), as the tree's MAX_KEY
 MAX_ENTRY = 65536
 
+#: line numbers kept per rejection reason (the first ones of the file)
+REJECTED_LINES = 5
+
 
 @dataclass
 class ImportResult:
@@ -49,6 +52,11 @@ class ImportResult:
     rejected: Counter = field(default_factory=Counter)
     seconds: float = 0.0
     import_id: int | None = None
+    #: reason -> the first REJECTED_LINES line numbers (1-based; CSV: records, header = 1)
+    rejected_lines: dict = field(default_factory=dict)
+    #: URLs already stored (duplicates) that this file listed in a category they lacked: they
+    #: keep every category (issue 30)
+    recategorized: int = 0
 
     @property
     def n_rejected(self) -> int:
@@ -61,7 +69,8 @@ class ImportResult:
     def as_dict(self):
         return {"source": self.source, "category": self.category, "lines": self.lines,
                 "added": self.added, "duplicates": self.duplicates, "rejected": dict(self.rejected),
-                "seconds": round(self.seconds, 3)}
+                "rejected_lines": {k: list(v) for k, v in self.rejected_lines.items()},
+                "recategorized": self.recategorized, "seconds": round(self.seconds, 3)}
 
 
 class NotAList(UrlFilterError, ValueError):
@@ -150,7 +159,7 @@ def split_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _import_entries(store: Store, packed, offsets, is_comment, categories, source: str,
-                    default_category: str | None) -> ImportResult:
+                    default_category: str | None, first_line: int = 1) -> ImportResult:
     """Canonicalise and store a batch; categories is one name or a list aligned with the lines."""
     t0 = time.perf_counter()
     res = ImportResult(source=source, category=default_category, lines=len(offsets) - 1)
@@ -162,6 +171,7 @@ def _import_entries(store: Store, packed, offsets, is_comment, categories, sourc
     for code, n in zip(*np.unique(codes[codes != 0], return_counts=True)):
         reason = "comment" if code == 100 else ("blank" if code == -1 else canon.reason_of(code))
         res.rejected[reason] += int(n)
+        res.rejected_lines[reason] = (np.flatnonzero(codes == code)[:REJECTED_LINES] + first_line).tolist()
     ok = np.flatnonzero(codes == 0)
     now = int(time.time())
     db = store.db
@@ -169,12 +179,14 @@ def _import_entries(store: Store, packed, offsets, is_comment, categories, sourc
         db.execute("BEGIN")
         import_id = db.execute("INSERT INTO imports(source, category, started) VALUES (?,?,?)",
                                (source, default_category, now)).lastrowid
+        # one staging row per (URL, single category): "a,b" lists the URL in both
         if isinstance(categories, str):
-            cid = store.category_id(categories)
-            rows = ((urls[i], cid) for i in ok.tolist())
+            cids = [store.category_id(c) for c in store.split_categories(categories)]
+            rows = ((urls[i], cid) for i in ok.tolist() for cid in cids)
         else:
-            cids = {c: store.category_id(c) for c in set(categories[i] for i in ok.tolist())}
-            rows = ((urls[i], cids[categories[i]]) for i in ok.tolist())
+            cids = {c: [store.category_id(x) for x in store.split_categories(c)]
+                    for c in set(categories[i] for i in ok.tolist())}
+            rows = ((urls[i], cid) for i in ok.tolist() for cid in cids[categories[i]])
         # Stage the rows in an unindexed temp table, then insert them in URL order: the UNIQUE(url)
         # index is then filled sequentially instead of at random places (about 2x faster for
         # millions of rows). Within one file the first spelling of a URL wins, as before.
@@ -185,13 +197,30 @@ def _import_entries(store: Store, packed, offsets, is_comment, categories, sourc
         db.execute("INSERT OR IGNORE INTO urls(url, category_id, import_id, added_at, updated_at) "
                    "SELECT url, category_id, ?, ?, ? FROM staging ORDER BY url, rowid", (import_id, now, now))
         res.added = db.total_changes - before
+        # every category of every URL (issue 30): memberships this file adds, then the set of
+        # each URL that now has more than one (new URLs listed twice, older URLs listed again)
+        db.execute("INSERT OR IGNORE INTO url_categories(url_id, category_id, import_id) "
+                   "SELECT u.id, s.category_id, ? FROM staging s JOIN urls u ON u.url=s.url", (import_id,))
+        multi: dict[int, list[str]] = {}
+        for uid, name in db.execute(
+                "SELECT uc.url_id, c.name FROM url_categories uc JOIN categories c ON c.id=uc.category_id "
+                "WHERE uc.url_id IN (SELECT m.url_id FROM url_categories m WHERE m.import_id=? AND EXISTS "
+                "(SELECT 1 FROM url_categories o WHERE o.url_id=m.url_id AND o.category_id<>m.category_id))",
+                (import_id,)):
+            multi.setdefault(uid, []).append(name)
+        if multi:
+            db.executemany("UPDATE urls SET category_id=? WHERE id=?",
+                           [(store.set_id(names), uid) for uid, names in multi.items()])
+            res.recategorized = db.execute(
+                "SELECT count(DISTINCT uc.url_id) FROM url_categories uc JOIN urls u ON u.id=uc.url_id "
+                "WHERE uc.import_id=? AND u.import_id IS NOT ?", (import_id, import_id)).fetchone()[0]
         db.execute("DELETE FROM staging")
         res.duplicates = len(ok) - res.added
         res.seconds = time.perf_counter() - t0
         db.execute("UPDATE imports SET seconds=?, lines=?, added=?, duplicates=?, rejected=?, reasons=? WHERE id=?",
                    (res.seconds, res.lines, res.added, res.duplicates, res.n_rejected,
                     json.dumps(dict(res.rejected)), import_id))
-        if res.added:
+        if res.added or res.recategorized:
             store._log("import", category=default_category, source=source, import_id=import_id)
     res.import_id = import_id
     res.check()
@@ -235,7 +264,8 @@ def import_csv(store: Store, path: Path, category: str | None = None, source: st
     np.cumsum([len(x) for x in lines], out=offsets[1:])
     packed = b"".join(lines)
     is_comment = np.array([x.lstrip().startswith((b"#", b"!")) for x in lines], dtype=bool)
-    return _import_entries(store, packed, offsets, is_comment, cats, source or str(path), category)
+    return _import_entries(store, packed, offsets, is_comment, cats, source or str(path), category,
+                           first_line=2 if has_header else 1)
 
 
 def _ut1_files(path: Path):

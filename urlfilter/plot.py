@@ -135,7 +135,8 @@ def hits_by_category(table, gets: int | None = None):
     ax.set_yticklabels([str(c) for c in table.index], fontsize=8)
     ax.set_xlabel("GET requests (count)")
     ax.set_ylabel("category")
-    ax.set_title("Blacklist hits by category" + (f" ({gets:,} GETs looked up)" if gets else ""))
+    ax.set_title("Blacklist hits by category" + (f" ({gets})" if isinstance(gets, str) else
+                                                  f" ({gets:,} lookups)" if gets else ""))
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     return fig
@@ -199,12 +200,23 @@ def timing(df):
     return fig
 
 
+def lookups_title(df) -> str:
+    """What a pass looked up, counted from its records and named like scan's summary
+    (urlfilter.analyzer.summary_line): "446 lookups: 372 GETs, 74 TLS SNIs"."""
+    proto = df["proto"] if "proto" in df else None
+    n = {k: int((proto == k).sum()) if proto is not None else 0 for k in ("http", "tls", "quic")}
+    if proto is None:
+        n["http"] = len(df)
+    parts = [f"{n['http']:,} GETs"] + [f"{n[k]:,} {k.upper()} SNIs" for k in ("tls", "quic") if n[k]]
+    return f"{len(df):,} lookups: " + ", ".join(parts)
+
+
 def scan_figures(records) -> dict:
     """name -> Figure for a filter pass: what `urlfilter scan --plots DIR` writes."""
     from urlfilter.measure import hits_by_category as hbc
 
     df = records.to_pandas() if hasattr(records, "to_pandas") else records
-    return {"hits_by_category": hits_by_category(hbc(df), gets=len(df)),
+    return {"hits_by_category": hits_by_category(hbc(df), gets=lookups_title(df)),
             "match_time": match_time(df)}
 
 

@@ -114,7 +114,9 @@ def write_records(table: pa.Table, path: str | os.PathLike) -> None:
     p = str(path)
     if p.endswith(".parquet"):
         import pyarrow.parquet as pq
-        pq.write_table(table, p)
+        from webtap.writers import with_pandas_metadata
+
+        pq.write_table(table.replace_schema_metadata(with_pandas_metadata(table.schema).metadata), p)
     else:
         import pyarrow.csv as pcsv
         pcsv.write_csv(table, p)

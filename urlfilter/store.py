@@ -10,6 +10,15 @@ the last sequence number the tree has seen (a bulk import is one history row nam
 run). The tree is cached as a snapshot file next to the database, tagged with that sequence
 number, so opening a large store maps the snapshot and replays only what is newer.
 
+Categories (issue 30): an entry listed in several categories keeps every one. Its memberships
+are rows of ``url_categories`` (one per single category); ``urls.category_id`` and the tree's
+payload name the entry's category *set*: the category itself when it has one, else a
+``categories`` row named by its members, sorted and comma-joined ("adult,phishing"), which is
+what a hit reports. ``by_category`` and ``list --category`` count and select by membership.
+A store written before (schema version 0, no ``url_categories``) is migrated when opened: each
+URL gets the membership of its one category; such a store stays readable by older code, which
+sees the set names as category names.
+
 Filtering periods: ``active_from``/``active_until`` (Unix seconds, either may be open) and one
 daily window ``daily_start``-``daily_end`` in minutes after midnight UTC (a window that ends before
 it starts wraps past midnight). Period 0 means "always".
@@ -51,6 +60,12 @@ CREATE TABLE IF NOT EXISTS urls(
     added_at INTEGER NOT NULL,         -- Unix seconds
     updated_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS urls_import ON urls(import_id);
+CREATE TABLE IF NOT EXISTS url_categories(   -- every category of every URL (schema version 1)
+    url_id INTEGER NOT NULL,
+    category_id INTEGER NOT NULL,      -- a single category (never a set row)
+    import_id INTEGER,                 -- the import run that listed it there, NULL for adds
+    PRIMARY KEY(url_id, category_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS url_categories_import ON url_categories(import_id);
 CREATE TABLE IF NOT EXISTS history(
     seq INTEGER PRIMARY KEY AUTOINCREMENT,   -- the change log the tree replays
     at INTEGER NOT NULL,
@@ -120,11 +135,55 @@ class Store:
         self.db.execute("PRAGMA temp_store=MEMORY")
         self.db.executescript(SCHEMA)
         self._cat_cache: dict[str, int] = {}
+        self._migrate()
+
+    #: PRAGMA user_version of this code's schema
+    VERSION = 1
+
+    def _migrate(self) -> None:
+        """Bring a store written by older code up to VERSION (module docstring)."""
+        v = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if v >= self.VERSION:
+            return
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("INSERT OR IGNORE INTO url_categories(url_id, category_id, import_id) "
+                            "SELECT id, category_id, import_id FROM urls")
+            self.db.execute(f"PRAGMA user_version={self.VERSION}")
 
     def close(self):
         self.db.close()
 
     # ---- categories and periods --------------------------------------------------------------
+    @staticmethod
+    def split_categories(name: str) -> list[str]:
+        """The single categories of a name: "b,a" (a set, as written by this store or given by
+        a user) -> ["a", "b"]; blanks around the parts dropped."""
+        parts = sorted({p.strip() for p in name.split(",") if p.strip()})
+        return parts or [name]
+
+    def set_id(self, names) -> int:
+        """The categories row of a set of single categories (itself for one)."""
+        return self.category_id(",".join(sorted(set(names))))
+
+    def _set_memberships(self, url_id: int, names, import_id=None, replace: bool = False) -> int:
+        """Add (or, with replace, set) the URL's single categories; returns its set's id."""
+        if replace:
+            self.db.execute("DELETE FROM url_categories WHERE url_id=?", (url_id,))
+        self.db.executemany("INSERT OR IGNORE INTO url_categories(url_id, category_id, import_id) VALUES (?,?,?)",
+                            [(url_id, self.category_id(n), import_id) for n in names])
+        have = [r[0] for r in self.db.execute(
+            "SELECT c.name FROM url_categories uc JOIN categories c ON c.id=uc.category_id WHERE uc.url_id=?",
+            (url_id,))]
+        sid = self.set_id(have)
+        self.db.execute("UPDATE urls SET category_id=? WHERE id=?", (sid, url_id))
+        return sid
+
+    def categories_of(self, url_id: int) -> list[str]:
+        return sorted(r[0] for r in self.db.execute(
+            "SELECT c.name FROM url_categories uc JOIN categories c ON c.id=uc.category_id WHERE uc.url_id=?",
+            (url_id,)))
+
     def category_id(self, name: str) -> int:
         cid = self._cat_cache.get(name)
         if cid is None:
@@ -178,26 +237,36 @@ class Store:
                         (int(time.time()), action, url, old_url, category, period_id, source, import_id))
 
     def add(self, url: str, category: str, period: Period | None = None, source: str = "cli") -> tuple[str, bool]:
-        """Add one URL; returns (canonical, created). An existing URL gets the new category/period."""
+        """Add one URL; returns (canonical, created). An existing URL keeps its categories and
+        gains `category` ("a,b": both), and gets the new period."""
         c = canon.canonicalize(url)
-        cid, pid, now = self.category_id(category), self.period_id(period), int(time.time())
+        names = self.split_categories(category)
+        pid, now = self.period_id(period), int(time.time())
         with self.db:
             self.db.execute("BEGIN")
             row = self.db.execute("SELECT id FROM urls WHERE url=?", (c,)).fetchone()
             if row:
-                self.db.execute("UPDATE urls SET category_id=?, period_id=?, updated_at=? WHERE id=?",
-                                (cid, pid, now, row[0]))
-                self._log("update", c, c, category, pid, source)
+                self.db.execute("UPDATE urls SET period_id=?, updated_at=? WHERE id=?", (pid, now, row[0]))
+                uid = row[0]
             else:
-                self.db.execute("INSERT INTO urls(url, category_id, period_id, source, added_at, updated_at) "
-                                "VALUES (?,?,?,?,?,?)", (c, cid, pid, source, now, now))
-                self._log("add", c, None, category, pid, source)
+                uid = self.db.execute("INSERT INTO urls(url, category_id, period_id, source, added_at, updated_at) "
+                                      "VALUES (?,?,?,?,?,?)", (c, self.set_id(names), pid, source, now, now)).lastrowid
+            sid = self._set_memberships(uid, names)
+            cat = self.categories_of_set(sid)
+            if row:
+                self._log("update", c, c, cat, pid, source)
+            else:
+                self._log("add", c, None, cat, pid, source)
         return c, row is None
+
+    def categories_of_set(self, set_id: int) -> str:
+        return self.db.execute("SELECT name FROM categories WHERE id=?", (set_id,)).fetchone()[0]
 
     def delete(self, url: str) -> bool:
         c = canon.canonicalize(url)
         with self.db:
             self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM url_categories WHERE url_id IN (SELECT id FROM urls WHERE url=?)", (c,))
             n = self.db.execute("DELETE FROM urls WHERE url=?", (c,)).rowcount
             if n:
                 self._log("delete", c)
@@ -205,7 +274,8 @@ class Store:
 
     def update(self, url: str, new_url: str | None = None, category: str | None = None,
                period: Period | None = None) -> str:
-        """Change a stored URL's spelling, category or period; returns its canonical form."""
+        """Change a stored URL's spelling, categories (replaced by `category`, "a,b" for two) or
+        period; returns its canonical form."""
         c = canon.canonicalize(url)
         row = self.db.execute("SELECT u.id, c.name, u.period_id FROM urls u JOIN categories c "
                               "ON c.id=u.category_id WHERE url=?", (c,)).fetchone()
@@ -218,9 +288,10 @@ class Store:
             self.db.execute("BEGIN")
             if nc != c and self.db.execute("SELECT 1 FROM urls WHERE url=?", (nc,)).fetchone():
                 raise StoreError(f"already in the store: {nc}")
-            self.db.execute("UPDATE urls SET url=?, category_id=?, period_id=?, updated_at=? WHERE id=?",
-                            (nc, self.category_id(cat), pid, int(time.time()), row[0]))
-            self._log("update", nc, c, cat, pid)
+            self.db.execute("UPDATE urls SET url=?, period_id=?, updated_at=? WHERE id=?",
+                            (nc, pid, int(time.time()), row[0]))
+            sid = self._set_memberships(row[0], self.split_categories(cat), replace=True)
+            self._log("update", nc, c, self.categories_of_set(sid), pid)
         return nc
 
     def get(self, url: str) -> dict | None:
@@ -238,7 +309,8 @@ class Store:
              "JOIN categories c ON c.id=u.category_id LEFT JOIN imports i ON i.id=u.import_id")
         args: list = []
         if category:
-            q += " WHERE c.name=?"
+            q += (" WHERE u.id IN (SELECT uc.url_id FROM url_categories uc JOIN categories k "
+                  "ON k.id=uc.category_id WHERE k.name=?)")
             args.append(category)
         q += " ORDER BY u.id"
         if limit:
@@ -256,8 +328,9 @@ class Store:
         return self.db.execute("SELECT count(*) FROM urls").fetchone()[0]
 
     def by_category(self) -> dict[str, int]:
-        return dict(self.db.execute("SELECT c.name, count(*) FROM urls u JOIN categories c "
-                                    "ON c.id=u.category_id GROUP BY c.name ORDER BY 2 DESC"))
+        """Entries per single category (an entry in several counts in each)."""
+        return dict(self.db.execute("SELECT c.name, count(*) FROM url_categories uc JOIN categories c "
+                                    "ON c.id=uc.category_id GROUP BY c.name ORDER BY 2 DESC, 1"))
 
     def last_seq(self) -> int:
         return self.db.execute("SELECT coalesce(max(seq), 0) FROM history").fetchone()[0]
@@ -271,6 +344,13 @@ class Store:
         if import_id is None:
             return self.db.execute(q)
         return self.db.execute(q + " WHERE import_id=?", (import_id,))
+
+    def recategorized_by(self, import_id: int):
+        """(url, category set id) of the URLs stored before import `import_id` that it listed in
+        another category: their set changed (the tree replays it)."""
+        return self.db.execute(
+            "SELECT u.url, u.category_id FROM url_categories uc JOIN urls u ON u.id=uc.url_id "
+            "WHERE uc.import_id=? AND u.import_id IS NOT ?", (import_id, import_id))
 
     def export_csv(self, path):
         import csv
@@ -355,6 +435,10 @@ class UrlManager:
                 t.update(uid, category=self.store.category_id(category), period=period_id or 0)
             elif action == "import":
                 self._bulk(import_id)
+                for url, cid in self.store.recategorized_by(import_id).fetchall():
+                    uid = t.find(url)
+                    if uid:
+                        t.update(uid, category=cid)
             self.seq = seq
             n += 1
         if n:

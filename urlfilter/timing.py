@@ -13,6 +13,14 @@ between client and server):
 * ``t_proc_ns``  match time + forge time measured for that GET in the C loops (or a value the
   caller gives, e.g. the capture-to-injection time a live run measured)
 * ``margin_ns`` = rtt_cs - (t_proc + rtt_cf); the filter wins the race when margin > 0.
+* ``t_proc_budget_ns`` = rtt_cs - rtt_cf: the largest T_proc with which the filter still wins,
+  from the trace alone (NaN without a handshake).
+
+Reproducible output (issue 30): every column but ``t_proc_ns``, ``margin_ns`` and ``win`` comes
+from the trace; those three come from the match + forge time measured on this machine unless a
+T_proc is given. ``urlfilter timing`` therefore writes them only with ``--t-proc-us`` (a given
+T_proc: the same bytes on every run) or, under the names in ``MEASURED_COLUMNS``, with
+``--measured``; its default output is the trace's columns and ``t_proc_budget_ns``.
 
 Connections whose handshake was not in the trace are reported with ``handshake`` False and
 no verdict (NaN margin). One row per connection: its first GET that reached the matcher.
@@ -32,7 +40,21 @@ import pandas as pd
 
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
 
-__all__ = ["timing", "summary"]
+__all__ = ["timing", "summary", "report_columns", "MEASURED_COLUMNS"]
+
+#: the report's columns that depend on T_proc, and their names when T_proc was measured here
+MEASURED_COLUMNS = {"t_proc_ns": "measured_t_proc_ns", "margin_ns": "measured_margin_ns",
+                    "win": "measured_win"}
+
+
+def report_columns(df: pd.DataFrame, *, t_proc_given: bool, measured: bool) -> pd.DataFrame:
+    """What `urlfilter timing` writes (module docstring): the T_proc columns as they are when a
+    T_proc was given, renamed to MEASURED_COLUMNS when measured and asked for, else left out."""
+    if t_proc_given:
+        return df
+    if measured:
+        return df.rename(columns=MEASURED_COLUMNS)
+    return df.drop(columns=list(MEASURED_COLUMNS))
 
 
 def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
@@ -61,7 +83,7 @@ def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:
     if len(df) == 0:
         return pd.DataFrame(columns=["ts_ns", "proto", "src_ip", "src_port", "dst_ip", "dst_port", "url", "hit",
                                      "handshake", "rtt_fs_ns", "rtt_cf_ns", "server_wait_ns",
-                                     "rtt_cs_ns", "t_proc_ns", "margin_ns", "win"])
+                                     "rtt_cs_ns", "t_proc_budget_ns", "t_proc_ns", "margin_ns", "win"])
     seen = (ct["state"] & 7) == 7             # SYN, SYN/ACK and ACK all seen
     rtt_fs = np.where(seen, ct["t_synack"] - ct["t_syn"], 0)
     rtt_cf = np.where(seen, ct["t_ack"] - ct["t_synack"], 0)
@@ -89,6 +111,7 @@ def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:
     out["rtt_cf_ns"] = rtt_cf
     out["server_wait_ns"] = wait
     out["rtt_cs_ns"] = rtt_cf + rtt_fs + wait
+    out["t_proc_budget_ns"] = np.where(seen, rtt_fs + wait, np.nan)     # rtt_cs - rtt_cf
     if t_proc_ns is None:
         tp = (df["match_ns"] + df["forge_ns"]).to_numpy()
     elif isinstance(t_proc_ns, pd.DataFrame):

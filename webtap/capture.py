@@ -283,7 +283,8 @@ class Trace:
         f = open(self.path, "rb")
         try:
             head = f.peek(2)[:2]           # peek, not read+seek: pipes and FIFOs work too
-            self._stream = _GzipStream(f, self.warnings) if head == _GZIP_MAGIC else f
+            self.gzip = head == _GZIP_MAGIC
+            self._stream = _GzipStream(f, self.warnings) if self.gzip else f
             self._size = os.fstat(f.fileno()).st_size
             self._pool = ChunkPool()
             buf = self._pool.get(self.chunk_size)
@@ -348,8 +349,13 @@ class Trace:
         src = self._reader if self._reader is not None else self._handle
         return _counters_dict(src.counters)
 
+    _closed_info = ("closed", [], None)
+    gzip = False            # the file is gzip-compressed (native engine)
+
     @property
     def format(self) -> str:
+        if self._reader is None and self._handle is None:
+            return self._closed_info[0]
         if self._reader is None:
             return "libpcap"
         return {1: "pcap", 2: "pcapng"}[self._reader.format]
@@ -361,7 +367,27 @@ class Trace:
             return self._reader.interfaces
         return [(self._handle.linktype, self._handle.snaplen)]
 
+    @property
+    def interface_info(self) -> list[tuple[int, int, int]]:
+        """(linktype, snaplen, timestamp digits) of each interface (pcapng: of the current
+        section, after close: of the last one); digits 6 = microseconds, 9 = nanoseconds
+        (FileReader.interface_info)."""
+        if self._reader is not None:
+            return self._reader.interface_info
+        if self._handle is not None:
+            return [(self._handle.linktype, self._handle.snaplen, 9 if self._handle.nano else 6)]
+        return self._closed_info[1]
+
+    @property
+    def big_endian(self) -> bool | None:
+        if self._reader is not None:
+            return self._reader.big_endian
+        return None if self._handle is not None else self._closed_info[2]
+
     def close(self) -> None:
+        if self._reader is not None or self._handle is not None:
+            # what the file was, for a caller that asks after the pass (webtap info)
+            self._closed_info = (self.format, self.interface_info, self.big_endian)
         self._reader = None
         self._handle = None
         if self._pool is not None:

@@ -48,6 +48,89 @@ def _line_view(batch):
     return pa.RecordBatch.from_arrays(cols, names=list(LINE_COLUMNS))
 
 
+def _zeek_view(batch):
+    """`dissect -o x.log`: Zeek's `ts` (time; seconds with 9 decimals, the exact nanoseconds)
+    in place of ts_ns, then the other message columns; #path dissect. (An integer ts_ns does not
+    fit the 32-bit integers zat reads Zeek's `int` into.)"""
+    import pyarrow as pa
+
+    from webtap._ext.textout import seconds_text
+
+    ts = seconds_text(batch.column("ts_ns"), 9)
+    rest = [i for i, n in enumerate(batch.schema.names) if n != "ts_ns"]
+    fields = [pa.field("ts", pa.string(), metadata={"zeek_type": "time"})] + [batch.schema.field(i) for i in rest]
+    return pa.RecordBatch.from_arrays([ts] + [batch.column(i) for i in rest],
+                                      schema=pa.schema(fields, metadata={"zeek_path": "dissect"}))
+
+
+class _PacketStats:
+    """Per-file packet figures for `webtap info` (what capinfos gives first), summed over the
+    batches with numpy: packets per interface, earliest and latest timestamp."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.per_iface = np.zeros(0, dtype=np.int64)
+        self.first = self.last = None
+
+    def add(self, packets) -> None:
+        import numpy as np
+
+        if len(packets) == 0:
+            return
+        c = np.bincount(packets["iface"].astype(np.int64))
+        if len(c) > len(self.per_iface):
+            c[:len(self.per_iface)] += self.per_iface
+            self.per_iface = c
+        else:
+            self.per_iface[:len(c)] += c
+        lo, hi = int(packets["ts_ns"].min()), int(packets["ts_ns"].max())
+        self.first = lo if self.first is None else min(self.first, lo)
+        self.last = hi if self.last is None else max(self.last, hi)
+
+    @property
+    def packets(self) -> int:
+        return int(self.per_iface.sum())
+
+
+_PRECISION = {6: "microseconds", 9: "nanoseconds", 3: "milliseconds", 0: "seconds"}
+
+
+def _utc(ns: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns % 10**9:09d} UTC"
+
+
+def _capinfos_lines(src, st: _PacketStats, filtered: bool) -> list[str]:
+    """format, interfaces (link type, snaplen, precision, packets), packets, earliest/latest
+    time and duration: the first things capinfos prints (docs/CLI.md "webtap info")."""
+    from webtap._ext.source import linktype_name
+
+    out = []
+    if src is not None and hasattr(src, "interface_info"):
+        fmt = src.format
+        end = {True: ", big-endian", False: ", little-endian", None: ""}[src.big_endian]
+        ifaces = src.interface_info
+        prec = sorted({d for _, _, d in ifaces})
+        ptxt = ", ".join(f"{_PRECISION.get(d, f'2^{d}' if d < 0 else f'10^-{d}')} ({d})" for d in prec)
+        gz = " (gzip-compressed)" if getattr(src, "gzip", False) else ""
+        out.append(f"format:     {fmt}{gz}{end}, timestamps in {ptxt}")
+        out.append(f"interfaces: {len(ifaces)}")
+        for i, (lt, snap, d) in enumerate(ifaces):
+            name, desc = linktype_name(lt)
+            n = int(st.per_iface[i]) if i < len(st.per_iface) else 0
+            out.append(f"  #{i}: link type {name} ({desc or '?'}, {lt}), snaplen {snap}, "
+                       f"{n} packets{' (after the filter)' if filtered else ''}")
+    out.append(f"packets:    {st.packets}")
+    if st.first is not None:
+        d = st.last - st.first
+        out.append(f"earliest:   {_utc(st.first)}")
+        out.append(f"latest:     {_utc(st.last)}")
+        out.append(f"duration:   {d // 10**9}.{d % 10**9:09d} s")
+    return out
+
+
 def _fmt_counters(d: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items() if v)
 
@@ -59,9 +142,12 @@ def cmd_info(args, run) -> int:
     read_any = False
     for path in args.traces:
         totals = Totals()
+        opened = []
+        stats = _PacketStats()
         try:
-            for _ in messages(path, bpf=args.filter, totals=totals, progress=args.progress):
-                pass
+            for batch, _ in messages(path, bpf=args.filter, totals=totals, progress=args.progress,
+                                     on_source=opened.append):
+                stats.add(batch.packets)
         except BpfError:
             raise
         except (NotACapture, OSError, CaptureError) as exc:
@@ -70,6 +156,8 @@ def cmd_info(args, run) -> int:
             continue
         read_any = True
         print(f"{path}")
+        for line in _capinfos_lines(opened[0] if opened else None, stats, bool(args.filter)):
+            print(f"  {line}")
         print(f"  read:    {_fmt_counters(totals.source)}")
         print(f"  dissect: {_fmt_counters(totals.dissect)}")
         for w in totals.warnings:
@@ -85,7 +173,7 @@ def cmd_dissect(args, run) -> int:
     if bool(args.traces) == live:
         raise clikit.UsageError("give TRACE files or -i IFACE (not both)")
     run.live = live
-    o = run.output(args.output or "-", views={"lines": _line_view})
+    o = run.output(args.output or "-", views={"lines": _line_view, "zeek": _zeek_view})
     totals = Totals()
     sources = [args.interface] if live else args.traces
     wrote = False

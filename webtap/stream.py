@@ -81,7 +81,8 @@ def open_source(src: str | os.PathLike, bpf: str | None = None, live: bool = Fal
 
 def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str | None = None,
              totals: Totals | None = None, live: bool = False, progress: bool | None = None,
-             skip_unreadable: bool = False, dissector=None, **kw) -> Iterator[tuple[Batch, MessageBatch]]:
+             skip_unreadable: bool = False, dissector=None, on_source=None,
+             **kw) -> Iterator[tuple[Batch, MessageBatch]]:
     """Yield (packet batch, HTTP message batch) for every batch of every source.
 
     dissector: what turns (packets, data) into the second item (default webtap.dissect.dissect;
@@ -89,7 +90,8 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
     httpanalyzer.feeder.classify_packets, which only finds the HTTP first packets).
     skip_unreadable: a file that cannot be opened (missing, not a capture) is recorded in
     `totals.unreadable` and the others are still read; a bad BPF filter always raises, since
-    it would fail for every file.
+    it would fail for every file. on_source: called with each source once it is open (a Trace
+    or LiveCapture), e.g. to read its format and interfaces after the pass (webtap info).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -117,6 +119,8 @@ def _messages(ctx: RunContext, sources, bpf, totals, live, progress, skip_unread
             # a Ctrl-C of the command line (which does not interrupt a live run) ends the
             # capture at its next read, after what the kernel already holds
             s.stop_check = lambda: ctx.stop_requested
+        if on_source is not None:
+            on_source(s)
         with s:
             totals.files += 1
             try:

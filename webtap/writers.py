@@ -19,6 +19,7 @@ string columns.
 """
 from __future__ import annotations
 
+import json
 import re
 
 from webtap._ext import textout
@@ -27,7 +28,31 @@ from webtap._ext import textout
 # the first packet, and a line output needs pyarrow only once records exist (start-up, issue 21).
 
 __all__ = ["LineWriter", "CsvWriter", "ParquetWriter", "unescape", "read_lines", "format_lines",
-           "text_columns", "batches_of", "empty_batch_of"]
+           "text_columns", "batches_of", "empty_batch_of", "with_pandas_metadata"]
+
+#: Arrow integer type -> the pandas nullable dtype of the same width
+_NULLABLE_INT = {f"{u}int{b}": f"{'U' if u else ''}Int{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
+
+
+def with_pandas_metadata(schema):
+    """`schema` with pandas metadata that makes pandas read every integer column as a nullable
+    integer dtype of its width (status: UInt16, response_frame: Int64, ...; issue 30).
+
+    Without it `pd.read_parquet` turns an integer column that holds a null into float64 (status
+    200.0, NaN). The metadata is the "pandas" key pyarrow's to_pandas reads (the same pandas
+    writes for a DataFrame with such columns); other readers (DuckDB, Dask, Spark, polars) read
+    the Arrow types and ignore it. An existing "pandas" key is kept."""
+    meta = dict(schema.metadata or {})
+    if b"pandas" in meta:
+        return schema
+    cols = [{"name": f.name, "field_name": f.name, "pandas_type": str(f.type),
+             "numpy_type": _NULLABLE_INT[str(f.type)], "metadata": None}
+            for f in schema if str(f.type) in _NULLABLE_INT]
+    if not cols:
+        return schema
+    meta[b"pandas"] = json.dumps({"index_columns": [], "column_indexes": [], "columns": cols,
+                                  "creator": {"library": "webtap"}}).encode()
+    return schema.with_metadata(meta)
 
 _UNESCAPE = re.compile(r"\\(\\|r|n|x[0-9a-f]{2}|u[0-9a-f]{4})")
 
@@ -133,16 +158,28 @@ class LineWriter:
 
     def __init__(self, f, schema=None):
         self.f = f
+        self.schema = schema
+        self.started = False
         self.buf = bytearray()         # one output buffer for every batch (no fresh pages)
+
+    def _header(self, schema) -> None:
+        """A first line of the field names when the view asks for it (schema metadata
+        webtap.header_line: `--fields`), once."""
+        if not self.started:
+            self.started = True
+            if schema is not None and (schema.metadata or {}).get(b"webtap.header_line") == b"1":
+                self.f.write(("|".join(schema.names) + "\n").encode())
 
     def write(self, data) -> None:
         for b in batches_of(data):
+            self._header(b.schema)
             if b.num_rows:
                 n = textout.format_lines(text_columns(b), self.buf)
                 with memoryview(self.buf) as m, m[:n] as part:
                     self.f.write(part)
 
     def close(self, meta: dict) -> None:
+        self._header(self.schema)
         self.f.flush()
 
 
@@ -202,7 +239,7 @@ class ParquetWriter:
     def _open(self, schema):
         import pyarrow.parquet as pq
 
-        self.w = pq.ParquetWriter(self.f, schema, compression="zstd")
+        self.w = pq.ParquetWriter(self.f, with_pandas_metadata(schema), compression="zstd")
 
     def write(self, data) -> None:
         if self.w is None:

@@ -4,6 +4,7 @@ when untagged, status empty for a request); the extension table's rows are as do
 from __future__ import annotations
 
 import argparse
+import pathlib
 
 import pytest
 
@@ -42,6 +43,7 @@ def test_every_option_has_help(tool):
 def test_subcommands_in_help():
     p = _parsers()
     assert "compare" in p["httpanalyzer"].format_help()
+    assert "httpanalyzer tls TRACE" in p["httpanalyzer"].format_help()       # issue 30
     for sub in ("info", "dissect"):
         assert sub in p["webtap"].format_help()
     for sub in ("import", "match", "stats", "scan", "run", "timing"):
@@ -86,3 +88,18 @@ def test_extension_table_rows():
         mod, _, cls = fmt.writer.partition(":")
         assert mod and cls and fmt.help
     assert clikit.OUTPUTS[".parquet"].stream is False and clikit.OUTPUTS[".csv"].stream is True
+
+
+def test_output_help_lists_every_text_format():
+    # issue 30: `tls` and `dissect` write .jsonl and .log too; their help and the README say so
+    from httpanalyzer import tls
+
+    subs = dict(_walk("webtap", _parsers()["webtap"]))
+    subs["httpanalyzer tls"] = tls.build_parser()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for name in ("httpanalyzer tls", "webtap dissect"):
+        h = " ".join(subs[name].format_help().split())
+        assert ".jsonl, .log" in h, name
+        line = next(ln for ln in readme.splitlines() if ln.startswith(name + " TRACE..."))
+        assert ".jsonl|.log" in line, line
+    assert "build/user-venv/bin" in readme and 'export PATH="$PWD/build/user-venv/bin:$PATH"' in readme

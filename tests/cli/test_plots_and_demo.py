@@ -104,7 +104,7 @@ def test_demo_writes_figures_and_lists_them(tmp_path):
     assert recs and int(recs.group(1)) == len(df) > 0, text[:3000]
     assert paired and int(paired.group(1)) == int((df["outcome"] == "paired").sum()) > 0
     assert f"\n{len(df)} records in " in text
-    m = re.search(r"GETs: (\d+), matched: (\d+), blacklisted: (\d+)", text)
+    m = re.search(r"(\d+) GETs seen, (\d+) GETs looked up, (\d+) GET hits; .* total (\d+) lookups, (\d+) hits", text)
     assert m and int(m.group(3)) > 0 and "publicite" in text
     assert "N=2" in text and "N=4" in text
 
@@ -125,7 +125,9 @@ def test_demo_without_shared_data_captures_loopback_traffic(tmp_path):
     assert "captured here with libpcap" in r.stdout
     assert "a small demo blacklist: 127.0.0.1:" in r.stdout
     # 40 requests cycle over 5 paths: /missing/page and /static/app.js are 8 each
-    assert re.search(r"GETs: 40, matched: 40, blacklisted: 16\b", r.stdout), r.stdout[-2000:]
+    assert re.search(r"\b40 GETs seen, 40 GETs looked up, 16 GET hits; 0 TLS SNIs looked up, 0 TLS SNI hits; "
+                     r"0 QUIC SNIs looked up, 0 QUIC SNI hits; total 40 lookups, 16 hits, 32 frames forged",
+                     r.stdout), r.stdout[-2000:]
     names = {p.name for p in out.iterdir()}
     assert {"loopback-http.pcap", "hits_by_category.png", "timing_condition.png"} | RECORD_FIGURES <= names
     assert "tree_latency.png" not in names          # no URL lists to measure the tree on

@@ -115,3 +115,19 @@ def split_by_chunk_case() -> list:
     c._pkt("c", "A", b"", c.cseq, c.sseq)
     c.response()
     return out
+
+
+def equal_times_case(times_ns=(1_560_882_000,) * 6) -> list:
+    """One transaction per connection (client ports 41000...), the response `times_ns[i]` after
+    its request, written with integer-nanosecond timestamps (microsecond multiples, so that a
+    classic pcap holds them exactly): `(ts_ns, frame bytes)` pairs for tests.pcapbuild.pcap."""
+    out = []
+    for i, rt in enumerate(times_ns):
+        pkts: list = []
+        c = Conn(pkts, T0, 41000 + i)
+        c.request(f"/same/{i}")
+        c.response()
+        base = 1_700_000_000_000_000_000 + i * 10_000_000_000 + 123_457_000
+        stamps = [base, base + 1_000_000, base + 2_000_000, base + 3_000_000, base + 3_000_000 + rt]
+        out += [(t, bytes(p)) for t, p in zip(stamps, pkts)]
+    return out

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from httpanalyzer import cli, compare
+from tests import pcapbuild
 from tests.conftest import TRACES, require_shared
 from tests.httpanalyzer import compare_traces as ct
 
@@ -118,6 +119,29 @@ def test_ks_distance():
     assert compare.ks_distance(a, a + 10) == 1.0
     assert compare.ks_distance(a, np.array([1.0, 2.0])) == pytest.approx(0.5)
     assert np.isnan(compare.ks_distance(a, []))
+
+
+def test_ks_distance_integers_exact():
+    a = np.array([1_560_882_000] * 5, np.int64)
+    assert compare.ks_distance(a, a[:3]) == 0.0
+    assert compare.ks_distance(a, a + 1) == 1.0          # one nanosecond apart is a difference
+
+
+@pytest.mark.parametrize("times_ns", [(1_560_882_000,) * 6,
+                                      (1_560_882_000, 300_000, 700_000, 1_560_882_000, 100_000)])
+def test_equal_response_times_give_ks_zero(tmp_path, times_ns):
+    # issue 30: as floats, webtap's 1560882000 ns * 1e-9 (1.5608819999999999) and tshark's
+    # "1.560882000" differed, and the KS of two identical samples was not 0
+    path = tmp_path / "equal_times.pcap"
+    path.write_bytes(pcapbuild.pcap(ct.equal_times_case(times_ns)))
+    c = compare.compare_traces(str(path))
+    want = sorted(times_ns)
+    for k in ("webtap", "webtap_dedup", "tshark_first_packet", "tshark_reassembly"):
+        assert c.response_times_ns[k].dtype == np.int64
+        assert sorted(c.response_times_ns[k].tolist()) == want, k
+    assert c.ks() == {"ks_first_packet": 0.0, "ks_reassembly": 0.0,
+                      "ks_first_packet_dedup": 0.0, "ks_reassembly_dedup": 0.0}
+    assert c.field_mismatches()["response_time"] == 0
 
 
 def test_count_table_relative_difference():

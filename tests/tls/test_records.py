@@ -2,6 +2,7 @@
 reassembly), unmatched reasons, bad input counted and bounded."""
 from __future__ import annotations
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -38,7 +39,8 @@ def test_paired_handshake(tmp_path):
     r = df.iloc[0]
     assert r.matched and r.sni == "a.example" and r.cipher == "0x1302" and r.server_version == "0x0304"
     assert list(r.alpn) == ["h2", "http/1.1"] and r.ech
-    assert abs(r.handshake_time - 0.025001) < 1e-9      # 1 us after the segment, then 25 ms
+    # 1 us after the segment, then 25 ms; a duration in ns like HTTP's response_time (issue 30)
+    assert r.handshake_time == pd.Timedelta(25_001_000, "ns")
     assert r.request_frame == 1 and r.response_frame == 2 and r.ch_segments == 1
 
 

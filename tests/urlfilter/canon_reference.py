@@ -66,6 +66,8 @@ def _host(h: bytes) -> bytes:
             addr = ipaddress.IPv6Address(body.decode("ascii"))
         except ValueError:
             raise Rejected("bad_host") from None
+        if addr.ipv4_mapped is not None:                        # RFC 5952 section 5
+            return b"[::ffff:" + str(addr.ipv4_mapped).encode("ascii") + b"]"
         return b"[" + addr.compressed.encode("ascii") + b"]"
     decoded = bytearray()
     i = 0

@@ -76,6 +76,35 @@ def test_timing_cli_report_and_plot(tmp_path, db, capsys):
     assert s["won"] == 0 and s["lost"] == 3
 
 
+def test_timing_default_output_is_reproducible(tmp_path, db, capsys):
+    # issue 30: the measured match+forge time changed the default output from run to run; now
+    # it is in measured_* columns only with --measured, and a given T_proc is reproducible
+    tr = _trace(tmp_path)
+    outs = []
+    for i in range(2):
+        assert main(["timing", tr, "--blacklist", db, "-o", str(tmp_path / f"r{i}.csv")]) == 0
+        outs.append((tmp_path / f"r{i}.csv").read_bytes())
+    assert outs[0] == outs[1]
+    rep = pd.read_csv(tmp_path / "r0.csv")
+    assert not {"t_proc_ns", "margin_ns", "win"} & set(rep.columns)
+    assert not any(c.startswith("measured_") for c in rep.columns)
+    # rtt_cs - rtt_cf: SYN/ACK 10 ms after the SYN, no response seen (server_wait 0)
+    assert list(rep["t_proc_budget_ns"]) == [10_000_000] * 3
+    for i in range(2):
+        assert main(["timing", tr, "--blacklist", db, "--t-proc-us", "9999", "-o", str(tmp_path / f"g{i}.csv")]) == 0
+    assert (tmp_path / "g0.csv").read_bytes() == (tmp_path / "g1.csv").read_bytes()
+    g = pd.read_csv(tmp_path / "g0.csv")
+    assert list(g["t_proc_ns"]) == [9_999_000] * 3 and list(g["margin_ns"]) == [1_000] * 3
+    assert list(g["win"]) == [True] * 3
+    assert main(["timing", tr, "--blacklist", db, "--measured", "-o", str(tmp_path / "m.csv")]) == 0
+    m = pd.read_csv(tmp_path / "m.csv")
+    assert {"measured_t_proc_ns", "measured_margin_ns", "measured_win"} <= set(m.columns)
+    assert not {"t_proc_ns", "margin_ns", "win"} & set(m.columns)
+    assert (m["measured_t_proc_ns"] > 0).all()
+    assert (m["measured_margin_ns"] == m["t_proc_budget_ns"] - m["measured_t_proc_ns"]).all()
+    assert "measured T_proc median" in capsys.readouterr().err
+
+
 def test_bad_blacklist_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "junk").write_bytes(b"not a blacklist")
     # not a store, or no store there: a run failure (exit 1, docs/CLI.md), nothing created
@@ -139,3 +168,39 @@ def test_extraction_agrees_with_reference_canonicaliser_on_real_traces(shared, r
         assert len(miss) <= res.counters["absolute_form"] + len(hosts) - len(t), miss.head()
         assert res.counters["forged_frames"] == 2 * res.counters["hits"]
     assert compared > 0
+
+
+def _mixed_trace(tmp_path):
+    """3 GETs (_trace: evil.test, fine.test, x.evil.test), 2 TLS ClientHellos (SNI evil.test,
+    ok.test) and 1 QUIC client Initial (SNI sub.evil.test)."""
+    from scapy.utils import rdpcap as _rd
+
+    from tests import pcapbuild
+    from tests.quic import hello
+
+    frames = [bytes(p) for p in _rd(_trace(tmp_path))]
+    for i, name in enumerate((b"evil.test", b"ok.test")):
+        frames.append(hello.frame(hello.records(hello.client_hello(hello.sni_ext(name))), sport=41000 + i))
+    ch = hello.client_hello(hello.sni_ext(b"sub.evil.test"), quic=True)
+    frames.append(hello.frame(hello.initial(hello.crypto(0, ch), dcid=bytes(range(8))), sport=42000, udp=True))
+    path = tmp_path / "mixed.pcap"
+    path.write_bytes(pcapbuild.pcap([(1_700_000_000_000_000_000 + i * 1_000_000, f) for i, f in enumerate(frames)]))
+    return str(path)
+
+
+def test_scan_counters_named_for_what_they_count(tmp_path, db, capsys):
+    # issue 30: one set of counters; `hits` counted GET and SNI hits together beside "GETs"
+    from urlfilter.plot import lookups_title
+
+    tr = _mixed_trace(tmp_path)
+    assert main(["scan", tr, "--blacklist", db, "-o", str(tmp_path / "o.csv"), "--json"]) == 0
+    c = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    want = dict(get=3, get_lookups=3, extracted=3, get_hits=2, tls_lookups=2, tls_hits=1,
+                quic_lookups=1, quic_hits=1, sni_lookups=3, sni_hits=2, lookups=6, hits=4)
+    assert {k: c[k] for k in want} == want
+    assert main(["scan", tr, "--blacklist", db, "-o", str(tmp_path / "o2.csv")]) == 0
+    err = capsys.readouterr().err
+    assert ("3 GETs seen, 3 GETs looked up, 2 GET hits; 2 TLS SNIs looked up, 1 TLS SNI hits; "
+            "1 QUIC SNIs looked up, 1 QUIC SNI hits; total 6 lookups, 4 hits, ") in err, err
+    df = pd.read_csv(tmp_path / "o.csv")
+    assert lookups_title(df) == "6 lookups: 3 GETs, 2 TLS SNIs, 1 QUIC SNIs"

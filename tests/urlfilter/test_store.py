@@ -25,9 +25,11 @@ def test_store_crud_and_history(tmp_path):
     s = Store(tmp_path / "s.db")
     assert s.add("HTTP://A.com/x/", "adult") == ("a.com/x", True)
     assert s.add("a.com/x", "gambling") == ("a.com/x", False)
-    assert s.get("a.com/x")["category"] == "gambling"
+    assert s.get("a.com/x")["category"] == "adult,gambling"         # both kept (issue 30)
     assert s.update("a.com/x", new_url="b.com/y") == "b.com/y"
-    assert s.get("a.com/x") is None and s.get("b.com/y")["category"] == "gambling"
+    assert s.get("a.com/x") is None and s.get("b.com/y")["category"] == "adult,gambling"
+    s.update("b.com/y", category="gambling")                          # update replaces them
+    assert s.get("b.com/y")["category"] == "gambling"
     s.add("c.com", "adult")
     with pytest.raises(StoreError):
         s.update("c.com", new_url="b.com/y")
@@ -37,7 +39,7 @@ def test_store_crud_and_history(tmp_path):
         s.add("bad host", "x")
     assert s.delete("c.com") and not s.delete("c.com")
     actions = [r[1] for r in s.changes_since(0)]
-    assert actions == ["add", "update", "update", "add", "delete"]
+    assert actions == ["add", "update", "update", "update", "add", "delete"]
     assert s.count() == 1
 
 
@@ -230,3 +232,143 @@ def test_format_1_snapshot_is_refused_and_rebuilt_from_the_store(tmp_path):
     t = m2.load_tree()
     assert t.match("x.evil.com/a") > 0 and t.match("bad.org/p/q") > 0 and len(t) == 2
     t.check()
+
+
+# ---- issue 30: every category of an entry; rejected lines by number --------------------------
+
+def _ut_tree(root):
+    """phishing: evil, shared, 4 rejected lines; malware: shared, other, evil; adult: evil."""
+    for cat, body in (("phishing", "evil.test\nshared.test\nbad host!\n\n# c\nhttp://x:99999/\nok.test/a\n"),
+                      ("malware", "shared.test\nother.test\nEVIL.test/\n"), ("adult", "evil.test\n")):
+        (root / cat).mkdir(parents=True)
+        (root / cat / "domains").write_text(body)
+    return root
+
+
+def test_an_entry_in_several_categories_keeps_them_all(tmp_path):
+    root = _ut_tree(tmp_path / "ut")
+    db = tmp_path / "m.db"
+    s = Store(db)
+    res = {r.category: r for r in import_path(s, root)}     # adult, malware, phishing (sorted)
+    assert (res["adult"].added, res["malware"].added, res["phishing"].added) == (1, 2, 1)
+    assert res["malware"].recategorized == 1 and res["phishing"].recategorized == 2
+    # per single category: every entry listed there, whatever was imported first
+    assert s.by_category() == {"phishing": 3, "malware": 3, "adult": 1}
+    assert s.get("evil.test")["category"] == "adult,malware,phishing"
+    assert s.get("shared.test")["category"] == "malware,phishing"
+    assert s.get("other.test")["category"] == "malware"
+    assert sorted(u for u, *_ in s.list("phishing")) == ["evil.test", "ok.test/a", "shared.test"]
+    s.close()
+    # a hit reports them all: through the tree built from the store and through its snapshot
+    for _ in range(2):
+        m = UrlManager(db)
+        hits = {r["url"]: r["category"] for r in m.match(["http://evil.test/x", "shared.test", "ok.test/a/b"])}
+        assert hits == {"http://evil.test/x": "adult,malware,phishing", "shared.test": "malware,phishing",
+                        "ok.test/a/b": "phishing"}
+        m.save_snapshot()
+        m.close()
+    # a later import that lists a stored entry elsewhere reaches the saved tree (replay)
+    (tmp_path / "gambling.txt").write_text("other.test\n")
+    s = Store(db)
+    (r,) = import_path(s, tmp_path / "gambling.txt")
+    assert (r.added, r.duplicates, r.recategorized) == (0, 1, 1)
+    s.close()
+    m = UrlManager(db)
+    assert m.match(["other.test/z"])[0]["category"] == "gambling,malware"
+    m.close()
+
+
+def test_scan_hit_reports_every_category(tmp_path):
+    from urlfilter.analyzer import load_blacklist
+    from tests.urlfilter.test_filter_cli import _trace
+
+    s = Store(tmp_path / "b.db")
+    s.add("evil.test", "malware")
+    s.add("evil.test", "phishing")
+    s.close()
+    m = UrlManager(tmp_path / "b.db")
+    m.load_tree()
+    m.save_snapshot()
+    m.close()
+    from urlfilter.scan import scan
+
+    df = scan(_trace(tmp_path), load_blacklist(str(tmp_path / "b.db"))).to_pandas()
+    assert df.loc[df.hit, "category"].tolist() == ["malware,phishing"] * 2
+
+
+def test_rejected_lines_are_numbered(tmp_path, capsys):
+    root = _ut_tree(tmp_path / "ut")
+    s = Store(tmp_path / "n.db")
+    (r,) = import_path(s, root / "phishing")
+    assert r.rejected_lines == {"bad_char": [3], "blank": [4], "comment": [5], "bad_port": [6]}
+    p = tmp_path / "many.txt"
+    p.write_text("".join("bad host\n" if i % 2 else "fine%d.test\n" % i for i in range(20)))
+    (r,) = import_path(s, p)
+    assert r.rejected["bad_char"] == 10 and r.rejected_lines["bad_char"] == [2, 4, 6, 8, 10]
+    c = tmp_path / "x.csv"
+    c.write_text("url,category\nok.test,a\nbad host,b\n")
+    (r,) = import_path(s, c)
+    assert r.rejected_lines == {"bad_char": [3]}                     # the header is line 1
+    s.close()
+    assert main(["--db", str(tmp_path / "cli.db"), "import", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "rejected: bad_char 10 (lines 2, 4, 6, 8, 10, ...)" in out
+    assert main(["--db", str(tmp_path / "cli.db"), "import", str(p), "--json"]) == 0
+    j = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert j["rejected_lines"] == {"bad_char": [2, 4, 6, 8, 10]}
+
+
+def test_store_of_schema_version_0_is_migrated(tmp_path):
+    """A store written before url_categories existed: each URL keeps its one category, and
+    categories added afterwards are kept beside it."""
+    import sqlite3
+
+    from urlfilter import store as store_mod
+
+    old_schema = store_mod.SCHEMA.split("CREATE TABLE IF NOT EXISTS url_categories")[0] + \
+        store_mod.SCHEMA.split("CREATE INDEX IF NOT EXISTS url_categories_import ON url_categories(import_id);")[1]
+    db = sqlite3.connect(tmp_path / "v0.db")
+    db.executescript(old_schema)
+    db.executemany("INSERT INTO categories(id, name) VALUES (?,?)", [(1, "adult"), (2, "malware")])
+    db.executemany("INSERT INTO urls(url, category_id, period_id, added_at, updated_at) VALUES (?,?,0,0,0)",
+                   [("a.test", 1), ("b.test/x", 2)])
+    db.commit()
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 0
+    db.close()
+    s = Store(tmp_path / "v0.db")
+    assert s.db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert s.by_category() == {"adult": 1, "malware": 1}
+    s.add("a.test", "malware")
+    assert s.get("a.test")["category"] == "adult,malware" and s.by_category() == {"malware": 2, "adult": 1}
+    s.close()
+    m = UrlManager(tmp_path / "v0.db")
+    assert m.match(["a.test/q"])[0]["category"] == "adult,malware"
+    m.close()
+
+
+def test_ut1_phishing_keeps_every_entry(tmp_path, shared):
+    """UT1's phishing and malware lists overlap almost entirely; imported one after the other,
+    each category keeps every distinct entry of its own files (counted here with the
+    independent reference canonicaliser), and the overlap is the set intersection."""
+    from tests.urlfilter.canon_reference import Rejected, reference
+
+    root = shared("blacklists/ut1")
+
+    def entries(cat):
+        out = set()
+        with gzip.open(root / cat / "urls.gz", "rb") as f:
+            for line in f.read().splitlines():
+                try:
+                    out.add(reference(line))
+                except Rejected:
+                    pass
+        return out
+
+    want = {c: entries(c) for c in ("malware", "phishing")}
+    s = Store(tmp_path / "p.db")
+    for c in ("malware", "phishing"):
+        import_path(s, root / c / "urls.gz")
+    got = s.by_category()
+    assert got == {c: len(v) for c, v in want.items()}
+    both = s.db.execute("SELECT count(*) FROM url_categories GROUP BY url_id HAVING count(*) = 2").fetchall()
+    assert len(both) == len(want["malware"] & want["phishing"]) > 10000
