@@ -100,11 +100,11 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
     # the run's context is taken now, where the caller runs, not when the generator first
     # resumes (read_ahead resumes it in its own thread)
     return _messages(current(), sources, bpf, totals, live, progress, skip_unreadable, dissector,
-                     kw)
+                     on_source, kw)
 
 
 def _messages(ctx: RunContext, sources, bpf, totals, live, progress, skip_unreadable, dissector,
-              kw) -> Iterator[tuple[Batch, MessageBatch]]:
+              on_source, kw) -> Iterator[tuple[Batch, MessageBatch]]:
     for src in sources:
         try:
             s = open_source(src, bpf=bpf, live=live, progress=progress, **kw)
