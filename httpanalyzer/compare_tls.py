@@ -192,16 +192,28 @@ class TlsComparison:
                 "unexplained": int(c.get("unexplained", 0))}
 
 
-def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.0) -> pd.DataFrame:
+#: the columns of webtap_hellos and tshark_hellos rows (either side): a frame without rows, or
+#: with one side only, still has them all, so the join always suffixes the shared ones
+_W_COLS = ["side", "frame", "src", "dst", "transport", "sport", "dport", "sni", "alpn", "versions",
+           "ja3", "reason", "paired", "other", "server_version", "cipher", "ja3s"]
+_T_COLS = ["side", "frame", "tshark_frame", "protocols", "src", "dst", "sport", "dport",
+           "transport", "quic_version", "stream", "retrans", "sni", "alpn", "versions", "ja3",
+           "server_version", "cipher", "ja3s"]
+
+
+def _with_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
+    missing = [c for c in cols if c not in df.columns]
+    return df.reindex(columns=list(df.columns) + missing) if missing else df
+
+
+def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.0,
+                      warnings: list | None = None) -> pd.DataFrame:
     from httpanalyzer.tls import analyze_tls
 
-    w = webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout))
-    t = tshark_hellos(path, tshark=tshark)
+    w = _with_columns(webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout, warnings=warnings)),
+                      _W_COLS)
+    t = _with_columns(tshark_hellos(path, tshark=tshark), _T_COLS)
     cols = ["side", "frame"]
-    if len(w) == 0:
-        w = pd.DataFrame(columns=cols)
-    if len(t) == 0:
-        t = pd.DataFrame(columns=cols + ["tshark_frame", "protocols", "stream", "retrans"])
     m = w.merge(t, on=cols, how="outer", suffixes=("_w", "_t"), indicator="how")
     m["file"] = path
     cats, diffs = [], []
@@ -419,37 +431,67 @@ def _same(f, a, b) -> bool:
     return str(a) == str(b)
 
 
-def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0) -> TlsComparison:
-    frames = [compare_tls_trace(p, tshark=tshark, gc_timeout=gc_timeout) for p in traces]
+def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0,
+                warnings: list | None = None) -> TlsComparison:
+    frames = [compare_tls_trace(p, tshark=tshark, gc_timeout=gc_timeout, warnings=warnings)
+              for p in traces]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return TlsComparison(rows=rows, files=list(traces))
 
 
-def cli(argv=None) -> int:
-    """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]`"""
+def build_parser():
     import argparse
-    import json
 
-    ap = argparse.ArgumentParser(prog="httpanalyzer compare --tls",
-                                 description="Compare webtap's TLS handshakes with tshark's; every "
-                                             "difference gets a category.")
-    ap.add_argument("traces", nargs="+", metavar="TRACE")
+    from webtap import clikit
+
+    ap = argparse.ArgumentParser(
+        prog="httpanalyzer compare --tls",
+        description="Compare webtap's TLS handshakes with tshark's; every difference gets a "
+                    "category.",
+        epilog="Exit codes: 0 compared; 1 a trace could not be read or tshark failed (one line "
+               "naming it); 2 usage error; 130/143 interrupted by SIGINT/SIGTERM. "
+               "See docs/CLI.md.")
+    ap.add_argument("traces", nargs="+", metavar="TRACE",
+                    help="pcap / pcapng files (gzip'd too), each compared on its own")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--csv", metavar="OUT", help="write the per-hello rows as CSV")
-    ap.add_argument("--tshark", default="tshark")
-    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S")
-    a = ap.parse_args(argv)
+    ap.add_argument("--tshark", default="tshark", metavar="PATH",
+                    help="tshark binary (default: on PATH)")
+    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
+                    help="webtap's pairing window in seconds of capture time (> 0 and <= 1e9; "
+                         "default 60)")
+    clikit.add_common(ap)
+    clikit.files(ap, inputs=("traces",), outputs=("csv",))
+    return ap
+
+
+def _handle(a, run) -> int:
+    import json
+
+    from webtap import clikit
+    from webtap.capture import open_trace
+
+    o = run.output(a.csv, raw=True) if a.csv else None
     for p in a.traces:
         if not os.path.exists(p):
-            print(f"httpanalyzer compare: no such file: {p}", file=sys.stderr)
-            return 2
+            raise clikit.RunError(f"No such file or directory, {p}")
+        if os.path.isdir(p):
+            raise clikit.RunError(f"Is a directory, {p}")
+        if os.path.isfile(p):
+            with open_trace(p):        # NotACapture, an empty file: one line, exit 1
+                pass
+    damage: list = []
     try:
-        c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout)
-    except (OSError, RuntimeError, TsharkError, subprocess.CalledProcessError) as e:
-        print(f"httpanalyzer compare: {e}", file=sys.stderr)
-        return 1
-    if a.csv:
-        c.rows.drop(columns=["how"], errors="ignore").to_csv(a.csv, index=False)
+        c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout, warnings=damage)
+    except TsharkError as e:
+        raise clikit.RunError(clikit.describe(e)) from None
+    except subprocess.CalledProcessError as e:
+        raise clikit.RunError(f"{e.cmd[0]} exited with status {e.returncode}") from None
+    finally:
+        run.warn_traces(damage)
+    if o is not None:
+        c.rows.drop(columns=["how"], errors="ignore").to_csv(o.target, index=False)
+        o.commit()
     s = c.summary()
     if a.json:
         print(json.dumps(s))
@@ -461,3 +503,10 @@ def cli(argv=None) -> int:
         for r in un.head(50).itertuples(index=False):
             print(f"  unexplained: {r.file} frame {r.frame} {r.side}: {r.differs}")
     return 0
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]` (the webtap.clikit contract)."""
+    from webtap import clikit
+
+    return clikit.main("httpanalyzer compare --tls", build_parser(), _handle, argv)
