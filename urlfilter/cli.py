@@ -381,8 +381,10 @@ def _run(mgr, args, run) -> int:
                 print(f"{'HIT' if r['hit'] else 'MISS'}\t{r['url']}\t{r['entry'] or ''}\t{r['category'] or ''}",
                       file=out)
         bad = [r for r in res if r["canonical"] is None]
-        if bad:                        # as `add`: a URL that is not one is a usage error
+        if bad and len(bad) == len(res):   # as `add`: nothing to look up is a usage error
             raise clikit.UsageError(f"not a URL ({bad[0]['error']}), {bad[0]['url']}")
+        for r in bad:                  # among valid ones: said, and the lookup goes on
+            run.warn(f"not a URL ({r['error']}), {r['url']}")
         return 0 if any(r["hit"] for r in res) else 1
     if args.cmd == "stats":
         t = mgr.load_tree()

@@ -542,6 +542,21 @@ def test_quiet_silences_summary_and_wrote_lines(tool, inputs, tmp_path):
     assert r.returncode == 0 and r.stderr == "", r.stderr
 
 
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _consumers(pid: int) -> list[int]:
+    """The consumers of run `pid`: its forked children (same command line; a helper process
+    that something starts at import, before the signal handlers exist, is not one)."""
+    me = _cmdline(pid)
+    return [k for k in _children(pid) if me is not None and _cmdline(k) == me]
+
+
 def _children(pid: int) -> list[int]:
     import os
 
@@ -611,8 +626,8 @@ def test_signal_during_consumer_start_up(sig, rc, tmp_path):
 
     p, n, fifo = _consumer_run(tmp_path)
     try:
-        assert _wait(lambda: _children(p.pid), 120), "no consumer started"
-        kids = _children(p.pid)
+        assert _wait(lambda: _consumers(p.pid), 120), "no consumer started"
+        kids = _consumers(p.pid)
         t0 = time.monotonic()
         p.send_signal(getattr(signal, sig))
         p.communicate(timeout=30)
@@ -634,8 +649,8 @@ def test_killed_parent_leaves_no_consumer_and_no_ring(tmp_path):
 
     p, n, fifo = _consumer_run(tmp_path)
     try:
-        assert _wait(lambda: len(_children(p.pid)) >= n, 120), _children(p.pid)
-        kids = [k for k in _children(p.pid)]
+        assert _wait(lambda: len(_consumers(p.pid)) >= n, 120), _children(p.pid)
+        kids = _consumers(p.pid)
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=30)
         assert _wait(lambda: not any(_alive(k) for k in kids), 30), \
