@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import stat
 import sys
 
 __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
@@ -169,7 +170,7 @@ def number(kind, lo, hi, *, lo_open: bool = False, what: str | None = None):
 
     def parse(text: str):
         try:
-            v = kind(text.replace("_", "") if kind is int else text)
+            v = kind(text)
         except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
         if v != v or v in (float("inf"), float("-inf")) or \
@@ -225,14 +226,24 @@ def _values(v) -> list:
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
-def _identity(path: str):
+def _identity(path: str) -> set:
     """What a path resolves to: its inode when it exists (symlinks and hard links followed),
-    else the real path of where it would be made."""
+    else the real path of where it would be made. '-' as an output: stdout, and the file stdout
+    was redirected to (`> x.txt`), if a regular file."""
+    if path == "-":
+        ids = {("stdout",)}
+        try:
+            st = os.fstat(sys.stdout.fileno())
+            if stat.S_ISREG(st.st_mode):
+                ids.add(("inode", st.st_dev, st.st_ino))
+        except (OSError, ValueError, AttributeError):
+            pass
+        return ids
     try:
         st = os.stat(path)
-        return ("inode", st.st_dev, st.st_ino)
+        return {("inode", st.st_dev, st.st_ino)}
     except (OSError, ValueError):
-        return ("path", os.path.realpath(path))
+        return {("path", os.path.realpath(path))}
 
 
 def check_files(args) -> None:
@@ -250,17 +261,14 @@ def check_files(args) -> None:
     for dest, lab, none in outs:
         vals = _values(getattr(args, dest, None)) or _values(none)
         for p in vals:
-            if p == "-":
-                ident = ("stdout",)
-            else:
-                ident = _identity(p)
+            ident = _identity(p)
             for other, olab, op in done:
-                if other == ident:
+                if other & ident:
                     where = "stdout" if p == "-" else p
                     raise UsageError(f"{lab} and {olab} are the same output, {where}")
             if p != "-":
                 for other, ilab, ip in seen:
-                    if other == ident:
+                    if other & ident:
                         raise UsageError(f"output {lab} would overwrite the input {ilab} {ip}, {p}")
             done.append((ident, lab, p))
 

@@ -394,6 +394,19 @@ def test_two_outputs_on_one_file_is_a_usage_error(argv, inputs, tmp_path):
     assert r.stdout == ""
 
 
+def test_output_that_stdout_is_redirected_to(inputs, tmp_path):
+    """`httpanalyzer t.pcap --tls-out x.txt > x.txt`: the records (stdout) and the TLS rows
+    would share one file."""
+    import subprocess
+
+    trace, _ = _overlap_setup(tmp_path, inputs)
+    x = tmp_path / "x.txt"
+    with open(x, "wb") as f:
+        r = subprocess.run([C.PY, "-m", "httpanalyzer.cli", str(trace), "--tls-out", str(x)],
+                           stdout=f, stderr=subprocess.PIPE, text=True, timeout=300)
+    _check_refused(r, (x, b""))
+
+
 def test_output_linked_to_another_output(inputs, tmp_path):
     import os
 
