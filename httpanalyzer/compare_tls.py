@@ -43,6 +43,10 @@ CATEGORIES = {
                                        "webtap reads the whole hello from the first segment",
     "broken_hello": "webtap's record says the hello is incomplete, too long or malformed "
                     "(unmatched_reason), and tshark decodes no hello there either",
+    "tshark_stopped_at_damage": "the trace has a corrupt record header (webtap warned and "
+                                "resynchronised); tshark stops reading there (verified: the "
+                                "hello lies after the last frame tshark reads) and never sees "
+                                "the hello",
     "sslv2_client_hello": "an SSLv2-format ClientHello (2-byte record header with the top bit "
                           "set): outside SSL 3.0 .. TLS 1.3, webtap does not parse it",
     "quic_version_without_keys": "a QUIC Initial of a version (drafts other than 29, gQUIC T051, "
@@ -210,8 +214,11 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                       warnings: list | None = None) -> pd.DataFrame:
     from httpanalyzer.tls import analyze_tls
 
-    w = _with_columns(webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout, warnings=warnings)),
+    damage: list = []
+    w = _with_columns(webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout, warnings=damage)),
                       _W_COLS)
+    if warnings is not None:
+        warnings.extend(damage)
     t = _with_columns(tshark_hellos(path, tshark=tshark), _T_COLS)
     cols = ["side", "frame"]
     m = w.merge(t, on=cols, how="outer", suffixes=("_w", "_t"), indicator="how")
@@ -288,6 +295,17 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                 m.at[i, "category"] = "sslv2_client_hello"
             elif f.get("quic_bits") and any((int(b, 16) & 0xC0) == 0x80 for b in f["quic_bits"]):
                 m.at[i, "category"] = "quic_fixed_bit_greased"
+    if damage and redo:
+        # a damaged trace: tshark stops at the first corrupt record header, webtap goes on
+        left = [i for i in redo if m.at[i, "category"] == "unexplained"]
+        if left:
+            frames = run_fields([tshark, "-n", "-r", path, "-T", "fields", "-e", "frame.number"],
+                                ["frame.number"], path)
+            last = max((int(r["frame.number"]) for r in frames if r["frame.number"].isdigit()),
+                       default=0)
+            for i in left:
+                if int(m.at[i, "frame"]) > last:
+                    m.at[i, "category"] = "tshark_stopped_at_damage"
     _rejoin_quic(m)
     # a ServerHello whose supported_versions extension is empty: tshark 4.0 reads the next two
     # bytes (the following extension's type) as the version; webtap keeps the legacy version
