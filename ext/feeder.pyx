@@ -659,3 +659,25 @@ cdef class Dispatcher:
             a = e
         return 0
 
+
+
+# ------------------------------------------------------------------------ consumer lifetime
+
+cdef extern from "<sys/prctl.h>" nogil:
+    int prctl(int option, ...)
+    int PR_SET_PDEATHSIG
+
+cdef extern from "<unistd.h>" nogil:
+    int getppid()
+
+
+def die_with_parent(int ppid, int sig=9):
+    """In a consumer just forked by process `ppid`: ask the kernel to send `sig` (SIGKILL) to
+    this process when its parent dies (prctl PR_SET_PDEATHSIG; Linux), so that no consumer
+    outlives a killed run. Returns False when the parent is already gone (it died before the
+    request took effect): the caller ends at once. Note the kernel's rule: "parent" is the
+    thread that forked, so the feeder is started from a thread that lives as long as the run."""
+    if prctl(PR_SET_PDEATHSIG, <unsigned long>sig, <unsigned long>0, <unsigned long>0,
+             <unsigned long>0) != 0:
+        raise OSError("prctl(PR_SET_PDEATHSIG) failed")
+    return getppid() == ppid

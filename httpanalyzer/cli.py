@@ -64,24 +64,33 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sort", action="store_true",
                     help="write the records in time order (request time, else response time) at "
                          "the end of the run, instead of as they complete (holds them in memory)")
-    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
-                    help="seconds of capture time a message waits for its counterpart (default 60)")
-    ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 20, metavar="N",
-                    help="hard cap on waiting messages (oldest evicted, counted; default 1048576)")
-    ap.add_argument("--consumers", type=clikit.nonneg_int, default=None, metavar="N",
+    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
+                    help="seconds of capture time a message waits for its counterpart "
+                         "(> 0 and <= 1e9; default 60)")
+    ap.add_argument("--max-pending", type=clikit.max_pending, default=1 << 20, metavar="N",
+                    help="hard cap on waiting messages (oldest evicted, counted; 1 .. 2**30; "
+                         "default 1048576)")
+    from httpanalyzer.consumers import max_consumers
+
+    ap.add_argument("--consumers", type=clikit.number(int, 0, max_consumers()), default=None,
+                    metavar="N",
                     help="pair in N consumer processes fed through shared memory (the paper's "
                          "packet feeder; with -i: N AF_PACKET fanout rings, the kernel splitting "
                          "the traffic by Eq. 3); 0: in this process; default: chosen from the "
-                         "cores (0 below 4 cores; --summary says what and why)")
+                         "cores (0 below 4 cores; --summary says what and why); at most 4 per "
+                         f"core and 64 ({max_consumers()} here)")
     ap.add_argument("--dask", metavar="SCHEDULER",
                     help="run on Dask: 'local' or 'local:N' (a LocalCluster of N worker "
                          "processes) or a scheduler address (tcp://host:8786); the trace is "
                          "split into chunks and the boundaries repaired (docs/DISTRIBUTED.md). "
                          "-o OUT.parquet is then a dataset directory partitioned by chunk")
-    ap.add_argument("--chunk-mb", type=clikit.positive_float, default=None, metavar="MB",
-                    help="with --dask: chunk size in MiB of the trace (default 256)")
-    ap.add_argument("--chunk-packets", type=clikit.positive_int, default=None, metavar="N",
-                    help="with --dask: chunks of N packets instead of --chunk-mb")
+    ap.add_argument("--chunk-mb", type=clikit.number(float, 0, 1 << 20, lo_open=True),
+                    default=None, metavar="MB",
+                    help="with --dask: chunk size in MiB of the trace (> 0 and <= 2**20; "
+                         "default 256)")
+    ap.add_argument("--chunk-packets", type=clikit.number(int, 1, 1 << 40), default=None,
+                    metavar="N",
+                    help="with --dask: chunks of N packets instead of --chunk-mb (1 .. 2**40)")
     ap.add_argument("--summary", action="store_true",
                     help="print a summary table (to stderr when records go to stdout)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -93,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write TLS handshake records (httpanalyzer tls) to OUT.csv / "
                          ".parquet / .txt, from the same pass over the packets")
     clikit.add_common(ap)
+    clikit.files(ap, inputs=("traces",), outputs={"output": "-", "tls_out": None})
     return ap
 
 
@@ -242,7 +252,14 @@ def _check_scheduler(spec: str) -> None:
     here (and not a network error after seconds of trying)."""
     import re
 
-    if re.fullmatch(r"local(:[1-9][0-9]*)?", spec):
+    from httpanalyzer.consumers import max_consumers
+
+    if spec == "local" or spec.startswith("local:"):
+        n = spec[len("local:"):] if spec != "local" else "1"
+        hi = max_consumers()
+        if not (n.isdigit() and 1 <= int(n) <= hi):
+            raise clikit.UsageError(f"--dask local:N needs N in 1 .. {hi} worker processes "
+                                    f"(4 per core, at most 64), {spec!r}")
         return
     if re.fullmatch(r"(tcp|tls|ws|wss|ucx)://[^\s:/]+(:[0-9]+)?/?|[^\s:/]+:[0-9]+", spec):
         return
@@ -292,7 +309,9 @@ def handle(a, run) -> int:
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
     run.live = live
-    if a.consumers is None:
+    if a.consumers is None and not live and any(_is_pipe(t) for t in a.traces):
+        consumers, why = 0, "a pipe streams its records from one process"
+    elif a.consumers is None:
         from httpanalyzer.consumers import choose_consumers
 
         consumers, why = choose_consumers()
@@ -368,6 +387,16 @@ def handle(a, run) -> int:
         for p in write_plots(kept, balance, a.plots):
             run.note(f"wrote {p}")
     return 0
+
+
+def _is_pipe(path: str) -> bool:
+    import os
+    import stat
+
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def main(argv=None) -> int:

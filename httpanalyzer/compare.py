@@ -47,12 +47,21 @@ def _ns_of(rows: pd.DataFrame) -> np.ndarray:
 
 
 def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_000,
-                  jobs: int = 2, records: pd.DataFrame | None = None, gc_timeout: float = 60.0):
-    """One trace: (transactions, field_diffs, w rows, {mode: tshark rows}, commands)."""
+                  jobs: int = 2, records: pd.DataFrame | None = None, gc_timeout: float = 60.0,
+                  warnings: list | None = None):
+    """One trace: (transactions, field_diffs, w rows, {mode: tshark rows}, commands).
+    warnings: receives the damage webtap's read of the trace showed ('path: what')."""
     import httpanalyzer
 
     if records is None:
-        records = httpanalyzer.analyze(path, gc_timeout=gc_timeout)
+        from httpanalyzer.stream import Summary
+
+        s = Summary()
+        try:
+            records = httpanalyzer.analyze(path, gc_timeout=gc_timeout, summary=s)
+        finally:
+            if warnings is not None:
+                warnings.extend(s.warnings)
         if runctx.current().stop_requested:   # analyze() ended its input on Ctrl-C / SIGTERM
             raise KeyboardInterrupt("stop requested")
     frames, cmds, chunks = tshark_http(path, tuple(MODES), tshark=tshark,
@@ -72,7 +81,8 @@ def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_
 
 
 def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000, jobs: int = 2,
-                   gc_timeout: float = 60.0, progress=None) -> Comparison:
+                   gc_timeout: float = 60.0, progress=None,
+                   warnings: list | None = None) -> Comparison:
     """Compare webtap with tshark (first-packet and reassembly modes) on each trace; the traces
     are compared one by one (each its own webtap run and tshark runs) and the numbers pooled."""
     if isinstance(paths, (str, os.PathLike)):
@@ -87,7 +97,7 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
     for p in paths:
         try:
             t, fd, w, tx, c = compare_trace(p, tshark=tshark, chunk_packets=chunk_packets,
-                                            jobs=jobs, gc_timeout=gc_timeout)
+                                            jobs=jobs, gc_timeout=gc_timeout, warnings=warnings)
         except TsharkError:
             raise                   # a failing tshark is an error, never "nothing to compare"
         except (RuntimeError, OSError, ValueError) as e:
@@ -166,19 +176,22 @@ def build_parser():
                     help="write only the figures (the paper's Figs. 4-7: response-time CCDF, "
                          "status codes, methods, URL length) as PNG to DIR")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    ap.add_argument("--chunk-packets", type=clikit.positive_int, default=1_000_000, metavar="N",
+    ap.add_argument("--chunk-packets", type=clikit.number(int, 1, 1 << 40), default=1_000_000,
+                    metavar="N",
                     help="tshark reads traces longer than N packets in editcap chunks of N "
-                         "(default 1000000)")
-    ap.add_argument("--jobs", type=clikit.positive_int, default=2, metavar="N",
-                    help="tshark processes at once (default 2, at most 2)")
+                         "(1 .. 2**40; default 1000000)")
+    ap.add_argument("--jobs", type=clikit.number(int, 1, 2), default=2, metavar="N",
+                    help="tshark processes at once (1 or 2; default 2)")
     ap.add_argument("--tshark", default="tshark", metavar="PATH",
                     help="tshark binary (default: on PATH)")
-    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
-                    help="webtap's pairing window in seconds of capture time (default 60)")
+    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
+                    help="webtap's pairing window in seconds of capture time (> 0 and <= 1e9; "
+                         "default 60)")
     ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="a line per trace on stderr as it is done (default: when stderr is a "
                          "terminal)")
     clikit.add_common(ap)
+    clikit.files(ap, inputs=("traces",), outputs=("report",))
     return ap
 
 
@@ -208,14 +221,17 @@ def _handle(a, run) -> int:
         if show:
             print(f"httpanalyzer compare: {len(done)}/{n} {path}", file=sys.stderr, flush=True)
 
+    damage: list = []
     try:
         c = compare_traces(a.traces, tshark=a.tshark, chunk_packets=a.chunk_packets,
                            jobs=max(1, min(a.jobs, 2)), gc_timeout=a.gc_timeout,
-                           progress=progress)
+                           progress=progress, warnings=damage)
     except TsharkError as e:
         raise clikit.RunError(clikit.describe(e)) from None
     except subprocess.CalledProcessError as e:
         raise clikit.RunError(f"{e.cmd[0]} exited with status {e.returncode}") from None
+    finally:
+        run.warn_traces(damage)
     for s in c.skipped:
         run.error(clikit.what_where(s))
     if len(c.skipped) == n:

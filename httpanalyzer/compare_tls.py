@@ -43,6 +43,10 @@ CATEGORIES = {
                                        "webtap reads the whole hello from the first segment",
     "broken_hello": "webtap's record says the hello is incomplete, too long or malformed "
                     "(unmatched_reason), and tshark decodes no hello there either",
+    "tshark_stopped_at_damage": "the trace has a corrupt record header (webtap warned and "
+                                "resynchronised); tshark stops reading there (verified: the "
+                                "hello lies after the last frame tshark reads) and never sees "
+                                "the hello",
     "sslv2_client_hello": "an SSLv2-format ClientHello (2-byte record header with the top bit "
                           "set): outside SSL 3.0 .. TLS 1.3, webtap does not parse it",
     "quic_version_without_keys": "a QUIC Initial of a version (drafts other than 29, gQUIC T051, "
@@ -192,16 +196,31 @@ class TlsComparison:
                 "unexplained": int(c.get("unexplained", 0))}
 
 
-def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.0) -> pd.DataFrame:
+#: the columns of webtap_hellos and tshark_hellos rows (either side): a frame without rows, or
+#: with one side only, still has them all, so the join always suffixes the shared ones
+_W_COLS = ["side", "frame", "src", "dst", "transport", "sport", "dport", "sni", "alpn", "versions",
+           "ja3", "reason", "paired", "other", "server_version", "cipher", "ja3s"]
+_T_COLS = ["side", "frame", "tshark_frame", "protocols", "src", "dst", "sport", "dport",
+           "transport", "quic_version", "stream", "retrans", "sni", "alpn", "versions", "ja3",
+           "server_version", "cipher", "ja3s"]
+
+
+def _with_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
+    missing = [c for c in cols if c not in df.columns]
+    return df.reindex(columns=list(df.columns) + missing) if missing else df
+
+
+def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.0,
+                      warnings: list | None = None) -> pd.DataFrame:
     from httpanalyzer.tls import analyze_tls
 
-    w = webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout))
-    t = tshark_hellos(path, tshark=tshark)
+    damage: list = []
+    w = _with_columns(webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout, warnings=damage)),
+                      _W_COLS)
+    if warnings is not None:
+        warnings.extend(damage)
+    t = _with_columns(tshark_hellos(path, tshark=tshark), _T_COLS)
     cols = ["side", "frame"]
-    if len(w) == 0:
-        w = pd.DataFrame(columns=cols)
-    if len(t) == 0:
-        t = pd.DataFrame(columns=cols + ["tshark_frame", "protocols", "stream", "retrans"])
     m = w.merge(t, on=cols, how="outer", suffixes=("_w", "_t"), indicator="how")
     m["file"] = path
     cats, diffs = [], []
@@ -276,6 +295,17 @@ def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.
                 m.at[i, "category"] = "sslv2_client_hello"
             elif f.get("quic_bits") and any((int(b, 16) & 0xC0) == 0x80 for b in f["quic_bits"]):
                 m.at[i, "category"] = "quic_fixed_bit_greased"
+    if damage and redo:
+        # a damaged trace: tshark stops at the first corrupt record header, webtap goes on
+        left = [i for i in redo if m.at[i, "category"] == "unexplained"]
+        if left:
+            frames = run_fields([tshark, "-n", "-r", path, "-T", "fields", "-e", "frame.number"],
+                                ["frame.number"], path)
+            last = max((int(r["frame.number"]) for r in frames if r["frame.number"].isdigit()),
+                       default=0)
+            for i in left:
+                if int(m.at[i, "frame"]) > last:
+                    m.at[i, "category"] = "tshark_stopped_at_damage"
     _rejoin_quic(m)
     # a ServerHello whose supported_versions extension is empty: tshark 4.0 reads the next two
     # bytes (the following extension's type) as the version; webtap keeps the legacy version
@@ -419,37 +449,67 @@ def _same(f, a, b) -> bool:
     return str(a) == str(b)
 
 
-def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0) -> TlsComparison:
-    frames = [compare_tls_trace(p, tshark=tshark, gc_timeout=gc_timeout) for p in traces]
+def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0,
+                warnings: list | None = None) -> TlsComparison:
+    frames = [compare_tls_trace(p, tshark=tshark, gc_timeout=gc_timeout, warnings=warnings)
+              for p in traces]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return TlsComparison(rows=rows, files=list(traces))
 
 
-def cli(argv=None) -> int:
-    """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]`"""
+def build_parser():
     import argparse
-    import json
 
-    ap = argparse.ArgumentParser(prog="httpanalyzer compare --tls",
-                                 description="Compare webtap's TLS handshakes with tshark's; every "
-                                             "difference gets a category.")
-    ap.add_argument("traces", nargs="+", metavar="TRACE")
+    from webtap import clikit
+
+    ap = argparse.ArgumentParser(
+        prog="httpanalyzer compare --tls",
+        description="Compare webtap's TLS handshakes with tshark's; every difference gets a "
+                    "category.",
+        epilog="Exit codes: 0 compared; 1 a trace could not be read or tshark failed (one line "
+               "naming it); 2 usage error; 130/143 interrupted by SIGINT/SIGTERM. "
+               "See docs/CLI.md.")
+    ap.add_argument("traces", nargs="+", metavar="TRACE",
+                    help="pcap / pcapng files (gzip'd too), each compared on its own")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--csv", metavar="OUT", help="write the per-hello rows as CSV")
-    ap.add_argument("--tshark", default="tshark")
-    ap.add_argument("--gc-timeout", type=float, default=60.0, metavar="S")
-    a = ap.parse_args(argv)
+    ap.add_argument("--tshark", default="tshark", metavar="PATH",
+                    help="tshark binary (default: on PATH)")
+    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
+                    help="webtap's pairing window in seconds of capture time (> 0 and <= 1e9; "
+                         "default 60)")
+    clikit.add_common(ap)
+    clikit.files(ap, inputs=("traces",), outputs=("csv",))
+    return ap
+
+
+def _handle(a, run) -> int:
+    import json
+
+    from webtap import clikit
+    from webtap.capture import open_trace
+
+    o = run.output(a.csv, raw=True) if a.csv else None
     for p in a.traces:
         if not os.path.exists(p):
-            print(f"httpanalyzer compare: no such file: {p}", file=sys.stderr)
-            return 2
+            raise clikit.RunError(f"No such file or directory, {p}")
+        if os.path.isdir(p):
+            raise clikit.RunError(f"Is a directory, {p}")
+        if os.path.isfile(p):
+            with open_trace(p):        # NotACapture, an empty file: one line, exit 1
+                pass
+    damage: list = []
     try:
-        c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout)
-    except (OSError, RuntimeError, TsharkError, subprocess.CalledProcessError) as e:
-        print(f"httpanalyzer compare: {e}", file=sys.stderr)
-        return 1
-    if a.csv:
-        c.rows.drop(columns=["how"], errors="ignore").to_csv(a.csv, index=False)
+        c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout, warnings=damage)
+    except TsharkError as e:
+        raise clikit.RunError(clikit.describe(e)) from None
+    except subprocess.CalledProcessError as e:
+        raise clikit.RunError(f"{e.cmd[0]} exited with status {e.returncode}") from None
+    finally:
+        run.warn_traces(damage)
+    if o is not None:
+        c.rows.drop(columns=["how"], errors="ignore").to_csv(o.target, index=False)
+        o.commit()
     s = c.summary()
     if a.json:
         print(json.dumps(s))
@@ -461,3 +521,10 @@ def cli(argv=None) -> int:
         for r in un.head(50).itertuples(index=False):
             print(f"  unexplained: {r.file} frame {r.frame} {r.side}: {r.differs}")
     return 0
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]` (the webtap.clikit contract)."""
+    from webtap import clikit
+
+    return clikit.main("httpanalyzer compare --tls", build_parser(), _handle, argv)

@@ -19,6 +19,11 @@ import os
 READER_CORES = 2
 #: consumers below this number cannot gain over one process (one consumer moves the work)
 MIN_CONSUMERS = 2
+#: --consumers at most PER_CORE per core this process may run on, and never more than HARD_MAX:
+#: each consumer is a process with a 4 MiB ring that spins while it waits, so consumers beyond
+#: the cores only take turns (issue 30: 1000 on 2 cores forked for minutes)
+PER_CORE = 4
+HARD_MAX = 64
 
 
 def available_cores() -> int:
@@ -27,6 +32,12 @@ def available_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:          # pragma: no cover - non-Linux
         return os.cpu_count() or 1
+
+
+def max_consumers(cores: int | None = None) -> int:
+    """The largest consumer count a run accepts: min(PER_CORE x cores, HARD_MAX)."""
+    cores = available_cores() if cores is None else cores
+    return max(1, min(PER_CORE * cores, HARD_MAX))
 
 
 def choose_consumers(cores: int | None = None) -> tuple[int, str]:

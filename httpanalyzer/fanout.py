@@ -30,7 +30,7 @@ from multiprocessing.connection import wait as mp_wait
 import numpy as np
 import pyarrow as pa
 
-from httpanalyzer.feeder import ConsumerFailed, _TAG_BATCH, _send_batch, _send_ctrl
+from httpanalyzer.feeder import ConsumerFailed, _TAG_BATCH, _fx, _send_batch, _send_ctrl
 from webtap import runctx
 from webtap.schema import DISSECT_REASONS, PACKET_DTYPE
 
@@ -63,6 +63,8 @@ def fanout_available() -> bool:
 def _consumer_main(cid, ring, others, conn, ppid, counts, stop, clock, gc_timeout,
                    table_options) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not _fx.die_with_parent(ppid):       # killed with the run (PR_SET_PDEATHSIG)
+        os._exit(1)
     for r in others:                  # the parent's other sockets: not this process's to read
         r.close()
     try:
@@ -145,8 +147,10 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
 
     ctx = runctx.current()           # the run's context: the command line's Ctrl-C of a live run
 
-    if consumers < 1:
-        raise ValueError("fanout capture needs at least one consumer")
+    from httpanalyzer.consumers import max_consumers
+
+    if not 1 <= consumers <= max_consumers():
+        raise ValueError(f"fanout capture needs 1 .. {max_consumers()} consumers, not {consumers}")
     rings = afpacket.open_group(iface, consumers, mode=mode, bpf=bpf, retire_ms=RETIRE_MS)
     ctx = mp.get_context("fork")
     counts = ctx.Array("q", consumers, lock=False)

@@ -9,9 +9,14 @@ pairing table and sends its records back as Arrow IPC batches over a pipe. Becau
 response meet in the same consumer and every consumer's GC sees the single table's clock, the
 multiset of records equals the single-process run (docs/FEEDER.md has the argument and limits).
 
-Shared memory: one /dev/shm file per ring, created by the parent, unlinked as soon as every
-consumer has mapped it (so nothing can be left behind by a crash after start-up), and in any
-case when the run ends. Consumers ignore SIGINT: Ctrl-C reaches the parent, which ends the run.
+Shared memory: with the default "fork" start, one anonymous shared mapping per ring, made by the
+parent and inherited by the consumers: it has no name, so nothing can be left behind, whatever
+kills the run. With "spawn", one /dev/shm file per ring, unlinked as soon as every consumer has
+mapped it and in any case when the run ends; files a killed run left behind (their creator's
+pid is gone) are removed by the next feeder. Consumers ignore SIGINT (Ctrl-C reaches the
+parent, which ends the run) and are killed by the kernel when the parent dies
+(PR_SET_PDEATHSIG), so no consumer outlives a SIGKILL of the run. The consumer count is bounded
+(httpanalyzer.consumers.max_consumers).
 """
 from __future__ import annotations
 
@@ -105,15 +110,20 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
                    table_options: dict, drain_only: bool = False) -> None:
     """One consumer: frames from its ring into a pairing table; records back over `conn`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not _fx.die_with_parent(ppid):
+        os._exit(1)                         # the feeder died before we could ask to follow it
     ring = None
     try:
         from httpanalyzer.pairing import Pairer
 
-        fd = os.open(path, os.O_RDWR)
-        try:
-            mm = mmap.mmap(fd, region_bytes)
-        finally:
-            os.close(fd)
+        if isinstance(path, mmap.mmap):     # fork: the parent's anonymous mapping, inherited
+            mm = path
+        else:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                mm = mmap.mmap(fd, region_bytes)
+            finally:
+                os.close(fd)
         ring = _fx.Ring(mm)
         _send_ctrl(conn, ("ready", cid))
         from webtap._ext.dissect import dissect_batch
@@ -180,6 +190,35 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
 
 # ------------------------------------------------------------------------------ feeder side
 
+def sweep_rings() -> list[str]:
+    """Remove the /dev/shm ring files of feeders whose process is gone (a run killed between
+    making its named rings and its consumers mapping them); returns what was removed."""
+    gone = []
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return gone
+    for name in names:
+        if not name.startswith("webtap-feeder-"):
+            continue
+        pid = name[len("webtap-feeder-"):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                        # alive (or not ours to signal): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.unlink(os.path.join(SHM_DIR, name))
+            gone.append(name)
+        except OSError:
+            pass
+    return gone
+
+
 class FeederPairer:
     """The Pairer interface (feed/advance/flush/take/counters) over N consumer processes.
 
@@ -190,8 +229,11 @@ class FeederPairer:
     def __init__(self, consumers: int, gc_timeout: float = 60.0, live: bool = False,
                  ring_bytes: int = DEFAULT_RING_BYTES, start_timeout: float = 60.0,
                  start_method: str = "fork", drain_only: bool = False, **table_options):
-        if consumers < 1:
-            raise ValueError("consumers must be >= 1")
+        from httpanalyzer.consumers import max_consumers
+
+        if not 1 <= consumers <= max_consumers():
+            raise ValueError(f"consumers must be in 1 .. {max_consumers()} (4 per core, at most "
+                             f"64), not {consumers}")
         self.n = consumers
         self.live = live
         self._paths: list[str] = []
@@ -211,8 +253,15 @@ class FeederPairer:
         self.dispatcher = None
         self.rings: list = []
         tag = f"webtap-feeder-{os.getpid()}-{secrets.token_hex(4)}"
+        named = start_method != "fork"
         try:
+            if named:
+                sweep_rings()
             for c in range(consumers):
+                if not named:               # no name: nothing a killed run could leave behind
+                    self._maps.append(mmap.mmap(-1, ring_bytes, flags=mmap.MAP_SHARED))
+                    self.rings.append(_fx.Ring(self._maps[c], init=True))
+                    continue
                 path = os.path.join(SHM_DIR, f"{tag}-{c}")
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
                 self._paths.append(path)
@@ -228,7 +277,8 @@ class FeederPairer:
             for c in range(consumers):
                 r, w = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_consumer_main, name=f"webtap-consumer-{c}", daemon=True,
-                                args=(c, self._paths[c], ring_bytes, w, os.getpid(),
+                                args=(c, self._paths[c] if named else self._maps[c],
+                                      ring_bytes, w, os.getpid(),
                                       gc_timeout, table_options, drain_only))
                 p.start()
                 w.close()

@@ -265,8 +265,14 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         stats.add(b)
         return [b] if b.num_rows else []
 
+    # A pipe or FIFO (`tcpdump -w - | httpanalyzer -`) streams: the records a batch completed
+    # leave at once, since the next batch may come much later (a file's records leave in
+    # large batches: due()).
+    # (With consumers, each sends what it paired after SEND_EVERY_S.)
+    streaming = not live and not consumers and any(_is_pipe(s) for s in sources)
+
     def after():
-        return taken() if pairer.due() else ()
+        return taken() if pairer.due() or (streaming and pairer.table.records_waiting) else ()
 
     def idle(last):
         if not live:
@@ -334,6 +340,16 @@ def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packet
         stats.interrupted = stats.interrupted or balance.get("interrupted", False)
         if feeder is not None:
             feeder.update(balance)
+
+
+def _is_pipe(path: str) -> bool:
+    """Whether a trace argument is a pipe, FIFO or terminal (not a regular file)."""
+    import stat
+
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,

@@ -371,9 +371,10 @@ class TlsRun:
 def iter_tls_batches(traces: str | os.PathLike | Iterable, bpf: str | None = None,
                      gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                      max_reassembly: int = 1024, counters: dict | None = None,
-                     progress: bool | None = False) -> Iterator[pa.RecordBatch]:
+                     progress: bool | None = False,
+                     warnings: list | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches of TLS handshakes of one or more traces (read in the order given, one
-    table: a handshake may span files)."""
+    table: a handshake may span files). warnings: receives each trace's damage ('path: what')."""
     from webtap.capture import open_trace
 
     if isinstance(traces, (str, os.PathLike)):
@@ -381,10 +382,14 @@ def iter_tls_batches(traces: str | os.PathLike | Iterable, bpf: str | None = Non
     run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending, max_reassembly=max_reassembly)
     for t in traces:
         with open_trace(t, bpf=bpf, progress=progress) as tr:
-            for batch in tr:
-                tab = run.feed(batch.packets, batch.data)
-                if tab is not None:
-                    yield from tab.to_batches()
+            try:
+                for batch in tr:
+                    tab = run.feed(batch.packets, batch.data)
+                    if tab is not None:
+                        yield from tab.to_batches()
+            finally:
+                if warnings is not None:
+                    warnings.extend(f"{t}: {w}" for w in tr.warnings)
     tab = run.finish()
     if tab is not None:
         yield from tab.to_batches()
@@ -394,12 +399,12 @@ def iter_tls_batches(traces: str | os.PathLike | Iterable, bpf: str | None = Non
 
 def analyze_tls(traces, bpf: str | None = None, gc_timeout: float = 60.0,
                 max_pending: int = 1 << 15, max_reassembly: int = 1024,
-                counters: dict | None = None):
+                counters: dict | None = None, warnings: list | None = None):
     """One row per TLS handshake (ClientHello <-> ServerHello) of the traces, as a DataFrame
     ordered by ClientHello (else ServerHello) frame."""
     batches = list(iter_tls_batches(traces, bpf=bpf, gc_timeout=gc_timeout,
                                     max_pending=max_pending, max_reassembly=max_reassembly,
-                                    counters=counters))
+                                    counters=counters, warnings=warnings))
     tab = pa.Table.from_batches(batches, schema=SCHEMA)
     tab = sort_table(tab)
     return tab.to_pandas(types_mapper=None)
@@ -511,6 +516,22 @@ class OnePass:
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
                           max_reassembly=max_reassembly)
         self.tables: list = []
+        self.packets = 0                   # packets fed (for `interrupted ... after N packets`)
+        run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the handshakes so far, as partial
+
+    def _keep(self) -> None:
+        """The run was interrupted: the handshakes so far (the waiting hellos flushed as
+        unmatched, as the HTTP records' are) into the output, which clikit keeps as
+        OUT.partial.EXT."""
+        if self.o.done:
+            return
+        t = self.run.finish()
+        if t is not None:
+            self.tables.append(t)
+        if self.tables:
+            tab = sort_table(pa.concat_tables(self.tables))
+            if tab.num_rows:
+                self.o.write(tab)
 
     @property
     def tls_watch(self):
@@ -523,6 +544,7 @@ class OnePass:
         self.feed(packets, data, getattr(mb, "tls", None))
 
     def feed(self, packets, data, msgs=None) -> None:
+        self.packets += len(packets)
         t = self.run.feed(packets, data, msgs)
         if t is not None:
             self.tables.append(t)
@@ -540,8 +562,9 @@ class OnePass:
         return self.run.counters()
 
 
-def feed_traces(one: OnePass, traces, bpf: str | None = None) -> list:
-    """Read the traces into a OnePass; returns the unreadable ones as 'path: why' lines."""
+def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None) -> list:
+    """Read the traces into a OnePass; returns the unreadable ones as 'path: why' lines.
+    warnings: receives the damage each trace showed ('path: what', as webtap.stream's)."""
     from webtap.capture import open_trace
     from webtap.errors import BpfError
 
@@ -555,8 +578,12 @@ def feed_traces(one: OnePass, traces, bpf: str | None = None) -> list:
             bad.append(f"{t}: {e}")
             continue
         with tr:
-            for batch in tr:
-                one.feed(batch.packets, batch.data)
+            try:
+                for batch in tr:
+                    one.feed(batch.packets, batch.data)
+            finally:
+                if warnings is not None:
+                    warnings.extend(f"{t}: {w}" for w in tr.warnings)
     return bad
 
 
@@ -575,17 +602,22 @@ def build_parser():
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
                     help=clikit.output_help("handshake records") + "; default: lines on stdout")
-    ap.add_argument("--gc-timeout", type=clikit.positive_float, default=60.0, metavar="S",
-                    help="seconds of capture time a hello waits for its counterpart (default 60)")
-    ap.add_argument("--max-pending", type=clikit.positive_int, default=1 << 15, metavar="N",
-                    help="waiting hellos at most (oldest evicted, reason cap; default 32768)")
-    ap.add_argument("--max-reassembly", type=clikit.positive_int, default=1024, metavar="N",
-                    help="split hellos reassembled at once (32 KiB each at most; default 1024)")
+    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
+                    help="seconds of capture time a hello waits for its counterpart "
+                         "(> 0 and <= 1e9; default 60)")
+    ap.add_argument("--max-pending", type=clikit.max_pending, default=1 << 15, metavar="N",
+                    help="waiting hellos at most (oldest evicted, reason cap; 1 .. 2**30; "
+                         "default 32768)")
+    ap.add_argument("--max-reassembly", type=clikit.number(int, 1, 1 << 20), default=1024,
+                    metavar="N",
+                    help="split hellos reassembled at once (32 KiB each at most; 1 .. 2**20; "
+                         "default 1024)")
     ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
     ap.add_argument("--plots", metavar="DIR",
                     help="write the figures (handshake-time CCDF TCP vs QUIC, versions, ALPN, "
                          "top SNIs, ECH share, ClientHello segments) as PNG to DIR")
     clikit.add_common(ap)
+    clikit.files(ap, inputs=("traces",), outputs={"output": "-"})
     return ap
 
 
@@ -605,7 +637,10 @@ def handle(a, run) -> int:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
     one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                   max_reassembly=a.max_reassembly)
-    bad = feed_traces(one, a.traces, bpf=a.bpf)
+    run.packets = lambda: one.packets
+    damage: list = []
+    bad = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)
+    run.warn_traces(damage)
     for b in bad:
         run.error(clikit.what_where(b))
     if len(bad) == len(a.traces):

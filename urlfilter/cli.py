@@ -92,7 +92,8 @@ def _parser():
     s.add_argument("urls", nargs="+", metavar="URL", help="URLs to delete")
     s = cmd("list", "list stored URLs")
     s.add_argument("--category", help="only this category")
-    s.add_argument("--limit", type=clikit.positive_int, metavar="N", help="at most N entries")
+    s.add_argument("--limit", type=clikit.positive_int, metavar="N",
+                   help="at most N entries (1 .. 2**62)")
     s = cmd("match", "match URLs against the blacklist")
     s.add_argument("urls", nargs="+", metavar="URL", help="URLs to look up")
     s.add_argument("--json", action="store_true", help="one JSON object per URL")
@@ -100,8 +101,10 @@ def _parser():
     s.add_argument("--json", action="store_true", help="one JSON object")
     s = cmd("export", "export the store as CSV")
     s.add_argument("path", metavar="CSV", help="the CSV file to write")
+    clikit.files(s, inputs=("db",), outputs=("path",))
     s = cmd("backup", "copy the SQLite store")
     s.add_argument("path", metavar="PATH", help="where the copy goes")
+    clikit.files(s, inputs=("db",), outputs=("path",))
     cmd("snapshot", "rebuild and save the tree snapshot (DB.tree)")
     s = cmd("scan", "match the GETs of traces offline", blacklist_alias=True)
     s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
@@ -120,6 +123,7 @@ def _parser():
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal that the "
                         "records do not go to)")
+    clikit.files(s, inputs=("traces", "db"), outputs={"output": "-", "forged_out": None})
     s = cmd("run", "live filter: capture, match, inject FIN/RST", blacklist_alias=True)
     s.add_argument("-i", "--iface", "--interface", dest="iface", required=True, metavar="IFACE",
                    help="interface to capture on")
@@ -128,18 +132,19 @@ def _parser():
     s.add_argument("-f", "--filter", "--bpf", dest="bpf", default="tcp or udp", metavar="BPF",
                    help="BPF filter (default 'tcp or udp': udp for the QUIC Initials; --bpf is an old spelling)")
     s.add_argument("--duration", type=clikit.positive_float, metavar="S",
-                   help="stop after this many seconds (else at Ctrl-C or SIGTERM)")
+                   help="stop after this many seconds (> 0 and <= 1e9; else at Ctrl-C or SIGTERM)")
     s.add_argument("-o", "--output", metavar="OUT",
                    help=clikit.output_help("hit records (+ reaction_ns)", {"csv", "parquet", "lines"})
                    + "; written at the end")
     s.add_argument("--verify-checksums", action="store_true",
                    help="skip GETs with bad checksums (off: local captures carry offload checksums)")
+    clikit.files(s, inputs=("db",), outputs=("output",))
     s = cmd("timing", "timing condition per connection (T_proc + RTT_cf < RTT_cs)",
             blacklist_alias=True)
     s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
                    help="pcap / pcapng files (gzip'd too; '-' for stdin)")
     s.add_argument("--t-proc-us", type=clikit.positive_float, metavar="US",
-                   help="use this T_proc: adds t_proc_ns, margin_ns, win (reproducible)")
+                   help="use this T_proc: adds t_proc_ns, margin_ns, win (reproducible; > 0 and <= 1e9)")
     s.add_argument("--measured", action="store_true",
                    help="add measured_t_proc_ns, measured_margin_ns, measured_win: the match+forge "
                         "time measured on this machine (differs from run to run; default: left out)")
@@ -154,6 +159,7 @@ def _parser():
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal that the "
                         "records do not go to)")
+    clikit.files(s, inputs=("traces", "db"), outputs={"output": "-"})
     return p
 
 
@@ -191,6 +197,8 @@ def _open_manager(args, create: bool):
         parent = os.path.dirname(os.path.abspath(db))
         if args.db is not None and not os.path.isdir(parent):
             raise clikit.UsageError(f"the store's folder does not exist, {os.path.dirname(db)}")
+        if args.db is not None and not os.path.exists(db):
+            _check_writable(parent, os.path.dirname(db) or ".")
     if os.path.exists(db):
         with open(db, "rb") as f:
             magic = f.read(16)
@@ -200,6 +208,21 @@ def _open_manager(args, create: bool):
         return UrlManager(db)
     except sqlite3.Error as e:
         raise clikit.RunError(f"cannot open the store ({e}), {db}") from None
+
+
+def _check_writable(folder: str, shown: str) -> None:
+    """A usage error, as for a missing folder, when a file cannot be made in `folder` (tried:
+    permissions alone do not tell, root ignores them and /proc refuses even root)."""
+    import os
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".urlfilter-", dir=folder)
+    except OSError as e:
+        raise clikit.UsageError(f"cannot write the store's folder ({e.strerror}), {shown}") \
+            from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def main(argv=None) -> int:
@@ -214,11 +237,18 @@ def _handle(args, run) -> int:
     run.quiet = bool(getattr(args, "quiet", False))
     if args.cmd in ("scan", "run", "timing"):
         return _filter_cmd(args, run)
+    import os
+
     if args.cmd == "import":
         args.paths = _importable(args, run)    # before the store is opened (or made)
+    db = _db_path(args)
+    made = not os.path.exists(db)              # this command makes the store (import, add)
     mgr = _open_manager(args, create=args.cmd in ("import", "add"))
+    ok = False
     try:
-        return _run(mgr, args, run)
+        rc = _run(mgr, args, run)
+        ok = rc == 0 or args.cmd not in ("import", "add")
+        return rc
     except InvalidUrl as e:
         raise clikit.UsageError(str(e)) from None
     except (ValueError, StoreError) as e:
@@ -231,6 +261,20 @@ def _handle(args, run) -> int:
         raise clikit.RunError(str(e)) from None
     finally:
         mgr.close()
+        if made and not ok:
+            _remove_store(db)              # a failed import leaves no empty store behind
+
+
+def _remove_store(db: str) -> None:
+    """The files of a store this run made and did not fill: the SQLite file, its journals and
+    its tree snapshot (DB.tree)."""
+    import os
+
+    for suffix in ("", ".tree", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(db + suffix)
+        except FileNotFoundError:
+            pass
 
 
 def _importable(args, run) -> list:
@@ -342,6 +386,11 @@ def _run(mgr, args, run) -> int:
             else:
                 print(f"{'HIT' if r['hit'] else 'MISS'}\t{r['url']}\t{r['entry'] or ''}\t{r['category'] or ''}",
                       file=out)
+        bad = [r for r in res if r["canonical"] is None]
+        if bad and len(bad) == len(res):   # as `add`: nothing to look up is a usage error
+            raise clikit.UsageError(f"not a URL ({bad[0]['error']}), {bad[0]['url']}")
+        for r in bad:                  # among valid ones: said, and the lookup goes on
+            run.warn(f"not a URL ({r['error']}), {r['url']}")
         return 0 if any(r["hit"] for r in res) else 1
     if args.cmd == "stats":
         t = mgr.load_tree()
@@ -446,6 +495,10 @@ def _filter_cmd(args, run) -> int:
             part = getattr(e, "partial", None)
             if part is not None and part.table.num_rows and not o.stdout:
                 o.write(part.table)    # kept as OUT.partial.EXT by clikit
+            writer = getattr(e, "forged", None)
+            if writer is not None and forged_tmp is not None and writer.parts:
+                with run.shielded():   # the frames forged so far: FORGED.partial.pcap
+                    forged_tmp.rows = writer.close()
             raise
         _report_inputs(run, res.totals, len(args.traces))
         if not (args.json and o.stdout):
@@ -462,7 +515,7 @@ def _filter_cmd(args, run) -> int:
                  forged_written=res.forged_written)
         if args.json:
             print(json.dumps(c), file=out)
-        else:
+        elif not run.quiet:
             skipped = ", ".join(f"{k} {c[k]}" for k in ("uri_truncated", "no_host", "host_later",
                                                          "bad_target", "bad_checksum", "canon_failed")
                                 if c[k]) or "none"
@@ -506,9 +559,15 @@ def _filter_cmd(args, run) -> int:
     o = run.output(args.output or "-", views={"lines": _select(TIMING_LINE)})
     bl = _load_blacklist(args)
     progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
-    df, totals = timing(args.traces, bl, bpf=args.bpf,
-                        t_proc_ns=None if args.t_proc_us is None else args.t_proc_us * 1000,
-                        progress=progress, with_totals=True)
+    try:
+        df, totals = timing(args.traces, bl, bpf=args.bpf,
+                            t_proc_ns=None if args.t_proc_us is None else args.t_proc_us * 1000,
+                            progress=progress, with_totals=True)
+    except KeyboardInterrupt as e:
+        part = getattr(e, "partial", None)     # the connections so far: OUT.partial.EXT
+        if part is not None and len(part) and not o.stdout:
+            o.write(pa.Table.from_pandas(part, preserve_index=False))
+        raise
     _report_inputs(run, totals, len(args.traces))
     if not (args.json and o.stdout):
         o.write(pa.Table.from_pandas(report_columns(df, t_proc_given=args.t_proc_us is not None,
@@ -524,7 +583,7 @@ def _filter_cmd(args, run) -> int:
     s = summary(df)
     if args.json:
         print(json.dumps(s), file=out)
-    else:
+    elif not run.quiet:
         how = "given" if args.t_proc_us is not None else "measured"
         print(f"{s['won']} of {s['with_handshake']} connections with a handshake won "
               f"({s['share_won']:.1%}, {how} T_proc median {s['t_proc_us_p50']:.2f} us); "

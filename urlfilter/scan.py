@@ -104,6 +104,7 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
         # Ctrl-C / SIGTERM: the GETs so far ride on the exception (exc.partial), for a caller
         # that keeps what it had (the command line writes them to OUT.partial.EXT)
         exc.partial = ScanResult(an.table(), dict(an.counters), totals, 0, an)
+        exc.forged = writer                # its frames so far (ForgedPcapWriter.close)
         raise
     n = writer.close() if writer else 0
     return ScanResult(an.table(), dict(an.counters), totals, n, an)

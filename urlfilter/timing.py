@@ -71,8 +71,18 @@ def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, handshakes=True,
                      time_forge_all=True)
-    totals = run(traces, [an], bpf=bpf, progress=progress, skip_unreadable=with_totals,
-                 dissector=an.dissector())
+    try:
+        totals = run(traces, [an], bpf=bpf, progress=progress, skip_unreadable=with_totals,
+                     dissector=an.dissector())
+    except KeyboardInterrupt as exc:
+        # Ctrl-C / SIGTERM: the connections so far ride on the exception (exc.partial), for a
+        # caller that keeps what it had (the command line writes OUT.partial.EXT)
+        try:
+            an.finish()                    # as at the end of the input (connection times)
+            exc.partial = _report(an, t_proc_ns)
+        except Exception:                  # noqa: BLE001 - the interruption is what counts
+            exc.partial = None
+        raise
     df = _report(an, t_proc_ns)
     return (df, totals) if with_totals else df
 

@@ -14,11 +14,19 @@ default, filled with a single read), and the packets are described where they li
 Gzip-compressed captures (``.pcap.gz``, ``.pcapng.gz``, recognised by their magic bytes, not
 their name) are inflated straight into the same chunks, so memory stays bounded whatever the
 size of the file. Chunk buffers are reused once no batch refers to them any more.
+
+A pipe, a FIFO or a terminal (``tcpdump -w - | httpanalyzer -``) streams: a chunk takes what the
+writer has sent so far and is handed over at once (it waits only for the first bytes), so
+packets are processed as they arrive, never after a full chunk; while the writer sends faster
+than the reader reads, chunks still fill up to their size. A regular file is read in whole
+chunks.
 """
 from __future__ import annotations
 
 import mmap
 import os
+import select
+import stat
 import sys
 import zlib
 from typing import Callable, Iterator, NamedTuple
@@ -142,19 +150,35 @@ class ChunkPool:
         self._bufs = []
 
 
-def fill(stream, buf: np.ndarray, start: int) -> tuple[int, bool]:
-    """Fill buf[start:] from a file-like stream; returns (bytes now in buf, whether it ended)."""
+def _readable_now(fd: int) -> bool:
+    """Whether a read of fd would return at once (data or end of file waits in the pipe)."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def fill(stream, buf: np.ndarray, start: int, fd: int | None = None,
+         at_least: int = 1) -> tuple[int, bool]:
+    """Fill buf[start:] from a file-like stream; returns (bytes now in buf, whether it ended).
+    fd: the stream is a pipe (a FIFO, stdin) on this descriptor: take what is available --
+    wait for at least `at_least` new bytes (or the end), then stop as soon as the pipe has
+    nothing more to give right now, instead of waiting for a full buffer."""
     view = memoryview(buf)
     pos = start
     while pos < len(buf):
-        got = stream.readinto(view[pos:])
+        if fd is not None and pos - start >= at_least and not _readable_now(fd) \
+                and not getattr(stream, "buffered", lambda: 0)():
+            return pos, False
+        got = stream.readinto1(view[pos:]) if fd is not None else stream.readinto(view[pos:])
         if not got:
             return pos, True
         pos += got
     return pos, False
 
 
-def carry_over(reader, buf: np.ndarray, chunk_size: int, pool: ChunkPool, stream) -> np.ndarray:
+def carry_over(reader, buf: np.ndarray, chunk_size: int, pool: ChunkPool, stream,
+               fd: int | None = None) -> np.ndarray:
     """The reader's chunk ends inside a record (reader.need_more): its unread tail starts the
     next chunk, grown when one record or block is larger than half of it; the rest is read from
     `stream` and handed to the reader. Returns the new chunk buffer."""
@@ -164,9 +188,48 @@ def carry_over(reader, buf: np.ndarray, chunk_size: int, pool: ChunkPool, stream
         size *= 2
     nxt = pool.get(size)
     nxt[: len(tail)] = tail
-    filled, final = fill(stream, nxt, len(tail))
+    filled, final = fill(stream, nxt, len(tail), fd)
     reader.set_buffer(nxt[:filled], 0, final)
     return nxt
+
+
+class _PipeStream:
+    """A pipe, FIFO or terminal read one read(2) at a time: BufferedReader.readinto1 copies
+    what it buffered and then reads again, which on a pipe waits for the writer. Takes over an
+    open BufferedReader after its peek (the bytes it buffered are handed out first)."""
+
+    def __init__(self, f):
+        self.pre = f.read1(len(f.peek(1)))     # what peek() buffered; no new read
+        self.fd = f.fileno()
+
+    def buffered(self) -> int:
+        return len(self.pre)
+
+    def readinto1(self, view) -> int:
+        if self.pre:
+            n = min(len(view), len(self.pre))
+            view[:n] = self.pre[:n]
+            self.pre = self.pre[n:]
+            return n
+        return os.readv(self.fd, [view])
+
+    readinto = readinto1
+
+    def read1(self, n: int) -> bytes:
+        if self.pre:
+            out, self.pre = self.pre[:n], self.pre[n:]
+            return out
+        return os.read(self.fd, n)
+
+    def read(self, n: int) -> bytes:
+        parts, got = [], 0
+        while got < n:
+            b = self.read1(n - got)
+            if not b:
+                break
+            parts.append(b)
+            got += len(b)
+        return b"".join(parts)
 
 
 class _GzipStream:
@@ -187,7 +250,15 @@ class _GzipStream:
         self.out = 0
         self.salvaged = b""           # inflated before a damaged spot, not yet handed out
 
-    def readinto(self, view) -> int:
+    def buffered(self) -> int:
+        """Bytes this stream can hand out without reading its input again."""
+        return len(self.pending) + len(self.salvaged)
+
+    def readinto1(self, view) -> int:
+        """As readinto, but at most one read of the input (a pipe: what is available)."""
+        return self.readinto(view, one=True)
+
+    def readinto(self, view, one: bool = False) -> int:
         want, got = len(view), 0
         if self.salvaged:
             got = min(want, len(self.salvaged))
@@ -196,7 +267,9 @@ class _GzipStream:
             self.out += got
         while got < want and not self.done:
             if not self.pending:
-                self.pending = self.raw.read(1 << 20)
+                if one and got:
+                    break                  # a pipe: hand out what came, read again later
+                self.pending = self.raw.read1(1 << 20) if one else self.raw.read(1 << 20)
                 if not self.pending:
                     if self.in_member:
                         self.warnings.append(f"gzip stream cut short: read up to the {self.out} "
@@ -283,12 +356,17 @@ class Trace:
         f = open(self.path, "rb")
         try:
             head = f.peek(2)[:2]           # peek, not read+seek: pipes and FIFOs work too
+            st = os.fstat(f.fileno())
+            self._size = st.st_size
+            # a pipe, FIFO or terminal streams (module docstring): chunks of what is available
+            self._fd = None if stat.S_ISREG(st.st_mode) else f.fileno()
+            raw = f if self._fd is None else _PipeStream(f)
             self.gzip = head == _GZIP_MAGIC
-            self._stream = _GzipStream(f, self.warnings) if self.gzip else f
-            self._size = os.fstat(f.fileno()).st_size
+            self._stream = _GzipStream(raw, self.warnings) if self.gzip else raw
             self._pool = ChunkPool()
             buf = self._pool.get(self.chunk_size)
-            filled, final = fill(self._stream, buf, 0)
+            # (at least a pcapng section header's fixed part, so the format can be told)
+            filled, final = fill(self._stream, buf, 0, self._fd, at_least=28)
             if filled == 0:
                 raise NotACapture(f"{self.path}: empty file, not a capture")
             self._reader = _source.FileReader(buf[:filled], self.bpf, self.path, final)
@@ -320,7 +398,8 @@ class Trace:
                 if reader.eof:
                     break
                 if reader.need_more:
-                    buf = carry_over(reader, buf, self.chunk_size, self._pool, self._stream)
+                    buf = carry_over(reader, buf, self.chunk_size, self._pool, self._stream,
+                                     self._fd)
                     if bar is not None:
                         bar.update(self._file.tell() - bar.n)
         finally:

@@ -224,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT",
                    help=clikit.output_help("messages") + "; default: lines on stdout")
     p.set_defaults(func=cmd_dissect)
+    clikit.files(p, inputs=("traces",), outputs={"output": "-"})
     for p in sub.choices.values():
         p.add_argument("-f", "--filter", "--bpf", dest="filter", metavar="BPF",
                        help="BPF filter expression (libpcap syntax; --bpf is an old spelling)")

@@ -22,7 +22,11 @@ layer guarantees, so that no tool has to remember it:
   (``with run.shielded():``); a signal that arrives then sets the run context's stop_requested
   (webtap.runctx, active for the run), and the reader ends its input at its next batch. Live
   captures (``-i``) end normally on a signal: exit 0.
-- **Warnings.** ``run.warn(...)`` prints ``tool: warning: ...`` unless ``--quiet``.
+- **Warnings.** ``run.warn(...)`` prints ``tool: warning: ...`` and ``run.note(...)`` an
+  informational line (``wrote ...``, a summary) unless ``--quiet``.
+- **Outputs over inputs.** :func:`files` declares which arguments of a parser are inputs and
+  outputs; before the handler runs, an output that resolves to an input or to another output
+  (same inode, a symlink, ``-`` twice) is a usage error (:func:`check_files`).
 
 The extension table
 -------------------
@@ -50,11 +54,13 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import stat
 import sys
 
 __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
            "what_where", "describe",
-           "main", "DEBUG_ENV", "progress_wanted", "positive_int", "positive_float", "nonneg_int", "trace_path",
+           "main", "DEBUG_ENV", "progress_wanted", "number", "positive_int", "positive_float",
+           "nonneg_int", "gc_timeout", "max_pending", "files", "check_files", "trace_path",
            "output_help", "add_common"]
 
 #: Set to 1 for a traceback after an error (as --debug does).
@@ -148,25 +154,124 @@ def output_help(what: str = "records", formats=None) -> str:
 
 # -- argument types (a bad number is a usage error, exit 2, from argparse) ----------------------
 
-def _number(kind, what: str, ok, bound: str):
-    """An argparse type: `kind(text)` that `ok` accepts, else a usage error naming `bound`."""
+def _fmt(v) -> str:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+        v = int(v)
+    return f"{v:,}".replace(",", "_") if isinstance(v, int) and abs(v) >= 100_000 else str(v)
+
+
+def number(kind, lo, hi, *, lo_open: bool = False, what: str | None = None):
+    """An argparse type for a number in a range: `kind(text)` (int or float) with
+    lo <= v <= hi (lo < v with lo_open); NaN and inf refused. Anything else is a usage error
+    (exit 2) that names the range: ``must be in 1 .. 1_073_741_824: '99999999999999999999'``.
+    Every numeric option of every command goes through this (docs/CLI.md lists the ranges), so
+    that a number the C core cannot hold never reaches it."""
+    what = what or ("an integer" if kind is int else "a number")
+    bound = (f"> {_fmt(lo)} and <= {_fmt(hi)}" if lo_open else f"in {_fmt(lo)} .. {_fmt(hi)}")
+
     def parse(text: str):
         try:
             v = kind(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        if not ok(v):
+        if v != v or v in (float("inf"), float("-inf")) or \
+                not ((lo < v) if lo_open else (lo <= v)) or not v <= hi:
             raise argparse.ArgumentTypeError(f"must be {bound}: {text!r}")
         return v
+    parse.__name__ = kind.__name__          # argparse's "invalid <name> value" wording
+    parse.range = (lo, hi, lo_open)
     return parse
 
 
-#: a finite number > 0 (NaN and inf refused)
-positive_float = _number(float, "a number", lambda v: v > 0 and v != float("inf"), "a positive number")
-#: an integer >= 1
-positive_int = _number(int, "an integer", lambda v: v >= 1, ">= 1")
-#: an integer >= 0
-nonneg_int = _number(int, "an integer", lambda v: v >= 0, ">= 0")
+#: the largest time in seconds an option takes (about 31 years: as ns it fits an int64 many times)
+MAX_SECONDS = 1e9
+#: a finite number > 0 and <= 1e9 (seconds, MiB, microseconds)
+positive_float = number(float, 0, MAX_SECONDS, lo_open=True)
+#: an integer in 1 .. 2**62
+positive_int = number(int, 1, 1 << 62)
+#: an integer in 0 .. 2**62
+nonneg_int = number(int, 0, 1 << 62)
+#: --gc-timeout: seconds of capture time, > 0 and <= 1e9
+gc_timeout = number(float, 0, MAX_SECONDS, lo_open=True)
+#: --max-pending of the pairing and TLS tables (their C tables index with int32)
+max_pending = number(int, 1, 1 << 30)
+
+
+# -- outputs over inputs ---------------------------------------------------------------------
+
+_FILES = "_webtap_files"
+
+
+def files(parser: argparse.ArgumentParser, inputs=(), outputs=()) -> None:
+    """Declare which arguments of `parser` (by dest) name files the command reads (`inputs`)
+    and writes (`outputs`; a dict dest -> what None means, e.g. {"output": "-"} when no -o is
+    stdout). Before the handler runs, :func:`check_files` refuses (usage error, exit 2) an
+    output that is an input or another output of the same run."""
+    if not isinstance(outputs, dict):
+        outputs = {d: None for d in outputs}
+
+    def label(dest):
+        for a in parser._actions:
+            if a.dest == dest:
+                if a.option_strings:
+                    return max(a.option_strings, key=len)
+                return a.metavar or dest.upper()
+        return dest
+    parser.set_defaults(**{_FILES: ([(d, label(d)) for d in inputs],
+                                    [(d, label(d), none) for d, none in outputs.items()])})
+
+
+def _values(v) -> list:
+    if v is None:
+        return []
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _identity(path: str) -> set:
+    """What a path resolves to: its inode when it exists (symlinks and hard links followed),
+    else the real path of where it would be made. '-' as an output: stdout, and the file stdout
+    was redirected to (`> x.txt`), if a regular file."""
+    if path == "-":
+        ids = {("stdout",)}
+        try:
+            st = os.fstat(sys.stdout.fileno())
+            if stat.S_ISREG(st.st_mode):
+                ids.add(("inode", st.st_dev, st.st_ino))
+        except (OSError, ValueError, AttributeError):
+            pass
+        return ids
+    try:
+        st = os.stat(path)
+        return {("inode", st.st_dev, st.st_ino)}
+    except (OSError, ValueError):
+        return {("path", os.path.realpath(path))}
+
+
+def check_files(args) -> None:
+    """Usage error if an output of this run resolves to one of its inputs or to another of its
+    outputs (same inode, a symlink to it, '-' twice for stdout); nothing has been read yet."""
+    decl = getattr(args, _FILES, None)
+    if not decl:
+        return
+    ins, outs = decl
+    seen = []                          # (identity, label, path) of inputs
+    for dest, lab in ins:
+        for p in _values(getattr(args, dest, None)):
+            seen.append((_identity("/dev/stdin" if p == "-" else p), lab, p))
+    done = []                          # (identity, label, path) of outputs
+    for dest, lab, none in outs:
+        vals = _values(getattr(args, dest, None)) or _values(none)
+        for p in vals:
+            ident = _identity(p)
+            for other, olab, op in done:
+                if other & ident:
+                    where = "stdout" if p == "-" else p
+                    raise UsageError(f"{lab} and {olab} are the same output, {where}")
+            if p != "-":
+                for other, ilab, ip in seen:
+                    if other & ident:
+                        raise UsageError(f"output {lab} would overwrite the input {ilab} {ip}, {p}")
+            done.append((ident, lab, p))
 
 
 def trace_path(path: str) -> str:
@@ -314,6 +419,8 @@ class Output:
                 self._open_writer()
             self._writer.write(view(batch) if view else batch)
             self.rows += batch.num_rows
+            if self.stdout:                # a pipe reader sees the records as they come
+                sys.stdout.buffer.flush()
         # a signal that came meanwhile is not raised here: the reader ends its input at its next
         # batch (the run context's stop_requested), what waits is flushed, and commit() raises
 
@@ -363,8 +470,15 @@ class Output:
     def commit_partial(self, reason: str) -> str | None:
         """Interrupted: the records so far, complete and valid, in NAME.partial.EXT; returns
         that path (None for stdout, or when nothing could be kept)."""
-        if self.done or self.raw:
+        if self.done:
             return None
+        if self.raw:                       # a file another module wrote: kept if it has rows
+            if not self.rows or self.tmp is None:
+                return None
+            self.done = True
+            dest = _partial_name(self.path)
+            self._place(dest)
+            return dest
         self._finish({"webtap.tool": self.run.tool, "webtap.partial": "true",
                       "webtap.interrupted_by": reason})
         self.done = True
@@ -415,6 +529,13 @@ class Run:
         self.forward = True                # False while a live loop handles signals itself
         self.packets = None                # callable -> packets read so far (for messages)
         self.ctx = runctx.RunContext()     # this run's state, shared with its readers
+        self._on_interrupt: list = []      # callables run before the partial outputs are kept
+
+    def on_interrupt(self, fn) -> None:
+        """Run `fn()` when the run is interrupted, before the outputs are kept as
+        NAME.partial.EXT: a stage that holds its records until the end (TLS handshakes, the
+        forged frames) writes what it has there (a failing hook is ignored)."""
+        self._on_interrupt.append(fn)
 
     # outputs
     def output(self, path: str | None, **kw) -> Output | None:
@@ -435,7 +556,13 @@ class Run:
             print(f"{self.tool}: warning: {msg}", file=sys.stderr, flush=True)
 
     def note(self, msg: str) -> None:
-        """An informational line on stderr (files written, counts)."""
+        """An informational line on stderr (files written, counts), unless --quiet."""
+        if not self.quiet:
+            self.say(msg)
+
+    def say(self, msg: str) -> None:
+        """A line on stderr even with --quiet (a live capture's readiness line, which scripts
+        wait for)."""
         print(f"{self.tool}: {msg}", file=sys.stderr, flush=True)
 
     def on_ready(self, iface: str, how: str | None = None):
@@ -444,7 +571,7 @@ class Run:
         is kept (after libpcap installed the filter, which flushes the kernel's ring). Called with
         the LiveCapture, or with None by a fanout capture (then `how` says what listens)."""
         def ready(cap=None) -> None:
-            self.note(cap.describe() if cap is not None else
+            self.say(cap.describe() if cap is not None else
                       f"listening on {iface}" + (f", {how}" if how else ""))
         return ready
 
@@ -631,6 +758,7 @@ def _main(run: Run, parser, handler, argv) -> int:
             return int(e.code or 0)
         run.debug = run.debug or bool(getattr(args, "debug", False))
         run.quiet = bool(getattr(args, "quiet", False))
+        check_files(args)                  # an output over an input: refused before any read
         rc = handler(args, run)
         run.check()
         for o in run.outputs:
@@ -689,6 +817,12 @@ def _interrupted(run: Run, signum: int) -> int:
     run._raised = True
     name = signal.Signals(signum).name
     run.signum = signum
+    for fn in run._on_interrupt:
+        try:
+            with run.shielded():
+                fn()
+        except Exception:                  # noqa: BLE001 - keep what the others have
+            pass
     kept = []
     for o in run.outputs:
         if o.done:

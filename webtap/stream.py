@@ -281,9 +281,10 @@ def merge_by_time(sources: list, feed, after=None, idle=None, stop=None,
         else:
             end = len(msgs)
         feed(i, msgs[pos:end], data, last if end == len(msgs) else None)
-        if end == len(msgs):
-            refill(i)
-        else:
+        if end < len(msgs):
             heads[i][2] = end
+        # what the run completed leaves before the next read, which on a pipe may wait long
         if after is not None:
             yield from after() or ()
+        if end == len(msgs):
+            refill(i)

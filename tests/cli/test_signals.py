@@ -25,7 +25,11 @@ import pytest
 
 from tests import pcapbuild as pb
 from tests.cli import contract as C
+from tests.conftest import SHARED
 
+#: a TLS trace (classic pcap, little-endian microseconds, Ethernet: the payload's own header, so
+#: the two concatenate as one trace)
+TLS_TRACE = SHARED / "traces-tls" / "ndpi" / "teams.pcap"
 EARLIER = b"an earlier run's output\n"
 
 
@@ -212,3 +216,64 @@ def test_urlfilter_run_ends_on_ctrl_c(tmp_path, sig):
     # with or without hits (other tests' traffic on lo may give some), the columns are a hit's
     header = out.read_text().splitlines()[0].split(",")
     assert header[-1] == '"reaction_ns"' and '"sni"' in header and '"proto"' in header
+
+
+# -- issue 30: every output of a run keeps its records so far --------------------------------
+
+def test_httpanalyzer_tls_out_keeps_its_partial(tmp_path, payload):
+    """`--tls-out` holds its handshakes until the end: on SIGINT they are written, with the HTTP
+    records, as partial files (the payload has no TLS: the TLS file holds the columns only when
+    there is a row, so a TLS trace is appended to the FIFO's payload)."""
+    tls = TLS_TRACE.read_bytes()
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", f, "-o", o, "--tls-out",
+                                tmp_path / "tls.csv", "--consumers", "0", "--no-progress"],
+        payload, signal.SIGINT, "out.csv", data=tls + payload[24:])
+    assert got == 130, err
+    assert _interrupted_line(err, "SIGINT") > 0
+    assert "tls.partial.csv" in err and "out.partial.csv" in err, err
+    assert pacsv.read_csv(tmp_path / "tls.partial.csv").num_rows > 0
+    assert not (tmp_path / "tls.csv").exists()
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_urlfilter_scan_forged_out_keeps_its_partial(tmp_path, payload, sig, rc):
+    db = C.make_db(tmp_path / "bl.db")              # example.org/item/3: a hit in the payload
+    forged = tmp_path / "forged.pcap"
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["urlfilter.cli", "--db", db, "scan", f, "-o", o,
+                                "--forged-out", forged], payload, sig, "hits.csv")
+    assert got == rc, err
+    assert "forged.partial.pcap" in err, err
+    from webtap.capture import open_trace
+
+    with open_trace(tmp_path / "forged.partial.pcap") as tr:
+        assert sum(len(b) for b in tr) >= 2       # the FIN/RST pair of the hit (at least)
+    assert not forged.exists()
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_urlfilter_timing_keeps_its_partial(tmp_path, payload, sig, rc):
+    """Its help promises OUT.partial.csv: the connections so far (issue 30)."""
+    db = C.make_db(tmp_path / "bl.db")
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["urlfilter.cli", "--db", db, "timing", f, "-o", o], payload,
+        sig, "timing.csv")
+    assert got == rc, err
+    assert _interrupted_line(err, signal.Signals(sig).name) > 0
+    assert out.read_bytes() == EARLIER
+    t = pacsv.read_csv(tmp_path / "timing.partial.csv")
+    assert t.num_rows > 0 and "margin_ns" in t.column_names
+
+
+def test_httpanalyzer_tls_keeps_its_partial(tmp_path, payload):
+    tls = TLS_TRACE.read_bytes()
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", "tls", f, "-o", o], payload,
+        signal.SIGTERM, "tls.parquet", data=tls + payload[24:])
+    assert got == 143, err
+    assert _interrupted_line(err, "SIGTERM") > 0
+    part = tmp_path / "tls.partial.parquet"
+    assert pq.read_metadata(part).metadata[b"webtap.partial"] == b"true"
+    assert pq.read_table(part).num_rows > 0
+    assert out.read_bytes() == EARLIER
