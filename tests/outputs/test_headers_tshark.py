@@ -78,7 +78,7 @@ def _compare(path):
                 if fr is None:
                     assert col[i] is None
                     continue
-                row = tsh.get(fr + 1)
+                row = tsh.get(fr)            # records carry tshark's frame number
                 if row is None:
                     continue                  # a frame tshark does not take as HTTP (tests/dissect)
                 mine, theirs_all = col[i], row[len(LEAD) + k]

@@ -34,10 +34,10 @@ def test_http_records_read_back_with_nullable_integers(tmp_path):
     assert str(df.response_frame.dtype) == "UInt64" and str(df.request_frame.dtype) == "UInt64"
     assert df.status[0] == 404 and df.status[1] is pd.NA
     assert df.vlan.isna().all()
-    # frames (0-based): 3 handshake + request = 3, response = 4; the second connection's
-    # request is frame 8 (after the first's 5 frames and its own 3 handshake frames)
-    assert df.request_frame.tolist() == [3, 8]
-    assert df.response_frame[0] == 4 and df.response_frame[1] is pd.NA
+    # frames (tshark's, 1-based): 3 handshake + request = 4, response = 5; the second
+    # connection's request is frame 9 (after the first's 5 frames and its own 3 handshake frames)
+    assert df.request_frame.tolist() == [4, 9]
+    assert df.response_frame[0] == 5 and df.response_frame[1] is pd.NA
     assert df.response_time[0] == pd.Timedelta(10_000_000, "ns")   # Conn.response dt=0.01
     # the Arrow types are unchanged; other readers see them as before
     t = pq.read_table(out)
