@@ -42,6 +42,10 @@ ctypedef struct TxnRecord:
     uint8_t outer_dst[16]       # its destination
     uint32_t tunnel_id          # HttpMsg.tunnel_id (VNI, GRE key, TEID, ...); 0 without encap
     uint8_t outer_ip_version    # 4 or 6; 0 when no IP header carries the tunnel
+    # HTTP version (issue 30), added at the end: of the request line, of the status line when
+    # the record has no request; major * 10 + minor of "HTTP/d.d", 0 when unknown (not HTTP/d.d,
+    # or a request line without its end in the packet)
+    uint8_t http_version
 
 cdef enum RecOutcome:
     REC_PAIRED = 0              # request and response both present
@@ -138,4 +142,5 @@ ctypedef struct PendEntry:
     uint8_t outer_dst[16]
     uint32_t tunnel_id
     uint8_t outer_ip_version
+    uint8_t http_version        # major * 10 + minor of the message's HTTP/d.d, 0 when unknown
 

@@ -25,7 +25,7 @@ import numpy as np
 cimport cython
 from libc.stdint cimport INT64_MIN, UINT64_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
                       MSGF_HEADERS_INCOMPLETE, same_ip)
@@ -103,6 +103,23 @@ cdef struct StrCol:
 
 
 @cython.final
+
+cdef inline uint8_t _version_code(const HttpMsg *m, const uint8_t *buf, size_t buflen) noexcept nogil:
+    """major * 10 + minor of the message's version token when it is exactly HTTP/d.d (the
+    dissector's MSGF_BAD_VERSION test), 0 otherwise: not HTTP/d.d, span outside the buffer, or a
+    request line without its end in the packet (the token may go on). HTTP/0.0 reads as 0."""
+    cdef uint64_t start = m.pkt_offset + m.version.off
+    cdef const uint8_t *p
+    if buf == NULL or m.version.len != 8 or start > buflen or buflen - start < 8:
+        return 0
+    if m.kind == MSG_REQUEST and (m.flags & MSGF_URI_TRUNCATED):
+        return 0
+    p = buf + start
+    if (memcmp(p, b"HTTP/", 5) != 0 or p[5] < 48 or p[5] > 57 or p[6] != 46
+            or p[7] < 48 or p[7] > 57):
+        return 0
+    return <uint8_t>((p[5] - 48) * 10 + (p[7] - 48))
+
 
 cdef inline bint _is_ascii(const uint8_t *p, size_t n) noexcept nogil:
     """No byte of p[0:n] has its top bit set: eight bytes a step."""
@@ -373,7 +390,8 @@ cdef class PairingTable:
             "interim_done": <size_t>&e.interim_done - b, "trace": <size_t>&e.trace - b,
             "encap": <size_t>&e.encap - b, "outer_src": <size_t>&e.outer_src - b,
             "outer_dst": <size_t>&e.outer_dst - b, "tunnel_id": <size_t>&e.tunnel_id - b,
-            "outer_ip_version": <size_t>&e.outer_ip_version - b}
+            "outer_ip_version": <size_t>&e.outer_ip_version - b,
+            "http_version": <size_t>&e.http_version - b}
 
     def export_pending(self):
         """Every waiting entry, oldest change first (the age list; each collision list is that
@@ -501,6 +519,28 @@ cdef class PairingTable:
         return sizeof(TxnRecord)
 
     @staticmethod
+    def record_layout():
+        """{field: offset} of the TxnRecord struct (httpanalyzer.records.RECORD_DTYPE mirrors it)."""
+        cdef TxnRecord r
+        cdef size_t b = <size_t>&r
+        return {
+            "request_ts_ns": <size_t>&r.request_ts_ns - b, "response_ts_ns": <size_t>&r.response_ts_ns - b,
+            "request_pkt_index": <size_t>&r.request_pkt_index - b,
+            "response_pkt_index": <size_t>&r.response_pkt_index - b,
+            "client_ip": <size_t>&r.client_ip - b, "server_ip": <size_t>&r.server_ip - b,
+            "request_ack": <size_t>&r.request_ack - b, "response_seq": <size_t>&r.response_seq - b,
+            "client_port": <size_t>&r.client_port - b, "server_port": <size_t>&r.server_port - b,
+            "status": <size_t>&r.status - b, "vlan": <size_t>&r.vlan - b,
+            "msg_flags": <size_t>&r.msg_flags - b, "ip_version": <size_t>&r.ip_version - b,
+            "method_id": <size_t>&r.method_id - b, "outcome": <size_t>&r.outcome - b,
+            "unmatched_reason": <size_t>&r.unmatched_reason - b, "rflags": <size_t>&r.rflags - b,
+            "request_trace": <size_t>&r.request_trace - b,
+            "response_trace": <size_t>&r.response_trace - b, "encap": <size_t>&r.encap - b,
+            "outer_src": <size_t>&r.outer_src - b, "outer_dst": <size_t>&r.outer_dst - b,
+            "tunnel_id": <size_t>&r.tunnel_id - b, "outer_ip_version": <size_t>&r.outer_ip_version - b,
+            "http_version": <size_t>&r.http_version - b}
+
+    @staticmethod
     def hash_eq2(const uint8_t[::1] src_ip, uint16_t src_port, const uint8_t[::1] dst_ip,
                  uint16_t dst_port, uint32_t key, uint8_t ip_version):
         """The paper's Eq. 2 value (before mod), exposed for tests and hash histograms."""
@@ -603,6 +643,7 @@ cdef class PairingTable:
         memcpy(e.outer_dst, m.outer_dst, 16)
         e.tunnel_id = m.tunnel_id
         e.outer_ip_version = m.outer_ip_version
+        e.http_version = _version_code(m, buf, buflen)
         if m.kind == MSG_REQUEST:
             self._span(&tv, T_METHOD, m, m.method, buf, buflen, MAX_METHOD)
             self._span(&tv, T_HOST, m, m.host, buf, buflen, MAX_HOST)
@@ -981,6 +1022,7 @@ cdef class PairingTable:
             r.request_trace = req.trace
             r.request_ack = req.ack
             r.method_id = req.method_id
+            r.http_version = req.http_version
             r.vlan = req.vlan
             r.msg_flags |= req.msg_flags
             r.rflags |= req.rflags & (RF_URI_TRUNCATED | RF_REQUEST_REPEAT | RF_TEXT_CLIPPED
@@ -993,6 +1035,7 @@ cdef class PairingTable:
                 r.server_port = resp.src_port
                 r.ip_version = resp.ip_version
                 r.vlan = resp.vlan
+                r.http_version = resp.http_version
             r.response_ts_ns = resp.ts_ns
             r.response_pkt_index = resp.pkt_index
             r.response_trace = resp.trace

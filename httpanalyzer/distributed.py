@@ -303,7 +303,8 @@ def _entry_mask() -> np.ndarray:
               "seq": 4, "ack": 4, "key": 4, "payload_len": 4, "src_port": 2, "dst_port": 2,
               "status": 2, "vlan": 2, "msg_flags": 2, "rflags": 2, "kind": 1, "method_id": 1,
               "ip_version": 1, "interim_done": 1, "trace": 2, "encap": 8, "outer_src": 16,
-              "outer_dst": 16, "tunnel_id": 4, "outer_ip_version": 1}
+              "outer_dst": 16, "tunnel_id": 4, "outer_ip_version": 1,
+              "http_version": 1}
     mask = np.zeros(size, dtype=bool)
     for k, o in offs.items():
         mask[o: o + widths[k]] = True

@@ -52,6 +52,8 @@ RECORD_DTYPE = np.dtype(
         ("outer_dst", "u1", (16,)),
         ("tunnel_id", "<u4"),
         ("outer_ip_version", "u1"),
+        # HTTP version, added at the end: major * 10 + minor, 0 unknown (column http_version)
+        ("http_version", "u1"),
     ],
     align=True,
 )
@@ -118,6 +120,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "tunnel_id": (pa.uint32(), "VNI (VXLAN, Geneve), GRE key, ERSPAN session, GTP-U TEID, PPPoE"
                                " session or bottom MPLS label of the outermost such layer (0"
                                " when that layer has none); null without encapsulation"),
+    # HTTP version (issue 30), added at the end
+    "http_version": (pa.string(), "HTTP version of the request line ('1.1', '1.0': the digits after"
+                                  " 'HTTP/', as Zeek's http.log); of the status line when the record"
+                                  " has no request; null when the token is not HTTP/d.d or the"
+                                  " request line did not end in its packet"),
 }
 SCHEMA = pa.schema([pa.field(n, t) for n, (t, _) in COLUMNS.items()])
 
@@ -223,6 +230,8 @@ class _Codes:
 
 _OUTCOME_CODES = _Codes(OUTCOMES)
 _REASON_CODES = _Codes(UNMATCHED_REASONS)     # code 0 (paired) is always null
+# TxnRecord.http_version (major * 10 + minor) -> "major.minor"; code 0 (unknown) is null
+_VERSION_CODES = _Codes([None] + [f"{c // 10}.{c % 10}" for c in range(1, 256)])
 
 
 def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.RecordBatch:
@@ -275,6 +284,7 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.Re
         "outer_src_ip": _strings(n, strings["outer_src_ip"]),
         "outer_dst_ip": _strings(n, strings["outer_dst_ip"]),
         "tunnel_id": _num(r["tunnel_id"], pa.uint32(), r["encap"] != 0),
+        "http_version": _VERSION_CODES.column(r["http_version"], r["http_version"] != 0),
     }
     if headers:
         arrays = list(cols.values())

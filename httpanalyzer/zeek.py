@@ -16,7 +16,7 @@ id.resp_h / id.resp_p   server_ip / server_port
 trans_depth             unset (webtap does not follow the connection)
 method, host, uri       method, host, uri
 referrer                request_referer when ``--headers Referer`` chose it (unset if absent)
-version                 unset
+version                 http_version (request line's, else the status line's; unset if unknown)
 user_agent              user_agent
 origin                  request_origin when ``--headers Origin`` chose it (unset if absent)
 status_code/status_msg  status / reason
@@ -89,7 +89,7 @@ HTTP_FIELDS = (
 #: Zeek column -> record column (ts is computed)
 FROM_RECORD = {"id.orig_h": "client_ip", "id.orig_p": "client_port", "id.resp_h": "server_ip",
                "id.resp_p": "server_port", "method": "method", "host": "host", "uri": "uri",
-               "referrer": "request_referer", "user_agent": "user_agent",
+               "referrer": "request_referer", "version": "http_version", "user_agent": "user_agent",
                "origin": "request_origin", "status_code": "status", "status_msg": "reason"}
 _UNSET_IF_EMPTY = ("referrer", "origin")          # a chosen header's '' (absent): Zeek leaves unset
 

@@ -127,7 +127,8 @@ def test_record_dtype_matches_the_struct():
     from webtap._ext.pairing import PairingTable
 
     assert records.RECORD_DTYPE.itemsize == PairingTable.record_size()
-    assert list(records.COLUMNS)[-4:] == ["encap", "outer_src_ip", "outer_dst_ip", "tunnel_id"]
+    assert list(records.COLUMNS)[-5:] == ["encap", "outer_src_ip", "outer_dst_ip", "tunnel_id",
+                                          "http_version"]
 
 
 def test_pending_entries_keep_the_encap_over_the_boundary():

@@ -32,6 +32,15 @@ def test_record_dtype_matches_struct():
     assert records.RECORD_DTYPE.itemsize == PairingTable.record_size()
 
 
+def test_record_dtype_offsets_match_struct():
+    """Field for field: a field added in the struct's tail padding (http_version) leaves the
+    size as it was, so the size alone would not see a mirror that forgot it."""
+    layout = PairingTable.record_layout()
+    assert list(layout) == list(records.RECORD_DTYPE.names)
+    assert {k: records.RECORD_DTYPE.fields[k][1] for k in layout} == layout
+    assert layout["http_version"] == layout["outer_ip_version"] + 1
+
+
 def test_eq2_is_symmetric_and_follows_the_paper():
     s = np.frombuffer(bytes([10, 0, 0, 1]) + bytes(12), np.uint8)
     d = np.frombuffer(bytes([10, 0, 0, 2]) + bytes(12), np.uint8)

@@ -45,7 +45,8 @@ def test_jsonl_read_back_by_pandas_is_the_parquet_records(shared_records, tmp_pa
     t = shared_records
     data = _write(JsonLinesWriter, t)
     assert data.count(b"\n") == t.num_rows
-    df = pd.read_json(io.BytesIO(data), lines=True)
+    # as documented (README): pandas would read the versions "1.1", "1.0" as numbers
+    df = pd.read_json(io.BytesIO(data), lines=True, dtype={"http_version": "string"})
     assert list(df.columns) == t.column_names
     assert len(df) == t.num_rows
     for name in t.column_names:
