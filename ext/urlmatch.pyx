@@ -1136,13 +1136,9 @@ cdef class SniTable:
         cdef const PacketRef *refs = <const PacketRef *>&pk[0] if n else NULL
         cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
         cdef size_t dlen = data.shape[0]
-        cnt_a = np.zeros(SN_N, dtype=np.uint64)
+        cnt_a = self._begin()
         cdef uint64_t[::1] cnt = cnt_a
-        # the output buffers are the table's, kept from batch to batch (growing them by doubling
-        # in every batch cost ~10 % of a TLS extract in realloc copies, perf)
         cdef _Out *o = &self.out
-        o.n = o.kused = o.sused = 0
-        o.oom = False
         cdef const uint8_t *p
         cdef uint32_t caplen
         cdef HttpMsg m
@@ -1203,11 +1199,9 @@ cdef class SniTable:
         cdef const HttpMsg *rows = <const HttpMsg *>&mb[0] if n else NULL
         cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
         cdef size_t dlen = data.shape[0]
-        cnt_a = np.zeros(SN_N, dtype=np.uint64)
+        cnt_a = self._begin()
         cdef uint64_t[::1] cnt = cnt_a
         cdef _Out *o = &self.out
-        o.n = o.kused = o.sused = 0
-        o.oom = False
         cdef const uint8_t *p
         cdef uint32_t caplen
         cdef HttpMsg m
@@ -1243,13 +1237,25 @@ cdef class SniTable:
             if o.ncap > 65536 or o.oom:
                 _out_free(o)
 
+    cdef _begin(self):
+        """Start one extract: the output buffers emptied (they are the table's, kept from batch
+        to batch: growing them by doubling in every batch cost ~10 % of a TLS extract in realloc
+        copies, perf) and a fresh counter array (returned)."""
+        self.out.n = self.out.kused = self.out.sused = 0
+        self.out.oom = False
+        return np.zeros(SN_N, dtype=np.uint64)
+
     cdef void _rebuild_watch(self) noexcept nogil:
         """The watch list = the client flows whose split ClientHello waits in a TLS slot."""
         cdef size_t i
         cdef HelloSlot *e
+        if self.used == 0 and self.watch_.n == 0 and not self.watch_.overflow:
+            return                       # nothing waits and nothing was added: already empty
         memset(self.watch_.keys, 0, self.watch_.cap * sizeof(uint64_t))
         self.watch_.n = 0
         self.watch_.overflow = 0
+        if self.used == 0:
+            return
         for i in range(self.cap):
             e = &self.slots[i]
             if e.ver != 0 and e.proto == PROTO_TLS:
