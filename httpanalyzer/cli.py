@@ -64,9 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sort", action="store_true",
                     help="write the records in time order (request time, else response time) at "
                          "the end of the run, instead of as they complete (holds them in memory)")
-    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
-                    help="seconds of capture time a message waits for its counterpart "
-                         "(> 0 and <= 1e9; default 60)")
+    clikit.add_gc_timeout(ap, "a message")
     ap.add_argument("--max-pending", type=clikit.max_pending, default=1 << 20, metavar="N",
                     help="hard cap on waiting messages (oldest evicted, counted; 1 .. 2**30; "
                          "default 1048576)")

@@ -184,9 +184,7 @@ def build_parser():
                     help="tshark processes at once (1 or 2; default 2)")
     ap.add_argument("--tshark", default="tshark", metavar="PATH",
                     help="tshark binary (default: on PATH)")
-    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
-                    help="webtap's pairing window in seconds of capture time (> 0 and <= 1e9; "
-                         "default 60)")
+    clikit.add_gc_timeout(ap, "a message of webtap's records")
     ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="a line per trace on stderr as it is done (default: when stderr is a "
                          "terminal)")

@@ -475,9 +475,7 @@ def build_parser():
     ap.add_argument("--csv", metavar="OUT", help="write the per-hello rows as CSV")
     ap.add_argument("--tshark", default="tshark", metavar="PATH",
                     help="tshark binary (default: on PATH)")
-    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
-                    help="webtap's pairing window in seconds of capture time (> 0 and <= 1e9; "
-                         "default 60)")
+    clikit.add_gc_timeout(ap, "a hello of webtap's records")
     clikit.add_common(ap)
     clikit.files(ap, inputs=("traces",), outputs=("csv",))
     return ap

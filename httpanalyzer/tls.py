@@ -602,9 +602,7 @@ def build_parser():
     ap.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
     ap.add_argument("-o", "--output", metavar="OUT",
                     help=clikit.output_help("handshake records") + "; default: lines on stdout")
-    ap.add_argument("--gc-timeout", type=clikit.gc_timeout, default=60.0, metavar="S",
-                    help="seconds of capture time a hello waits for its counterpart "
-                         "(> 0 and <= 1e9; default 60)")
+    clikit.add_gc_timeout(ap, "a hello")
     ap.add_argument("--max-pending", type=clikit.max_pending, default=1 << 15, metavar="N",
                     help="waiting hellos at most (oldest evicted, reason cap; 1 .. 2**30; "
                          "default 32768)")

@@ -59,7 +59,8 @@ import sys
 
 __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
            "what_where", "describe",
-           "main", "DEBUG_ENV", "progress_wanted", "number", "positive_int", "positive_float",
+           "main", "DEBUG_ENV", "add_gc_timeout", "progress_wanted", "number", "positive_int",
+           "positive_float",
            "nonneg_int", "gc_timeout", "max_pending", "files", "check_files", "trace_path",
            "output_help", "add_common"]
 
@@ -288,6 +289,14 @@ def progress_wanted(flag, records_to_stdout: bool, quiet: bool = False) -> bool:
     if quiet or not sys.stderr.isatty():
         return False
     return not (records_to_stdout and sys.stdout.isatty())
+
+
+def add_gc_timeout(p: argparse.ArgumentParser, what: str) -> None:
+    """--gc-timeout, the same on every command that pairs: seconds of capture time `what`
+    waits for its counterpart (the range is gc_timeout's)."""
+    p.add_argument("--gc-timeout", type=gc_timeout, default=60.0, metavar="S",
+                   help=f"seconds of capture time {what} waits for its counterpart "
+                        "(> 0 and <= 1e9; default 60)")
 
 
 def add_common(p: argparse.ArgumentParser, quiet: bool = True) -> None:
