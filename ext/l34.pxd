@@ -212,6 +212,29 @@ cdef inline bint _l34_teredo_heur(const uint8_t *p, uint32_t u, uint32_t end) no
     return u + h + 40 + be16(p + u + h + 4) == end
 
 
+cdef inline int _l34_ppp(const uint8_t *p, uint32_t caplen, uint32_t *off, bint acf) noexcept nogil:
+    """The PPP protocol field at p[*off] (RFC 1661 6.5: one byte when compressed, an odd first
+    byte), after the address and control bytes FF 03 when `acf` and they are there (RFC 1662;
+    PPP links and PPTP may elide them, PPPoE never sends them). Moves *off past it. Returns 4
+    (0x0021 IPv4), 6 (0x0057 IPv6), 0 for another protocol, -1 when the packet ends first."""
+    cdef uint32_t o = off[0]
+    cdef uint32_t k
+    if acf and caplen >= o + 2 and p[o] == 0xFF and p[o + 1] == 0x03:
+        o += 2
+    if caplen < o + 1:
+        return -1
+    if p[o] & 1:
+        k = p[o]
+        o += 1
+    else:
+        if caplen < o + 2:
+            return -1
+        k = be16(p + o)
+        o += 2
+    off[0] = o
+    return 4 if k == 0x21 else 6 if k == 0x57 else 0
+
+
 cdef inline int l34_parse(const uint8_t *p, uint32_t caplen, uint16_t linktype, L34 *l,
                           const L34Cfg *cfg=NULL) noexcept nogil:
     """Walk p[0:caplen] (a packet of link type `linktype`) to its TCP payload, opening the
@@ -316,23 +339,10 @@ cdef inline int l34_parse(const uint8_t *p, uint32_t caplen, uint16_t linktype, 
             # PPP (RFC 1661): address FF and control 03 when present (RFC 1662 framing; link
             # type 9 may omit them), then the protocol, one byte when compressed (odd first
             # byte, RFC 1661 6.5): 0x0021 IPv4, 0x0057 IPv6
-            if p[0] == 0xFF and p[1] == 0x03:
-                off = 2
-            if caplen < off + 1:
+            net = _l34_ppp(p, caplen, &off, True)
+            if net < 0:
                 return DR_LINK_TRUNCATED
-            if p[off] & 1:
-                k = p[off]
-                off += 1
-            else:
-                if caplen < off + 2:
-                    return DR_LINK_TRUNCATED
-                k = be16(p + off)
-                off += 2
-            if k == 0x21:
-                net = 4
-            elif k == 0x57:
-                net = 6
-            else:
+            if net == 0:
                 return DR_NOT_IP
             at = L34_AT_IP
     elif linktype == LINKTYPE_PPP_ETHER:
@@ -444,25 +454,10 @@ cdef inline int l34_parse(const uint8_t *p, uint32_t caplen, uint16_t linktype, 
             elif etype == 0x880B:                      # PPP (PPTP)
                 if caplen < off + 2:
                     return DR_LINK_TRUNCATED
-                if p[off] == 0xFF and p[off + 1] == 0x03:
-                    off += 2                           # address and control, when not elided
-                if caplen < off + 1:
+                net = _l34_ppp(p, caplen, &off, True)
+                if net < 0:
                     return DR_LINK_TRUNCATED
-                if p[off] & 1:
-                    k = p[off]                         # protocol field compressed to one byte
-                    off += 1
-                else:
-                    if caplen < off + 2:
-                        return DR_LINK_TRUNCATED
-                    k = be16(p + off)
-                    off += 2
-                if not _l34_push(l, ENC_PPP):
-                    return DR_NOT_IP
-                if k == 0x21:
-                    net = 4
-                elif k == 0x57:
-                    net = 6
-                else:
+                if not _l34_push(l, ENC_PPP) or net == 0:
                     return DR_NOT_IP
                 at = L34_AT_IP
             else:
@@ -534,17 +529,9 @@ cdef inline int l34_parse(const uint8_t *p, uint32_t caplen, uint16_t linktype, 
                     lim = off + 6 + be16(p + off + 4)  # the PPP frame ends with the PPPoE length
                 if not _l34_push(l, ENC_PPPOE):
                     return DR_NOT_IP
-                if p[off + 6] & 1:                 # protocol field compressed to one byte
-                    k = p[off + 6]
-                    off += 7
-                else:
-                    k = be16(p + off + 6)
-                    off += 8
-                if k == 0x0021:
-                    net = 4
-                elif k == 0x0057:
-                    net = 6
-                else:
+                off += 6
+                net = _l34_ppp(p, caplen, &off, False)    # caplen >= off + 2 checked above
+                if net <= 0:
                     return DR_NOT_IP
             else:
                 return DR_NOT_IP
