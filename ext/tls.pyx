@@ -391,39 +391,19 @@ def sizeof_tls_record():
     return sizeof(TlsRecord)
 
 
-cdef inline uint32_t _hex_list16(const uint8_t *p, tls_span sp, char *out, uint32_t w,
-                                 uint8_t *clipped) noexcept nogil:
-    """0xHHHH,0xHHHH,... of a 2-byte-value list span into out[0:w] (NUL-terminated)"""
-    cdef uint32_t k, o = 0, v
-    cdef const char *hx = b"0123456789abcdef"
-    for k in range(0, sp.len & ~1u, 2):
-        if o + 8 >= w:
-            clipped[0] = 1
-            break
-        v = tls_be16(p + sp.off + k)
-        if k:
-            out[o] = 44
-            o += 1
-        out[o] = 48; out[o + 1] = 120
-        out[o + 2] = hx[(v >> 12) & 15]; out[o + 3] = hx[(v >> 8) & 15]
-        out[o + 4] = hx[(v >> 4) & 15]; out[o + 5] = hx[v & 15]
-        o += 6
-    out[o] = 0
-    return o
-
-
-cdef inline uint32_t _hex_list24(const uint8_t *p, tls_span sp, char *out, uint32_t w,
-                                 uint8_t *clipped) noexcept nogil:
-    """The 3-byte cipher specs of an SSLv2-format ClientHello as Zeek and tshark map them: a
-    spec 0x00XXYY is the TLS cipher suite 0xXXYY (written 0xxxyy as the TLS lists are), an
+cdef inline uint32_t _hex_list(const uint8_t *p, tls_span sp, uint32_t size, char *out,
+                               uint32_t w, uint8_t *clipped) noexcept nogil:
+    """0xHHHH,0xHHHH,... of a list of `size`-byte values (2, or 3 for the cipher specs of an
+    SSLv2-format ClientHello) into out[0:w] (NUL-terminated). A 3-byte spec is written as Zeek
+    and tshark map it: 0x00XXYY is the TLS cipher suite 0xXXYY (0xxxyy, as the TLS lists are), an
     SSLv2-only spec (first byte not 0, e.g. 0x010080 SSL2_RC4_128_WITH_MD5) keeps its six digits."""
-    cdef uint32_t k, o = 0, v, d
+    cdef uint32_t k = 0, o = 0, v, d, end = sp.len - sp.len % size
     cdef const char *hx = b"0123456789abcdef"
-    for k in range(0, sp.len - sp.len % 3, 3):
-        if o + 10 >= w:
+    while k < end:
+        if o + 2 * size + 4 >= w:
             clipped[0] = 1
             break
-        v = tls_be24(p + sp.off + k)
+        v = tls_be16(p + sp.off + k) if size == 2 else tls_be24(p + sp.off + k)
         if k:
             out[o] = 44
             o += 1
@@ -434,6 +414,7 @@ cdef inline uint32_t _hex_list24(const uint8_t *p, tls_span sp, char *out, uint3
             d -= 4
             out[o] = hx[(v >> d) & 15]
             o += 1
+        k += size
     out[o] = 0
     return o
 
@@ -1146,13 +1127,13 @@ cdef class TlsTable:
             c.status = TLS_OK
             _text(msg + h.sni.off, h.sni.len, c.sni, 0, W_SNI, &c.clipped)
             _alpn_text(msg, h.alpn, c.alpn, W_ALPN, &c.clipped)
-            _hex_list16(msg, h.versions, c.versions, W_VERS, &c.clipped)
+            _hex_list(msg, h.versions, 2, c.versions, W_VERS, &c.clipped)
             if h.flags & TLSF_SSLV2:
-                _hex_list24(msg, h.ciphers, c.ciphers, W_CIPHERS, &c.clipped)
+                _hex_list(msg, h.ciphers, 3, c.ciphers, W_CIPHERS, &c.clipped)
             else:
-                _hex_list16(msg, h.ciphers, c.ciphers, W_CIPHERS, &c.clipped)
+                _hex_list(msg, h.ciphers, 2, c.ciphers, W_CIPHERS, &c.clipped)
             _ext_text(msg, h, c.exts, W_EXTS, &c.clipped)
-            _hex_list16(msg, h.groups, c.groups, W_GROUPS, &c.clipped)
+            _hex_list(msg, h.groups, 2, c.groups, W_GROUPS, &c.clipped)
             nk = tls_key_share_groups(msg, h, ks, 64)
             o = 0
             for k in range(nk):
