@@ -145,7 +145,7 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
     for why it is not the default). on_ready: called once every consumer reads its ring."""
     from webtap._ext import afpacket
 
-    ctx = runctx.current()           # the run's context: the command line's Ctrl-C of a live run
+    run_ctx = runctx.current()       # the run's context: the command line's Ctrl-C of a live run
 
     from httpanalyzer.consumers import max_consumers
 
@@ -217,7 +217,7 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
                 yield from poll(0.05)
                 if max_packets is not None and sum(counts[:]) >= max_packets:
                     stop.set()
-                if ctx.stop_requested and not stop.is_set():
+                if run_ctx.stop_requested and not stop.is_set():
                     # the command line's Ctrl-C of a live run: the consumers drain and end
                     interrupted = True
                     stop.set()
