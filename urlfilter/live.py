@@ -83,6 +83,7 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
 
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, on_forged=on_forged,
                      handshakes=False, keep_records=True, hits_only=True)
+    dissect = an.dissector()
     old = {}
 
     def _stop(signum, frame):
@@ -115,7 +116,7 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
                 continue
             pk = batch.packets
             st.packets += len(pk)
-            mb = an.dissector()(pk, batch.data)        # one walk: GETs and SNIs
+            mb = dissect(pk, batch.data)               # one walk: GETs and SNIs
             rb = an.feed(batch, mb)
             if rb is not None and rb.num_rows:
                 # each hit record's first frame (the FIN to the client, or the QUIC close) is the
