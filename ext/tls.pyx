@@ -121,7 +121,12 @@ from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
 from cpython.pycapsule cimport PyCapsule_New
 from hashes cimport eq2_hash, fold_ip
-from util cimport wt_ip_text
+from util cimport wt_ip_text, WT_IP_TEXT
+from colbuild cimport (wt_strcol, wt_strlist, wt_u16list, wt_strcol_push, wt_strcol_clear,
+                       wt_strcol_free, wt_strlist_push_split, wt_strlist_clear, wt_strlist_free,
+                       wt_u16list_push_dec, wt_u16list_clear, wt_u16list_free)
+cdef extern from "<string.h>" nogil:
+    size_t strnlen(const char *s, size_t maxlen)
 from pendtable cimport (PendIndex, PendLinks, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free,
                         pt_full, pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
 from libc.stdlib cimport realloc, calloc
@@ -216,6 +221,68 @@ ctypedef struct TlsRecord:
     TEnc enc
     char outer_src_text[W_IP]
     char outer_dst_text[W_IP]
+
+# An emitted record's numeric part (httpanalyzer.tls.TLS_OUT_DTYPE mirrors it; a test compares
+# the layout). Its text leaves in Arrow-layout columns (ext/colbuild.h), one value per record:
+# a waiting hello's fixed-width text is copied once, into the columns, and only its used bytes.
+ctypedef struct TlsOut:
+    uint8_t client_ip[16]
+    uint8_t server_ip[16]
+    int64_t ch_ts_ns
+    int64_t sh_ts_ns
+    uint64_t ch_pkt
+    uint64_t sh_pkt
+    uint64_t encap
+    uint32_t ch_hs_len
+    uint32_t tunnel_id
+    uint16_t client_port
+    uint16_t server_port
+    uint16_t vlan
+    uint16_t ch_legacy_version
+    uint16_t ch_flags
+    uint16_t ch_segments
+    uint16_t sh_version
+    uint16_t sh_cipher
+    uint16_t sh_flags
+    uint16_t sh_group
+    uint8_t ip_version
+    uint8_t transport
+    uint8_t has_ch
+    uint8_t has_sh
+    uint8_t reason
+    uint8_t ch_status
+    uint8_t sh_status
+    uint8_t clipped             # ch.clipped | sh.clipped
+    uint8_t outer_ip_version
+
+# the record's text columns (names in _STR_COLUMNS) and list columns (_LIST_COLUMNS, _U16_COLUMNS)
+cdef enum:
+    SC_CLIENT_IP = 0
+    SC_SERVER_IP
+    SC_SNI
+    SC_JA3
+    SC_JA3S
+    SC_JA4
+    SC_SERVER_ALPN
+    SC_OUTER_SRC
+    SC_OUTER_DST
+    SC_N
+cdef enum:
+    LC_ALPN = 0
+    LC_VERSIONS
+    LC_CIPHERS
+    LC_GROUPS
+    LC_KEY_SHARE
+    LC_N
+cdef enum:
+    UC_EXTS = 0
+    UC_SEXTS
+    UC_N
+
+_STR_COLUMNS = ("client_ip", "server_ip", "sni", "ja3", "ja3s", "ja4", "server_alpn",
+                "outer_src_ip", "outer_dst_ip")
+_LIST_COLUMNS = ("alpn", "client_versions", "ciphers", "supported_groups", "key_share_groups")
+_U16_COLUMNS = ("extensions", "server_extensions")
 
 # unmatched_reason codes (names in tls_reason_names())
 cdef enum:
@@ -388,7 +455,29 @@ def tls_counter_names():
 
 
 def sizeof_tls_record():
-    return sizeof(TlsRecord)
+    """sizeof(TlsOut): the numeric part of an emitted record (TLS_OUT_DTYPE's itemsize)."""
+    return sizeof(TlsOut)
+
+
+def tls_out_layout():
+    """{field: offset} of the TlsOut struct (httpanalyzer.tls.TLS_OUT_DTYPE mirrors it)."""
+    cdef TlsOut r
+    cdef size_t b = <size_t>&r
+    return {
+        "client_ip": <size_t>&r.client_ip - b, "server_ip": <size_t>&r.server_ip - b,
+        "ch_ts_ns": <size_t>&r.ch_ts_ns - b, "sh_ts_ns": <size_t>&r.sh_ts_ns - b,
+        "ch_pkt": <size_t>&r.ch_pkt - b, "sh_pkt": <size_t>&r.sh_pkt - b,
+        "encap": <size_t>&r.encap - b, "ch_hs_len": <size_t>&r.ch_hs_len - b,
+        "tunnel_id": <size_t>&r.tunnel_id - b, "client_port": <size_t>&r.client_port - b,
+        "server_port": <size_t>&r.server_port - b, "vlan": <size_t>&r.vlan - b,
+        "ch_legacy_version": <size_t>&r.ch_legacy_version - b, "ch_flags": <size_t>&r.ch_flags - b,
+        "ch_segments": <size_t>&r.ch_segments - b, "sh_version": <size_t>&r.sh_version - b,
+        "sh_cipher": <size_t>&r.sh_cipher - b, "sh_flags": <size_t>&r.sh_flags - b,
+        "sh_group": <size_t>&r.sh_group - b, "ip_version": <size_t>&r.ip_version - b,
+        "transport": <size_t>&r.transport - b, "has_ch": <size_t>&r.has_ch - b,
+        "has_sh": <size_t>&r.has_sh - b, "reason": <size_t>&r.reason - b,
+        "ch_status": <size_t>&r.ch_status - b, "sh_status": <size_t>&r.sh_status - b,
+        "clipped": <size_t>&r.clipped - b, "outer_ip_version": <size_t>&r.outer_ip_version - b}
 
 
 cdef inline uint32_t _hex_list(const uint8_t *p, tls_span sp, uint32_t size, char *out,
@@ -508,6 +597,21 @@ cdef inline uint32_t _ext_text(const uint8_t *p, const tls_hello *h, char *out, 
     return o
 
 
+cdef object _i32(const int32_t *p, size_t n):
+    """A copy of n int32 offsets (an empty column: [0])."""
+    a = np.zeros(n, dtype=np.int32)
+    if p != NULL and n > 1:
+        memcpy(cnp.PyArray_DATA(a), p, n * 4)
+    return a
+
+
+cdef object _u8(const uint8_t *p, size_t n):
+    a = np.empty(n, dtype=np.uint8)
+    if n:
+        memcpy(cnp.PyArray_DATA(a), p, n)
+    return a
+
+
 cdef class TlsTable:
     """Handshake table: finds the TLS first flight of every TCP connection in packet batches,
     reassembles split hellos (bounded), pairs ClientHello <-> ServerHello by the paper's Eq. 2
@@ -532,8 +636,11 @@ cdef class TlsTable:
     cdef readonly int64_t gc_timeout_ns
     cdef readonly int64_t max_pending
     cdef readonly int64_t max_reassembly
-    cdef TlsRecord *recs
+    cdef TlsOut *recs
     cdef size_t nrec, rec_cap
+    cdef wt_strcol scol[<int>SC_N]
+    cdef wt_strlist lcol[<int>LC_N]
+    cdef wt_u16list ucol[<int>UC_N]
     cdef uint64_t cnt[<int>TC_N]
     cdef uint8_t *scratch
     cdef uint16_t *s16
@@ -594,9 +701,18 @@ cdef class TlsTable:
         self.rfree_head = -1
         self.rage_head = self.rage_tail = -1
         memset(self.cnt, 0, sizeof(self.cnt))
+        memset(self.scol, 0, sizeof(self.scol))
+        memset(self.lcol, 0, sizeof(self.lcol))
+        memset(self.ucol, 0, sizeof(self.ucol))
 
     def __dealloc__(self):
         cdef int32_t i
+        for i in range(<int>SC_N):
+            wt_strcol_free(&self.scol[i])
+        for i in range(<int>LC_N):
+            wt_strlist_free(&self.lcol[i])
+        for i in range(<int>UC_N):
+            wt_u16list_free(&self.ucol[i])
         if self.rpool != NULL:
             for i in range(self.rpool_cap):
                 free(self.rpool[i].buf)
@@ -616,27 +732,102 @@ cdef class TlsTable:
 
     # ---- records -------------------------------------------------------------------------
     cdef int _emit(self, TlsRecord *r, uint8_t reason) except -1 nogil:
+        """A record leaves: its numeric part to recs, its text (only the bytes used) to the
+        Arrow-layout columns. The text of a hello that did not parse stays empty (its columns
+        are null there: httpanalyzer.tls.to_table)."""
         cdef size_t nc
-        cdef TlsRecord *q
-        cdef TlsRecord *o
+        cdef TlsOut *q
+        cdef TlsOut *o
+        cdef char ip[WT_IP_TEXT]
+        cdef char v[8]
+        cdef size_t n
+        cdef bint ch_ok = r.has_ch and r.ch.status == TLS_OK
+        cdef bint sh_ok = r.has_sh and r.sh.status == TLS_OK
+        cdef int bad = 0
         if self.nrec == self.rec_cap:
-            nc = self.rec_cap * 2 if self.rec_cap else 64
-            q = <TlsRecord *>realloc(self.recs, nc * sizeof(TlsRecord))
+            nc = self.rec_cap * 2 if self.rec_cap else 256
+            q = <TlsOut *>realloc(self.recs, nc * sizeof(TlsOut))
             if q == NULL:
                 with gil:
                     raise MemoryError()
             self.recs = q
             self.rec_cap = nc
         o = &self.recs[self.nrec]
-        memcpy(o, r, sizeof(TlsRecord))
+        memset(o, 0, sizeof(TlsOut))
+        memcpy(o.client_ip, r.client_ip, 16)
+        memcpy(o.server_ip, r.server_ip, 16)
+        o.ch_ts_ns = r.ch.ts_ns
+        o.sh_ts_ns = r.sh.ts_ns
+        o.ch_pkt = r.ch.pkt
+        o.sh_pkt = r.sh.pkt
+        o.encap = r.enc.encap
+        o.ch_hs_len = r.ch.hs_len
+        o.tunnel_id = r.enc.tunnel_id
+        o.client_port = r.client_port
+        o.server_port = r.server_port
+        o.vlan = r.vlan
+        o.ch_legacy_version = r.ch.legacy_version
+        o.ch_flags = r.ch.flags
+        o.ch_segments = r.ch.segments
+        o.sh_version = r.sh.version
+        o.sh_cipher = r.sh.cipher
+        o.sh_flags = r.sh.flags
+        o.sh_group = r.sh.group
+        o.ip_version = r.ip_version
+        o.transport = r.transport
+        o.has_ch = r.has_ch
+        o.has_sh = r.has_sh
         o.reason = reason
-        wt_ip_text(o.client_ip, o.ip_version != 4, o.client_ip_text)
-        wt_ip_text(o.server_ip, o.ip_version != 4, o.server_ip_text)
-        o.outer_src_text[0] = 0
-        o.outer_dst_text[0] = 0
-        if o.enc.outer_ip_version:
-            wt_ip_text(o.enc.outer_src, o.enc.outer_ip_version != 4, o.outer_src_text)
-            wt_ip_text(o.enc.outer_dst, o.enc.outer_ip_version != 4, o.outer_dst_text)
+        o.ch_status = r.ch.status
+        o.sh_status = r.sh.status
+        o.clipped = r.ch.clipped | r.sh.clipped
+        o.outer_ip_version = r.enc.outer_ip_version
+        n = wt_ip_text(r.client_ip, r.ip_version != 4, ip)
+        bad |= wt_strcol_push(&self.scol[<int>SC_CLIENT_IP], ip, n)
+        n = wt_ip_text(r.server_ip, r.ip_version != 4, ip)
+        bad |= wt_strcol_push(&self.scol[<int>SC_SERVER_IP], ip, n)
+        if r.enc.outer_ip_version:
+            n = wt_ip_text(r.enc.outer_src, r.enc.outer_ip_version != 4, ip)
+            bad |= wt_strcol_push(&self.scol[<int>SC_OUTER_SRC], ip, n)
+            n = wt_ip_text(r.enc.outer_dst, r.enc.outer_ip_version != 4, ip)
+            bad |= wt_strcol_push(&self.scol[<int>SC_OUTER_DST], ip, n)
+        else:
+            bad |= wt_strcol_push(&self.scol[<int>SC_OUTER_SRC], NULL, 0)
+            bad |= wt_strcol_push(&self.scol[<int>SC_OUTER_DST], NULL, 0)
+        if ch_ok:
+            bad |= wt_strcol_push(&self.scol[<int>SC_SNI], r.ch.sni, strnlen(r.ch.sni, W_SNI))
+            bad |= wt_strcol_push(&self.scol[<int>SC_JA3], r.ch.ja3, strnlen(r.ch.ja3, 33))
+            bad |= wt_strcol_push(&self.scol[<int>SC_JA4], r.ch.ja4, strnlen(r.ch.ja4, 37))
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_ALPN], r.ch.alpn, strnlen(r.ch.alpn, W_ALPN), 44)
+            n = strnlen(r.ch.versions, W_VERS)
+            if n:
+                bad |= wt_strlist_push_split(&self.lcol[<int>LC_VERSIONS], r.ch.versions, n, 44)
+            else:
+                # no supported_versions extension: the legacy version is the one offered
+                _hex16(r.ch.legacy_version, v)
+                bad |= wt_strlist_push_split(&self.lcol[<int>LC_VERSIONS], v, 6, 44)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_CIPHERS], r.ch.ciphers, strnlen(r.ch.ciphers, W_CIPHERS), 44)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_GROUPS], r.ch.groups, strnlen(r.ch.groups, W_GROUPS), 44)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_KEY_SHARE], r.ch.key_share, strnlen(r.ch.key_share, W_KS), 44)
+            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_EXTS], r.ch.exts, strnlen(r.ch.exts, W_EXTS), 44)
+        else:
+            bad |= wt_strcol_push(&self.scol[<int>SC_SNI], NULL, 0)
+            bad |= wt_strcol_push(&self.scol[<int>SC_JA3], NULL, 0)
+            bad |= wt_strcol_push(&self.scol[<int>SC_JA4], NULL, 0)
+            for n in range(<int>LC_N):
+                bad |= wt_strlist_push_split(&self.lcol[n], NULL, 0, 44)
+            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_EXTS], NULL, 0, 44)
+        if sh_ok:
+            bad |= wt_strcol_push(&self.scol[<int>SC_JA3S], r.sh.ja3s, strnlen(r.sh.ja3s, 33))
+            bad |= wt_strcol_push(&self.scol[<int>SC_SERVER_ALPN], r.sh.alpn, strnlen(r.sh.alpn, W_SALPN))
+            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_SEXTS], r.sh.exts, strnlen(r.sh.exts, W_SEXTS), 44)
+        else:
+            bad |= wt_strcol_push(&self.scol[<int>SC_JA3S], NULL, 0)
+            bad |= wt_strcol_push(&self.scol[<int>SC_SERVER_ALPN], NULL, 0)
+            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_SEXTS], NULL, 0, 44)
+        if bad:
+            with gil:
+                raise MemoryError("tls: record columns")
         self.nrec += 1
         if reason == TR_NONE:
             self.cnt[<int>TC_PAIRED] += 1
@@ -1334,14 +1525,33 @@ cdef class TlsTable:
                 self._evict_head(TR_END)
 
     def take(self):
-        """The records emitted so far as a uint8 buffer of sizeof(TlsRecord) rows (cleared)."""
-        cdef size_t nb = self.nrec * sizeof(TlsRecord)
+        """The records emitted so far (then cleared): (numeric rows as a uint8 buffer of
+        sizeof(TlsOut) rows, {column: (offsets int32[n + 1], data)} of the text and list
+        columns). Text columns: data is the UTF-8 bytes; list<string> columns: (list offsets,
+        item offsets, bytes); list<uint16> columns: (list offsets, values uint16)."""
+        cdef size_t nb = self.nrec * sizeof(TlsOut), k
         out = np.empty(nb, dtype=np.uint8)
         cdef uint8_t[::1] ov = out
         if nb:
             memcpy(&ov[0], self.recs, nb)
+        cols = {}
+        for k in range(<int>SC_N):
+            cols[_STR_COLUMNS[k]] = (_i32(self.scol[k].offs, self.nrec + 1),
+                                     _u8(self.scol[k].data, self.scol[k].len))
+            wt_strcol_clear(&self.scol[k])
+        for k in range(<int>LC_N):
+            cols[_LIST_COLUMNS[k]] = (_i32(self.lcol[k].loffs, self.nrec + 1),
+                                      _i32(self.lcol[k].items.offs, self.lcol[k].items.n + 1),
+                                      _u8(self.lcol[k].items.data, self.lcol[k].items.len))
+            wt_strlist_clear(&self.lcol[k])
+        for k in range(<int>UC_N):
+            vals = np.empty(self.ucol[k].nv, dtype=np.uint16)
+            if self.ucol[k].nv:
+                memcpy(cnp.PyArray_DATA(vals), self.ucol[k].vals, self.ucol[k].nv * 2)
+            cols[_U16_COLUMNS[k]] = (_i32(self.ucol[k].loffs, self.nrec + 1), vals)
+            wt_u16list_clear(&self.ucol[k])
         self.nrec = 0
-        return out
+        return out, cols
 
     def counters(self):
         return {name: int(self.cnt[i]) for i, name in enumerate(_COUNTERS)}
@@ -1349,6 +1559,11 @@ cdef class TlsTable:
     @property
     def pending(self):
         return int(self.ix.n)
+
+    @property
+    def records_waiting(self):
+        """Records emitted and not yet taken."""
+        return int(self.nrec)
 
     @property
     def reassembling(self):

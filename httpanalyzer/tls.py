@@ -19,35 +19,21 @@ import pyarrow as pa
 from webtap.dissect import encap_text
 from webtap.writers import empty_batch_of
 
-__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_RECORD_DTYPE"]
+__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE"]
 
-_W = dict(ip=48, sni=256, alpn=256, vers=128, ciphers=1024, exts=512, groups=256, ks=128,
-          salpn=64, sexts=256)
-
-_CH = np.dtype([
-    ("ts_ns", "<i8"), ("pkt", "<u8"), ("ack", "<u4"), ("hs_len", "<u4"),
-    ("legacy_version", "<u2"), ("version", "<u2"), ("flags", "<u2"), ("segments", "<u2"),
-    ("n_ciphers", "<u2"), ("n_exts", "<u2"), ("status", "u1"), ("clipped", "u1"),
-    ("sni", f"S{_W['sni']}"), ("alpn", f"S{_W['alpn']}"), ("versions", f"S{_W['vers']}"),
-    ("ciphers", f"S{_W['ciphers']}"), ("exts", f"S{_W['exts']}"), ("groups", f"S{_W['groups']}"),
-    ("key_share", f"S{_W['ks']}"), ("ja3", "S33"), ("ja4", "S37"),
-], align=True)
-_SH = np.dtype([
-    ("ts_ns", "<i8"), ("pkt", "<u8"), ("seq", "<u4"), ("hs_len", "<u4"),
-    ("legacy_version", "<u2"), ("version", "<u2"), ("cipher", "<u2"), ("flags", "<u2"),
-    ("segments", "<u2"), ("group", "<u2"), ("status", "u1"), ("clipped", "u1"),
-    ("alpn", f"S{_W['salpn']}"), ("exts", f"S{_W['sexts']}"), ("ja3s", "S33"),
-], align=True)
-#: ext/tls.pyx TlsRecord (a test asserts the sizes agree)
-TLS_RECORD_DTYPE = np.dtype([
+#: ext/tls.pyx TlsOut: the numeric part of an emitted record, field for field (a test compares
+#: the sizes and every offset with the C struct). The text leaves beside it in Arrow-layout
+#: columns (TlsTable.take).
+TLS_OUT_DTYPE = np.dtype([
     ("client_ip", "u1", (16,)), ("server_ip", "u1", (16,)),
-    ("client_ip_text", f"S{_W['ip']}"), ("server_ip_text", f"S{_W['ip']}"),
+    ("ch_ts_ns", "<i8"), ("sh_ts_ns", "<i8"), ("ch_pkt", "<u8"), ("sh_pkt", "<u8"),
+    ("encap", "<u8"), ("ch_hs_len", "<u4"), ("tunnel_id", "<u4"),
     ("client_port", "<u2"), ("server_port", "<u2"), ("vlan", "<u2"),
+    ("ch_legacy_version", "<u2"), ("ch_flags", "<u2"), ("ch_segments", "<u2"),
+    ("sh_version", "<u2"), ("sh_cipher", "<u2"), ("sh_flags", "<u2"), ("sh_group", "<u2"),
     ("ip_version", "u1"), ("transport", "u1"), ("has_ch", "u1"), ("has_sh", "u1"),
-    ("reason", "u1"), ("_pad", "u1"), ("ch", _CH), ("sh", _SH),
-    ("enc", np.dtype([("encap", "<u8"), ("outer_src", "u1", (16,)), ("outer_dst", "u1", (16,)),
-                      ("tunnel_id", "<u4"), ("outer_ip_version", "u1")], align=True)),
-    ("outer_src_text", f"S{_W['ip']}"), ("outer_dst_text", f"S{_W['ip']}"),
+    ("reason", "u1"), ("ch_status", "u1"), ("sh_status", "u1"), ("clipped", "u1"),
+    ("outer_ip_version", "u1"),
 ], align=True)
 
 TLSF_HRR, TLSF_ECH, TLSF_SNI, TLSF_ALPN = 1, 2, 4, 8
@@ -129,72 +115,31 @@ def _bool(values: np.ndarray, valid=None) -> pa.Array:
                                  null_count=nulls)
 
 
-def _rows(col: np.ndarray):
-    """A fixed-width NUL-terminated bytes column as (n x width uint8 matrix, value lengths)."""
-    n, w = len(col), col.dtype.itemsize
-    mat = np.ascontiguousarray(col).view(np.uint8).reshape(n, w)
-    nz = mat != 0
-    lens = np.where(nz.all(axis=1), w, nz.argmin(axis=1)) if n else np.zeros(0, np.int64)
-    return mat, lens
-
-
-def _list(mat: np.ndarray, lens: np.ndarray, valid, child=pa.string()) -> pa.Array:
-    """Comma-joined text rows -> list<child> (an empty text is an empty list; null where not
-    valid), laid out with numpy: the values are the bytes between commas."""
-    n = len(lens)
-    valid = np.asarray(valid, dtype=bool)
-    lens = np.where(valid, lens, 0)
-    flat = mat[np.arange(mat.shape[1]) < lens[:, None]]
-    ro = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lens, out=ro[1:])
-    comma = flat == 44
-    cpos = np.flatnonzero(comma)
-    full = lens > 0
-    per_row = np.where(full, np.searchsorted(cpos, ro[1:]) - np.searchsorted(cpos, ro[:-1]) + 1, 0)
-    ends = np.sort(np.concatenate([cpos, ro[1:][full]]))
-    coffs = np.zeros(len(ends) + 1, dtype=np.int32)
-    coffs[1:] = ends - np.searchsorted(cpos, ends)          # positions once the commas are gone
-    text = flat[~comma]
-    if child == pa.string():
-        values = pa.Array.from_buffers(pa.string(), len(ends),
-                                       [None, pa.py_buffer(coffs), pa.py_buffer(text)])
-    else:
-        # decimal numbers (the C side writes extension types so): digit x 10^(places after it)
-        # summed per value (Array.cast would import pyarrow.compute, ~40 ms)
-        elen = np.diff(coffs)
-        elem = np.repeat(np.arange(len(elen)), elen)
-        after = np.repeat(coffs[1:], elen) - 1 - np.arange(len(text))
-        nums = np.bincount(elem, weights=(text.astype(np.int64) - 48) * 10 ** after,
-                           minlength=len(elen)).astype(np.uint16)
-        values = _num(nums, typ=child)
-    loffs = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(per_row, out=loffs[1:])
+def _str_col(offs: np.ndarray, data: np.ndarray, valid=None, nonempty: bool = False) -> pa.Array:
+    """A string column from its Arrow buffers (offsets int32[n + 1], UTF-8 bytes); null where
+    not valid, and where empty if nonempty."""
+    n = len(offs) - 1
+    if nonempty:
+        full = np.diff(offs) > 0
+        valid = full if valid is None else (np.asarray(valid, dtype=bool) & full)
     bitmap, nulls = _bitmap(valid, n)
-    return pa.Array.from_buffers(pa.list_(child), n, [bitmap, pa.py_buffer(loffs)],
-                                 null_count=nulls, children=[values])
-
-
-def _strings(mat: np.ndarray, lens: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
-    """Rows of a 2-D uint8 array, the first lens[i] bytes of row i, as an Arrow string array
-    built from its buffers (offsets + bytes + validity bitmap: no Python objects, which would
-    make pyarrow import pandas); null where valid is False."""
-    n = len(lens)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    data = mat[np.arange(mat.shape[1]) < lens[:, None]] if n else np.zeros(0, np.uint8)
-    bitmap, nulls = _bitmap(valid, n)
-    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)],
                                  null_count=nulls)
 
 
-def _text(col: np.ndarray, valid: np.ndarray | None = None, nonempty: bool = False) -> pa.Array:
-    """Fixed-width NUL-terminated bytes column -> Arrow string (the C side wrote valid UTF-8 and
-    no NUL inside a value): the bytes before each row's first NUL; null where not valid, and
-    where empty if nonempty."""
-    mat, lens = _rows(col)
-    if nonempty:
-        valid = (lens > 0) if valid is None else (np.asarray(valid, dtype=bool) & (lens > 0))
-    return _strings(mat, lens, valid)
+def _list_col(parts: tuple, valid) -> pa.Array:
+    """list<string> (parts: list offsets, item offsets, bytes) or list<uint16> (parts: list
+    offsets, values) from its Arrow buffers; null where not valid."""
+    loffs = parts[0]
+    n = len(loffs) - 1
+    if len(parts) == 3:
+        values = pa.Array.from_buffers(pa.string(), len(parts[1]) - 1,
+                                       [None, pa.py_buffer(parts[1]), pa.py_buffer(parts[2])])
+    else:
+        values = _num(parts[1], typ=pa.uint16())
+    bitmap, nulls = _bitmap(valid, n)
+    return pa.Array.from_buffers(pa.list_(values.type), n, [bitmap, pa.py_buffer(loffs)],
+                                 null_count=nulls, children=[values])
 
 
 _HEXDIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -208,99 +153,86 @@ def _hex(v: np.ndarray, valid: np.ndarray) -> pa.Array:
     mat[:, 0], mat[:, 1] = ord("0"), ord("x")
     for k in range(4):
         mat[:, 2 + k] = _HEXDIGITS[(v >> (12 - 4 * k)) & 15]
-    return _strings(mat, np.full(len(v), 6), np.asarray(valid, dtype=bool))
+    offs = np.arange(0, 6 * len(v) + 1, 6, dtype=np.int32)
+    return _str_col(offs, mat.reshape(-1), np.asarray(valid, dtype=bool))
 
 
 def _choice(names: tuple, codes: np.ndarray) -> pa.Array:
     """names[code] per row (None entries give nulls), from buffers."""
-    w = max(len(x or "") for x in names) + 1
-    table = np.array([(x or "").encode() for x in names], dtype=f"S{w}")
+    enc = [(x or "").encode() for x in names]
+    lens = np.array([len(x) for x in enc], dtype=np.int32)[codes]
+    offs = np.zeros(len(codes) + 1, dtype=np.int32)
+    np.cumsum(lens, out=offs[1:])
+    data = np.frombuffer(b"".join(enc[c] for c in range(len(names))), dtype=np.uint8)
+    starts = np.concatenate([[0], np.cumsum([len(x) for x in enc])])[codes]
+    take = np.repeat(starts - offs[:-1], lens) + np.arange(int(offs[-1]))
     valid = np.array([x is not None for x in names])[codes]
-    return _text(table[codes], valid)
+    return _str_col(offs, data[take] if len(take) else np.zeros(0, np.uint8), valid)
 
 
-def to_table(raw: np.ndarray) -> pa.Table:
-    """TlsRecord rows (uint8 buffer from TlsTable.take) -> Arrow table of SCHEMA (columnar,
-    no per-record Python)."""
+def to_table(raw: np.ndarray, strings: dict) -> pa.Table:
+    """TlsTable.take()'s (TlsOut rows as a uint8 buffer, text and list columns) -> Arrow table
+    of SCHEMA (columnar, no per-record Python)."""
     from webtap._ext.communityid import community_id
 
-    r = np.frombuffer(raw, dtype=TLS_RECORD_DTYPE) if raw.dtype != TLS_RECORD_DTYPE else raw
+    r = np.frombuffer(raw, dtype=TLS_OUT_DTYPE) if raw.dtype != TLS_OUT_DTYPE else raw
     if len(r) == 0:
         return empty_table()
-    ch, sh, enc = r["ch"], r["sh"], r["enc"]
     has_ch = r["has_ch"].astype(bool)
     has_sh = r["has_sh"].astype(bool)
-    ch_ok = has_ch & (ch["status"] == 0)
-    sh_ok = has_sh & (sh["status"] == 0)
+    ch_ok = has_ch & (r["ch_status"] == 0)
+    sh_ok = has_sh & (r["sh_status"] == 0)
     paired = r["reason"] == 0
     ts = pa.timestamp("ns", tz="UTC")
-    ch_ts = _num(ch["ts_ns"], has_ch, ts)
-    sh_ts = _num(sh["ts_ns"], has_sh, ts)
-    ht = _num(np.where(paired, sh["ts_ns"].astype(np.int64) - ch["ts_ns"].astype(np.int64), 0),
-              paired, pa.duration("ns"))
+    ht = _num(np.where(paired, r["sh_ts_ns"] - r["ch_ts_ns"], 0), paired, pa.duration("ns"))
 
-    def opt_text(col, ok):
-        return _text(col, ok)
+    def text(name, valid=None, nonempty=False):
+        return _str_col(*strings[name], valid, nonempty)
 
-    def nonempty(col, ok):
-        return _text(col, ok, nonempty=True)
-
-    legacy = _hex(ch["legacy_version"], ch_ok)
-    # no supported_versions extension: the legacy version is the one the client offers
-    vmat, vlens = _rows(ch["versions"])
-    vmat, vlens = vmat.copy(), vlens.copy()
-    nov = vlens == 0
-    lv = ch["legacy_version"].astype(np.uint32)[nov]
-    vmat[nov, 0], vmat[nov, 1] = ord("0"), ord("x")
-    for k in range(4):
-        vmat[nov, 2 + k] = _HEXDIGITS[(lv >> (12 - 4 * k)) & 15]
-    vlens[nov] = 6
-
-    def lst(col, ok, child=pa.string()):
-        return _list(*_rows(col), ok, child)
     reason_codes = r["reason"].astype(np.int64)
-    unmatched = _choice(_REASONS + ("unknown",), np.minimum(reason_codes, len(_REASONS)))
+    outer = r["outer_ip_version"] != 0
     vlan = r["vlan"]
     cols = {
-        "client_ip": _text(r["client_ip_text"]),
+        "client_ip": text("client_ip"),
         "client_port": _num(r["client_port"]),
-        "server_ip": _text(r["server_ip_text"]),
+        "server_ip": text("server_ip"),
         "server_port": _num(r["server_port"]),
         "transport": _choice(("tcp", "quic"), r["transport"].astype(np.int64)),
-        "client_hello_ts": ch_ts,
-        "server_hello_ts": sh_ts,
+        "client_hello_ts": _num(r["ch_ts_ns"], has_ch, ts),
+        "server_hello_ts": _num(r["sh_ts_ns"], has_sh, ts),
         "handshake_time": ht,
-        "sni": nonempty(ch["sni"], ch_ok),
-        "alpn": lst(ch["alpn"], ch_ok),
-        "client_versions": _list(vmat, vlens, ch_ok),
-        "server_version": _hex(sh["version"], sh_ok),
-        "cipher": _hex(sh["cipher"], sh_ok),
-        "ja3": nonempty(ch["ja3"], ch_ok),
-        "ja3s": nonempty(sh["ja3s"], sh_ok),
-        "ja4": nonempty(ch["ja4"], ch_ok),
-        "ech": _bool((ch["flags"] & TLSF_ECH) != 0, ch_ok),
-        "ch_segments": _num(ch["segments"], has_ch),
+        "sni": text("sni", ch_ok, nonempty=True),
+        "alpn": _list_col(strings["alpn"], ch_ok),
+        "client_versions": _list_col(strings["client_versions"], ch_ok),
+        "server_version": _hex(r["sh_version"], sh_ok),
+        "cipher": _hex(r["sh_cipher"], sh_ok),
+        "ja3": text("ja3", ch_ok, nonempty=True),
+        "ja3s": text("ja3s", sh_ok, nonempty=True),
+        "ja4": text("ja4", ch_ok, nonempty=True),
+        "ech": _bool((r["ch_flags"] & TLSF_ECH) != 0, ch_ok),
+        "ch_segments": _num(r["ch_segments"], has_ch),
         "matched": _bool(paired),
-        "unmatched_reason": unmatched,
-        "request_frame": _num(ch["pkt"] + 1, has_ch),
-        "response_frame": _num(sh["pkt"] + 1, has_sh),
-        "hello_retry_request": _bool((sh["flags"] & TLSF_HRR) != 0, sh_ok),
-        "client_legacy_version": legacy,
-        "ciphers": lst(ch["ciphers"], ch_ok),
-        "extensions": lst(ch["exts"], ch_ok, pa.uint16()),
-        "supported_groups": lst(ch["groups"], ch_ok),
-        "key_share_groups": lst(ch["key_share"], ch_ok),
-        "server_alpn": nonempty(sh["alpn"], sh_ok),
-        "server_group": _hex(sh["group"], sh_ok & (sh["group"] != 0)),
-        "server_extensions": lst(sh["exts"], sh_ok, pa.uint16()),
-        "ch_length": _num(ch["hs_len"], has_ch),
+        "unmatched_reason": _choice(_REASONS + ("unknown",),
+                                    np.minimum(reason_codes, len(_REASONS))),
+        "request_frame": _num(r["ch_pkt"] + 1, has_ch),
+        "response_frame": _num(r["sh_pkt"] + 1, has_sh),
+        "hello_retry_request": _bool((r["sh_flags"] & TLSF_HRR) != 0, sh_ok),
+        "client_legacy_version": _hex(r["ch_legacy_version"], ch_ok),
+        "ciphers": _list_col(strings["ciphers"], ch_ok),
+        "extensions": _list_col(strings["extensions"], ch_ok),
+        "supported_groups": _list_col(strings["supported_groups"], ch_ok),
+        "key_share_groups": _list_col(strings["key_share_groups"], ch_ok),
+        "server_alpn": text("server_alpn", sh_ok, nonempty=True),
+        "server_group": _hex(r["sh_group"], sh_ok & (r["sh_group"] != 0)),
+        "server_extensions": _list_col(strings["server_extensions"], sh_ok),
+        "ch_length": _num(r["ch_hs_len"], has_ch),
         "ip_version": _num(r["ip_version"]),
         "vlan": _num(vlan, vlan != 0xFFFF),
-        "text_clipped": _bool((ch["clipped"] | sh["clipped"]) != 0),
-        "encap": encap_text(enc["encap"]),
-        "outer_src_ip": opt_text(r["outer_src_text"], enc["outer_ip_version"] != 0),
-        "outer_dst_ip": opt_text(r["outer_dst_text"], enc["outer_ip_version"] != 0),
-        "tunnel_id": _num(enc["tunnel_id"], enc["encap"] != 0),
+        "text_clipped": _bool(r["clipped"] != 0),
+        "encap": encap_text(r["encap"]),
+        "outer_src_ip": text("outer_src_ip", outer),
+        "outer_dst_ip": text("outer_dst_ip", outer),
+        "tunnel_id": _num(r["tunnel_id"], r["encap"] != 0),
         # the same C function as the HTTP records' column (ext/communityid.pyx), per row protocol
         "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
                                      np.ascontiguousarray(r["server_ip"]), r["server_port"],
@@ -317,16 +249,12 @@ class TlsRun:
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_reassembly: int = 1024):
-        from webtap._ext.tls import TlsTable, sizeof_tls_record
+        from webtap._ext.tls import TlsTable
 
-        if sizeof_tls_record() != TLS_RECORD_DTYPE.itemsize:
-            raise RuntimeError("TLS_RECORD_DTYPE does not match ext/tls.pyx TlsRecord")
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
-        self._raw: list = []
-        self._nraw = 0
 
-    #: records gathered (as raw C rows) before they are converted to Arrow: the conversion has a
+    #: records the C table gathers before they are converted to Arrow: the conversion has a
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
     CONVERT_EVERY = 1 << 16
 
@@ -342,27 +270,18 @@ class TlsRun:
             self.table.feed(packets, data)
         else:
             self.table.feed_messages(msgs, data, len(packets))
-        raw = self.table.take()
-        if raw.size:
-            self._raw.append(raw)
-            self._nraw += raw.size // TLS_RECORD_DTYPE.itemsize
-        if self._nraw >= self.CONVERT_EVERY:
+        if self.table.records_waiting >= self.CONVERT_EVERY:
             return self._take()
         return None
 
     def finish(self) -> pa.Table | None:
         self.table.flush()
-        raw = self.table.take()
-        if raw.size:
-            self._raw.append(raw)
         return self._take()
 
     def _take(self):
-        if not self._raw:
+        if not self.table.records_waiting:
             return None
-        raw = np.concatenate(self._raw)
-        self._raw, self._nraw = [], 0
-        return to_table(raw)
+        return to_table(*self.table.take())
 
     def counters(self) -> dict:
         return self.table.counters()

@@ -617,8 +617,7 @@ def _frames_through_table(frames: list[bytes]) -> None:
     t = TlsTable(gc_timeout=1.0, max_pending=4, max_reassembly=2, max_quic=2)
     t.feed(pk, buf)
     t.flush()
-    raw = t.take()
-    tab = to_table(raw)
+    tab = to_table(*t.take())
     c = t.counters()
     assert c["packets"] == len(frames)
     assert tab.num_rows == c["paired"] + c["client_hello_unmatched"] + c["server_hello_unmatched"] \

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from httpanalyzer import analyze_tls
-from httpanalyzer.tls import COLUMNS, TLS_RECORD_DTYPE
+from httpanalyzer.tls import COLUMNS, TLS_OUT_DTYPE
 from tests.tls import hellobuild as hb
 
 ISSUE_COLUMNS = ("client_ip client_port server_ip server_port transport client_hello_ts "
@@ -21,9 +21,12 @@ def _sh():
 
 
 def test_record_layout_matches_c():
-    from webtap._ext.tls import sizeof_tls_record
+    from webtap._ext.tls import sizeof_tls_record, tls_out_layout
 
-    assert sizeof_tls_record() == TLS_RECORD_DTYPE.itemsize
+    assert sizeof_tls_record() == TLS_OUT_DTYPE.itemsize
+    layout = tls_out_layout()
+    assert list(layout) == list(TLS_OUT_DTYPE.names)
+    assert {k: TLS_OUT_DTYPE.fields[k][1] for k in layout} == layout
 
 
 def test_issue_columns_first():

@@ -1,0 +1,146 @@
+/* Arrow-layout column builders (declared and described in colbuild.h). */
+#include "colbuild.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* room for one more entry in an int32 offsets array of *cap entries */
+static int grow_offs(int32_t **offs, size_t *cap, size_t need) {
+    size_t nc;
+    int32_t *q;
+    if (need <= *cap)
+        return 0;
+    nc = *cap ? *cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    q = (int32_t *)realloc(*offs, nc * sizeof(int32_t));
+    if (q == NULL)
+        return -1;
+    *offs = q;
+    *cap = nc;
+    return 0;
+}
+
+static int grow_bytes(uint8_t **data, size_t *cap, size_t need) {
+    size_t nc;
+    uint8_t *q;
+    if (need <= *cap)
+        return 0;
+    nc = *cap ? *cap : 65536;
+    while (nc < need)
+        nc *= 2;
+    q = (uint8_t *)realloc(*data, nc);
+    if (q == NULL)
+        return -1;
+    *data = q;
+    *cap = nc;
+    return 0;
+}
+
+int wt_strcol_push(wt_strcol *c, const void *p, size_t n) {
+    if (c->len + n > 0x7FFFFFFF)
+        return -1;                               /* int32 offsets: one batch stays below 2 GiB */
+    if (grow_offs(&c->offs, &c->ncap, c->n + 2) || grow_bytes(&c->data, &c->cap, c->len + n))
+        return -1;
+    if (c->n == 0)
+        c->offs[0] = 0;
+    if (n)
+        memcpy(c->data + c->len, p, n);
+    c->len += n;
+    c->n += 1;
+    c->offs[c->n] = (int32_t)c->len;
+    return 0;
+}
+
+void wt_strcol_clear(wt_strcol *c) {
+    c->n = 0;
+    c->len = 0;
+}
+
+void wt_strcol_free(wt_strcol *c) {
+    free(c->data);
+    free(c->offs);
+    memset(c, 0, sizeof(*c));
+}
+
+int wt_strlist_push_split(wt_strlist *c, const char *p, size_t n, char sep) {
+    size_t i = 0, start = 0, before = c->items.n;
+    if (grow_offs(&c->loffs, &c->ncap, c->n + 2))
+        return -1;
+    if (c->n == 0)
+        c->loffs[0] = 0;
+    if (n) {
+        for (i = 0; i <= n; i++) {
+            if (i == n || p[i] == sep) {
+                if (wt_strcol_push(&c->items, p + start, i - start)) {
+                    /* undo this row's items: the column stays as it was */
+                    c->items.n = before;
+                    c->items.len = before ? (size_t)c->items.offs[before] : 0;
+                    return -1;
+                }
+                start = i + 1;
+            }
+        }
+    }
+    c->n += 1;
+    c->loffs[c->n] = (int32_t)c->items.n;
+    return 0;
+}
+
+void wt_strlist_clear(wt_strlist *c) {
+    c->n = 0;
+    wt_strcol_clear(&c->items);
+}
+
+void wt_strlist_free(wt_strlist *c) {
+    free(c->loffs);
+    wt_strcol_free(&c->items);
+    memset(c, 0, sizeof(*c));
+}
+
+int wt_u16list_push_dec(wt_u16list *c, const char *p, size_t n, char sep) {
+    size_t i, items = 1, k = c->nv;
+    uint16_t v = 0;
+    if (grow_offs(&c->loffs, &c->ncap, c->n + 2))
+        return -1;
+    if (c->n == 0)
+        c->loffs[0] = 0;
+    if (n) {
+        for (i = 0; i < n; i++)
+            items += p[i] == sep;
+        if (c->nv + items > c->vcap) {
+            size_t nc = c->vcap ? c->vcap : 4096;
+            uint16_t *q;
+            while (nc < c->nv + items)
+                nc *= 2;
+            q = (uint16_t *)realloc(c->vals, nc * sizeof(uint16_t));
+            if (q == NULL)
+                return -1;
+            c->vals = q;
+            c->vcap = nc;
+        }
+        for (i = 0; i <= n; i++) {
+            if (i == n || p[i] == sep) {
+                c->vals[k++] = v;
+                v = 0;
+            } else {
+                v = (uint16_t)(v * 10u + (uint16_t)(p[i] - '0'));
+            }
+        }
+        c->nv = k;
+    }
+    c->n += 1;
+    c->loffs[c->n] = (int32_t)c->nv;
+    return 0;
+}
+
+void wt_u16list_clear(wt_u16list *c) {
+    c->n = 0;
+    c->nv = 0;
+}
+
+void wt_u16list_free(wt_u16list *c) {
+    free(c->loffs);
+    free(c->vals);
+    memset(c, 0, sizeof(*c));
+}
