@@ -4,7 +4,8 @@
 
 Each revision's ext/dissect.pyx (with its .pxd/.h files) is taken with `git archive`, compiled
 with the flags meson uses (-O3) into a temporary folder, and loaded in its own process together
-with that revision's webtap/schema.py (so struct sizes match). Every process dissects the same
+with that revision's message/packet dtypes (webtap/records/message.py, webtap/schema.py before
+2026-11-28; so struct sizes match). Every process dissects the same
 packet batch, read once from $WEBTAP_BENCH_TRACE or from plain-Ethernet shared traces (the
 path a change to the tunnel walk must leave alone), WEBTAP_BENCH_REPEATS times in-process.
 Runs alternate A B, B A, ... (WEBTAP_BENCH_PAIRS pairs); the headline is the median of the
@@ -40,12 +41,15 @@ import glob, importlib.util
 import numpy as np
 # load both modules from their files: the editable install's finder would otherwise hand out
 # the working tree's build for any revision
-for name, path in (("webtap.schema", root + "/webtap/schema.py"),
+rec = types.ModuleType("webtap.records"); rec.__path__ = []; sys.modules["webtap.records"] = rec
+for name, path in (("webtap.records.message", root + "/webtap/schema.py"),
                    ("webtap._ext.dissect", glob.glob(root + "/webtap/_ext/dissect*.so")[0])):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
+    if name == "webtap.records.message":
+        sys.modules["webtap.schema"] = mod        # its name in revisions before 2026-11-28
 d = sys.modules["webtap._ext.dissect"]
 assert d.__file__.startswith(root), d.__file__
 pk = np.load(work + "/packets.npy"); data = np.load(work + "/data.npy")
@@ -63,11 +67,14 @@ def build(rev: str, dest: Path) -> Path:
     """Compile rev's dissect extension into dest/webtap/_ext; returns dest."""
     src = dest / "src"
     src.mkdir(parents=True)
-    arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, "ext", "webtap/schema.py"],
+    tree = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", rev, "webtap"],
+                          capture_output=True, check=True, text=True).stdout.split()
+    dtypes = "webtap/records/message.py" if "webtap/records/message.py" in tree else "webtap/schema.py"
+    arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, "ext", dtypes],
                           capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=arch, check=True)
     (dest / "webtap" / "_ext").mkdir(parents=True)
-    (dest / "webtap" / "schema.py").write_bytes((src / "webtap" / "schema.py").read_bytes())
+    (dest / "webtap" / "schema.py").write_bytes((src / dtypes).read_bytes())
     c = src / "dissect.c"
     subprocess.run([sys.executable, "-m", "cython", "-3", "-X", "language_level=3", "-X", "cdivision=True",
                     "-X", "boundscheck=False", "-X", "wraparound=False", "-X", "initializedcheck=False",

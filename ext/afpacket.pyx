@@ -8,7 +8,7 @@ in the same socket; with ``mode="hash"`` by the kernel's flow hash (PACKET_FANOU
 in the 4-tuple, which sends a connection's both directions to one socket as well).
 
 ``next_block(packets)`` waits (GIL released) for the next block the kernel hands over and
-describes its packets in ``packets`` (webtap.schema.PACKET_DTYPE) with offsets into ``data``, a
+describes its packets in ``packets`` (webtap.records.message.PACKET_DTYPE) with offsets into ``data``, a
 numpy view of the whole ring: nothing is copied. The block goes back to the kernel on the next
 call (or ``release()``), so whatever reads the packets (the dissector, the pairing table, which
 copies the text it keeps) must be done with them by then.

@@ -49,7 +49,7 @@ cdef enum:
                                # default large_client_header_buffers size)
 
 # Link types: LINKTYPE_* of ext/packet.pxd, walked by ext/l34.pxd. Methods: ext/httpmethods.h
-# (index = MethodId; mirrors webtap.schema.METHOD_NAMES, a test checks).
+# (index = MethodId; mirrors webtap.records.message.METHOD_NAMES, a test checks).
 
 
 # User-named UDP tunnel ports (set_tunnel_ports); zero-initialised: none. The one copy in the
@@ -85,12 +85,12 @@ def method_names():
 
 
 def sizeof_http_msg():
-    """sizeof(HttpMsg) in C: must equal webtap.schema.MESSAGE_DTYPE.itemsize."""
+    """sizeof(HttpMsg) in C: must equal webtap.records.message.MESSAGE_DTYPE.itemsize."""
     return sizeof(HttpMsg)
 
 
 def sizeof_packet_ref():
-    """sizeof(PacketRef) in C: must equal webtap.schema.PACKET_DTYPE.itemsize."""
+    """sizeof(PacketRef) in C: must equal webtap.records.message.PACKET_DTYPE.itemsize."""
     return sizeof(PacketRef)
 
 
@@ -441,9 +441,9 @@ cdef object _MESSAGE_DTYPE = None
 cdef _dtypes():
     global _PACKET_DTYPE, _MESSAGE_DTYPE
     if _PACKET_DTYPE is None:
-        from webtap.schema import MESSAGE_DTYPE, PACKET_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE, PACKET_DTYPE
         if MESSAGE_DTYPE.itemsize != sizeof(HttpMsg) or PACKET_DTYPE.itemsize != sizeof(PacketRef):
-            raise RuntimeError("webtap.schema dtypes do not match ext/*.pxd struct sizes")
+            raise RuntimeError("webtap.records.message dtypes do not match ext/*.pxd struct sizes")
         _PACKET_DTYPE = PACKET_DTYPE
         _MESSAGE_DTYPE = MESSAGE_DTYPE
 
@@ -452,7 +452,7 @@ cdef cnp.ndarray _as_packets(packets):
     _dtypes()
     arr = np.asarray(packets)
     if arr.dtype != _PACKET_DTYPE or arr.ndim != 1:
-        raise TypeError(f"packets must be a 1-D array of webtap.schema.PACKET_DTYPE, got {arr.dtype}")
+        raise TypeError(f"packets must be a 1-D array of webtap.records.message.PACKET_DTYPE, got {arr.dtype}")
     return np.ascontiguousarray(arr)
 
 

@@ -4,7 +4,7 @@ and the dispatcher. Its parts live where they belong: the paper's three hash equ
 ext/hashes.pxd, the reader's pass in ext/classify.pxd (beside the dissector), the SPSC ring
 protocol in ext/spsc.h / ext/spsc.pxd (C11 acquire/release atomics, no locks).
 
-* hash_eq1 / hash_eq2 / hash_eq3 give, for an array of HttpMsg (webtap.schema.MESSAGE_DTYPE),
+* hash_eq1 / hash_eq2 / hash_eq3 give, for an array of HttpMsg (webtap.records.message.MESSAGE_DTYPE),
   the paper's 4-tuple hash (Eq. 1), table hash (Eq. 2) and consumer hash (Eq. 3), before the
   modulo, as uint32 arrays (for notebooks and the balance report).
 * classify_batch / feed_dtype: the reader's pass over a packet batch (its HTTP first packets).
@@ -63,9 +63,9 @@ cdef inline uint32_t msg_key(const HttpMsg *m) noexcept nogil:
 
 
 cdef const HttpMsg *_msgs_ptr(msgs, size_t *n) except NULL:
-    from webtap.schema import MESSAGE_DTYPE
+    from webtap.records.message import MESSAGE_DTYPE
     if msgs.dtype != MESSAGE_DTYPE or msgs.dtype.itemsize != sizeof(HttpMsg):
-        raise TypeError("msgs must be a webtap.schema.MESSAGE_DTYPE array")
+        raise TypeError("msgs must be a webtap.records.message.MESSAGE_DTYPE array")
     if not msgs.flags.c_contiguous:
         raise ValueError("msgs must be C-contiguous")
     n[0] = len(msgs)
@@ -124,9 +124,9 @@ def feed_dtype():
     cdef FeedPkt x
     cdef size_t b = <size_t>&x
     if _FEED_DTYPE is None:
-        from webtap.schema import PACKET_DTYPE
+        from webtap.records.message import PACKET_DTYPE
         if PACKET_DTYPE.itemsize != sizeof(PacketRef):
-            raise RuntimeError("webtap.schema.PACKET_DTYPE does not match ext/packet.pxd")
+            raise RuntimeError("webtap.records.message.PACKET_DTYPE does not match ext/packet.pxd")
         names, formats, offsets = [], [], []
         for name in PACKET_DTYPE.names:
             dt, off = PACKET_DTYPE.fields[name][:2]
@@ -154,10 +154,10 @@ def classify_batch(packets, const uint8_t[::1] data):
     DissectReason, equal to the dissector's for the same batch except uri_truncated,
     headers_incomplete and line_too_long, which only parsing the message can tell (the
     consumers count those)."""
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
     pk = np.ascontiguousarray(np.asarray(packets))
     if pk.dtype != PACKET_DTYPE or pk.ndim != 1:
-        raise TypeError("packets must be a 1-D webtap.schema.PACKET_DTYPE array")
+        raise TypeError("packets must be a 1-D webtap.records.message.PACKET_DTYPE array")
     cdef Py_ssize_t n = pk.shape[0], k
     out = np.empty(n, dtype=feed_dtype())
     counters = np.zeros(<int>DR_N, dtype=np.uint64)
@@ -224,7 +224,7 @@ cdef class Ring:
         (kind, trace, tick_ns, pkts, clocks, data, size): pkts (PACKET_DTYPE, offsets into
         data), clocks (int64) and data (uint8) are views into the ring, valid until
         release(size, npkts). A TICK or END frame has no packets."""
-        from webtap.schema import PACKET_DTYPE
+        from webtap.records.message import PACKET_DTYPE
         cdef spsc_frame *f = NULL
         cdef int spins = 0
         cdef int64_t deadline = wt_now_ns() + <int64_t>(timeout * 1e9)

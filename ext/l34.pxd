@@ -65,7 +65,7 @@ cdef enum:
     L34_MAX_GTP_EXT = 8      # GTP-U extension headers followed before giving up (not_tcp)
     L34_MAX_UDP_PORTS = 16   # user-named UDP tunnel ports (L34Cfg)
 
-# Encapsulation layers, the codes in L34.encap and HttpMsg.encap (webtap.schema.ENCAP_NAMES names
+# Encapsulation layers, the codes in L34.encap and HttpMsg.encap (webtap.records.message.ENCAP_NAMES names
 # them; docs/ACCURACY.md "Encapsulations"). A layer is listed once per header crossed.
 cdef enum EncapKind:
     ENC_NONE = 0

@@ -4,7 +4,7 @@
 # paper's "first packet" of a message). Text fields are Spans, (offset, length) pairs into the
 # packet (relative to the packet's first byte, which sits at `pkt_offset` in the batch buffer):
 # the dissector never copies packet bytes. Every later stage (pairing, URL matching, forging)
-# reads this struct; webtap.schema.MESSAGE_DTYPE mirrors it and a test asserts the sizes agree.
+# reads this struct; webtap.records.message.MESSAGE_DTYPE mirrors it and a test asserts the sizes agree.
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 ctypedef struct Span:
@@ -105,7 +105,7 @@ cdef enum MethodId:
     METHOD_OPTIONS = 7
     METHOD_TRACE = 8
     METHOD_PATCH = 9
-    # WebDAV and friends: ids 10 and up, named in webtap.schema.METHOD_NAMES
+    # WebDAV and friends: ids 10 and up, named in webtap.records.message.METHOD_NAMES
 
 # Why a packet produced no message, or what was odd about it. Index into DissectCounters.n.
 cdef enum DissectReason:

@@ -2,7 +2,7 @@
 #
 # A batch is a C array of PacketRef plus one byte buffer. For offline files the buffer is the
 # memory-mapped file itself (no copy); for live capture it is a buffer the batch owns. Python
-# sees both as numpy arrays without a copy: webtap.schema.PACKET_DTYPE mirrors PacketRef and a
+# sees both as numpy arrays without a copy: webtap.records.message.PACKET_DTYPE mirrors PacketRef and a
 # test asserts the two have the same size.
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 
@@ -40,7 +40,7 @@ cdef enum LinkType:
     DLT_RAW_ALT2 = 14             # DLT_RAW on OpenBSD (also raw IP)
 
 # What the capture stage read, skipped, and why. Index into the reader's counters array;
-# webtap.schema.SOURCE_REASONS names them in this order.
+# webtap.records.message.SOURCE_REASONS names them in this order.
 cdef enum SourceReason:
     SR_PACKETS = 0            # packets handed on (after the BPF filter)
     SR_CAPTURED_BYTES         # bytes of those packets present in the capture (sum of caplen)

@@ -5,7 +5,7 @@
 # Eq. 2 picks the cell). Messages that wait keep a copy of their text in the table's own arena:
 # the packet buffer they came from is gone once the batch is released.
 #
-# TxnRecord is the numeric half of one output record; httpanalyzer.records.RECORD_DTYPE mirrors
+# TxnRecord is the numeric half of one output record; webtap.records.http.RECORD_DTYPE mirrors
 # it and a test asserts the sizes agree. The text half (addresses, method, URI, ...) leaves as
 # Arrow-ready string columns (int32 offsets + bytes + validity), one per field.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t

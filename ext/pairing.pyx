@@ -257,9 +257,9 @@ cdef class PairingTable:
         clocks (feeder consumers): per message, the capture clock of the whole stream just
         before it; the table advances to it first, so its GC runs exactly as a single table
         fed every message of the stream would."""
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
         if msgs.dtype != MESSAGE_DTYPE:
-            raise TypeError("msgs must be a webtap.schema.MESSAGE_DTYPE array")
+            raise TypeError("msgs must be a webtap.records.message.MESSAGE_DTYPE array")
         if msgs.dtype.itemsize != sizeof(HttpMsg):
             raise TypeError("MESSAGE_DTYPE does not match ext/message.pxd HttpMsg")
         if len(msgs) == 0:
@@ -520,7 +520,7 @@ cdef class PairingTable:
 
     @staticmethod
     def record_layout():
-        """{field: offset} of the TxnRecord struct (httpanalyzer.records.RECORD_DTYPE mirrors it)."""
+        """{field: offset} of the TxnRecord struct (webtap.records.http.RECORD_DTYPE mirrors it)."""
         cdef TxnRecord r
         cdef size_t b = <size_t>&r
         return {

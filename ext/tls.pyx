@@ -1474,7 +1474,7 @@ cdef class TlsTable:
         MESSAGE_DTYPE array from dissect_batch(..., tls_watch=self.watch), in packet order;
         their offsets index `data`), then rebuild the watch list for the next batch. The
         capture clock moves with the messages; the GC runs before each one."""
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
         arr = np.ascontiguousarray(np.asarray(msgs))
         if arr.dtype != MESSAGE_DTYPE or arr.ndim != 1 or MESSAGE_DTYPE.itemsize != sizeof(HttpMsg):
             raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")

@@ -1,7 +1,7 @@
 # The URL analyzer's and session controller's C contract (ext/urlmatch.pyx, issue 8).
 #
 # Counters of the GET extraction (FilterReason), the per-connection handshake record that the
-# timing condition reads (ConnTiming; urlfilter.analyzer.CONN_DTYPE mirrors it and a test checks
+# timing condition reads (ConnTiming; webtap.records.urlhit.CONN_DTYPE mirrors it and a test checks
 # the sizes agree), and the forge options.
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 

@@ -1111,7 +1111,7 @@ cdef class SniTable:
         open with the client keys of its DCID since the last call -- the servers' Initials among
         them give the QUIC timing condition (urlfilter.timing). Kept only with
         keep_undecryptable = True."""
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
         out = np.zeros(self.n_undec, dtype=MESSAGE_DTYPE)
         cdef uint8_t[::1] v
         if self.n_undec:
@@ -1130,7 +1130,7 @@ cdef class SniTable:
         Initial keys protect the QUIC connection (the client's first; flags 4 when the completing
         Initial carried the server's chosen CID instead): forge_quic's `dcids`.
         """
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
         cdef const uint8_t[::1] pk = np.ascontiguousarray(packets).view(np.uint8)
         cdef Py_ssize_t n = pk.shape[0] // sizeof(PacketRef), i
         cdef const PacketRef *refs = <const PacketRef *>&pk[0] if n else NULL
@@ -1190,7 +1190,7 @@ cdef class SniTable:
         again: TCP segments that start a hello, may start one, or continue a watched flow; UDP
         datagrams with a long header. The batch's UDP datagrams are the walk's count (the watch
         list's `udp`, read and cleared here). Rebuilds the watch list for the next batch."""
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
         arr = np.ascontiguousarray(np.asarray(msgs))
         if arr.dtype != MESSAGE_DTYPE or arr.ndim != 1:
             raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
@@ -1263,7 +1263,7 @@ cdef class SniTable:
 
     cdef _output(self, _Out *o, cnt_a):
         """The arrays of one extract (see extract)."""
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
         cdef uint8_t[::1] mv8
         cdef int64_t[::1] k64
         if True:

@@ -15,7 +15,7 @@ __all__ = ["analyze", "analyze_tls", "iter_record_batches", "Summary", "Pairer",
 _WHERE = {"analyze": "httpanalyzer.stream", "analyze_tls": "httpanalyzer.tls",
           "iter_record_batches": "httpanalyzer.stream",
           "Summary": "httpanalyzer.stream", "Pairer": "httpanalyzer.pairing",
-          "COLUMNS": "httpanalyzer.records", "SCHEMA": "httpanalyzer.records"}
+          "COLUMNS": "webtap.records.http", "SCHEMA": "webtap.records.http"}
 
 
 def __getattr__(name):

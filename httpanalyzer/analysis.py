@@ -8,7 +8,7 @@
     analysis.unmatched_over_time(df)                   # unmatched records per time bin
 
 Every function takes the DataFrame of `httpanalyzer.analyze` (the schema of
-httpanalyzer.records) and returns a DataFrame or an array; none re-reads a trace.
+webtap.records.http) and returns a DataFrame or an array; none re-reads a trace.
 """
 from __future__ import annotations
 

@@ -46,13 +46,13 @@ def hash_histograms(msgs: np.ndarray, bins: int = 64, consumers: int | None = No
 
 
 def trace_messages(traces, bpf: str | None = None) -> np.ndarray:
-    """Every HTTP message (HttpMsg struct array, webtap.schema) of the traces, in one array:
+    """Every HTTP message (HttpMsg struct array, webtap.records.message) of the traces, in one array:
     the input of hash_histograms. Read and dissected in one pass (webtap.stream.messages)."""
     from webtap.stream import messages
 
     parts = [mb.msgs.copy() for _, mb in messages(traces, bpf=bpf, progress=False)]
     if not parts:
-        from webtap.schema import MESSAGE_DTYPE
+        from webtap.records.message import MESSAGE_DTYPE
 
         return np.zeros(0, MESSAGE_DTYPE)
     return np.concatenate(parts)

@@ -130,7 +130,7 @@ def _empty_schema(out, headers):
     fmt = clikit.OUTPUTS.get(ext)
     if fmt is None or fmt.name in ("lines", "jsonl"):
         return None        # these write nothing without records: no schema, and no pyarrow
-    from httpanalyzer import records               # (imported at the first batch otherwise)
+    from webtap.records import http as records     # (imported at the first batch otherwise)
     from httpanalyzer.writers import VIEWS
 
     ext = (out or "").lower()
@@ -155,7 +155,7 @@ def _views(a, out):
     fmt = clikit.OUTPUTS.get(ext)
     if out not in (None, "-") and (fmt is None or fmt.name not in ("lines", "csv", "jsonl")):
         raise clikit.UsageError(f"--fields is for the text outputs (lines, .txt, .csv, .jsonl), not {out}")
-    from httpanalyzer.records import schema_for
+    from webtap.records.http import schema_for
 
     known = schema_for(a.headers).names
     bad = [n for n in fields if n not in known]
@@ -172,14 +172,14 @@ def _fields_schema(a, out, headers):
         return _empty_schema(out, headers)
     import os
 
-    from httpanalyzer import records
+    from webtap.records import http as records
 
     fmt = clikit.OUTPUTS.get(os.path.splitext(out or "-")[1].lower())
     return _views(a, out)[fmt.name if fmt is not None else "lines"](records.empty_batch(headers)).schema
 
 
 def _header_list(text: str) -> tuple:
-    from httpanalyzer.records import header_column_names
+    from webtap.records.http import header_column_names
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     try:
@@ -196,7 +196,8 @@ def _main_dask(a, run) -> int:
     import shutil
     import tempfile
 
-    from httpanalyzer import distributed, records
+    from httpanalyzer import distributed
+    from webtap.records import http as records
     from httpanalyzer.writers import VIEWS
 
     out = a.output
@@ -329,7 +330,7 @@ def handle(a, run) -> int:
 
     def write_held():
         if held:
-            from httpanalyzer.records import sort_records
+            from webtap.records.http import sort_records
 
             tab = sort_records(held)
             held.clear()
@@ -423,7 +424,7 @@ def write_plots(batches, balance: dict, directory) -> list:
     import pyarrow as pa
 
     from httpanalyzer import plot
-    from httpanalyzer.records import SCHEMA, to_pandas
+    from webtap.records.http import SCHEMA, to_pandas
 
     df = to_pandas(pa.Table.from_batches(batches, schema=batches[0].schema if batches else SCHEMA))
     figs = plot.analysis_figures(df)

@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.errors import OverlappingTraces
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from httpanalyzer.feeder import ConsumerFailed, _TAG_BATCH, _fx, _send_batch, _send_ctrl
 from webtap import runctx
-from webtap.schema import DISSECT_REASONS, PACKET_DTYPE
+from webtap.records.message import DISSECT_REASONS, PACKET_DTYPE
 
 __all__ = ["iter_fanout_batches", "fanout_available"]
 

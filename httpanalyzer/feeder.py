@@ -34,10 +34,10 @@ from multiprocessing.connection import wait as mp_wait
 import numpy as np
 import pyarrow as pa
 
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.errors import ConsumerFailed  # noqa: F401  (raised here; its home is errors)
 from webtap._ext import feeder as _fx
-from webtap.schema import DISSECT_REASONS
+from webtap.records.message import DISSECT_REASONS
 
 __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "hash_eq1", "hash_eq2", "hash_eq3",
            "classify_packets", "FEED_DTYPE"]

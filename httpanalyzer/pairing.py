@@ -24,15 +24,15 @@ TAKE_EVERY_S = 0.25
 
 
 def _records():
-    """httpanalyzer.records (and pyarrow) on the first take(): a run reads its first packets
+    """webtap.records.http (and pyarrow) on the first take(): a run reads its first packets
     before any record exists."""
-    from httpanalyzer import records
+    from webtap.records import http as records
 
     return records
 
 
 class Pairer:
-    """Pairs HTTP messages (webtap.schema.MESSAGE_DTYPE batches) into transaction records.
+    """Pairs HTTP messages (webtap.records.message.MESSAGE_DTYPE batches) into transaction records.
 
     gc_timeout: seconds of capture time a message may wait for its counterpart (default 60).
     max_pending: hard cap on waiting messages; the oldest is evicted (and counted) beyond it.

@@ -23,7 +23,7 @@ from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
 from webtap.stream import merge_by_time
 
-# pyarrow (and httpanalyzer.records, which builds the schema with it) is imported where a
+# pyarrow (and webtap.records.http, which builds the schema with it) is imported where a
 # record batch is first made or handled, not here: a run reads its first packet before it has
 # any record, and start-up is part of every run.
 
@@ -356,7 +356,7 @@ def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
             summary: Summary | None = None, live: bool = False, consumers: int | None = None,
             feeder: dict | None = None, **table_options):
     """All records of one or several traces (or, live=True, of an interface until Ctrl-C) as a
-    DataFrame (see httpanalyzer.records for the columns and dtypes). For traces larger than
+    DataFrame (see webtap.records.http for the columns and dtypes). For traces larger than
     memory use iter_record_batches(). consumers=N: pair in N feeder consumer processes; the
     merged records are then sorted by request time (unmatched responses by response time).
     headers=["Referer", ...]: per name the columns request_referer / response_referer (the value
@@ -366,7 +366,7 @@ def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
                                        feeder=feeder, **table_options))
     import pyarrow as pa
 
-    from httpanalyzer import records
+    from webtap.records import http as records
 
     table = pa.Table.from_batches(batches, schema=records.schema_for(table_options.get("headers")))
     if consumers:

@@ -4,9 +4,8 @@ bounded reassembly of split hellos, Eq. 2 pairing) -> Arrow record batches -> Da
     import httpanalyzer
     df = httpanalyzer.analyze_tls("trace.pcap")     # one row per handshake
 
-Columns (first ones fixed by the issue, more after them): see COLUMNS / SCHEMA. Versions and
-cipher suites are written as tshark writes them (0x0304, 0x1301); list columns are Arrow lists
-(comma-joined in CSV and text output).
+Columns (first ones fixed by the issue, more after them): webtap.records.tls (COLUMNS / SCHEMA,
+re-exported here for the package's API).
 """
 from __future__ import annotations
 
@@ -16,233 +15,10 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from webtap.dissect import encap_text
-from webtap.writers import empty_batch_of
+from webtap.records import columns
+from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, to_table
 
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE"]
-
-#: ext/tls.pyx TlsOut: the numeric part of an emitted record, field for field (a test compares
-#: the sizes and every offset with the C struct). The text leaves beside it in Arrow-layout
-#: columns (TlsTable.take).
-TLS_OUT_DTYPE = np.dtype([
-    ("client_ip", "u1", (16,)), ("server_ip", "u1", (16,)),
-    ("ch_ts_ns", "<i8"), ("sh_ts_ns", "<i8"), ("ch_pkt", "<u8"), ("sh_pkt", "<u8"),
-    ("encap", "<u8"), ("ch_hs_len", "<u4"), ("tunnel_id", "<u4"),
-    ("client_port", "<u2"), ("server_port", "<u2"), ("vlan", "<u2"),
-    ("ch_legacy_version", "<u2"), ("ch_flags", "<u2"), ("ch_segments", "<u2"),
-    ("sh_version", "<u2"), ("sh_cipher", "<u2"), ("sh_flags", "<u2"), ("sh_group", "<u2"),
-    ("ip_version", "u1"), ("transport", "u1"), ("has_ch", "u1"), ("has_sh", "u1"),
-    ("reason", "u1"), ("ch_status", "u1"), ("sh_status", "u1"), ("clipped", "u1"),
-    ("outer_ip_version", "u1"),
-], align=True)
-
-TLSF_HRR, TLSF_ECH, TLSF_SNI, TLSF_ALPN = 1, 2, 4, 8
-
-#: (name, Arrow type, meaning); the first 22 are the issue's, in its order
-FIELDS = [
-    ("client_ip", pa.string(), "client address"),
-    ("client_port", pa.uint16(), "client TCP/UDP port"),
-    ("server_ip", pa.string(), "server address"),
-    ("server_port", pa.uint16(), "server port"),
-    ("transport", pa.string(), "tcp | quic"),
-    ("client_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ClientHello's first packet"),
-    ("server_hello_ts", pa.timestamp("ns", tz="UTC"), "capture time of the ServerHello's packet"),
-    ("handshake_time", pa.duration("ns"), "server_hello_ts - client_hello_ts (ns, like HTTP's response_time)"),
-    ("sni", pa.string(), "server_name (host_name) of the ClientHello"),
-    ("alpn", pa.list_(pa.string()), "ALPN protocols offered by the client, in order"),
-    ("client_versions", pa.list_(pa.string()), "supported_versions (wire order, GREASE kept), else the legacy version"),
-    ("server_version", pa.string(), "version the ServerHello selects"),
-    ("cipher", pa.string(), "cipher suite the ServerHello selects"),
-    ("ja3", pa.string(), "JA3 (MD5) of the ClientHello; null for an SSLv2-format one"),
-    ("ja3s", pa.string(), "JA3S (MD5) of the ServerHello"),
-    ("ja4", pa.string(), "JA4 (TLS client fingerprint, BSD-3-Clause part only); null for an SSLv2-format ClientHello"),
-    ("ech", pa.bool_(), "encrypted_client_hello extension present (real or GREASE)"),
-    ("ch_segments", pa.uint16(), "TCP segments the ClientHello took"),
-    ("matched", pa.bool_(), "ClientHello and ServerHello paired"),
-    ("unmatched_reason", pa.string(), "gc | end | cap | incomplete | too_long | malformed | reassembly_cap; null if paired"),
-    ("request_frame", pa.uint64(), "tshark frame.number of the ClientHello (its first segment)"),
-    ("response_frame", pa.uint64(), "tshark frame.number of the ServerHello"),
-    # more
-    ("hello_retry_request", pa.bool_(), "the ServerHello is a HelloRetryRequest"),
-    ("client_legacy_version", pa.string(), "ClientHello legacy_version field"),
-    ("ciphers", pa.list_(pa.string()), "cipher suites offered (wire order, GREASE kept); an SSLv2-format "
-     "ClientHello's 3-byte specs: 0x00XXYY as 0xXXYY, SSLv2-only ones with six digits"),
-    ("extensions", pa.list_(pa.uint16()), "ClientHello extension types in wire order"),
-    ("supported_groups", pa.list_(pa.string()), "supported_groups (wire order)"),
-    ("key_share_groups", pa.list_(pa.string()), "groups of the client's key shares"),
-    ("server_alpn", pa.string(), "ALPN protocol the server selects"),
-    ("server_group", pa.string(), "key_share group the ServerHello selects (TLS 1.3, HRR); null without"),
-    ("server_extensions", pa.list_(pa.uint16()), "ServerHello extension types in wire order"),
-    ("ch_length", pa.uint32(), "declared ClientHello handshake length"),
-    ("ip_version", pa.uint8(), "4 or 6"),
-    ("vlan", pa.uint16(), "outer 802.1Q VLAN id; null when untagged"),
-    ("text_clipped", pa.bool_(), "some text was clipped to the record's field width"),
-    # encapsulation (as the HTTP records'): of the ClientHello's first packet, the
-    # ServerHello's without one; QUIC: of the connection's first Initial
-    ("encap", pa.string(), "tunnel layers crossed, outermost first ('vxlan,eth', '6in4'); null without"),
-    ("outer_src_ip", pa.string(), "source of the outermost IP header carrying the tunnel; null if none"),
-    ("outer_dst_ip", pa.string(), "its destination; null if none"),
-    ("tunnel_id", pa.uint32(), "VNI, GRE key, ERSPAN session, TEID, PPPoE session or MPLS label; null without encapsulation"),
-    ("community_id", pa.string(), "Community ID v1 of the flow (TCP; UDP for QUIC), as on the HTTP records"),
-]
-COLUMNS = [f[0] for f in FIELDS]
-SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in FIELDS])
-_REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "reassembly_cap")
-
-
-def _bitmap(valid, n: int):
-    """(Arrow validity buffer or None, null count) of a boolean mask (None: all valid)."""
-    if valid is None:
-        return None, 0
-    valid = np.asarray(valid, dtype=bool)
-    nulls = int(n - np.count_nonzero(valid))
-    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
-
-
-def _num(values: np.ndarray, valid=None, typ=None) -> pa.Array:
-    """A numeric column from its buffer (pa.array would import pandas, ~0.2 s of start-up)."""
-    v = np.ascontiguousarray(values)
-    bitmap, nulls = _bitmap(valid, len(v))
-    return pa.Array.from_buffers(typ or pa.from_numpy_dtype(v.dtype), len(v),
-                                 [bitmap, pa.py_buffer(v)], null_count=nulls)
-
-
-def _bool(values: np.ndarray, valid=None) -> pa.Array:
-    v = np.asarray(values, dtype=bool)
-    bitmap, nulls = _bitmap(valid, len(v))
-    return pa.Array.from_buffers(pa.bool_(), len(v),
-                                 [bitmap, pa.py_buffer(np.packbits(v, bitorder="little"))],
-                                 null_count=nulls)
-
-
-def _str_col(offs: np.ndarray, data: np.ndarray, valid=None, nonempty: bool = False) -> pa.Array:
-    """A string column from its Arrow buffers (offsets int32[n + 1], UTF-8 bytes); null where
-    not valid, and where empty if nonempty."""
-    n = len(offs) - 1
-    if nonempty:
-        full = np.diff(offs) > 0
-        valid = full if valid is None else (np.asarray(valid, dtype=bool) & full)
-    bitmap, nulls = _bitmap(valid, n)
-    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)],
-                                 null_count=nulls)
-
-
-def _list_col(parts: tuple, valid) -> pa.Array:
-    """list<string> (parts: list offsets, item offsets, bytes) or list<uint16> (parts: list
-    offsets, values) from its Arrow buffers; null where not valid."""
-    loffs = parts[0]
-    n = len(loffs) - 1
-    if len(parts) == 3:
-        values = pa.Array.from_buffers(pa.string(), len(parts[1]) - 1,
-                                       [None, pa.py_buffer(parts[1]), pa.py_buffer(parts[2])])
-    else:
-        values = _num(parts[1], typ=pa.uint16())
-    bitmap, nulls = _bitmap(valid, n)
-    return pa.Array.from_buffers(pa.list_(values.type), n, [bitmap, pa.py_buffer(loffs)],
-                                 null_count=nulls, children=[values])
-
-
-_HEXDIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-
-
-def _hex(v: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """0xhhhh text of 16-bit values (as tshark writes versions and cipher suites); null where
-    not valid."""
-    v = np.asarray(v).astype(np.uint32)
-    mat = np.empty((len(v), 6), dtype=np.uint8)
-    mat[:, 0], mat[:, 1] = ord("0"), ord("x")
-    for k in range(4):
-        mat[:, 2 + k] = _HEXDIGITS[(v >> (12 - 4 * k)) & 15]
-    offs = np.arange(0, 6 * len(v) + 1, 6, dtype=np.int32)
-    return _str_col(offs, mat.reshape(-1), np.asarray(valid, dtype=bool))
-
-
-def _choice(names: tuple, codes: np.ndarray) -> pa.Array:
-    """names[code] per row (None entries give nulls), from buffers."""
-    enc = [(x or "").encode() for x in names]
-    lens = np.array([len(x) for x in enc], dtype=np.int32)[codes]
-    offs = np.zeros(len(codes) + 1, dtype=np.int32)
-    np.cumsum(lens, out=offs[1:])
-    data = np.frombuffer(b"".join(enc[c] for c in range(len(names))), dtype=np.uint8)
-    starts = np.concatenate([[0], np.cumsum([len(x) for x in enc])])[codes]
-    take = np.repeat(starts - offs[:-1], lens) + np.arange(int(offs[-1]))
-    valid = np.array([x is not None for x in names])[codes]
-    return _str_col(offs, data[take] if len(take) else np.zeros(0, np.uint8), valid)
-
-
-def to_table(raw: np.ndarray, strings: dict) -> pa.Table:
-    """TlsTable.take()'s (TlsOut rows as a uint8 buffer, text and list columns) -> Arrow table
-    of SCHEMA (columnar, no per-record Python)."""
-    from webtap._ext.communityid import community_id
-
-    r = np.frombuffer(raw, dtype=TLS_OUT_DTYPE) if raw.dtype != TLS_OUT_DTYPE else raw
-    if len(r) == 0:
-        return empty_table()
-    has_ch = r["has_ch"].astype(bool)
-    has_sh = r["has_sh"].astype(bool)
-    ch_ok = has_ch & (r["ch_status"] == 0)
-    sh_ok = has_sh & (r["sh_status"] == 0)
-    paired = r["reason"] == 0
-    ts = pa.timestamp("ns", tz="UTC")
-    ht = _num(np.where(paired, r["sh_ts_ns"] - r["ch_ts_ns"], 0), paired, pa.duration("ns"))
-
-    def text(name, valid=None, nonempty=False):
-        return _str_col(*strings[name], valid, nonempty)
-
-    reason_codes = r["reason"].astype(np.int64)
-    outer = r["outer_ip_version"] != 0
-    vlan = r["vlan"]
-    cols = {
-        "client_ip": text("client_ip"),
-        "client_port": _num(r["client_port"]),
-        "server_ip": text("server_ip"),
-        "server_port": _num(r["server_port"]),
-        "transport": _choice(("tcp", "quic"), r["transport"].astype(np.int64)),
-        "client_hello_ts": _num(r["ch_ts_ns"], has_ch, ts),
-        "server_hello_ts": _num(r["sh_ts_ns"], has_sh, ts),
-        "handshake_time": ht,
-        "sni": text("sni", ch_ok, nonempty=True),
-        "alpn": _list_col(strings["alpn"], ch_ok),
-        "client_versions": _list_col(strings["client_versions"], ch_ok),
-        "server_version": _hex(r["sh_version"], sh_ok),
-        "cipher": _hex(r["sh_cipher"], sh_ok),
-        "ja3": text("ja3", ch_ok, nonempty=True),
-        "ja3s": text("ja3s", sh_ok, nonempty=True),
-        "ja4": text("ja4", ch_ok, nonempty=True),
-        "ech": _bool((r["ch_flags"] & TLSF_ECH) != 0, ch_ok),
-        "ch_segments": _num(r["ch_segments"], has_ch),
-        "matched": _bool(paired),
-        "unmatched_reason": _choice(_REASONS + ("unknown",),
-                                    np.minimum(reason_codes, len(_REASONS))),
-        "request_frame": _num(r["ch_pkt"] + 1, has_ch),
-        "response_frame": _num(r["sh_pkt"] + 1, has_sh),
-        "hello_retry_request": _bool((r["sh_flags"] & TLSF_HRR) != 0, sh_ok),
-        "client_legacy_version": _hex(r["ch_legacy_version"], ch_ok),
-        "ciphers": _list_col(strings["ciphers"], ch_ok),
-        "extensions": _list_col(strings["extensions"], ch_ok),
-        "supported_groups": _list_col(strings["supported_groups"], ch_ok),
-        "key_share_groups": _list_col(strings["key_share_groups"], ch_ok),
-        "server_alpn": text("server_alpn", sh_ok, nonempty=True),
-        "server_group": _hex(r["sh_group"], sh_ok & (r["sh_group"] != 0)),
-        "server_extensions": _list_col(strings["server_extensions"], sh_ok),
-        "ch_length": _num(r["ch_hs_len"], has_ch),
-        "ip_version": _num(r["ip_version"]),
-        "vlan": _num(vlan, vlan != 0xFFFF),
-        "text_clipped": _bool(r["clipped"] != 0),
-        "encap": encap_text(r["encap"]),
-        "outer_src_ip": text("outer_src_ip", outer),
-        "outer_dst_ip": text("outer_dst_ip", outer),
-        "tunnel_id": _num(r["tunnel_id"], r["encap"] != 0),
-        # the same C function as the HTTP records' column (ext/communityid.pyx), per row protocol
-        "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
-                                     np.ascontiguousarray(r["server_ip"]), r["server_port"],
-                                     r["ip_version"],
-                                     np.where(r["transport"] == 1, 17, 6).astype(np.uint8)),
-    }
-    arrays = [cols[n] if cols[n].type == SCHEMA.field(n).type else cols[n].cast(SCHEMA.field(n).type)
-              for n in COLUMNS]
-    return pa.Table.from_arrays(arrays, schema=SCHEMA)
-
 
 class TlsRun:
     """One TLS record stage over a stream of packet batches (several traces in a row)."""
@@ -345,7 +121,7 @@ def sort_table(tab: pa.Table) -> pa.Table:
     req, rv = frames("request_frame")
     resp, sv = frames("response_frame")
     idx = np.lexsort((np.where(sv, resp, 0), np.where(rv, req, resp)))   # stable, as sort_indices
-    return _take(tab, _num(idx.astype(np.int64)))
+    return _take(tab, columns.num(idx.astype(np.int64)))
 
 
 def _take(tab: pa.Table, idx: pa.Array) -> pa.Table:
@@ -385,12 +161,6 @@ def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
 
 
 TEXT_SCHEMA = None
-
-
-def empty_table() -> pa.Table:
-    """A table of SCHEMA without rows (webtap.writers.empty_batch_of: not SCHEMA.empty_table(),
-    which imports pandas in a run that found no handshake)."""
-    return pa.Table.from_batches([empty_batch_of(SCHEMA)])
 
 
 def _text_schema() -> pa.Schema:

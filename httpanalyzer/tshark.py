@@ -296,7 +296,7 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
 
 def _starts_message(payload_hex: str) -> bool:
     """Does a TCP payload (tshark's hex) start with an HTTP request line or status line?"""
-    from webtap.schema import METHOD_NAMES
+    from webtap.records.message import METHOD_NAMES
 
     head = bytes.fromhex(payload_hex.replace(":", "")[:64]) if payload_hex else b""
     if head.startswith(b"\r\n") and len(head) > 3:
@@ -321,7 +321,7 @@ def not_request_line(pay: bytes) -> bool:
     use it to name the difference)."""
     import re
 
-    from webtap.schema import METHOD_NAMES
+    from webtap.records.message import METHOD_NAMES
 
     line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
     tok, sp, rest = line.partition(b" ")
@@ -373,7 +373,7 @@ def tshark_messages(path: str, tshark: str = "tshark"):
     """(msgs, data, request_in) for the HTTP frames of `path`: request_in holds tshark's
     http.request_in of each message (0-based frame index, -1 when none). One batch built with
     numpy column assignments."""
-    from webtap.schema import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE
+    from webtap.records.message import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE
 
     # occurrence=l picks the innermost IP (tunnels); the text fields are taken from a second
     # run with occurrence=f (the first message of a pipelined frame)

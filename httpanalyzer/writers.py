@@ -34,7 +34,7 @@ def line_view(batch):
     the times (timestamps, durations in ns) as decimal seconds with 9 decimals, integers as
     decimal text. Chosen headers (--headers: request_<name>, response_<name>, the two
     *_headers_incomplete flags) follow as fields 14 and on, never dropped (issue 30)."""
-    from httpanalyzer.records import SCHEMA
+    from webtap.records.http import SCHEMA
 
     base = set(SCHEMA.names)
     extra = [n for n in batch.schema.names if n not in base and n.startswith(("request_", "response_"))]
@@ -91,7 +91,7 @@ VIEWS = {"lines": line_view, "csv": csv_view, "zeek": zeek_view}
 
 def __getattr__(name):
     if name == "CSV_SCHEMA":       # the schema as CSV shows it (header row of an empty output)
-        from httpanalyzer import records
+        from webtap.records import http as records
 
         return csv_view(records.empty_batch()).schema
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Build HttpMsg batches (webtap.schema.MESSAGE_DTYPE) directly, for pairing tests that do not
+"""Build HttpMsg batches (webtap.records.message.MESSAGE_DTYPE) directly, for pairing tests that do not
 need the capture and dissect stages: each message's HTTP head is laid out in one byte buffer
 behind a fake 54-byte link/IP/TCP header, and its spans point at the real bytes.
 
@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from webtap.schema import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE
+from webtap.records.message import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE
 
 HDR = 54
 METHODS = {"GET": 1, "HEAD": 2, "POST": 3, "PUT": 4, "DELETE": 5, "CONNECT": 6, "OPTIONS": 7,

@@ -544,7 +544,7 @@ def _filter_cmd(args, run) -> int:
         if o is not None:
             t = st.table()
             if not t.num_columns:
-                from urlfilter.analyzer import RECORD_SCHEMA
+                from webtap.records.urlhit import RECORD_SCHEMA
                 from webtap.writers import empty_batch_of
 
                 t = empty_batch_of(RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())))

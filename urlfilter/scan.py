@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
 from webtap.capture import Batch, write_pcap
-from webtap.schema import PACKET_DTYPE
+from webtap.records.message import PACKET_DTYPE
 
 __all__ = ["scan", "ScanResult", "ForgedPcapWriter", "write_records"]
 

@@ -147,7 +147,7 @@ def _server_initial_times(an: UrlAnalyzer, q: pd.DataFrame) -> np.ndarray:
     if not an.server_initials:
         return np.full(len(q), np.nan)
     si = np.concatenate(an.server_initials)
-    from webtap.schema import MESSAGE_DTYPE
+    from webtap.records.message import MESSAGE_DTYPE
     full = np.zeros(len(si), MESSAGE_DTYPE)
     for f in si.dtype.names:
         full[f] = si[f]

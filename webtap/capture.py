@@ -1,7 +1,7 @@
 """Capture stage, Python side: open a trace or an interface and iterate packet batches.
 
 A :class:`Batch` is the capture stage's output contract (ext/packet.pxd): ``packets``, a NumPy
-array of :data:`webtap.schema.PACKET_DTYPE`, and ``data``, one uint8 array holding the bytes;
+array of :data:`webtap.records.message.PACKET_DTYPE`, and ``data``, one uint8 array holding the bytes;
 packet *i* is ``data[packets['offset'][i] : packets['offset'][i] + packets['caplen'][i]]``.
 Both are views without a copy: for offline files ``data`` is one chunk of the file (4 MiB by
 default, filled with a single read), and the packets are described where they lie in it.
@@ -35,7 +35,7 @@ import numpy as np
 
 from webtap._ext import source as _source
 from webtap.errors import BpfError, CaptureError, NotACapture
-from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
+from webtap.records.message import PACKET_DTYPE, SOURCE_REASONS
 
 __all__ = ["Batch", "Trace", "LiveCapture", "open_trace", "open_live", "compile_filter",
            "DEFAULT_BATCH", "DEFAULT_CHUNK", "BpfError", "CaptureError", "NotACapture",
@@ -318,7 +318,7 @@ class Trace:
     """An offline capture file (pcap, pcapng, either gzip-compressed), read in batches.
 
     Iterating yields :class:`Batch` objects. ``counters`` says what was read and skipped and
-    why (keys: :data:`webtap.schema.SOURCE_REASONS`); ``warnings`` lists problems in words.
+    why (keys: :data:`webtap.records.message.SOURCE_REASONS`); ``warnings`` lists problems in words.
     ``engine="libpcap"`` reads through libpcap's own ``pcap_next_ex`` instead (a copy and a
     call per packet; used as an independent reference in the tests).
     """

@@ -199,7 +199,7 @@ def cmd_dissect(args, run) -> int:
         import numpy as np             # Parquet schema), not an empty file
 
         from webtap.dissect import dissect
-        from webtap.schema import PACKET_DTYPE
+        from webtap.records.message import PACKET_DTYPE
 
         o.write(dissect(np.empty(0, PACKET_DTYPE), np.empty(0, np.uint8)).to_arrow())
     o.commit()

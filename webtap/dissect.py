@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from webtap._ext import dissect as _ext
-from webtap.schema import (
+from webtap.records.message import (
     DISSECT_REASONS,
     ENCAP_NAMES,
     MESSAGE_DTYPE,
@@ -121,7 +121,7 @@ class MessageBatch:
 
     def to_pandas(self, errors: str = "replace"):
         """A DataFrame with one row per message: text columns as strings, addresses as text,
-        `kind` and `method_name` as categoricals (method_name from webtap.schema.METHOD_NAMES)."""
+        `kind` and `method_name` as categoricals (method_name from webtap.records.message.METHOD_NAMES)."""
         import pandas as pd
 
         m = self.msgs
@@ -192,7 +192,7 @@ def encap_text(encap: np.ndarray):
 
 def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
     """Name extra UDP ports for tunnels, process-wide: e.g. {"vxlan": [8472]} (Linux's VXLAN
-    default) or {"geneve": [47101]}. Kinds: webtap.schema.UDP_TUNNEL_KINDS. The IANA ports
+    default) or {"geneve": [47101]}. Kinds: webtap.records.message.UDP_TUNNEL_KINDS. The IANA ports
     (VXLAN 4789, Geneve 6081, GTP-U 2152, Teredo 3544, AYIYA 5072, GRE-in-UDP 4754) always
     apply; None or {} removes the extra ones. Every walk of link/IP/TCP (the dissector, the
     feeder's reader, the pass-by filter's handshake table, the TLS/QUIC record stage) reads the
@@ -215,14 +215,14 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
 
     packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
     reasons: optional uint8 array, one per packet, filled with each packet's DissectReason index
-    (see webtap.schema.DISSECT_REASONS): which rule decided its fate.
+    (see webtap.records.message.DISSECT_REASONS): which rule decided its fate.
     tls_watch: a TLS stage's watch list (its `watch` capsule): the same walk also finds that
     stage's messages (MessageBatch.tls).
     tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events).
     """
     packets = np.asarray(packets)
     if packets.dtype != PACKET_DTYPE:
-        raise TypeError(f"packets must have dtype webtap.schema.PACKET_DTYPE, not {packets.dtype}")
+        raise TypeError(f"packets must have dtype webtap.records.message.PACKET_DTYPE, not {packets.dtype}")
     data = np.asarray(data)
     if data.dtype != np.uint8 or data.ndim != 1:
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)

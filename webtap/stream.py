@@ -28,7 +28,7 @@ from webtap.capture import Batch, LiveCapture, Trace, open_live, open_trace
 from webtap.dissect import MessageBatch, dissect
 from webtap.errors import BpfError
 from webtap.runctx import RunContext, current
-from webtap.schema import DISSECT_REASONS, SOURCE_REASONS
+from webtap.records.message import DISSECT_REASONS, SOURCE_REASONS
 
 __all__ = ["Consumer", "Totals", "messages", "run", "open_source", "read_ahead", "merge_by_time"]
 

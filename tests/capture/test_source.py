@@ -18,7 +18,7 @@ from tests.conftest import TRACES, shared_trace_files
 from webtap._ext import source as _source
 from webtap.capture import open_trace
 from webtap.errors import BpfError, NotACapture
-from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
+from webtap.records.message import PACKET_DTYPE, SOURCE_REASONS
 
 
 def read_all(path, **kw):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from webtap.schema import PACKET_DTYPE
+from webtap.records.message import PACKET_DTYPE
 
 
 def batch_from_raw(records: list[tuple[bytes, int, int, int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ def tcp6(payload: bytes = GET, ext=None) -> IPv6:
 
 def one(raw: bytes | object, linktype: int = 1, wirelen: int | None = None):
     """Dissect one packet; returns (batch, reason name)."""
-    from webtap.schema import DISSECT_REASONS
+    from webtap.records.message import DISSECT_REASONS
 
     raw = bytes(raw)
     pk, data = batch_from_raw([(raw, linktype, 0, len(raw) if wirelen is None else wirelen)])

@@ -283,7 +283,7 @@ def test_shared_tunnel_trace_reaches_tcp_like_tshark(rel):
 
 
 def test_encap_names_match_the_enum():
-    from webtap.schema import DISSECT_REASONS, ENCAP_NAMES
+    from webtap.records.message import DISSECT_REASONS, ENCAP_NAMES
 
     # DR_ENC_GRE + kind - 1: the counters follow EncapKind's order
     first = DISSECT_REASONS.index("encap_gre")
@@ -324,7 +324,7 @@ def test_feeder_reader_takes_the_same_tunnelled_packets():
     pk, data = batch_from_raw(frames)
     mb = dissect(pk, data)
     fp, cnt = classify_batch(pk, data)
-    from webtap.schema import DISSECT_REASONS
+    from webtap.records.message import DISSECT_REASONS
 
     fc = dict(zip(DISSECT_REASONS, map(int, cnt)))
     assert len(fp) == len(mb) == len(CASES)

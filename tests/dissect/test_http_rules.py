@@ -4,7 +4,7 @@ import time
 import pytest
 
 from webtap.dissect import parse_http
-from webtap.schema import (METHOD_NAMES, MSGF_BAD_STATUS, MSGF_BAD_VERSION, MSGF_HEADERS_INCOMPLETE,
+from webtap.records.message import (METHOD_NAMES, MSGF_BAD_STATUS, MSGF_BAD_VERSION, MSGF_HEADERS_INCOMPLETE,
                            MSGF_HOST_REPEATED, MSGF_LINE_TOO_LONG, MSGF_PAYLOAD_TRUNCATED,
                            MSGF_URI_TRUNCATED)
 

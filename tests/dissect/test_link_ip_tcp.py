@@ -10,7 +10,7 @@ from scapy.layers.ipsec import AH
 from tests.dissect._scapy_batches import batch_from_raw
 from tests.dissect.packets import GET, OK, null_hdr, one, sll, sll2, tcp4, tcp6
 from webtap.dissect import dissect
-from webtap.schema import MSG_REQUEST, MSG_RESPONSE, MSGF_PAYLOAD_TRUNCATED
+from webtap.records.message import MSG_REQUEST, MSG_RESPONSE, MSGF_PAYLOAD_TRUNCATED
 
 
 def check_get(b, ip_version=4):

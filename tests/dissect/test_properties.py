@@ -8,7 +8,7 @@ from scapy.all import Dot1Q, Ether
 from tests.dissect._scapy_batches import batch_from_raw
 from tests.dissect.packets import GET, OK, null_hdr, sll, sll2, tcp4, tcp6
 from webtap.dissect import dissect, parse_http
-from webtap.schema import DISSECT_REASONS, SPAN_FIELDS
+from webtap.records.message import DISSECT_REASONS, SPAN_FIELDS
 
 LINKTYPES = [0, 1, 12, 14, 101, 108, 113, 228, 229, 276, 147]
 SEEDS = [

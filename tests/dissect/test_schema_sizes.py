@@ -1,5 +1,5 @@
 from webtap._ext import dissect as ext
-from webtap.schema import DISSECT_REASONS, MESSAGE_DTYPE, METHOD_NAMES, PACKET_DTYPE
+from webtap.records.message import DISSECT_REASONS, MESSAGE_DTYPE, METHOD_NAMES, PACKET_DTYPE
 
 
 def test_message_dtype_matches_struct():

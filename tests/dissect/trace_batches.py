@@ -22,7 +22,7 @@ def read_trace(path: str) -> tuple[np.ndarray, np.ndarray]:
             parts.append(pk)
             datas.append(np.array(b.data, copy=True))
             base += len(b.data)
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
 
     if not parts:
         return np.zeros(0, PACKET_DTYPE), np.zeros(0, np.uint8)

@@ -23,7 +23,7 @@ import pytest
 
 import httpanalyzer
 from httpanalyzer import distributed as D
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.stream import Summary
 from tests.conftest import TRACES, shared_trace_files
 from webtap.capture import Batch, open_trace, write_pcap
@@ -242,7 +242,7 @@ def test_table_hand_over_roundtrip(jumpy):
     assert D.same_state(q.export_pending(), st)
     p.flush()
     q.flush()
-    from httpanalyzer.records import to_record_batch
+    from webtap.records.http import to_record_batch
 
     a = to_record_batch(*q.take()).to_pandas()
     b = p.take().to_pandas()

@@ -11,7 +11,7 @@ import pytest
 
 from tests import pcapbuild as pb
 from webtap.capture import open_trace, plan_chunks, read_chunk
-from webtap.schema import SOURCE_REASONS
+from webtap.records.message import SOURCE_REASONS
 
 
 def _frames(n, seed=0):

@@ -80,7 +80,7 @@ def replay(tmp_path, consumers: int, mode: str, trace=None):
         assert cap.returncode == 0, ce
     import pyarrow as pa
 
-    from httpanalyzer.records import to_pandas
+    from webtap.records.http import to_pandas
 
     with pa.memory_map(str(out) + ".arrow") as f:
         table = pa.ipc.open_file(f).read_all()

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import httpanalyzer
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.feeder import FeederPairer, classify_packets
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary

@@ -12,7 +12,7 @@ import pytest
 
 import httpanalyzer
 import pyarrow as pa
-from httpanalyzer import records
+from webtap.records import http as records
 
 pytestmark = [
     pytest.mark.live,

@@ -9,7 +9,7 @@ from tests.conftest import TRACES, shared_trace_files
 from webtap.capture import open_trace
 from webtap.dissect import dissect
 from webtap._ext.feeder import hash_eq3
-from webtap.schema import MSG_RESPONSE
+from webtap.records.message import MSG_RESPONSE
 
 
 def check_batch(packets, data):
@@ -57,7 +57,7 @@ def test_reader_agrees_on_mutated_packets():
     from scapy.all import IP as IP4
     from scapy.layers.l2 import CookedLinuxV2
 
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
 
     MAC = "02:00:00:00:00:01"          # given: scapy would resolve it on the network
     rng = np.random.default_rng(11)
@@ -103,7 +103,7 @@ def test_reader_agrees_on_mutated_packets():
 
 def test_reader_agrees_on_hostile_bytes():
     """Random bytes behind every link type, with HTTP-looking payload starts sprinkled in."""
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
 
     rng = np.random.default_rng(7)
     starts = [b"GET / HTTP/1.1\r\n", b"HTTP/1.1 100 Continue\r\n\r\n", b"M-POST x", b"HTTP/1.1 1000",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from webtap._ext.feeder import (FRAME_END, FRAME_HEADER_BYTES, FRAME_PKTS, RING_HEADER_BYTES,
                                 STAT_NAMES, Dispatcher, Ring, feed_dtype)
-from webtap.schema import PACKET_DTYPE
+from webtap.records.message import PACKET_DTYPE
 
 SMALL = RING_HEADER_BYTES + 8192          # data area 8 KiB: frames of up to 2 KiB
 PER_PKT = PACKET_DTYPE.itemsize + 8       # a PacketRef and its clock in the frame

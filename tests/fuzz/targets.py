@@ -29,7 +29,7 @@ TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "
 def check_source(data: bytes) -> None:
     from webtap._ext import source as _source
     from webtap.capture import NotACapture, open_trace
-    from webtap.schema import PACKET_DTYPE, SOURCE_REASONS
+    from webtap.records.message import PACKET_DTYPE, SOURCE_REASONS
 
     if data[:2] == b"\x1f\x8b":
         # gzip: through the file path (webtap.capture._GzipStream), as a user would meet it
@@ -105,7 +105,7 @@ _LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100, 9, 50, 
 
 def check_dissect(data: bytes) -> None:
     from webtap import dissect as wd
-    from webtap.schema import (DISSECT_REASONS, ENCAP_NAMES, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE,
+    from webtap.records.message import (DISSECT_REASONS, ENCAP_NAMES, MSG_REQUEST, MSG_RESPONSE, PACKET_DTYPE,
                                SPAN_FIELDS)
 
     if len(data) < 2:
@@ -196,7 +196,7 @@ def check_encap(data: bytes) -> None:
     stays inside the packet, records at most L34_MAX_ENCAP known layers (or gives up counted),
     and a TCP segment it reports lies inside the capture."""
     from webtap._ext.dissect import l34_batch, set_tunnel_ports
-    from webtap.schema import DISSECT_REASONS, ENCAP_NAMES, PACKET_DTYPE
+    from webtap.records.message import DISSECT_REASONS, ENCAP_NAMES, PACKET_DTYPE
 
     if len(data) < 2:
         return
@@ -245,7 +245,7 @@ def seeds_encap(shared: str | None) -> list[bytes]:
 
 def check_http(data: bytes) -> None:
     from webtap.dissect import parse_http
-    from webtap.schema import METHOD_NAMES, SPAN_FIELDS
+    from webtap.records.message import METHOD_NAMES, SPAN_FIELDS
 
     if not data:
         return
@@ -602,7 +602,7 @@ def _frames_through_table(frames: list[bytes]) -> None:
     records: as many as the counters say, every text column valid, spans never past the input."""
     from httpanalyzer.tls import to_table
     from webtap._ext.tls import TlsTable
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
 
     buf = np.frombuffer(b"".join(frames), dtype=np.uint8)
     pk = np.zeros(len(frames), dtype=PACKET_DTYPE)
@@ -706,7 +706,7 @@ def check_quic(data: bytes) -> None:
 def check_sni(data: bytes) -> None:
     from tests.quic.hello import frame
     from webtap._ext import urlmatch as um
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
 
     if len(data) < 1:
         return

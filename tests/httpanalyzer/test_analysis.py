@@ -134,7 +134,7 @@ def test_figures_of_no_records(tmp_path):
 
     import pyarrow as pa
 
-    from httpanalyzer.records import SCHEMA, empty_batch, to_pandas
+    from webtap.records.http import SCHEMA, empty_batch, to_pandas
 
     df = to_pandas(pa.Table.from_batches([empty_batch()], schema=SCHEMA))
     assert len(analysis.ccdf(analysis.response_times_s(df))) == 0

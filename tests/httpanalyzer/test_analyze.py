@@ -9,6 +9,7 @@ import httpanalyzer
 from httpanalyzer import stream as an
 from httpanalyzer import cli
 from tests.msgbuild import MsgBuilder
+from webtap.records import http as records
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -117,7 +118,7 @@ def test_dataframe_dtypes(monkeypatch):
     a1.resp(T0 + S, "10.0.0.2", 80, "10.0.0.1", 1000, 100, 2)
     fake_traces(monkeypatch, {"a": [a1]})
     df = httpanalyzer.analyze("a")
-    assert list(df.columns[:17]) == httpanalyzer.records.CONTRACT_COLUMNS
+    assert list(df.columns[:17]) == records.CONTRACT_COLUMNS
     assert str(df.request_ts.dtype) == "datetime64[ns, UTC]"
     assert str(df.response_time.dtype) == "timedelta64[ns]"
     for c in ("method", "reason"):

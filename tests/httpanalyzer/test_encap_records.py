@@ -45,7 +45,7 @@ def _need(rel: str) -> Path:
 def _records(path: Path):
     import pyarrow as pa
 
-    from httpanalyzer import records
+    from webtap.records import http as records
     from httpanalyzer.stream import iter_record_batches
 
     return pa.Table.from_batches(list(iter_record_batches(str(path))), schema=records.SCHEMA)
@@ -123,7 +123,7 @@ def test_tshark_encap_mapping_can_fail():
 
 
 def test_record_dtype_matches_the_struct():
-    from httpanalyzer import records
+    from webtap.records import http as records
     from webtap._ext.pairing import PairingTable
 
     assert records.RECORD_DTYPE.itemsize == PairingTable.record_size()
@@ -136,7 +136,7 @@ def test_pending_entries_keep_the_encap_over_the_boundary():
     the record it then makes with its response has the request's encapsulation."""
     import pyarrow as pa
 
-    from httpanalyzer import records
+    from webtap.records import http as records
     from webtap._ext.pairing import PairingTable
     from webtap.stream import messages
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.pairing import Pairer
 from tests.msgbuild import MsgBuilder
 from webtap._ext.pairing import PairingTable

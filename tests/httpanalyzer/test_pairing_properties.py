@@ -6,11 +6,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.pairing import Pairer
 from tests.msgbuild import MsgBuilder
 from tests.strategies import S, T0, transactions
-from webtap.schema import MSG_REQUEST, MSG_RESPONSE
+from webtap.records.message import MSG_REQUEST, MSG_RESPONSE
 
 
 def paired_set(b, order):

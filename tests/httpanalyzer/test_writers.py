@@ -5,7 +5,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from httpanalyzer import records, writers
+from httpanalyzer import writers
+from webtap.records import http as records
 from webtap.writers import CsvWriter, LineWriter, ParquetWriter
 from httpanalyzer.pairing import Pairer
 from tests.msgbuild import MsgBuilder

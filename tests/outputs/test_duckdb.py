@@ -14,7 +14,8 @@ def test_parquet_file_and_dask_dataset(jumpy, tmp_path):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from httpanalyzer import distributed, records
+    from httpanalyzer import distributed
+    from webtap.records import http as records
 
     out = tmp_path / "out.parquet"
     p = subprocess.run([sys.executable, "-m", "httpanalyzer.cli", str(jumpy), "--consumers", "0",

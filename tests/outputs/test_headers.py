@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from httpanalyzer import analyze, records
+from httpanalyzer import analyze
+from webtap.records import http as records
 from httpanalyzer.pairing import Pairer
 
 scapy = pytest.importorskip("scapy.all")

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from httpanalyzer import records
+from webtap.records import http as records
 from httpanalyzer.zeek import FROM_RECORD, HTTP_FIELDS, http_log_view
 from webtap.jsonl import JsonLinesWriter
 from webtap.zeeklog import ZeekLogWriter

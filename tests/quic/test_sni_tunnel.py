@@ -19,7 +19,7 @@ from tests.urlfilter.test_analyzer import tree       # one blacklist builder for
 from urlfilter.scan import scan
 from webtap.capture import open_trace
 from webtap._ext import urlmatch as um
-from webtap.schema import ENCAP_NAMES
+from webtap.records.message import ENCAP_NAMES
 
 from .hello import client_hello, crypto, frame, initial, records, sni_ext, write
 

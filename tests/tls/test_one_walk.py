@@ -64,7 +64,7 @@ def test_http_messages_unchanged_and_tls_kinds_apart():
     """The walk with the watch list gives the same HTTP messages and counters, and the TLS
     stage's messages (kinds 3 and 4 only) in their own array."""
     from webtap.dissect import dissect
-    from webtap.schema import MSG_REQUEST
+    from webtap.records.message import MSG_REQUEST
     from httpanalyzer.tls import TlsRun
 
     path = SHARED / "traces" / "arkime" / "arkime_synthetic.pcap"

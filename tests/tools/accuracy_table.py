@@ -140,7 +140,7 @@ def _starts_later(pay: bytes, method: str) -> bool:
 def _not_request_shape(pay: bytes, methods) -> bool:
     """The payload starts with a known method and a space, and what follows is not a request
     line's shape: the rule of docs/ACCURACY.md, in its one Python home (httpanalyzer.tshark,
-    independent of ext/httpstart.pxd). `methods` is webtap.schema.METHOD_NAMES, which it uses."""
+    independent of ext/httpstart.pxd). `methods` is webtap.records.message.METHOD_NAMES, which it uses."""
     from httpanalyzer.tshark import not_request_line
 
     return not_request_line(pay)
@@ -149,7 +149,7 @@ def _not_request_shape(pay: bytes, methods) -> bool:
 def _cut_line_without_colon(data: np.ndarray, msg) -> bool:
     """The header block ends in this packet with a partial line holding no colon (tshark then
     throws in packet-http.c before it adds http.request / http.response)."""
-    from webtap.schema import MSGF_HEADERS_INCOMPLETE, MSGF_URI_TRUNCATED
+    from webtap.records.message import MSGF_HEADERS_INCOMPLETE, MSGF_URI_TRUNCATED
 
     if not int(msg["flags"]) & MSGF_HEADERS_INCOMPLETE or int(msg["flags"]) & MSGF_URI_TRUNCATED:
         return False
@@ -166,7 +166,7 @@ def _cut_line_without_colon(data: np.ndarray, msg) -> bool:
 def compare_trace(path: str) -> TraceResult:
     from tests.dissect.trace_batches import read_trace
     from webtap.dissect import dissect
-    from webtap.schema import (DISSECT_REASONS, METHOD_NAMES, METHODS_TSHARK_NOTIFICATION,
+    from webtap.records.message import (DISSECT_REASONS, METHOD_NAMES, METHODS_TSHARK_NOTIFICATION,
                                METHODS_UNKNOWN_TO_TSHARK, MSG_REQUEST, MSGF_BAD_STATUS)
 
     res = TraceResult(path=path)

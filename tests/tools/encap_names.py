@@ -1,8 +1,8 @@
-"""webtap's `encap` text (webtap.schema.ENCAP_NAMES joined by commas) for a frame, from tshark's
+"""webtap's `encap` text (webtap.records.message.ENCAP_NAMES joined by commas) for a frame, from tshark's
 frame.protocols: the reference the records' encap column is checked against."""
 from __future__ import annotations
 
-#: tshark frame.protocols layer -> webtap's layer name (webtap.schema.ENCAP_NAMES); an inner
+#: tshark frame.protocols layer -> webtap's layer name (webtap.records.message.ENCAP_NAMES); an inner
 #: "eth" counts only once a tunnel was entered, IP-in-IP from two IP layers in a row.
 _TSHARK_LAYER = {"gre": "gre", "erspan": "erspan", "vxlan": "vxlan", "geneve": "geneve",
                  "gtp": "gtpu", "teredo": "teredo", "ayiya": "ayiya", "pppoes": "pppoe",

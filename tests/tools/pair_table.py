@@ -132,7 +132,7 @@ def _frames_tshark_read(path: str, frames: set[int]) -> set[int]:
 def pair_tshark_messages(path: str) -> tuple[pd.DataFrame, set[int]]:
     """webtap's pairing table run on tshark's own messages of `path` (isolates pairing from
     dissection): (records DataFrame, frames that were messages)."""
-    from httpanalyzer import records
+    from webtap.records import http as records
     from httpanalyzer.pairing import Pairer
 
     msgs, data, _ = tshark_messages(path)

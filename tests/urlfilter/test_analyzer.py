@@ -12,14 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scapy.all import IP, TCP, Dot1Q, Ether, IPv6, raw, rdpcap, wrpcap
 
-from urlfilter.analyzer import CONN_DTYPE, Blacklist, UrlAnalyzer
+from urlfilter.analyzer import Blacklist, UrlAnalyzer
+from webtap.records.urlhit import CONN_DTYPE
 from urlfilter.scan import scan
 from urlfilter.timing import summary, timing
 from urlfilter.tree import UrlTree
 from webtap._ext import urlmatch as um
 from webtap.capture import open_trace
 from webtap.dissect import dissect
-from webtap.schema import MESSAGE_DTYPE, PACKET_DTYPE
+from webtap.records.message import MESSAGE_DTYPE, PACKET_DTYPE
 
 CMAC, SMAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
 C4, S4 = "192.0.2.10", "198.51.100.20"

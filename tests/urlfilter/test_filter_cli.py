@@ -16,7 +16,7 @@ from urlfilter.cli import main
 from urlfilter.errors import InvalidUrl
 from urlfilter.scan import scan
 from urlfilter.tree import UrlTree
-from webtap.schema import METHOD_NAMES, MSG_REQUEST
+from webtap.records.message import METHOD_NAMES, MSG_REQUEST
 from webtap.stream import messages
 
 METHOD_GET = METHOD_NAMES.index("GET")

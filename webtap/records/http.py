@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from webtap._ext.communityid import community_id
+from webtap.records.columns import Codes, boolean, num, strings
 from webtap.dissect import encap_text
 from webtap.writers import empty_batch_of
 
@@ -173,65 +174,15 @@ _NO_IDX = np.iinfo(np.uint64).max
 
 
 def _strings(n: int, parts) -> pa.Array:
+    """A text column from PairingTable.take()'s (offsets, bytes, valid bytes)."""
     offsets, data, valid = parts
-    bitmap = np.packbits(valid.astype(bool), bitorder="little")
-    nulls = int(n - np.count_nonzero(valid))
-    return pa.StringArray.from_buffers(
-        n, pa.py_buffer(offsets), pa.py_buffer(data), pa.py_buffer(bitmap) if nulls else None, nulls
-    )
+    return strings(offsets, data, valid.astype(bool))
 
 
-def _bits(b: np.ndarray):
-    return pa.py_buffer(np.packbits(b, bitorder="little"))
-
-
-def _num(values: np.ndarray, typ: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
-    """A primitive Arrow array over a numpy column, built from its buffers: pa.array() would
-    import pandas (~0.3 s) on its first call, which streaming never needs."""
-    values = np.ascontiguousarray(values)
-    n = len(values)
-    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
-    return pa.Array.from_buffers(typ, n, [_bits(valid) if nulls else None, pa.py_buffer(values)],
-                                 null_count=nulls)
-
-
-def _bool(b: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
-    nulls = 0 if valid is None else len(b) - int(np.count_nonzero(valid))
-    return pa.Array.from_buffers(pa.bool_(), len(b), [_bits(valid) if nulls else None, _bits(b)],
-                                 null_count=nulls)
-
-
-class _Codes:
-    """Strings named by small integer codes (outcome, unmatched reason), turned into an Arrow
-    string column with numpy (a dictionary cast would import pyarrow.compute, ~40 ms)."""
-
-    def __init__(self, items):
-        enc = [(x or "").encode() for x in items]
-        width = max(1, max(len(e) for e in enc))
-        self.table = np.zeros((len(enc), width), np.uint8)
-        for i, e in enumerate(enc):
-            self.table[i, :len(e)] = np.frombuffer(e, np.uint8)
-        self.lens = np.array([len(e) for e in enc], np.int32)
-        self.cols = np.arange(width)
-
-    def column(self, codes: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
-        n = len(codes)
-        lens = self.lens[codes]
-        if valid is not None:
-            lens = np.where(valid, lens, 0)
-        offs = np.zeros(n + 1, np.int32)
-        np.cumsum(lens, out=offs[1:])
-        data = self.table[codes][self.cols[None, :] < lens[:, None]]
-        nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
-        return pa.Array.from_buffers(pa.string(), n, [_bits(valid) if nulls else None,
-                                                      pa.py_buffer(offs), pa.py_buffer(data)],
-                                     null_count=nulls)
-
-
-_OUTCOME_CODES = _Codes(OUTCOMES)
-_REASON_CODES = _Codes(UNMATCHED_REASONS)     # code 0 (paired) is always null
+_OUTCOME_CODES = Codes(OUTCOMES)
+_REASON_CODES = Codes(UNMATCHED_REASONS)     # code 0 (paired) is always null
 # TxnRecord.http_version (major * 10 + minor) -> "major.minor"; code 0 (unknown) is null
-_VERSION_CODES = _Codes([None] + [f"{c // 10}.{c % 10}" for c in range(1, 256)])
+_VERSION_CODES = Codes([None] + [f"{c // 10}.{c % 10}" for c in range(1, 256)])
 
 
 def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.RecordBatch:
@@ -245,45 +196,45 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.Re
     rf = r["rflags"]
     cols = {
         "client_ip": _strings(n, strings["client_ip"]),
-        "client_port": _num(r["client_port"], pa.uint16()),
+        "client_port": num(r["client_port"], pa.uint16()),
         "server_ip": _strings(n, strings["server_ip"]),
-        "server_port": _num(r["server_port"], pa.uint16()),
-        "request_ts": _num(r["request_ts_ns"], _TS, has_req),
-        "response_ts": _num(r["response_ts_ns"], _TS, has_resp),
-        "response_time": _num(
+        "server_port": num(r["server_port"], pa.uint16()),
+        "request_ts": num(r["request_ts_ns"], _TS, has_req),
+        "response_ts": num(r["response_ts_ns"], _TS, has_resp),
+        "response_time": num(
             np.where(paired, r["response_ts_ns"], 0) - np.where(paired, r["request_ts_ns"], 0),
             pa.duration("ns"), paired),
         "reason": _strings(n, strings["reason"]),
-        "status": _num(r["status"], pa.uint16(), has_resp),
+        "status": num(r["status"], pa.uint16(), has_resp),
         "method": _strings(n, strings["method"]),
         "user_agent": _strings(n, strings["user_agent"]),
         "host": _strings(n, strings["host"]),
         "uri": _strings(n, strings["uri"]),
-        "request_ack": _num(r["request_ack"], pa.uint32(), has_req),
-        "response_seq": _num(r["response_seq"], pa.uint32(), has_resp),
-        "matched": _bool(paired),
-        "uri_truncated": _bool((rf & RF_URI_TRUNCATED) != 0),
+        "request_ack": num(r["request_ack"], pa.uint32(), has_req),
+        "response_seq": num(r["response_seq"], pa.uint32(), has_resp),
+        "matched": boolean(paired),
+        "uri_truncated": boolean((rf & RF_URI_TRUNCATED) != 0),
         "outcome": _OUTCOME_CODES.column(r["outcome"]),
         "unmatched_reason": _REASON_CODES.column(r["unmatched_reason"], ~paired),
-        "interim": _bool((rf & RF_INTERIM) != 0),
-        "after_interim": _bool((rf & RF_AFTER_INTERIM) != 0),
-        "request_repeat": _bool((rf & RF_REQUEST_REPEAT) != 0),
-        "response_repeat": _bool((rf & RF_RESPONSE_REPEAT) != 0),
-        "out_of_order": _bool((rf & RF_OUT_OF_ORDER) != 0),
-        "text_clipped": _bool((rf & RF_TEXT_CLIPPED) != 0),
-        "ip_version": _num(r["ip_version"], pa.uint8()),
-        "vlan": _num(r["vlan"], pa.uint16(), r["vlan"] != 0xFFFF),
+        "interim": boolean((rf & RF_INTERIM) != 0),
+        "after_interim": boolean((rf & RF_AFTER_INTERIM) != 0),
+        "request_repeat": boolean((rf & RF_REQUEST_REPEAT) != 0),
+        "response_repeat": boolean((rf & RF_RESPONSE_REPEAT) != 0),
+        "out_of_order": boolean((rf & RF_OUT_OF_ORDER) != 0),
+        "text_clipped": boolean((rf & RF_TEXT_CLIPPED) != 0),
+        "ip_version": num(r["ip_version"], pa.uint8()),
+        "vlan": num(r["vlan"], pa.uint16(), r["vlan"] != 0xFFFF),
         # frame numbers are 1-based (tshark's), the C records' packet indices 0-based
-        "request_frame": _num(r["request_pkt_index"] + 1, pa.uint64(), r["request_pkt_index"] != _NO_IDX),
-        "response_frame": _num(r["response_pkt_index"] + 1, pa.uint64(), r["response_pkt_index"] != _NO_IDX),
-        "request_trace": _num(r["request_trace"], pa.uint16(), has_req),
-        "response_trace": _num(r["response_trace"], pa.uint16(), has_resp),
+        "request_frame": num(r["request_pkt_index"] + 1, pa.uint64(), r["request_pkt_index"] != _NO_IDX),
+        "response_frame": num(r["response_pkt_index"] + 1, pa.uint64(), r["response_pkt_index"] != _NO_IDX),
+        "request_trace": num(r["request_trace"], pa.uint16(), has_req),
+        "response_trace": num(r["response_trace"], pa.uint16(), has_resp),
         "community_id": community_id(r["client_ip"], r["client_port"], r["server_ip"],
                                      r["server_port"], r["ip_version"], 6),
         "encap": encap_text(r["encap"]),
         "outer_src_ip": _strings(n, strings["outer_src_ip"]),
         "outer_dst_ip": _strings(n, strings["outer_dst_ip"]),
-        "tunnel_id": _num(r["tunnel_id"], pa.uint32(), r["encap"] != 0),
+        "tunnel_id": num(r["tunnel_id"], pa.uint32(), r["encap"] != 0),
         "http_version": _VERSION_CODES.column(r["http_version"], r["http_version"] != 0),
     }
     if headers:
@@ -292,8 +243,8 @@ def to_record_batch(raw_records: np.ndarray, strings: dict, headers=()) -> pa.Re
             arrays.append(_strings(n, strings[("request", k)]))
             arrays.append(_strings(n, strings[("response", k)]))
         xf = strings["headers_incomplete"]
-        arrays.append(_bool((xf & 1) != 0, has_req))
-        arrays.append(_bool((xf & 2) != 0, has_resp))
+        arrays.append(boolean((xf & 1) != 0, has_req))
+        arrays.append(boolean((xf & 2) != 0, has_resp))
         return pa.RecordBatch.from_arrays(arrays, schema=schema_for(headers))
     return pa.RecordBatch.from_arrays(list(cols.values()), schema=SCHEMA)
 

@@ -1,0 +1,103 @@
+"""The column-builder kit of every record kind: Arrow arrays made from numpy buffers with one
+pyarrow call each (pa.array() over Python objects would import pandas, ~0.3 s, and cost a
+Python object per value; a cast or dictionary encode would import pyarrow.compute, ~40 ms)."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["bitmap", "num", "boolean", "strings", "string_list", "u16_list", "hex16", "Codes"]
+
+
+def bitmap(valid, n: int):
+    """(Arrow validity buffer or None, null count) of a boolean mask (None: all valid)."""
+    if valid is None:
+        return None, 0
+    valid = np.asarray(valid, dtype=bool)
+    nulls = int(n - np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def num(values: np.ndarray, typ: pa.DataType | None = None, valid=None) -> pa.Array:
+    """A primitive column over a numpy column (typ: its Arrow type, default from the dtype)."""
+    v = np.ascontiguousarray(values)
+    bits, nulls = bitmap(valid, len(v))
+    return pa.Array.from_buffers(typ or pa.from_numpy_dtype(v.dtype), len(v),
+                                 [bits, pa.py_buffer(v)], null_count=nulls)
+
+
+def boolean(values: np.ndarray, valid=None) -> pa.Array:
+    v = np.asarray(values, dtype=bool)
+    bits, nulls = bitmap(valid, len(v))
+    return pa.Array.from_buffers(pa.bool_(), len(v),
+                                 [bits, pa.py_buffer(np.packbits(v, bitorder="little"))],
+                                 null_count=nulls)
+
+
+def strings(offsets: np.ndarray, data: np.ndarray, valid=None, nonempty: bool = False) -> pa.Array:
+    """A string column from its Arrow buffers (int32 offsets[n + 1], UTF-8 bytes); null where
+    not valid, and where empty if nonempty."""
+    n = len(offsets) - 1
+    if nonempty:
+        full = np.diff(offsets) > 0
+        valid = full if valid is None else (np.asarray(valid, dtype=bool) & full)
+    bits, nulls = bitmap(valid, n)
+    return pa.Array.from_buffers(pa.string(), n, [bits, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
+
+
+def string_list(list_offsets: np.ndarray, item_offsets: np.ndarray, data: np.ndarray,
+                valid=None) -> pa.Array:
+    """list<string> from its Arrow buffers; null where not valid."""
+    values = pa.Array.from_buffers(pa.string(), len(item_offsets) - 1,
+                                   [None, pa.py_buffer(item_offsets), pa.py_buffer(data)])
+    return _list(list_offsets, values, valid)
+
+
+def u16_list(list_offsets: np.ndarray, values: np.ndarray, valid=None) -> pa.Array:
+    """list<uint16> from its Arrow buffers; null where not valid."""
+    return _list(list_offsets, num(values, pa.uint16()), valid)
+
+
+def _list(list_offsets, values: pa.Array, valid) -> pa.Array:
+    n = len(list_offsets) - 1
+    bits, nulls = bitmap(valid, n)
+    return pa.Array.from_buffers(pa.list_(values.type), n, [bits, pa.py_buffer(list_offsets)],
+                                 null_count=nulls, children=[values])
+
+
+_HEXDIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def hex16(values: np.ndarray, valid=None) -> pa.Array:
+    """0xhhhh text of 16-bit values (as tshark writes TLS versions and cipher suites)."""
+    v = np.asarray(values).astype(np.uint32)
+    mat = np.empty((len(v), 6), dtype=np.uint8)
+    mat[:, 0], mat[:, 1] = ord("0"), ord("x")
+    for k in range(4):
+        mat[:, 2 + k] = _HEXDIGITS[(v >> (12 - 4 * k)) & 15]
+    return strings(np.arange(0, 6 * len(v) + 1, 6, dtype=np.int32), mat.reshape(-1), valid)
+
+
+class Codes:
+    """Strings named by small integer codes (outcome, reason, transport) as a string column."""
+
+    def __init__(self, items):
+        enc = [(x or "").encode() for x in items]
+        width = max(1, max(len(e) for e in enc))
+        self.table = np.zeros((len(enc), width), np.uint8)
+        for i, e in enumerate(enc):
+            self.table[i, :len(e)] = np.frombuffer(e, np.uint8)
+        self.lens = np.array([len(e) for e in enc], np.int32)
+        self.cols = np.arange(width)
+
+    def column(self, codes: np.ndarray, valid=None) -> pa.Array:
+        """items[code] per row; null where not valid (a null slot holds no bytes)."""
+        n = len(codes)
+        lens = self.lens[codes]
+        if valid is not None:
+            lens = np.where(valid, lens, 0)
+        offs = np.zeros(n + 1, np.int32)
+        np.cumsum(lens, out=offs[1:])
+        data = self.table[codes][self.cols[None, :] < lens[:, None]]
+        return strings(offs, data, valid)
