@@ -17,6 +17,10 @@ cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 import numpy as np
 
+# the NumPy mirrors of the structs this module reads (the core's one home for them; it imports
+# numpy only)
+from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE, PACKET_DTYPE as _PACKET_DTYPE
+
 from packet cimport PacketRef
 from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
 from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse, l34_msg_encap,
@@ -434,22 +438,11 @@ cdef inline void _clear_msg(HttpMsg *m) noexcept nogil:
 # ---------------------------------------------------------------------------------------------
 # Python entry points
 # ---------------------------------------------------------------------------------------------
-cdef object _PACKET_DTYPE = None
-cdef object _MESSAGE_DTYPE = None
-
-
-cdef _dtypes():
-    global _PACKET_DTYPE, _MESSAGE_DTYPE
-    if _PACKET_DTYPE is None:
-        from webtap.records.message import MESSAGE_DTYPE, PACKET_DTYPE
-        if MESSAGE_DTYPE.itemsize != sizeof(HttpMsg) or PACKET_DTYPE.itemsize != sizeof(PacketRef):
-            raise RuntimeError("webtap.records.message dtypes do not match ext/*.pxd struct sizes")
-        _PACKET_DTYPE = PACKET_DTYPE
-        _MESSAGE_DTYPE = MESSAGE_DTYPE
+if _MESSAGE_DTYPE.itemsize != sizeof(HttpMsg) or _PACKET_DTYPE.itemsize != sizeof(PacketRef):
+    raise RuntimeError("webtap.records.message dtypes do not match ext/*.pxd struct sizes")
 
 
 cdef cnp.ndarray _as_packets(packets):
-    _dtypes()
     arr = np.asarray(packets)
     if arr.dtype != _PACKET_DTYPE or arr.ndim != 1:
         raise TypeError(f"packets must be a 1-D array of webtap.records.message.PACKET_DTYPE, got {arr.dtype}")
@@ -619,7 +612,6 @@ def parse_http_payload(const uint8_t[::1] payload, wire_len=None):
 
     Spans are relative to the start of `payload`; wire_len defaults to len(payload).
     """
-    _dtypes()
     cdef cnp.ndarray out = np.zeros(1, dtype=_MESSAGE_DTYPE)
     cdef HttpMsg *m = <HttpMsg *>cnp.PyArray_DATA(out)
     cdef uint32_t n = payload.shape[0], wl, ltl = 0
@@ -702,7 +694,6 @@ def span_to_arrow(msgs, const uint8_t[::1] data, str field, str errors="replace"
     fits, `large_string` otherwise.
     """
     import pyarrow as pa
-    _dtypes()
     if field not in _MESSAGE_DTYPE.fields or _MESSAGE_DTYPE.fields[field][0].names != ("off", "len"):
         raise KeyError(f"{field!r} is not a Span field of HttpMsg")
     if errors not in _TEXT_MODES:
@@ -765,7 +756,6 @@ def ip_to_arrow(msgs, str field):
     (dotted quad, RFC 5952 for IPv6: ext/util.h wt_ip_text); outer_* is null where the message
     has no outer IP header."""
     import pyarrow as pa
-    _dtypes()
     if field not in ("src_ip", "dst_ip", "outer_src", "outer_dst"):
         raise KeyError(field)
     arr = np.ascontiguousarray(np.asarray(msgs))

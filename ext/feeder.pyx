@@ -18,6 +18,10 @@ protocol in ext/spsc.h / ext/spsc.pxd (C11 acquire/release atomics, no locks).
 """
 import numpy as np
 
+# the NumPy mirrors of the structs this module reads (the core's one home for them; it imports
+# numpy only)
+from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE, PACKET_DTYPE as _PACKET_DTYPE
+
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free
@@ -63,8 +67,7 @@ cdef inline uint32_t msg_key(const HttpMsg *m) noexcept nogil:
 
 
 cdef const HttpMsg *_msgs_ptr(msgs, size_t *n) except NULL:
-    from webtap.records.message import MESSAGE_DTYPE
-    if msgs.dtype != MESSAGE_DTYPE or msgs.dtype.itemsize != sizeof(HttpMsg):
+    if msgs.dtype != _MESSAGE_DTYPE or msgs.dtype.itemsize != sizeof(HttpMsg):
         raise TypeError("msgs must be a webtap.records.message.MESSAGE_DTYPE array")
     if not msgs.flags.c_contiguous:
         raise ValueError("msgs must be C-contiguous")
@@ -124,12 +127,11 @@ def feed_dtype():
     cdef FeedPkt x
     cdef size_t b = <size_t>&x
     if _FEED_DTYPE is None:
-        from webtap.records.message import PACKET_DTYPE
-        if PACKET_DTYPE.itemsize != sizeof(PacketRef):
+        if _PACKET_DTYPE.itemsize != sizeof(PacketRef):
             raise RuntimeError("webtap.records.message.PACKET_DTYPE does not match ext/packet.pxd")
         names, formats, offsets = [], [], []
-        for name in PACKET_DTYPE.names:
-            dt, off = PACKET_DTYPE.fields[name][:2]
+        for name in _PACKET_DTYPE.names:
+            dt, off = _PACKET_DTYPE.fields[name][:2]
             names.append(name); formats.append(dt); offsets.append(off)
         for name, dt, off in (
                 ("src_ip", ("u1", 16), <size_t>&x.src_ip - b), ("dst_ip", ("u1", 16), <size_t>&x.dst_ip - b),
@@ -154,9 +156,8 @@ def classify_batch(packets, const uint8_t[::1] data):
     DissectReason, equal to the dissector's for the same batch except uri_truncated,
     headers_incomplete and line_too_long, which only parsing the message can tell (the
     consumers count those)."""
-    from webtap.records.message import PACKET_DTYPE
     pk = np.ascontiguousarray(np.asarray(packets))
-    if pk.dtype != PACKET_DTYPE or pk.ndim != 1:
+    if pk.dtype != _PACKET_DTYPE or pk.ndim != 1:
         raise TypeError("packets must be a 1-D webtap.records.message.PACKET_DTYPE array")
     cdef Py_ssize_t n = pk.shape[0], k
     out = np.empty(n, dtype=feed_dtype())
@@ -224,7 +225,6 @@ cdef class Ring:
         (kind, trace, tick_ns, pkts, clocks, data, size): pkts (PACKET_DTYPE, offsets into
         data), clocks (int64) and data (uint8) are views into the ring, valid until
         release(size, npkts). A TICK or END frame has no packets."""
-        from webtap.records.message import PACKET_DTYPE
         cdef spsc_frame *f = NULL
         cdef int spins = 0
         cdef int64_t deadline = wt_now_ns() + <int64_t>(timeout * 1e9)
@@ -241,7 +241,7 @@ cdef class Ring:
         cdef size_t co = mo + f.nmsgs * sizeof(PacketRef)
         cdef size_t do = co + f.nmsgs * sizeof(int64_t)
         arr = np.asarray(self.mv)
-        msgs = arr[mo:co].view(PACKET_DTYPE)
+        msgs = arr[mo:co].view(_PACKET_DTYPE)
         clocks = arr[co:do].view(np.int64)
         data = arr[do:do + f.data_len]
         return f.kind, f.trace, f.tick_ns, msgs, clocks, data, f.size

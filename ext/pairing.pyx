@@ -22,6 +22,10 @@ All work runs without the GIL; the GIL is taken only to raise on a failed alloca
 """
 import numpy as np
 
+# the NumPy mirrors of the structs this module reads (the core's one home for them; it imports
+# numpy only)
+from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE
+
 cimport cython
 from libc.stdint cimport INT64_MIN, UINT64_MAX, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -257,8 +261,7 @@ cdef class PairingTable:
         clocks (feeder consumers): per message, the capture clock of the whole stream just
         before it; the table advances to it first, so its GC runs exactly as a single table
         fed every message of the stream would."""
-        from webtap.records.message import MESSAGE_DTYPE
-        if msgs.dtype != MESSAGE_DTYPE:
+        if msgs.dtype != _MESSAGE_DTYPE:
             raise TypeError("msgs must be a webtap.records.message.MESSAGE_DTYPE array")
         if msgs.dtype.itemsize != sizeof(HttpMsg):
             raise TypeError("MESSAGE_DTYPE does not match ext/message.pxd HttpMsg")

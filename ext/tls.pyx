@@ -116,6 +116,11 @@ def parse_hello(const uint8_t[::1] payload, str proto="t"):
 cimport numpy as cnp
 import numpy as np
 
+# the NumPy mirrors of the structs this module reads (the core's one home for them; it imports
+# numpy only)
+from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE
+from webtap._ext.dissect import dissect_batch as _dissect_batch
+
 from packet cimport PacketRef
 from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
@@ -1465,8 +1470,7 @@ cdef class TlsTable:
     def feed(self, packets, const uint8_t[::1] data):
         """Process one packet batch (PACKET_DTYPE array + its byte buffer): the dissector's walk
         finds this stage's messages (webtap._ext.dissect.dissect_batch with the watch list)."""
-        from webtap._ext.dissect import dissect_batch
-        tm = dissect_batch(packets, data, None, self._watch_capsule)[2]
+        tm = _dissect_batch(packets, data, None, self._watch_capsule)[2]
         self.feed_messages(tm, data, len(packets))
 
     def feed_messages(self, msgs, const uint8_t[::1] data, uint64_t npackets=0):
@@ -1474,9 +1478,8 @@ cdef class TlsTable:
         MESSAGE_DTYPE array from dissect_batch(..., tls_watch=self.watch), in packet order;
         their offsets index `data`), then rebuild the watch list for the next batch. The
         capture clock moves with the messages; the GC runs before each one."""
-        from webtap.records.message import MESSAGE_DTYPE
         arr = np.ascontiguousarray(np.asarray(msgs))
-        if arr.dtype != MESSAGE_DTYPE or arr.ndim != 1 or MESSAGE_DTYPE.itemsize != sizeof(HttpMsg):
+        if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1 or _MESSAGE_DTYPE.itemsize != sizeof(HttpMsg):
             raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
         cdef cnp.ndarray ma = arr
         cdef const HttpMsg *m = <const HttpMsg *>cnp.PyArray_DATA(ma)

@@ -55,6 +55,10 @@ from util cimport wt_alloc, wt_now_ns, wt_realloc, wt_zalloc, wt_prefetch_keep, 
 
 import numpy as np
 
+# the NumPy mirrors of the structs this module reads (the core's one home for them; it imports
+# numpy only)
+from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE
+
 from packet cimport PacketRef, LINKTYPE_ETHERNET
 from l34 cimport l34_shared_cfg, L34, L34Cfg, L34_MAX_UDP_PORTS, L34_DATA, be16, be32, l34_parse, l34_msg_encap
 from message cimport DR_NOT_TCP
@@ -1111,8 +1115,7 @@ cdef class SniTable:
         open with the client keys of its DCID since the last call -- the servers' Initials among
         them give the QUIC timing condition (urlfilter.timing). Kept only with
         keep_undecryptable = True."""
-        from webtap.records.message import MESSAGE_DTYPE
-        out = np.zeros(self.n_undec, dtype=MESSAGE_DTYPE)
+        out = np.zeros(self.n_undec, dtype=_MESSAGE_DTYPE)
         cdef uint8_t[::1] v
         if self.n_undec:
             v = out.view(np.uint8)
@@ -1123,14 +1126,13 @@ cdef class SniTable:
     def extract(self, packets, const uint8_t[::1] data, bint verify_checksums=True):
         """SNIs of the ClientHellos (TLS over TCP, QUIC Initials) completed in this batch.
 
-        Returns (msgs MESSAGE_DTYPE rows: the packet that completed each ClientHello, proto uint8
+        Returns (msgs _MESSAGE_DTYPE rows: the packet that completed each ClientHello, proto uint8
         (1 tls, 2 quic), flags uint8 (1 ech, 2 split), keys uint8 + key offsets int64 (key form
         of the SNI host), sni uint8 + sni offsets int64 (the SNI as sent), counters uint64[SN_N]).
         `last_dcids` then holds, per row, the length (0xFF for TLS) and bytes of the DCID whose
         Initial keys protect the QUIC connection (the client's first; flags 4 when the completing
         Initial carried the server's chosen CID instead): forge_quic's `dcids`.
         """
-        from webtap.records.message import MESSAGE_DTYPE
         cdef const uint8_t[::1] pk = np.ascontiguousarray(packets).view(np.uint8)
         cdef Py_ssize_t n = pk.shape[0] // sizeof(PacketRef), i
         cdef const PacketRef *refs = <const PacketRef *>&pk[0] if n else NULL
@@ -1190,9 +1192,8 @@ cdef class SniTable:
         again: TCP segments that start a hello, may start one, or continue a watched flow; UDP
         datagrams with a long header. The batch's UDP datagrams are the walk's count (the watch
         list's `udp`, read and cleared here). Rebuilds the watch list for the next batch."""
-        from webtap.records.message import MESSAGE_DTYPE
         arr = np.ascontiguousarray(np.asarray(msgs))
-        if arr.dtype != MESSAGE_DTYPE or arr.ndim != 1:
+        if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1:
             raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
         cdef const uint8_t[::1] mb = arr.view(np.uint8)
         cdef Py_ssize_t n = arr.shape[0], i
@@ -1263,13 +1264,12 @@ cdef class SniTable:
 
     cdef _output(self, _Out *o, cnt_a):
         """The arrays of one extract (see extract)."""
-        from webtap.records.message import MESSAGE_DTYPE
         cdef uint8_t[::1] mv8
         cdef int64_t[::1] k64
         if True:
             if o.oom:
                 raise MemoryError()
-            msgs = np.zeros(o.n, dtype=MESSAGE_DTYPE)
+            msgs = np.zeros(o.n, dtype=_MESSAGE_DTYPE)
             if o.n:
                 mv8 = msgs.view(np.uint8)
                 memcpy(&mv8[0], o.msgs, o.n * sizeof(HttpMsg))
