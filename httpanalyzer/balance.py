@@ -14,6 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from httpanalyzer.feeder import hash_eq1, hash_eq3
+from httpanalyzer.stream import Summary, iter_record_batches
+from webtap.records.message import MESSAGE_DTYPE
+from webtap.stream import messages
 
 __all__ = ["balance_table", "hash_histograms", "trace_messages", "balance_runs", "balance_summary"]
 
@@ -48,12 +51,9 @@ def hash_histograms(msgs: np.ndarray, bins: int = 64, consumers: int | None = No
 def trace_messages(traces, bpf: str | None = None) -> np.ndarray:
     """Every HTTP message (HttpMsg struct array, webtap.records.message) of the traces, in one array:
     the input of hash_histograms. Read and dissected in one pass (webtap.stream.messages)."""
-    from webtap.stream import messages
 
     parts = [mb.msgs.copy() for _, mb in messages(traces, bpf=bpf, progress=False)]
     if not parts:
-        from webtap.records.message import MESSAGE_DTYPE
-
         return np.zeros(0, MESSAGE_DTYPE)
     return np.concatenate(parts)
 
@@ -62,7 +62,6 @@ def balance_runs(traces, consumers=(2, 4, 8), gc_timeout: float = 60.0) -> dict:
     """Run the feeder once per N in `consumers` over the traces; N -> balance_table (the paper's
     Table 3 for each N). Each table's attrs hold the run's `paired` count (single source of truth
     for the transactions the table must add up to)."""
-    from httpanalyzer.stream import Summary, iter_record_batches
 
     out = {}
     for n in consumers:

@@ -20,6 +20,9 @@ the join inside works on 0-based packet indices.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import os
 import subprocess
 import sys
@@ -27,14 +30,17 @@ import sys
 import numpy as np
 import pandas as pd
 
-from webtap import runctx
-
-from httpanalyzer.compare_join import (CATEGORIES, FIELDS, compare_modes, join_transactions,  # noqa: F401
-                                       tshark_transactions, webtap_transactions)
+import httpanalyzer
+from httpanalyzer.compare_join import (CATEGORIES, FIELDS, compare_modes,  # noqa: F401
+                                       join_transactions, tshark_transactions, webtap_transactions)
 from httpanalyzer.compare_report import Comparison, count_table, ks_distance  # noqa: F401
 from httpanalyzer.errors import TsharkError  # noqa: F401
-from httpanalyzer.tshark import (MODES, NO_TIME, TSHARK_FIRST_PACKET, chunk_trace, tshark_explain,  # noqa: F401
-                                 tshark_http, tshark_version)
+from httpanalyzer.plot import save_figures
+from httpanalyzer.stream import Summary
+from httpanalyzer.tshark import (MODES, NO_TIME, TSHARK_FIRST_PACKET, chunk_trace,  # noqa: F401
+                                 tshark_explain, tshark_http, tshark_version)
+from webtap import clikit, runctx
+from webtap.capture import open_trace
 
 __all__ = ["compare_traces", "compare_trace", "Comparison", "CATEGORIES", "FIELDS", "MODES",
            "TSHARK_FIRST_PACKET", "TsharkError", "ks_distance", "count_table", "cli"]
@@ -51,11 +57,8 @@ def compare_trace(path: str, tshark: str = "tshark", chunk_packets: int = 1_000_
                   warnings: list | None = None):
     """One trace: (transactions, field_diffs, w rows, {mode: tshark rows}, commands).
     warnings: receives the damage webtap's read of the trace showed ('path: what')."""
-    import httpanalyzer
 
     if records is None:
-        from httpanalyzer.stream import Summary
-
         s = Summary()
         try:
             records = httpanalyzer.analyze(path, gc_timeout=gc_timeout, summary=s)
@@ -157,9 +160,7 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
 
 
 def build_parser():
-    import argparse
 
-    from webtap import clikit
 
     ap = argparse.ArgumentParser(
         prog="httpanalyzer compare",
@@ -194,10 +195,7 @@ def build_parser():
 
 
 def _handle(a, run) -> int:
-    import json
-    import math
 
-    from webtap import clikit
 
     for d in (a.report, a.plots):
         if d is not None and os.path.exists(d) and not os.path.isdir(d):
@@ -206,7 +204,6 @@ def _handle(a, run) -> int:
         if not os.path.exists(p):
             raise clikit.RunError(f"No such file or directory, {p}")
         if os.path.isfile(p):          # (a FIFO is read once, by the comparison itself)
-            from webtap.capture import open_trace
 
             with open_trace(p):        # NotACapture: one line, exit 1
                 pass
@@ -241,8 +238,6 @@ def _handle(a, run) -> int:
     if a.report:
         c.write_report(a.report)
     if a.plots:
-        from httpanalyzer.plot import save_figures
-
         for p in save_figures(c.figures(), a.plots):
             run.note(f"wrote {p}")
     if a.json:
@@ -258,6 +253,5 @@ def _handle(a, run) -> int:
 
 def cli(argv=None) -> int:
     """`httpanalyzer compare TRACE... [--report DIR] [--json]` (the webtap.clikit contract)."""
-    from webtap import clikit
 
     return clikit.main("httpanalyzer compare", build_parser(), _handle, argv)

@@ -3,12 +3,15 @@ summary, Markdown, HTML, figures and CSV tables (issue 5).
 """
 from __future__ import annotations
 
+import html
+import json
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from httpanalyzer import plot
 from httpanalyzer.compare_join import CATEGORIES, FIELDS
 from httpanalyzer.tshark import MODES
 
@@ -152,8 +155,6 @@ class Comparison:
         return out
 
     def to_json(self) -> str:
-        import json
-
         return json.dumps(self.summary(), indent=1, sort_keys=False)
 
     def markdown(self, figures: dict | None = None) -> str:
@@ -161,7 +162,6 @@ class Comparison:
 
     def figures(self) -> dict:
         """name -> matplotlib Figure (Agg)."""
-        from httpanalyzer import plot
 
         ks = self.ks()
         return {
@@ -286,8 +286,6 @@ def _markdown(c: Comparison, figs: dict) -> str:
 
 
 def _html(c: Comparison, figs: dict) -> str:
-    import html
-
     k = {m: c.counts(m) for m in MODES}
     cat = pd.DataFrame({m: pd.Series(c.categories(m), dtype="int64") for m in MODES}).fillna(0)
     fm = pd.DataFrame({m: pd.Series(c.field_mismatches(m), dtype="int64") for m in MODES})

@@ -11,6 +11,8 @@ is `unexplained`.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from httpanalyzer.tshark import AGG as _AGG, SEP as _SEP, TsharkError, run_fields
+from webtap import clikit
+from webtap.capture import open_trace
 
 #: Why a hello differs; keys are the JSON's names.
 CATEGORIES = {
@@ -458,9 +462,7 @@ def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0,
 
 
 def build_parser():
-    import argparse
 
-    from webtap import clikit
 
     ap = argparse.ArgumentParser(
         prog="httpanalyzer compare --tls",
@@ -482,10 +484,7 @@ def build_parser():
 
 
 def _handle(a, run) -> int:
-    import json
 
-    from webtap import clikit
-    from webtap.capture import open_trace
 
     o = run.output(a.csv, raw=True) if a.csv else None
     for p in a.traces:
@@ -523,6 +522,5 @@ def _handle(a, run) -> int:
 
 def cli(argv=None) -> int:
     """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]` (the webtap.clikit contract)."""
-    from webtap import clikit
 
     return clikit.main("httpanalyzer compare --tls", build_parser(), _handle, argv)

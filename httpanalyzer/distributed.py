@@ -46,13 +46,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from webtap.records import http as records
 from httpanalyzer.errors import OverlappingTraces
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext.pairing import PairingTable
 from webtap.capture import ChunkStart, counter_warnings, plan_chunks, read_chunk
+from webtap.dissect import dissect
 from webtap.errors import BpfError
+from webtap.records import http as records
 from webtap.writers import with_pandas_metadata
 
 __all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "parse_scheduler"]
@@ -195,7 +196,6 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
     """The map task: read, dissect and pair one chunk (see the module docstring). seed:
     (entries, text, clock) the chunk's table starts from -- then the whole chunk is exact and
     all its records are written; without, records up to the checkpoint are returned."""
-    from webtap.dissect import dissect
 
     t0 = time.perf_counter()
     c0 = time.process_time()

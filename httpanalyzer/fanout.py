@@ -30,8 +30,12 @@ from multiprocessing.connection import wait as mp_wait
 import numpy as np
 import pyarrow as pa
 
-from httpanalyzer.feeder import ConsumerFailed, _TAG_BATCH, _fx, _send_batch, _send_ctrl
+from httpanalyzer.consumers import max_consumers
+from httpanalyzer.feeder import _TAG_BATCH, ConsumerFailed, _fx, _send_batch, _send_ctrl
+from httpanalyzer.pairing import Pairer
 from webtap import runctx
+from webtap._ext import afpacket
+from webtap._ext.dissect import dissect_batch
 from webtap.records.message import DISSECT_REASONS, PACKET_DTYPE
 
 __all__ = ["iter_fanout_batches", "fanout_available"]
@@ -68,9 +72,6 @@ def _consumer_main(cid, ring, others, conn, ppid, counts, stop, clock, gc_timeou
     for r in others:                  # the parent's other sockets: not this process's to read
         r.close()
     try:
-        from httpanalyzer.pairing import Pairer
-        from webtap._ext.dissect import dissect_batch
-
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
         table = pairer.table
         pk = np.empty(ring.max_packets_per_block, dtype=PACKET_DTYPE)
@@ -143,11 +144,8 @@ def iter_fanout_batches(iface: str, consumers: int, bpf: str | None = None,
     end the summed pairing counters in balance['pairing']. mode: 'hash' (the kernel's
     symmetric flow hash) or 'eq3' (the paper's Eq. 3 as a classic-BPF program; see DEFAULT_MODE
     for why it is not the default). on_ready: called once every consumer reads its ring."""
-    from webtap._ext import afpacket
 
     run_ctx = runctx.current()       # the run's context: the command line's Ctrl-C of a live run
-
-    from httpanalyzer.consumers import max_consumers
 
     if not 1 <= consumers <= max_consumers():
         raise ValueError(f"fanout capture needs 1 .. {max_consumers()} consumers, not {consumers}")

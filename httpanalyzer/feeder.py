@@ -34,9 +34,12 @@ from multiprocessing.connection import wait as mp_wait
 import numpy as np
 import pyarrow as pa
 
-from webtap.records import http as records
+from httpanalyzer.consumers import choose_consumers, max_consumers
 from httpanalyzer.errors import ConsumerFailed  # noqa: F401  (raised here; its home is errors)
+from httpanalyzer.pairing import Pairer
 from webtap._ext import feeder as _fx
+from webtap._ext.dissect import dissect_batch
+from webtap.records import http as records
 from webtap.records.message import DISSECT_REASONS
 
 __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "hash_eq1", "hash_eq2", "hash_eq3",
@@ -88,7 +91,6 @@ _EMPTY = records.empty_batch()
 def default_consumers() -> int:
     """The consumer count a run uses when none is given (httpanalyzer.consumers: 0 on a
     machine where consumers cannot gain over one process)."""
-    from httpanalyzer.consumers import choose_consumers
 
     return choose_consumers()[0]
 
@@ -114,8 +116,6 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
         os._exit(1)                         # the feeder died before we could ask to follow it
     ring = None
     try:
-        from httpanalyzer.pairing import Pairer
-
         if isinstance(path, mmap.mmap):     # fork: the parent's anonymous mapping, inherited
             mm = path
         else:
@@ -126,7 +126,6 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
                 os.close(fd)
         ring = _fx.Ring(mm)
         _send_ctrl(conn, ("ready", cid))
-        from webtap._ext.dissect import dissect_batch
 
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
         table = pairer.table
@@ -229,7 +228,6 @@ class FeederPairer:
     def __init__(self, consumers: int, gc_timeout: float = 60.0, live: bool = False,
                  ring_bytes: int = DEFAULT_RING_BYTES, start_timeout: float = 60.0,
                  start_method: str = "fork", drain_only: bool = False, **table_options):
-        from httpanalyzer.consumers import max_consumers
 
         if not 1 <= consumers <= max_consumers():
             raise ValueError(f"consumers must be in 1 .. {max_consumers()} (4 per core, at most "

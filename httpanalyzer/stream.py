@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:                   # annotations only
     import pyarrow as pa
 
+import functools
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -21,7 +23,8 @@ import numpy as np
 
 from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
-from webtap.stream import merge_by_time
+from webtap.dissect import dissect
+from webtap.stream import Totals, merge_by_time, messages, read_ahead as _read_ahead
 
 # pyarrow (and webtap.records.http, which builds the schema with it) is imported where a
 # record batch is first made or handled, not here: a run reads its first packet before it has
@@ -41,13 +44,10 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     read_ahead: capture runs in a thread a batch or two ahead (it releases the GIL while it
     reads and parses); the dissector then runs here, in the caller's thread.
     on_ready (live): called with the capture once it is open and filtered."""
-    from webtap.dissect import dissect
-    from webtap.stream import Totals, messages, read_ahead as _read_ahead
 
     watch = getattr(packet_hook, "tls_watch", None)
     if watch is not None and dissector is None:
         # one walk for both stages: the dissector also finds the TLS stage's messages
-        import functools
 
         dissector = functools.partial(dissect, tls_watch=watch)
     totals = Totals()
@@ -123,7 +123,7 @@ class Summary:
             self.outcomes["unmatched"] += batch.num_rows - n_paired
             return
         import pyarrow as pa
-        import pyarrow.compute as pc     # here: ~40 ms of import the plain stream does not need
+        import pyarrow.compute as pc  # here: ~40 ms of import the plain stream does not need
         for name, col in (("outcome", self.outcomes), ("status", self.status),
                           ("method", self.methods)):
             vc = pc.value_counts(batch.column(name).drop_null())
@@ -324,7 +324,6 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
 def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packets, options,
                     table_options):
     from httpanalyzer.fanout import iter_fanout_batches
-    from webtap.stream import Totals
 
     totals = Totals()
     balance: dict = {}
@@ -344,7 +343,6 @@ def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packet
 
 def _is_pipe(path: str) -> bool:
     """Whether a trace argument is a pipe, FIFO or terminal (not a regular file)."""
-    import stat
 
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)

@@ -9,12 +9,20 @@ re-exported here for the package's API).
 """
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from httpanalyzer.plot import save_figures
+from webtap import clikit
+from webtap._ext.textout import seconds_text, text_array
+from webtap._ext.tls import TlsTable
+from webtap.capture import compile_filter, open_trace
+from webtap.errors import BpfError
 from webtap.records import columns
 from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, to_table
 
@@ -25,7 +33,6 @@ class TlsRun:
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_reassembly: int = 1024):
-        from webtap._ext.tls import TlsTable
 
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
@@ -70,7 +77,6 @@ def iter_tls_batches(traces: str | os.PathLike | Iterable, bpf: str | None = Non
                      warnings: list | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches of TLS handshakes of one or more traces (read in the order given, one
     table: a handshake may span files). warnings: receives each trace's damage ('path: what')."""
-    from webtap.capture import open_trace
 
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
@@ -145,7 +151,6 @@ def text_view(batch: pa.RecordBatch | pa.Table) -> pa.Table:
     HTTP records).
     Written by C over the buffers (webtap._ext.textout): no pyarrow.compute, whose first call
     imports pandas (~0.2 s, ~40 MB of a text run)."""
-    from webtap._ext.textout import seconds_text, text_array
 
     tab = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     cols = []
@@ -254,8 +259,6 @@ class OnePass:
 def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None) -> list:
     """Read the traces into a OnePass; returns the unreadable ones as 'path: why' lines.
     warnings: receives the damage each trace showed ('path: what', as webtap.stream's)."""
-    from webtap.capture import open_trace
-    from webtap.errors import BpfError
 
     bad = []
     for t in traces:
@@ -277,9 +280,7 @@ def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | N
 
 
 def build_parser():
-    import argparse
 
-    from webtap import clikit
 
     ap = argparse.ArgumentParser(
         prog="httpanalyzer tls",
@@ -309,15 +310,10 @@ def build_parser():
 
 
 def handle(a, run) -> int:
-    import sys
 
-    from webtap import clikit
-    from webtap.errors import BpfError
 
     a.traces = [clikit.trace_path(t) for t in a.traces]
     if a.bpf:
-        from webtap.capture import compile_filter
-
         try:
             compile_filter(a.bpf)
         except BpfError as e:
@@ -334,7 +330,6 @@ def handle(a, run) -> int:
         raise clikit.Exit(1)
     tab = one.commit()
     if a.plots:
-        from httpanalyzer.plot import save_figures
         from httpanalyzer.tls_plot import tls_figures
 
         for p in save_figures(tls_figures(tab.to_pandas()), a.plots):
@@ -347,6 +342,5 @@ def handle(a, run) -> int:
 
 def cli(argv=None) -> int:
     """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
-    from webtap import clikit
 
     return clikit.main("httpanalyzer tls", build_parser(), handle, list(argv or []))

@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shlex
 import subprocess
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from httpanalyzer.errors import TsharkError
+from webtap.records.message import MESSAGE_DTYPE, METHOD_NAMES, MSG_REQUEST, MSG_RESPONSE
 
 #: tshark preferences for the paper's first-packet mode (no TCP or HTTP reassembly).
 TSHARK_FIRST_PACKET = ["-o", "tcp.desegment_tcp_streams:FALSE", "-o", "http.desegment_headers:FALSE",
@@ -237,7 +240,6 @@ def tshark_http(path: str, modes=("first_packet", "reassembly"), tshark: str = "
     """tshark's HTTP frames of `path` in each mode: ({mode: frames DataFrame}, [command lines],
     [(chunk file, first frame)]). Frame indices are 0-based and global (chunk offsets added);
     `first_frame` is the first packet of the message (first tcp.segment in reassembly mode)."""
-    import tempfile
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         chunks = chunk_trace(path, chunk_packets, tmp)
@@ -267,7 +269,6 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
             "ip_fragment", "payload_starts_message", "not_request_line"]
     if not frames:
         return pd.DataFrame(columns=cols)
-    import tempfile
 
     out = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -296,7 +297,6 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
 
 def _starts_message(payload_hex: str) -> bool:
     """Does a TCP payload (tshark's hex) start with an HTTP request line or status line?"""
-    from webtap.records.message import METHOD_NAMES
 
     head = bytes.fromhex(payload_hex.replace(":", "")[:64]) if payload_hex else b""
     if head.startswith(b"\r\n") and len(head) > 3:
@@ -319,9 +319,6 @@ def not_request_line(pay: bytes) -> bool:
     e.g. a response body "POST request received successfully!". Written from the documented
     rule, apart from ext/httpstart.pxd (the compare explainer and tests/tools/accuracy_table.py
     use it to name the difference)."""
-    import re
-
-    from webtap.records.message import METHOD_NAMES
 
     line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]
     tok, sp, rest = line.partition(b" ")
@@ -373,7 +370,6 @@ def tshark_messages(path: str, tshark: str = "tshark"):
     """(msgs, data, request_in) for the HTTP frames of `path`: request_in holds tshark's
     http.request_in of each message (0-based frame index, -1 when none). One batch built with
     numpy column assignments."""
-    from webtap.records.message import MESSAGE_DTYPE, MSG_REQUEST, MSG_RESPONSE
 
     # occurrence=l picks the innermost IP (tunnels); the text fields are taken from a second
     # run with occurrence=f (the first message of a pipelined frame)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 
-from webtap._ext.canon import CODES, canonicalize_bytes, canonicalize_batch, key_flip
+import numpy as np
+
 from urlfilter.errors import InvalidUrl
+from webtap._ext.canon import CODES, canonicalize_batch, canonicalize_bytes, key_flip
 
 __all__ = ["REASONS", "canonicalize", "to_key", "from_key", "canonicalize_many", "reason_of"]
 
@@ -83,8 +85,6 @@ def canonicalize_many(data: bytes, offsets, key: bool = False):
     urls = out.decode("ascii").split("\n")[:-1]
     retry = (codes == -3).nonzero()[0]
     if len(retry):
-        import numpy as np
-
         offs = np.asarray(offsets, dtype=np.int64)
         for i in retry.tolist():
             alt = idna_host(bytes(data[offs[i]:offs[i + 1]]))

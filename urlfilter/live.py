@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
+from webtap.capture import open_live
 
 __all__ = ["run_live", "LiveStats"]
 
@@ -66,7 +67,6 @@ def run_live(iface: str, blacklist, *, inject_iface: str | None = None, bpf: str
     one record batch of hits (RECORD_SCHEMA + reaction_ns) per batch that had hits.
     ready (an Event) is set and on_ready(capture) called once the filter is in place, the
     injector open and the signal handlers installed (the command prints its readiness line)."""
-    from webtap.capture import open_live
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     st = LiveStats()

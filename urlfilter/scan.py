@@ -18,6 +18,8 @@ import pyarrow as pa
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
 from webtap.capture import Batch, write_pcap
 from webtap.records.message import PACKET_DTYPE
+from webtap.stream import Totals, run
+from webtap.writers import with_pandas_metadata
 
 __all__ = ["scan", "ScanResult", "ForgedPcapWriter", "write_records"]
 
@@ -86,7 +88,6 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
     checksum offload (every GET of zeek/http/1000-requests... has a partial checksum).
     sni: also look up the SNI of every TLS ClientHello and QUIC Initial (issue 18; the records'
     `proto` column says which), forging FIN/RST for TLS hits and a server Initial close for QUIC."""
-    from webtap.stream import run
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     writer = ForgedPcapWriter(forged_out) if forged_out else None
@@ -94,7 +95,6 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
                      handshakes=handshakes, sni=sni)
     # a file that cannot be read (missing, not a capture) is skipped and listed in
     # totals.unreadable; the others are still scanned (docs/ROBUSTNESS.md, exit codes)
-    from webtap.stream import Totals
 
     totals = Totals()
     try:
@@ -115,7 +115,6 @@ def write_records(table: pa.Table, path: str | os.PathLike) -> None:
     p = str(path)
     if p.endswith(".parquet"):
         import pyarrow.parquet as pq
-        from webtap.writers import with_pandas_metadata
 
         pq.write_table(table.replace_schema_metadata(with_pandas_metadata(table.schema).metadata), p)
     else:

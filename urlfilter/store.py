@@ -25,6 +25,7 @@ it starts wraps past midnight). Period 0 means "always".
 """
 from __future__ import annotations
 
+import csv
 import os
 import sqlite3
 import time
@@ -353,7 +354,6 @@ class Store:
             "WHERE uc.import_id=? AND u.import_id IS NOT ?", (import_id, import_id))
 
     def export_csv(self, path):
-        import csv
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["url", "category", "period_id", "source"])

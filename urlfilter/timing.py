@@ -39,6 +39,9 @@ import numpy as np
 import pandas as pd
 
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
+from webtap._ext import dissect as _dissect
+from webtap.records.message import MESSAGE_DTYPE
+from webtap.stream import run
 
 __all__ = ["timing", "summary", "report_columns", "MEASURED_COLUMNS"]
 
@@ -66,7 +69,6 @@ def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
     connection), or a DataFrame with columns src_port, t_proc_ns (per client port).
     progress: a bar per file on stderr (None: when stderr is a terminal). with_totals: return
     (DataFrame, webtap.stream.Totals), whose unreadable files are skipped instead of raising."""
-    from webtap.stream import run
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, handshakes=True,
@@ -142,12 +144,10 @@ def _report(an: UrlAnalyzer, t_proc_ns=None) -> pd.DataFrame:
 def _server_initial_times(an: UrlAnalyzer, q: pd.DataFrame) -> np.ndarray:
     """For each QUIC record: capture time of the first Initial from its server's address and port
     to its client's, at or after the client Initial (NaN: none in the trace)."""
-    from webtap._ext import dissect as _dissect
 
     if not an.server_initials:
         return np.full(len(q), np.nan)
     si = np.concatenate(an.server_initials)
-    from webtap.records.message import MESSAGE_DTYPE
     full = np.zeros(len(si), MESSAGE_DTYPE)
     for f in si.dtype.names:
         full[f] = si[f]

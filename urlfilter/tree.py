@@ -9,15 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from webtap._ext import avl as _avl
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, TreeFull
+from webtap._ext import avl as _avl
+from webtap._ext.canon import canonicalize_batch
 
 __all__ = ["UrlTree", "TREE_NODE_DTYPE", "MAX_URLS", "arrow_layout"]
 
 TREE_NODE_DTYPE = _avl.TREE_NODE_DTYPE
 MAX_URLS = _avl.MAX_URLS
 from urlfilter.errors import TreeCorrupt  # noqa: E402,F401  (raised by the compiled tree)
+
 _BAD_HOST = -3          # CANON_BAD_HOST (ext/urlcanon.h): the only code urlfilter.canon retries
 
 
@@ -119,7 +121,6 @@ def build_tree(urls, categories=0, periods=0, tree_cls=None) -> tuple["UrlTree",
     (Python's timsort on bytes, ~2 s for 4 M keys), then build in O(n) (UrlTree.build_sorted).
     Several times faster than inserting one by one. Returns (tree, codes) with codes as in
     UrlTree.insert_batch (0 loaded or duplicate, < 0 rejected)."""
-    from webtap._ext.canon import canonicalize_batch
 
     data, offsets = arrow_layout(urls)
     out, oo, codes = canonicalize_batch(data, offsets, True, 10)

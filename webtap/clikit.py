@@ -52,10 +52,17 @@ Adding a format is one row here and one class.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import shutil
 import signal
 import stat
 import sys
+import threading
+import time
+import traceback
+
+from webtap.errors import BpfError, CaptureError, NotACapture
 
 __all__ = ["Format", "OUTPUTS", "Output", "Run", "UsageError", "RunError", "Exit", "Interrupted",
            "what_where", "describe",
@@ -311,8 +318,6 @@ def add_common(p: argparse.ArgumentParser, quiet: bool = True) -> None:
 # -- outputs --------------------------------------------------------------------------------------
 
 def _load(spec: str):
-    import importlib
-
     mod, _, name = spec.partition(":")
     return getattr(importlib.import_module(mod), name)
 
@@ -449,8 +454,6 @@ class Output:
 
     def _place(self, dest: str) -> None:
         if self.directory and os.path.lexists(dest):
-            import shutil
-
             old = f"{self.tmp}.old"         # a directory cannot be renamed over a folder
             os.rename(dest, old)
             os.rename(self.tmp, dest)
@@ -507,8 +510,6 @@ class Output:
             self._f = None
         if self.tmp is not None:
             if os.path.isdir(self.tmp):
-                import shutil
-
                 shutil.rmtree(self.tmp, ignore_errors=True)
             else:
                 try:
@@ -698,8 +699,6 @@ class _Forwarder:
     reader ended its input on the run context's stop_requested)."""
 
     def __init__(self, run: Run):
-        import threading
-
         self.w = None
         if threading.current_thread() is not threading.main_thread():
             return
@@ -722,8 +721,6 @@ class _Forwarder:
             return run._raised or run._live_stop or run.ctx.stop_delivered
 
         def watch():
-            import time
-
             while True:
                 try:
                     data = os.read(r, 64)
@@ -757,8 +754,6 @@ class _Forwarder:
 
 
 def _main(run: Run, parser, handler, argv) -> int:
-    from webtap.errors import BpfError, CaptureError, NotACapture
-
     tool = run.tool
     try:
         try:
@@ -814,8 +809,6 @@ def _main(run: Run, parser, handler, argv) -> int:
 
 def _tb(run: Run) -> None:
     if run.debug:
-        import traceback
-
         traceback.print_exc()
 
 

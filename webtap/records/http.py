@@ -19,10 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from webtap._ext.communityid import community_id
-from webtap.records.columns import Codes, boolean, num, strings
 from webtap.dissect import encap_text
+from webtap.records.columns import Codes, boolean, num, strings
 from webtap.writers import empty_batch_of
-
 
 #: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
 RECORD_DTYPE = np.dtype(
@@ -272,7 +271,6 @@ def sort_records(batches) -> "pa.Table":
     """The records of `batches` as one table in time order (`httpanalyzer --sort`): by request
     time (the response time for a record without a request), then the first frame, stable, so
     equal keys keep the order in which they completed (issue 30)."""
-    import numpy as np
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
