@@ -1221,7 +1221,7 @@ cdef class TlsTable:
             if h.type == QUIC_PT_VERSION_NEG or h.type == QUIC_PT_RETRY:
                 return 0
             if h.type != QUIC_PT_INITIAL:
-                off = h.end
+                off += h.end                # h.end is relative to the packet at d + off
                 continue
             if h.length > 65536:
                 self.cnt[<int>TC_QUIC_MALFORMED] += 1
@@ -1250,7 +1250,7 @@ cdef class TlsTable:
                     rc = quic_open_packet(d + off, &h, &c.ck, self.qhdr, &hl, self.qplain, &pl, &pn)
             if rc != QUIC_OK:
                 self.cnt[<int>(TC_QUIC_UNDECRYPTABLE if rc == QUIC_E_DECRYPT else TC_QUIC_MALFORMED)] += 1
-                off = h.end
+                off += h.end                # h.end is relative to the packet at d + off
                 continue
             self.cnt[<int>TC_QUIC_INITIAL] += 1
             c.stamp = self.now
@@ -1277,7 +1277,7 @@ cdef class TlsTable:
                 q.packets += 1
                 while not q.done and quic_crypto_whole(q.buf, q.have, TLS_HELLO_CAP, q.base):
                     self._qfinish_side(c, from_client)
-            off = h.end
+            off += h.end                # h.end is relative to the packet at d + off
         return 0
 
     cdef int _qgc(self, bint all_) except -1 nogil:

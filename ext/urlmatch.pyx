@@ -1436,7 +1436,7 @@ cdef class SniTable:
                 return 0
             if h.type != QUIC_PT_INITIAL:
                 cnt[<int>SN_QUIC_NOT_INITIAL] += 1
-                off = h.end
+                off += h.end                # h.end is relative to the packet at d + off
                 continue
             if h.length > 65536 or quic_initial_keys(h.version, d + off + h.dcid_off, h.dcid_len, &ck, NULL) != QUIC_OK:
                 cnt[<int>SN_QUIC_MALFORMED] += 1
@@ -1469,7 +1469,7 @@ cdef class SniTable:
                         self.cap_undec = 2 * self.cap_undec + 64
                     self.undec[self.n_undec] = m[0]
                     self.n_undec += 1
-                off = h.end
+                off += h.end                # h.end is relative to the packet at d + off
                 continue
             cnt[<int>SN_QUIC_INITIAL] += 1
             m.payload_off = first_off + <uint32_t>off   # the Initial the close answers
@@ -1530,7 +1530,7 @@ cdef class SniTable:
                     self._drop(e)
                 if r < 0:
                     return r
-            off = h.end
+            off += h.end                # h.end is relative to the packet at d + off
         return 0
 
 

@@ -122,7 +122,7 @@ def test_raising_consumer_reports_its_traceback(monkeypatch):
 
     def main(cid, *a, **kw):
         if cid == 2:                   # runs in the forked consumer: only its table fails
-            httpanalyzer.pairing.Pairer = _FailingPairer
+            feeder_mod.Pairer = _FailingPairer      # the name the consumer builds its table with
         return real_main(cid, *a, **kw)
     monkeypatch.setattr(feeder_mod, "_consumer_main", main)
     with FeederPairer(3, ring_bytes=1 << 20) as fp:
