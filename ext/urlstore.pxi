@@ -731,6 +731,7 @@ cdef class UrlStore:
         h = self.base.h
         return {
             "urls": len(self),
+            "height": ds["height"],           # of the delta tree
             "base_urls": self.base.n,
             "dead": self.n_dead,
             "delta_urls": self.delta.count,
