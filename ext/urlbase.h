@@ -518,24 +518,32 @@ static inline const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t siz
 typedef struct {
     uint8_t sym[256 * 8];
     uint8_t symlen[256];
-    uint8_t cand[256][256];   /* per first byte: codes, longest symbol first */
-    uint16_t ncand[256];
+    int16_t single[256];        /* code of the 1-byte symbol b, -1 when none (escape) */
+    uint16_t start[65537];      /* symbols of >= 2 bytes by their first two bytes: */
+    uint8_t codes[256];         /* codes[start[p]..start[p + 1]), longest first */
 } WtBaseCoder;
 
 /* symbols: codes 0..nsym-1 (nsym <= 255), lengths 1..8. */
 static inline void wt_base_coder_init(WtBaseCoder *cd, const uint8_t *sym, const uint8_t *symlen, int nsym)
 {
-    int c, L, f;
+    int c, L;
+    uint32_t p, cnt[65536], o = 0;
     memset(cd, 0, sizeof(*cd));
+    memset(cnt, 0, sizeof(cnt));
+    for (c = 0; c < 256; c++) cd->single[c] = -1;
     for (c = 0; c < nsym && c < 255; c++) {
         cd->symlen[c] = symlen[c];
         memcpy(cd->sym + 8 * c, sym + 8 * c, 8);
+        if (symlen[c] == 1 && cd->single[sym[8 * c]] < 0) cd->single[sym[8 * c]] = (int16_t)c;
+        if (symlen[c] >= 2) cnt[(uint32_t)sym[8 * c] << 8 | sym[8 * c + 1]]++;
     }
-    for (L = 8; L >= 1; L--)
+    for (p = 0; p < 65536; p++) { cd->start[p] = (uint16_t)o; o += cnt[p]; cnt[p] = 0; }
+    cd->start[65536] = (uint16_t)o;
+    for (L = 8; L >= 2; L--)
         for (c = 0; c < nsym && c < 255; c++)
             if (cd->symlen[c] == L) {
-                f = cd->sym[8 * c];
-                cd->cand[f][cd->ncand[f]++] = (uint8_t)c;
+                p = (uint32_t)cd->sym[8 * c] << 8 | cd->sym[8 * c + 1];
+                cd->codes[cd->start[p] + cnt[p]++] = (uint8_t)c;
             }
 }
 
@@ -544,20 +552,28 @@ static inline size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, siz
 {
     size_t i = 0, o = 0;
     while (i < n) {
-        int f = s[i], j, done = 0;
-        for (j = 0; j < cd->ncand[f]; j++) {
-            uint8_t c = cd->cand[f][j];
-            uint32_t L = cd->symlen[c];
-            if (L <= n - i && memcmp(cd->sym + 8 * (size_t)c, s + i, L) == 0) {
-                out[o++] = c;
-                i += L;
-                done = 1;
-                break;
+        int done = 0;
+        if (i + 1 < n) {
+            uint32_t p = (uint32_t)s[i] << 8 | s[i + 1], j;
+            for (j = cd->start[p]; j < cd->start[p + 1]; j++) {
+                uint8_t c = cd->codes[j];
+                uint32_t L = cd->symlen[c];
+                if (L <= n - i && memcmp(cd->sym + 8 * (size_t)c + 2, s + i + 2, L - 2) == 0) {
+                    out[o++] = c;
+                    i += L;
+                    done = 1;
+                    break;
+                }
             }
         }
         if (!done) {
-            out[o++] = WT_BASE_ESC;
-            out[o++] = s[i++];
+            if (cd->single[s[i]] >= 0) {
+                out[o++] = (uint8_t)cd->single[s[i]];
+            } else {
+                out[o++] = WT_BASE_ESC;
+                out[o++] = s[i];
+            }
+            i++;
         }
     }
     return o;
@@ -568,6 +584,56 @@ static inline uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     while (v >= 0x80) { *p++ = (uint8_t)(v | 0x80); v >>= 7; }
     *p++ = (uint8_t)v;
     return p;
+}
+
+/* ---- the delta's host filter ---------------------------------------------------------------
+ * An entry e that equals q or is a prefix of q on a component boundary consists of whole host
+ * labels of q: so if e's host has two labels or more, e and q share their first two labels (the
+ * host up to its second '.', or all of it); if it has one, e's host is q's first label. sig2 /
+ * sig1 are hashes of those strings ([IPv6] hosts have no label boundaries: one label). The
+ * store sets the bit of each delta entry's signature; a query whose sig1 and sig2 bits are both
+ * clear has no candidate in the delta, which is then not searched. Returns 1 when k's host has
+ * a '.' (sig2 valid). */
+static inline uint64_t wt_fnv(const uint8_t *k, size_t n, uint64_t h)
+{
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= k[i]; h *= 0x100000001b3ULL; }
+    return h ^ (h >> 29);
+}
+
+static inline int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
+{
+    size_t he = webtap_host_len(k, n), d1 = he, d2 = he, i;
+    int has1 = 0;
+    if (n && k[0] != '[') {
+        for (i = 0; i < he; i++)
+            if (k[i] == '.') {
+                if (!has1) { d1 = i; has1 = 1; } else { d2 = i; break; }
+            }
+    }
+    *s1 = wt_fnv(k, d1, 0xcbf29ce484222325ULL);
+    *s2 = has1 ? wt_fnv(k, d2, 0x84222325cbf29ce4ULL) : 0;
+    return has1;
+}
+
+#define WT_DFILT_BITS (1u << 20)
+
+static inline void wt_dfilt_add(uint64_t *f, const uint8_t *k, size_t n)
+{
+    uint64_t s1, s2, h;
+    h = wt_host_sigs(k, n, &s1, &s2) ? s2 : s1;
+    h &= WT_DFILT_BITS - 1;
+    f[h >> 6] |= (uint64_t)1 << (h & 63);
+}
+
+static inline int wt_dfilt_maybe(const uint64_t *f, const uint8_t *k, size_t n)
+{
+    uint64_t s1, s2;
+    int two = wt_host_sigs(k, n, &s1, &s2);
+    s1 &= WT_DFILT_BITS - 1;
+    if ((f[s1 >> 6] >> (s1 & 63)) & 1) return 1;
+    if (two) { s2 &= WT_DFILT_BITS - 1; return (int)((f[s2 >> 6] >> (s2 & 63)) & 1); }
+    return 0;
 }
 
 #endif

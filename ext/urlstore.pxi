@@ -54,10 +54,13 @@ cdef extern from "urlbase.h" nogil:
     size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, size_t n, uint8_t *out)
     uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     int WT_BASE_MAX_KEY
+    void wt_dfilt_add(uint64_t *f, const uint8_t *k, size_t n)
+    int wt_dfilt_maybe(const uint64_t *f, const uint8_t *k, size_t n)
+    int WT_DFILT_BITS
 
 BASE_MAGIC = b"WTURLB01"
 BASE_HEADER = struct.Struct("<8sQQQIIIIIIQ")       # WtBaseHeader (ext/urlbase.h)
-BASE_BLOCK = 16                                     # keys per front-coded block (docs/urlfilter.md)
+BASE_BLOCK = 32                                     # keys per front-coded block (docs/urlfilter.md)
 cdef uint64_t MAX_BASE = 0x7FFFFFFF - MAX_ID        # ids n_base + tree id must fit int32
 
 
@@ -235,6 +238,7 @@ cdef class UrlStore:
     cdef uint64_t *tomb           # deleted base keys (bit i: key i), NULL until the first delete
     cdef readonly uint64_t n_dead
     cdef uint8_t *kbuf            # scratch for decoded keys (MAX_KEY + 16)
+    cdef uint64_t *dfilt          # host filter of the delta (ext/urlbase.h), NULL while it is empty
     cdef public uint64_t tag
 
     def __cinit__(self):
@@ -249,6 +253,7 @@ cdef class UrlStore:
     def __dealloc__(self):
         free(self.tomb)
         free(self.kbuf)
+        free(self.dfilt)
 
     cdef _set_image(self, img, bint mapped):
         cdef const uint8_t[::1] v = img if not mapped else img
@@ -286,7 +291,7 @@ cdef class UrlStore:
         cdef uint32_t x = 0
         cdef size_t ln
         cdef int64_t i
-        if self.delta.count:
+        if self.delta.count and (self.dfilt == NULL or wt_dfilt_maybe(self.dfilt, q, qn)):
             x = self.delta._search(self.delta.root, q, qn, 0, 0)
             if x:
                 return <int64_t>self.base.n + x
@@ -301,7 +306,7 @@ cdef class UrlStore:
         cdef Rec r
         cdef int64_t i
         i = wt_base_lpm(&self.base, self.tomb, q, qn, 0, &ln)
-        if self.delta.count:
+        if self.delta.count and (self.dfilt == NULL or wt_dfilt_maybe(self.dfilt, q, qn)):
             x = self.delta._prefix(q, qn)
         if x == 0:
             return i + 1 if i >= 0 else 0
@@ -322,9 +327,13 @@ cdef class UrlStore:
         if i >= 0:
             hit[0] = i + 1
             return 0
+        if self.dfilt == NULL:
+            self.dfilt = <uint64_t *>wt_alloc(WT_DFILT_BITS // 8)
+            memset(self.dfilt, 0, WT_DFILT_BITS // 8)
         rc = self.delta._insert_key(k, kn, cat, period, &x)
         if rc == TREE_TOO_LONG:
             return rc
+        wt_dfilt_add(self.dfilt, k, kn)
         hit[0] = <int64_t>self.base.n + x
         return rc
 
@@ -707,6 +716,8 @@ cdef class UrlStore:
         img = build_base(data, starts, ends, order, cats, pers, sym, symlen, block, self.tag)
         self._set_image(img, False)
         self.delta = UrlTree()
+        free(self.dfilt)
+        self.dfilt = NULL
 
     def build_from(self, const uint8_t[::1] data, starts, ends, order, categories, periods,
                    sym, symlen, uint32_t block=BASE_BLOCK):
@@ -714,6 +725,8 @@ cdef class UrlStore:
         self._set_image(build_base(data, starts, ends, order, categories, periods, sym, symlen, block,
                                    self.tag), False)
         self.delta = UrlTree()
+        free(self.dfilt)
+        self.dfilt = NULL
 
     def merge(self):
         """Fold the delta and the tombstones into a new base with the current code table
@@ -727,6 +740,7 @@ cdef class UrlStore:
         holds for its data (the three), `allocated_bytes` adds the delta's slack and scratch."""
         ds = self.delta.stats()
         tomb = ((self.base.n + 63) // 64) * 8 + 8 if self.tomb != NULL else 0
+        filt = WT_DFILT_BITS // 8 if self.dfilt != NULL else 0
         nb = self.base.n_blocks
         h = self.base.h
         return {
@@ -742,9 +756,10 @@ cdef class UrlStore:
             "base_raw_key_bytes": h.raw_bytes,
             "delta_bytes": ds["paper_bytes"],
             "tomb_bytes": tomb,
-            "held_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb,
-            "paper_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb,
-            "allocated_bytes": self.base.image_bytes + ds["allocated_bytes"] + tomb + MAX_KEY + 16,
+            "delta_filter_bytes": filt,
+            "held_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb + filt,
+            "paper_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb + filt,
+            "allocated_bytes": self.base.image_bytes + ds["allocated_bytes"] + tomb + filt + MAX_KEY + 16,
             "mapped": bool(self.mapped),
         }
 
