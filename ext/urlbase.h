@@ -245,18 +245,31 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
     const uint64_t *H = b->heads;
     r->pred = -1; r->m = 0; r->is_prefix = 0; r->np = 0;
     if (b->n == 0) return;
-    /* heads: [a, z) are the blocks whose 16-byte head equals q's */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] < qh2)) lo = mid + 1; else hi = mid;
+    /* heads: [a, z) are the blocks whose 16-byte head equals q's (lower and upper bound) */
+    {
+        uint32_t len = b->n_blocks, base = 0;
+        while (len > 1) {
+            uint32_t half = len / 2, mid = base + half;
+            __builtin_prefetch(&H[2 * (base + half / 2)]);
+            __builtin_prefetch(&H[2 * (mid + half / 2)]);
+            base = (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] < qh2)) ? mid : base;
+            len -= half;
+        }
+        a = base + (H[2 * base] < qh || (H[2 * base] == qh && H[2 * base + 1] < qh2));
     }
-    a = lo;
-    hi = b->n_blocks;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] <= qh2)) lo = mid + 1; else hi = mid;
+    z = a;
+    while (z < b->n_blocks && H[2 * z] == qh && H[2 * z + 1] == qh2) {
+        z++;
+        if (z - a == 8) {                  /* a long run of equal heads: binary search its end */
+            lo = z; hi = b->n_blocks;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] <= qh2)) lo = mid + 1; else hi = mid;
+            }
+            z = lo;
+            break;
+        }
     }
-    z = lo;
     /* the last block in [a, z) whose first key is <= q, else a - 1 */
     lo = a; hi = z;
     while (lo < hi) {
@@ -280,8 +293,12 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
     i = 1;
     while (p < end) {
         uint32_t l;
-        p = wt_base_varint(p, &v);
-        p = wt_base_varint(p, &nc);
+        if ((p[0] | p[1]) < 0x80) {       /* both header varints one byte: the common case */
+            v = p[0]; nc = p[1]; p += 2;
+        } else {
+            p = wt_base_varint(p, &v);
+            p = wt_base_varint(p, &nc);
+        }
         l = v >> 1;
         if (l > m) {                      /* agrees with the previous key beyond q: still < q */
             p += nc;
@@ -347,6 +364,7 @@ static inline int64_t wt_base_lpm(const WtBase *b, const uint64_t *tomb, const u
     } else if (exact_only) {
         return -1;
     }
+    if (!r.is_prefix && r.np) return -1;     /* the usual miss: no boundary work */
     host_end = webtap_host_len(q, qn);
     qpos = host_end;
     while (qpos < qn && q[qpos] != '?') qpos++;

@@ -367,6 +367,11 @@ cdef class UrlStore:
     def n_base(self):
         return self.base.n
 
+    @property
+    def height(self):
+        """Height of the delta tree (the base has none: blocks and a sorted index)."""
+        return self.delta.height
+
     def insert_key(self, const uint8_t[::1] key, uint32_t category=0, uint32_t period=0):
         """Insert a key (canonical key form). Returns (id, created)."""
         cdef int64_t hit = 0
