@@ -316,7 +316,8 @@ cdef class UrlStore:
         return <int64_t>self.base.n + x if <size_t>(r.cp + r.dlen) > ln else i + 1
 
     cdef int _insert(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period, int64_t *hit) except -2 nogil:
-        """1 inserted, 0 present (hit = its id), TREE_TOO_LONG, TREE_FULL."""
+        """1 inserted, 0 present (hit = its id), TREE_TOO_LONG; OverflowError when the delta's
+        ids are used up (2^28 - 1: merge() first)."""
         cdef uint32_t x = 0
         cdef int64_t i
         cdef size_t ln
@@ -383,8 +384,6 @@ cdef class UrlStore:
         rc = self._insert(&key[0], key.shape[0], category, period, &hit)
         if rc == TREE_TOO_LONG:
             raise ValueError(f"key longer than {MAX_KEY} bytes")
-        if rc == TREE_FULL:
-            raise OverflowError("the delta tree is full: merge()")
         return hit, bool(rc)
 
     def insert(self, url, uint32_t category=0, uint32_t period=0):
@@ -595,16 +594,12 @@ cdef class UrlStore:
                     if rc == TREE_TOO_LONG:
                         codes[i] = TREE_TOO_LONG
                         continue
-                    if rc == TREE_FULL:
-                        break
                     ids[i] = <int32_t>hit
                     codes[i] = 0 if rc == 1 else TREE_DUPLICATE
                     if timed:
                         tv[i] = wt_now_ns() - t0
         finally:
             free(buf)
-        if rc == TREE_FULL:
-            raise OverflowError("the delta tree is full: merge()")
         return ids_a, codes_a
 
     def delete_batch(self, const uint8_t[::1] data, offsets, timings=None):
