@@ -94,6 +94,8 @@ bench-filter: build
 
 bench-urltree: build
 	$(BIN)/python -m benchmarks.bench_urltree
+	# the URL store (static base + AVL delta, issue 35): bytes/URL, prefix match, insert, delta 0/1/10 %
+	$(BIN)/python -m benchmarks.bench_urlstore
 
 # webtap vs tshark (both modes) on every shared trace: the tables of docs/ACCURACY.md
 # ("Transactions") and the pooled report with the paper's figures in build/accuracy/ (issue 5)

@@ -93,6 +93,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bench_sni")
     ap.add_argument("--n", type=int, default=int(os.environ.get("WEBTAP_BENCH_SNI_N", "20000")))
     ap.add_argument("--rounds", type=int, default=max(REPEAT, 5))
+    ap.add_argument("--vs-tree", action="store_true",
+                    help="also match against the bare AVL tree of the same entries (the matcher before "
+                         "issue 35: bulk-built, optimized, saved and mapped), alternating round by round "
+                         "in this process, and print the match-time ratio store / tree")
     a = ap.parse_args(argv)
     n = a.n
     rng = random.Random(18)
@@ -107,6 +111,14 @@ def main(argv=None) -> int:
         load_blacklist(db).manager.close()      # builds the tree, saves the snapshot
         blacklist = load_blacklist(db)          # maps the snapshot, as every later filter start
         tree = blacklist.tree
+        old = None
+        if a.vs_tree:
+            from urlfilter.tree import UrlTree, build_tree
+            from webtap._ext.avl import key_to_url
+            t_old, _ = build_tree([key_to_url(k) for k in tree.keys()])
+            t_old.optimize()
+            t_old.save(Path(d, "old.tree"))
+            old = UrlTree.load(Path(d, "old.tree"))
         tls = Path(d, "tls.pcap")
         write(tls, [frame(records(client_hello(sni_ext(s.encode()))), sport=1024 + i % 60000, seq=i)
                     for i, s in enumerate(names)])
@@ -122,10 +134,22 @@ def main(argv=None) -> int:
               f"{'snapshot mapped' if tree.stats()['mapped'] else 'NOT mapped'}, height {tree.height}; "
               f"{load_average()} at the start", flush=True)
         res = {k[0]: [] for k in kinds}
+        res_old = {k[0]: [] for k in kinds}
         tables = {k[0]: um.SniTable() for k in kinds}
-        for _ in range(a.rounds):
+        for r in range(a.rounds):
             for kind, batches, forge in kinds:
-                res[kind].append(one_round(kind, tables[kind], batches, tree, forge, n))
+                pair = [(tree, res), (old, res_old)] if old is not None else [(tree, res)]
+                for m, into in (pair if r % 2 == 0 else pair[::-1]):
+                    into[kind].append(one_round(kind, tables[kind], batches, m, forge, n))
+        if old is not None:
+            for kind, _, _ in kinds:
+                for ci, clock in ((0, "wall"), (1, "cpu")):
+                    ms = median([x[1][ci] for x in res[kind]]) / n / 1000
+                    mo = median([x[1][ci] for x in res_old[kind]]) / n / 1000
+                    ratios = sorted(x[1][ci] / y[1][ci] for x, y in zip(res[kind], res_old[kind]))
+                    print(f"{kind:8} {clock:5} match us: store {ms:.3f}, AVL tree {mo:.3f}; store / tree per round "
+                          f"(paired, same process): median {ratios[len(ratios) // 2]:.3f}, "
+                          f"range {ratios[0]:.3f}-{ratios[-1]:.3f}")
         print(f"{'kind':8} {'clock':5} {'extract us':>11} {'match us':>9} {'forge us/hit':>13} "
               f"{'ext+match us':>13} {'+forge us':>10} {'target us':>10} {'hits':>6}")
         rc = 0

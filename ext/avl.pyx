@@ -2097,3 +2097,7 @@ def key_to_url(key):
     cdef uint8_t *p = b
     webtap_key_flip(p, len(b))
     return b.decode("ascii", "surrogateescape")
+
+
+# the URL store of issue 35 (static base + this tree as its delta): its own file
+include "urlstore.pxi"

@@ -91,24 +91,33 @@ class Blacklist:
         if self.path is not None:
             m = self.path.stat().st_mtime
             if m != self.mtime:
-                from urlfilter.tree import UrlTree
-                self.tree, self.mtime = UrlTree.load(self.path), m
+                self.tree, self.mtime = _load_snapshot(self.path), m
                 return True
         return False
 
 
-def load_blacklist(path: str | os.PathLike) -> Blacklist:
-    """A store made with ``urlfilter --db DB import ...`` or a tree snapshot file (DB.tree)."""
-    from urlfilter.store import UrlManager
+def _load_snapshot(p: Path):
+    """A snapshot file mapped read-only: the URL store's (WTURLB, issue 35) or an older bare
+    tree's (WTAVL); each loader refuses other versions with a clear error."""
     from urlfilter.tree import UrlTree
+    from urlfilter.urlstore import BASE_MAGIC, UrlStore
+
+    with open(p, "rb") as f:
+        magic = f.read(8)
+    return (UrlStore if magic[:5] == BASE_MAGIC[:5] else UrlTree).load(p)
+
+
+def load_blacklist(path: str | os.PathLike) -> Blacklist:
+    """A store made with ``urlfilter --db DB import ...`` or a snapshot file (DB.tree)."""
+    from urlfilter.store import UrlManager
 
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no blacklist at {p}")
     with open(p, "rb") as f:
         magic = f.read(16)
-    if magic.startswith(b"WTAVL"):      # UrlTree.load refuses other versions with a clear error
-        return Blacklist(UrlTree.load(p), {}, None, p, p.stat().st_mtime)
+    if magic.startswith((b"WTAVL", b"WTURL")):
+        return Blacklist(_load_snapshot(p), {}, None, p, p.stat().st_mtime)
     if not magic.startswith(b"SQLite format 3"):
         raise ValueError(f"{p}: neither an SQLite store nor a tree snapshot")
     mgr = UrlManager(p)

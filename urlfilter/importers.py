@@ -81,7 +81,8 @@ class NotAList(UrlFilterError, ValueError):
 _NOT_TEXT = ((b"\xd4\xc3\xb2\xa1", "a pcap capture"), (b"\xa1\xb2\xc3\xd4", "a pcap capture"),
              (b"\x4d\x3c\xb2\xa1", "a pcap capture"), (b"\xa1\xb2\x3c\x4d", "a pcap capture"),
              (b"\x0a\x0d\x0d\x0a", "a pcapng capture"), (b"SQLite format 3\x00", "an SQLite database"),
-             (b"WTAVL", "a urlfilter tree snapshot"), (b"PAR1", "a Parquet file"),
+             (b"WTAVL", "a urlfilter tree snapshot"), (b"WTURLB", "a urlfilter store snapshot"),
+             (b"PAR1", "a Parquet file"),
              (b"PK\x03\x04", "a zip archive"), (b"\x7fELF", "an executable"),
              (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"))
 

@@ -4,7 +4,8 @@ Store (SQLite, the embedded default): every URL in canonical form with its categ
 period and provenance (source file, import run); a history table that is also the change log; a
 table of import runs with their counts of rejected lines by reason.
 
-``UrlManager`` keeps a ``UrlTree`` in step with the store: its own CRUD calls change both; changes
+``UrlManager`` keeps a ``UrlStore`` (urlfilter.urlstore: a static base with the compressed AVL
+tree as its delta, issue 35) in step with the store: its own CRUD calls change both; changes
 made by another process reach the tree through ``refresh()``, which replays the history rows after
 the last sequence number the tree has seen (a bulk import is one history row naming its import
 run). The tree is cached as a snapshot file next to the database, tagged with that sequence
@@ -36,7 +37,7 @@ import numpy as np
 
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, StoreError
-from urlfilter.tree import UrlTree, build_tree
+from urlfilter.urlstore import UrlStore, build_store
 
 __all__ = ["Store", "UrlManager", "Period", "default_db_path"]
 
@@ -367,31 +368,31 @@ class Store:
 
 
 class UrlManager:
-    """A Store and the UrlTree that follows it (see the module docstring)."""
+    """A Store and the UrlStore that follows it (see the module docstring)."""
 
     def __init__(self, db_path: str | os.PathLike, snapshot: str | os.PathLike | None = None):
         self.store = Store(db_path)
         self.snapshot = Path(snapshot) if snapshot else (
             None if str(db_path) == ":memory:" else Path(str(db_path) + ".tree"))
-        self.tree: UrlTree | None = None
+        self.tree: UrlStore | None = None
         self.seq = 0
         self.dirty = False      # the tree differs from the snapshot file
 
     def close(self):
         self.store.close()
 
-    def load_tree(self) -> UrlTree:
+    def load_tree(self) -> UrlStore:
         """The tree, from the snapshot when it is usable, then brought up to date."""
         if self.tree is None:
             if self.snapshot is not None and self.snapshot.exists():
                 try:
-                    t = UrlTree.load(self.snapshot)
+                    t = UrlStore.load(self.snapshot)
                     if t.tag <= self.store.last_seq():
                         self.tree, self.seq = t, t.tag
                 except ValueError:
                     self.tree = None
             if self.tree is None:
-                self.tree, self.seq = UrlTree(), 0
+                self.tree, self.seq = UrlStore(), 0
                 self._bulk(None)
                 self.seq = self.store.last_seq()
                 self.dirty = True
@@ -399,11 +400,10 @@ class UrlManager:
         return self.tree
 
     def save_snapshot(self, force: bool = False):
-        """Save the tree (pre-order ids, see UrlTree.optimize) tagged with the replayed sequence,
-        when it changed since it was loaded (or `force`)."""
+        """Save the store tagged with the replayed sequence, when it changed since it was loaded
+        (or `force`): save() first merges the delta into a new base (ids are renumbered; they
+        are not kept anywhere else), so the file is the base alone, mapped by every reader."""
         if self.snapshot is not None and self.tree is not None and (self.dirty or force):
-            if not self.tree.stats()["mapped"]:
-                self.tree.optimize()        # tree ids are not kept anywhere else, so renumbering is free
             self.tree.save(self.snapshot, self.seq)
             self.dirty = False
 
@@ -413,7 +413,7 @@ class UrlManager:
             urls, cats, pers = zip(*rows)
             cats, pers = np.array(cats, np.uint32), np.array(pers, np.uint32)
             if len(self.tree) == 0:      # sort once and build balanced: several times faster
-                self.tree, _ = build_tree(list(urls), cats, pers)
+                self.tree, _ = build_store(list(urls), cats, pers)
             else:
                 self.tree.insert_many(list(urls), cats, pers)
 
@@ -431,7 +431,7 @@ class UrlManager:
                 if uid == 0:
                     uid, _ = t.insert(old_url)
                 if url != old_url:
-                    t.update(uid, url=url)
+                    uid = t.update(uid, url=url)      # a base entry moves to the delta: new id
                 t.update(uid, category=self.store.category_id(category), period=period_id or 0)
             elif action == "import":
                 self._bulk(import_id)

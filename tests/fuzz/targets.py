@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "tls", "quic", "sni")
+TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "urlbase", "tls", "quic", "sni")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,6 +533,84 @@ def seeds_tree(shared: str | None) -> list[bytes]:
 
     rng = np.random.default_rng(7)
     out = [bytes(rng.integers(0, 256, 400, dtype=np.uint8)) for _ in range(4)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# urlbase: the reader of the URL store's base image (ext/urlbase.h wt_base_open, issue 35). A
+# corrupt image must be refused with a ValueError naming the reason, never crash or let a
+# lookup read outside it; an accepted image must answer consistently (every key it lists is
+# found under its own id, in ascending order, and prefix matches equal the naive rule on its
+# keys). First byte: 0 = the rest is a whole image; else the rest edits a valid image built
+# from a few keys (pairs of offset, value bytes), so that most inputs get past the magic.
+
+_URLBASE_KEYS = [b"com.example", b"com.example/a", b"com.example/a/b?x", b"com.example.www/z",
+                 b"net.evil", b"org.x/" + b"y" * 40, b"[::1]/a", b"org.x:8080/p"]
+
+
+def _urlbase_image(cache={}):       # noqa: B006 (built once per process)
+    if "img" not in cache:
+        from urlfilter.urlstore import build_store
+        from webtap._ext.avl import key_to_url
+
+        s, _ = build_store([key_to_url(k) for k in _URLBASE_KEYS], categories=np.arange(8) % 3, block=4)
+        path = tempfile.mktemp(prefix="wtfuzz-base", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        s.save(path)
+        with open(path, "rb") as f:
+            cache["img"] = f.read()
+        os.unlink(path)
+    return cache["img"]
+
+
+def check_urlbase(data: bytes) -> None:
+    from tests.strategies import naive_prefix
+    from urlfilter.urlstore import UrlStore
+
+    if not data:
+        return
+    if data[0] == 0:
+        img = data[1:]
+    else:
+        img = bytearray(_urlbase_image())
+        body = data[1:]
+        for j in range(0, len(body) - 2, 3):
+            pos = (body[j] << 8 | body[j + 1]) % len(img)
+            img[pos] = body[j + 2]
+        img = bytes(img)
+    try:
+        s = UrlStore.from_image(img)
+    except ValueError as e:
+        assert str(e).startswith(("URL base corrupt:", "not a URL base")), e
+        return
+    kv = s.keys_with_ids()
+    keys = [k for k, _ in kv]
+    assert keys == sorted(set(keys)), "keys not ascending"
+    assert len(keys) == len(s)
+    for k, i in kv:
+        assert s.find_key(k) == i and s.get_key(i) == k and s.prefix_key(k) == i
+        assert s.payload(i) is not None
+    model = dict(kv)
+    queries = keys + [k + b"/q" for k in keys] + [k[:-1] for k in keys if len(k) > 1] + _URLBASE_KEYS
+    for q in queries:
+        best = naive_prefix(model, q)
+        assert s.prefix_key(q) == (model[best] if best is not None else 0), q
+    # the store built on it stays usable: an insert, a delete and a merge
+    s.insert_key(b"org.new/x")
+    if keys:
+        s.delete_key(keys[0])
+    s.merge()
+    assert s.find_key(b"org.new/x") > 0 and (not keys or s.find_key(keys[0]) == 0)
+
+
+def seeds_urlbase(shared: str | None) -> list[bytes]:
+    img = _urlbase_image()
+    out = [b"\0" + img, b"\0" + img[:100], b"\1", b"\1" + bytes([0, 70, 0x31, 0, 9, 0xFF])]
+    rng = np.random.default_rng(11)
+    for _ in range(6):
+        n = int(rng.integers(1, 8))
+        edits = b"".join(bytes([int(p) >> 8, int(p) & 0xFF, int(v)])
+                         for p, v in zip(rng.integers(0, len(img), n), rng.integers(0, 256, n)))
+        out.append(b"\1" + edits)
     return out
 
 

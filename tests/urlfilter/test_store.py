@@ -212,10 +212,12 @@ def test_import_folder_of_plain_lists_and_empty_folder(tmp_path):
         import_path(s, tmp_path / "empty")
 
 
-def test_format_1_snapshot_is_refused_and_rebuilt_from_the_store(tmp_path):
-    """Snapshots of the parent-coded format (magic WTAVL001) cannot be read as format 2: loading
-    one raises ValueError, and the manager rebuilds the tree from the store instead."""
+def test_older_snapshot_formats_are_refused_and_rebuilt_from_the_store(tmp_path):
+    """The snapshot is the URL store's base image (magic WTURLB01, issue 35). A bare tree
+    snapshot of the format before (WTAVL004) or an older one (WTAVL001) at DB.tree is refused
+    by UrlStore.load with a ValueError naming it, and the manager rebuilds from the store."""
     from urlfilter.tree import UrlTree
+    from urlfilter.urlstore import UrlStore
 
     db = tmp_path / "m.db"
     m = UrlManager(db)
@@ -223,15 +225,20 @@ def test_format_1_snapshot_is_refused_and_rebuilt_from_the_store(tmp_path):
     m.add("bad.org/p", "phishing")
     m.load_tree()
     m.save_snapshot(force=True)
+    assert m.snapshot.read_bytes()[:8] == b"WTURLB01"
+    old = UrlTree()
+    old.insert("evil.com")
+    old.save(m.snapshot)
     raw = m.snapshot.read_bytes()
     assert raw[:8] == b"WTAVL004"
-    m.snapshot.write_bytes(b"WTAVL001" + raw[8:])
-    with pytest.raises(ValueError):
-        UrlTree.load(m.snapshot)
-    m2 = UrlManager(db)
-    t = m2.load_tree()
-    assert t.match("x.evil.com/a") > 0 and t.match("bad.org/p/q") > 0 and len(t) == 2
-    t.check()
+    for magic in (b"WTAVL004", b"WTAVL001"):
+        m.snapshot.write_bytes(magic + raw[8:])
+        with pytest.raises(ValueError, match="older URL tree snapshot"):
+            UrlStore.load(m.snapshot)
+        m2 = UrlManager(db)
+        t = m2.load_tree()
+        assert t.match("x.evil.com/a") > 0 and t.match("bad.org/p/q") > 0 and len(t) == 2
+        t.check()
 
 
 # ---- issue 30: every category of an entry; rejected lines by number --------------------------

@@ -44,7 +44,7 @@ RECORD_SCHEMA = pa.schema(
         ("url", pa.string()),             # canonical form (ext/urlcanon.h) of Host + URI; tls/quic:
                                           # the SNI host, ":port" unless 443 or 80
         ("hit", pa.bool_()),              # matched an entry active at the time
-        ("entry_id", pa.int32()),         # tree id of the matched entry (0: miss)
+        ("entry_id", pa.int32()),         # URL store id of the matched entry (0: miss; renumbered by a merge)
         ("entry", pa.string()),           # the entry's canonical URL (null: miss)
         ("category", pa.string()),        # the entry's category (null: miss / unknown)
         ("match_ns", pa.int64()),         # tree match time of this URL

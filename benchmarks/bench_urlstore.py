@@ -1,0 +1,183 @@
+"""Benchmark: the URL store of issue 35 (static base + AVL delta, urlfilter/urlstore.py) on the
+shared lists, with the delta at 0, 1 % and 10 % of the base; the AVL tree alone on the same
+queries beside it, in the same process.
+
+    python -m benchmarks.bench_urlstore                       # every list set below
+    BENCH_SETS=urls python -m benchmarks.bench_urlstore       # one of: urls, domains, snapshot, openphish
+
+Bytes per URL count every byte the matcher holds for its data: the base image (records, the
+block index, the code table, the category/period palette and per-key palette indices), the
+delta tree's three arrays and the tombstone bits (UrlStore.stats()["held_bytes"]). Categories
+are real: the list's category per entry (an entry in several lists keeps the first).
+
+Times are in-process: per URL inside the C batch loop, canonicalisation included, one clock read
+per URL (as bench_urltree); latency figures are the per-URL times of the fastest of 3 timed
+runs. Queries as in bench_urltree: 40 % listed entries, 20 % listed + '/index.html', 40 %
+benign hosts as https://host/index.html. Insert: each URL of the delta inserted into the store
+with the base built (per-URL times), and amortised = (all inserts + one merge) / inserts.
+Every answer is checked against the tree's (same categories = same entry).
+"""
+from __future__ import annotations
+
+import os as _os
+
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import gc
+import os
+import time
+
+import numpy as np
+
+from benchmarks.bench_urltree import DOMAIN_LISTS, URL_LISTS, pct, read_lines, shared
+from benchmarks.common import load_average
+from urlfilter.tree import arrow_layout, build_tree
+from urlfilter.urlstore import build_store
+
+SETS = {
+    "urls": URL_LISTS,
+    "domains": DOMAIN_LISTS,
+    "snapshot": None,            # every ut1/<category>/{domains,urls}.gz (filled in below)
+    "openphish": ["openphish/urls-history.gz"],
+}
+PAPER_BPU, MARISA_URLS_BPU = 35.54, 17.8
+
+
+def _lists(name):
+    if name == "snapshot":
+        return sorted(str(p.relative_to(shared() / "blacklists")) for p in (shared() / "blacklists" / "ut1").glob("*/*.gz"))
+    return SETS[name]
+
+
+def _load(name):
+    raw, cats, names = [], [], {}
+    for rel in _lists(name):
+        cat = rel.split("/")[1] if rel.startswith("ut1") else rel.split("/")[0]
+        cid = names.setdefault(cat, len(names) + 1)
+        lines = read_lines(rel)
+        raw += lines
+        cats += [cid] * len(lines)
+    # one line per canonical key (the first; an entry in several lists keeps the first list's
+    # category), so that tree and store agree on payloads whichever part holds a key
+    from urlfilter.canon import canonicalize_many
+    d, o = arrow_layout(raw)
+    keys, codes = canonicalize_many(d, o, key=True)
+    seen = {}
+    for u, c, k, code in zip(raw, cats, keys, codes):
+        if code == 0:
+            seen.setdefault(k, (u, c))
+    return [u for u, _ in seen.values()], np.array([c for _, c in seen.values()], np.uint32), len(names)
+
+
+def _timed(store, qd, qo, prefix=True):
+    best, tm, res = float("inf"), None, None
+    for _ in range(3):
+        gc.collect()
+        one = np.zeros(len(qo) - 1, np.int64)
+        r = store.match_batch(qd, qo, prefix, True, one)
+        if one.sum() < best:
+            best, tm, res = one.sum(), one, r
+    return res, tm / 1e3
+
+
+def run(name, rng):
+    raw, cats, ncat = _load(name)
+    n_raw = len(raw)
+    benign = read_lines("benign/umbrella-top-100k.gz") + read_lines("benign/alexa-top-100k-2016.gz")
+    order = rng.permutation(n_raw)
+    half = min(200000, n_raw // 2)
+    queries = [raw[i] for i in order[:half]] + [raw[i] + b"/index.html" for i in order[half:half + half // 2]] + \
+        [b"https://" + d + b"/index.html" for d in benign[:half]]
+    qd, qo = arrow_layout(queries)
+    out = {}
+
+    # the tree alone (bulk-built, as the manager built it before), same queries, same process
+    gc.collect()
+    tree, _ = build_tree(raw, cats)
+    n = len(tree)
+    tres, ttm = _timed(tree, qd, qo)
+    tcat = tree.payload_batch(tres)[0]
+    out["tree"] = dict(bpu=tree.stats()["paper_bytes"] / n, med=np.median(ttm), p99=pct(ttm, 99), mean=ttm.mean())
+    del tree
+
+    try:
+        import marisa_trie
+        from urlfilter.canon import canonicalize_many
+        d, o = arrow_layout(raw)
+        keys, codes = canonicalize_many(d, o, key=True)
+        out["marisa_bpu"] = len(marisa_trie.Trie(sorted({k for k, c in zip(keys, codes) if c == 0})).tobytes()) / n
+    except ImportError:
+        out["marisa_bpu"] = float("nan")
+
+    for frac in (0.0, 0.01, 0.10):
+        gc.collect()
+        # base: the list without a random frac/(1+frac) of it; delta: that part, inserted
+        k = int(round(n_raw * frac / (1 + frac)))
+        perm = rng.permutation(n_raw)
+        in_delta = np.zeros(n_raw, bool)
+        in_delta[perm[:k]] = True
+        base_idx = np.flatnonzero(~in_delta)
+        t0 = time.perf_counter()
+        s, _ = build_store([raw[i] for i in base_idx], cats[base_idx])
+        build_s = time.perf_counter() - t0
+        ins = np.flatnonzero(in_delta)
+        dd, do = arrow_layout([raw[i] for i in ins])
+        it = np.zeros(len(ins), np.int64)
+        t0 = time.perf_counter()
+        _, icodes = s.insert_batch(dd, do, cats[ins], 0, True, it)
+        ins_s = time.perf_counter() - t0
+        st = s.stats()
+        assert st["urls"] == n, (st["urls"], n)
+        res, tm = _timed(s, qd, qo)
+        scat = s.payload_batch(res)[0]
+        assert ((res > 0) == (tres > 0)).all() and (scat == tcat).all(), "store answers differ from the tree's"
+        t0 = time.perf_counter()
+        batch = s.match_batch(qd, qo)
+        batch_s = time.perf_counter() - t0
+        assert (batch == res).all()
+        new = it[icodes == 0] / 1e3
+        merge_s = 0.0
+        if len(ins):
+            t0 = time.perf_counter()
+            s.merge()
+            merge_s = time.perf_counter() - t0
+        out[frac] = dict(bpu=st["held_bytes"] / n, base_bpu=st["base_bytes"] / max(1, st["base_urls"]),
+                         rec=st["base_record_bytes"] / max(1, st["base_urls"]),
+                         idx=st["base_index_bytes"] / max(1, st["base_urls"]),
+                         pay=st["base_payload_bytes"] / max(1, st["base_urls"]),
+                         delta=st["delta_bytes"], med=np.median(tm), p99=pct(tm, 99), mean=tm.mean(),
+                         ins_med=np.median(new) if len(new) else float("nan"),
+                         ins_p99=pct(new, 99) if len(new) else float("nan"),
+                         ins_mean=new.mean() if len(new) else float("nan"),
+                         amort=(ins_s + merge_s) / len(ins) * 1e6 if len(ins) else float("nan"),
+                         merge_s=merge_s, build_s=build_s,
+                         mups=len(queries) / batch_s / 1e6, n_delta=len(ins))
+        del s
+    hits = float((tres > 0).mean())
+    print(f"\n## {name}: {n_raw} unique lines, {n} keys, {ncat} categories; {len(queries)} queries, "
+          f"prefix hit rate {hits:.3f}; {load_average()}")
+    print("| delta | bytes/URL held (base B/key: records + index + payload) | prefix median / p99 / mean us "
+          "(in-process) | insert median / p99 / mean us | amortised insert incl. merge us (merge s) | build s | M URL/s |")
+    print("|---|---|---|---|---|---|---|")
+    for frac in (0.0, 0.01, 0.10):
+        r = out[frac]
+        print(f"| {frac:.0%} ({r['n_delta']}) | **{r['bpu']:.2f}** ({r['base_bpu']:.2f}: {r['rec']:.2f} + {r['idx']:.2f} + {r['pay']:.2f}) "
+              f"| {r['med']:.2f} / {r['p99']:.2f} / {r['mean']:.2f} | {r['ins_med']:.2f} / {r['ins_p99']:.2f} / {r['ins_mean']:.2f} "
+              f"| {r['amort']:.2f} ({r['merge_s']:.2f}) | {r['build_s']:.1f} | {r['mups']:.2f} |")
+    t = out["tree"]
+    print(f"| AVL tree alone | {t['bpu']:.2f} | {t['med']:.2f} / {t['p99']:.2f} / {t['mean']:.2f} | - | - | - | - |")
+    print(f"| marisa-trie (static) | {out['marisa_bpu']:.2f} | - | - | - | - | - |")
+    return out
+
+
+def main():
+    rng = np.random.default_rng(1)
+    sets = os.environ.get("BENCH_SETS", "urls,domains,snapshot,openphish").split(",")
+    print(f"# URL store (static base + AVL delta) vs the AVL tree; paper {PAPER_BPU} B/URL, "
+          f"marisa-trie {MARISA_URLS_BPU} B/URL on the URL lists (docs/urlfilter.md)")
+    for name in sets:
+        run(name, rng)
+
+
+if __name__ == "__main__":
+    main()
