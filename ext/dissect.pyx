@@ -456,9 +456,13 @@ cdef cnp.ndarray _as_packets(packets):
     return np.ascontiguousarray(arr)
 
 
-cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts) noexcept nogil:
+cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts, uint64_t index,
+                            uint64_t poff) noexcept nogil:
     memset(e, 0, sizeof(TcpEvent))
     e.ts_ns = ts
+    e.pkt_index = index
+    e.payload_at = poff + l.payload_off
+    e.payload_caplen = l.payload_caplen
     memcpy(e.src, l.src, 4 if l.ip_version == 4 else 16)
     memcpy(e.dst, l.dst, 4 if l.ip_version == 4 else 16)
     e.seq = l.seq
@@ -537,7 +541,7 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
             else:
                 r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l)
                 if ev != NULL and l.tcp_ok:
-                    _tcp_event(&ev[ke], &l, refs[i].ts_ns)
+                    _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff)
                     ke += 1
                 if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
                     tm[kt].ts_ns = refs[i].ts_ns
