@@ -19,7 +19,8 @@ import pyarrow as pa
 from webtap.dissect import encap_text
 from webtap.writers import empty_batch_of
 
-__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_RECORD_DTYPE"]
+__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_RECORD_DTYPE",
+           "EXCHANGE_COLUMNS", "EXCHANGE_SCHEMA", "EXCHANGE_RECORD_DTYPE"]
 
 _W = dict(ip=48, sni=256, alpn=256, vers=128, ciphers=1024, exts=512, groups=256, ks=128,
           salpn=64, sexts=256)
@@ -102,6 +103,60 @@ FIELDS = [
 COLUMNS = [f[0] for f in FIELDS]
 SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in FIELDS])
 _REASONS = (None, "gc", "end", "cap", "incomplete", "too_long", "malformed", "reassembly_cap")
+
+# ---------------------------------------------------------------------------------------------
+# Exchange records (issue 33): request/response exchanges inside TLS over TCP, the paper's
+# ACK = SEQ rule (ext/exchange.pyx; httpanalyzer.tls_exchange builds them; docs/TLS.md
+# "Exchanges"). Their schema lives here, beside the handshake records' it joins.
+#: ext/exchange.pyx XRecord (a test asserts the sizes agree)
+EXCHANGE_RECORD_DTYPE = np.dtype([
+    ("req_ts", "<i8"), ("resp_ts", "<i8"), ("req_frame", "<u8"), ("resp_frame", "<u8"),
+    ("ch_frame", "<u8"), ("client_ip", "u1", (16,)), ("server_ip", "u1", (16,)),
+    ("client_port", "<u2"), ("server_port", "<u2"), ("index", "<u4"), ("req_rec_len", "<u4"),
+    ("resp_rec_len", "<u4"), ("key", "<u4"), ("version", "<u2"), ("ip_version", "u1"),
+    ("reason", "u1"), ("flags", "u1"), ("has_req", "u1"), ("has_resp", "u1"), ("_pad", "u1"),
+    ("client_ip_text", "S48"), ("server_ip_text", "S48"),
+], align=True)
+EXCHANGE_REASONS = (None, "gc", "end", "cap", "no_request")
+#: (name, Arrow type, meaning)
+EXCHANGE_FIELDS = [
+    ("client_ip", pa.string(), "client address (the ClientHello's sender)"),
+    ("client_port", pa.uint16(), "client TCP port"),
+    ("server_ip", pa.string(), "server address"),
+    ("server_port", pa.uint16(), "server TCP port"),
+    ("community_id", pa.string(), "Community ID v1 of the TCP flow"),
+    ("request_ts", pa.timestamp("ns", tz="UTC"), "capture time of the request's first packet "
+     "(the client burst's first application-data packet with a new ACK)"),
+    ("response_ts", pa.timestamp("ns", tz="UTC"), "capture time of the response's first packet "
+     "(the server's first application-data packet whose SEQ is that ACK)"),
+    ("request_frame", pa.uint64(), "tshark frame.number of the request's first packet"),
+    ("response_frame", pa.uint64(), "tshark frame.number of the response's first packet"),
+    ("response_time", pa.duration("ns"), "response_ts - request_ts"),
+    ("exchange_index", pa.uint32(), "the exchange's place in its connection (0-based); null "
+     "for a response without request"),
+    ("request_record_len", pa.uint32(), "length of the request's first application-data TLS "
+     "record when its header is in the request's first packet"),
+    ("response_record_len", pa.uint32(), "the same for the response"),
+    ("sni", pa.string(), "the connection's SNI (its handshake record)"),
+    ("alpn", pa.string(), "ALPN protocol the server selected (visible up to TLS 1.2)"),
+    ("alpn_offered", pa.list_(pa.string()), "ALPN protocols the client offered"),
+    ("h2", pa.bool_(), "HTTP/2 connection: the server selected h2, or (selection encrypted, "
+     "TLS 1.3) the client offered h2 first; an h2 exchange is not one request (docs/TLS.md)"),
+    ("version", pa.string(), "TLS version the ServerHello selected (0x0303, 0x0304)"),
+    ("ja4", pa.string(), "JA4 of the connection's ClientHello"),
+    ("matched", pa.bool_(), "request and response paired"),
+    ("unmatched_reason", pa.string(), "gc | end | cap | no_request; null if paired"),
+    ("tickets_skipped", pa.bool_(), "TLS 1.3 session tickets came first and were not taken for "
+     "the response"),
+    ("early_data", pa.bool_(), "the request is TLS 1.3 early data (before the ServerHello)"),
+    ("unsynced", pa.bool_(), "a capture gap cost the connection its record boundaries once: "
+     "then every byte counts as application data"),
+    ("client_hello_frame", pa.uint64(), "frame of the connection's ClientHello (joins the "
+     "handshake record's request_frame)"),
+    ("ip_version", pa.uint8(), "4 or 6"),
+]
+EXCHANGE_COLUMNS = [f[0] for f in EXCHANGE_FIELDS]
+EXCHANGE_SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in EXCHANGE_FIELDS])
 
 
 def _bitmap(valid, n: int):

@@ -1,0 +1,197 @@
+"""Request/response exchanges inside TLS over TCP (issue 33): the paper's first-packet rule
+(the request's first packet carries the ACK that the response's first packet carries as its
+SEQ) applied to encrypted traffic, without keys. The C stage (ext/exchange.pyx) reads the walk's
+TCP events (one walk with the HTTP and TLS stages); this module turns its fixed-width records
+into Arrow columns (schema: httpanalyzer.tls.EXCHANGE_SCHEMA) and joins each connection's
+handshake fields (SNI, ALPN, version, JA4) from the TLS handshake records.
+
+    import httpanalyzer.tls_exchange as tx
+    df = tx.analyze_exchanges("trace.pcap")
+
+The rules (what is a request, what the handshake's own flights are, TLS 1.3 tickets) and what an
+h2 exchange measures: docs/TLS.md "Exchanges".
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from httpanalyzer.tls import (EXCHANGE_COLUMNS, EXCHANGE_RECORD_DTYPE, EXCHANGE_REASONS,
+                              EXCHANGE_SCHEMA, TlsRun, _bool, _choice, _hex, _num, _take, _text,
+                              sort_table)
+from webtap._ext.communityid import community_id
+from webtap._ext.dissect import dissect_batch
+from webtap._ext.exchange import ExchangeTable, sizeof_exchange_record
+from webtap.writers import empty_batch_of
+
+__all__ = ["ExchangeRun", "analyze_exchanges", "exchange_table", "EXCHANGE_SCHEMA"]
+
+XF_TICKETS, XF_UNSYNCED, XF_EARLY = 1, 2, 4
+
+
+class ExchangeRun:
+    """One exchange stage over a stream of packet batches (several traces in a row)."""
+
+    def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_conns: int = 1 << 16):
+        if sizeof_exchange_record() != EXCHANGE_RECORD_DTYPE.itemsize:
+            raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/exchange.pyx XRecord")
+        self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
+                                   max_conns=max_conns)
+        self._raw: list = []
+
+    def feed(self, events, data) -> None:
+        """One batch's TCP events (webtap.dissect.dissect(tcp_events=True).tcp_events)."""
+        self.table.feed(events, data)
+        raw = self.table.take()
+        if raw.size:
+            self._raw.append(raw)
+
+    def finish(self) -> np.ndarray:
+        """End of input: every record, raw (EXCHANGE_RECORD_DTYPE)."""
+        self.table.flush()
+        raw = self.table.take()
+        if raw.size:
+            self._raw.append(raw)
+        raw = np.concatenate(self._raw) if self._raw else np.zeros(0, np.uint8)
+        self._raw = []
+        return raw.view(EXCHANGE_RECORD_DTYPE)
+
+    def counters(self) -> dict:
+        return self.table.counters()
+
+
+def _join_index(frames: np.ndarray, hs: pa.Table | None):
+    """Row of the handshake record whose ClientHello frame is each exchange's (null: none)."""
+    n = len(frames)
+    if hs is None or hs.num_rows == 0:
+        return None
+    rf = hs["request_frame"].combine_chunks()
+    vals = np.frombuffer(rf.buffers()[1], dtype=np.uint64)[rf.offset:rf.offset + len(rf)]
+    ok = np.ones(len(rf), bool) if rf.null_count == 0 else np.asarray(
+        rf.is_valid().to_numpy(zero_copy_only=False))
+    order = np.argsort(np.where(ok, vals, np.uint64(0)), kind="stable")
+    sv = np.where(ok, vals, np.uint64(0))[order]
+    pos = np.searchsorted(sv, frames)
+    pos_c = np.minimum(pos, len(sv) - 1)
+    found = (pos < len(sv)) & (sv[pos_c] == frames) & (frames != 0)
+    idx = np.where(found, order[pos_c], 0).astype(np.int64)
+    return _num(idx, found)
+
+
+def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Table:
+    """Arrow table (EXCHANGE_SCHEMA) of raw exchange records, in request (else response) frame
+    order, with the handshake fields joined from `handshakes` (httpanalyzer.tls SCHEMA)."""
+    r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
+    order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
+    r = r[order]
+    n = len(r)
+    hq, hr = r["has_req"] == 1, r["has_resp"] == 1
+    both = hq & hr
+    idx = _join_index(r["ch_frame"], handshakes)
+
+    def joined(name, typ):
+        if idx is None:
+            return pa.nulls(n, typ)
+        return _take(handshakes[name].combine_chunks(), idx)
+
+    alpn_offered = joined("alpn", pa.list_(pa.string()))
+    server_alpn = joined("server_alpn", pa.string())
+    # h2: the server's choice where visible, else the client's first offer (TLS 1.3 hides it)
+    h2 = _call("coalesce", [_call("equal", [server_alpn, pa.scalar("h2")]),
+                            _call("equal", [_call("list_element", [alpn_offered, pa.scalar(0)])
+                                            if n else pa.nulls(0, pa.string()), pa.scalar("h2")])])
+    # the version the stage read in the ServerHello, else the handshake record's
+    version = _call("coalesce", [_hex(r["version"], r["version"] != 0), joined("server_version", pa.string())])
+    flags = r["flags"]
+    cols = {
+        "client_ip": _text(r["client_ip_text"]),
+        "client_port": _num(r["client_port"]),
+        "server_ip": _text(r["server_ip_text"]),
+        "server_port": _num(r["server_port"]),
+        "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
+                                     np.ascontiguousarray(r["server_ip"]), r["server_port"],
+                                     r["ip_version"], 6),
+        "request_ts": _num(r["req_ts"], hq, pa.timestamp("ns", tz="UTC")),
+        "response_ts": _num(r["resp_ts"], hr, pa.timestamp("ns", tz="UTC")),
+        "request_frame": _num(r["req_frame"], hq),
+        "response_frame": _num(r["resp_frame"], hr),
+        "response_time": _num(r["resp_ts"] - r["req_ts"], both, pa.duration("ns")),
+        "exchange_index": _num(r["index"], hq),
+        "request_record_len": _num(r["req_rec_len"], hq & (r["req_rec_len"] != 0)),
+        "response_record_len": _num(r["resp_rec_len"], hr & (r["resp_rec_len"] != 0)),
+        "sni": joined("sni", pa.string()),
+        "alpn": server_alpn,
+        "alpn_offered": alpn_offered,
+        "h2": h2,
+        "version": version,
+        "ja4": joined("ja4", pa.string()),
+        "matched": _bool(r["reason"] == 0),
+        "unmatched_reason": _choice(EXCHANGE_REASONS, r["reason"]),
+        "tickets_skipped": _bool(flags & XF_TICKETS != 0),
+        "early_data": _bool(flags & XF_EARLY != 0),
+        "unsynced": _bool(flags & XF_UNSYNCED != 0),
+        "client_hello_frame": _num(r["ch_frame"]),
+        "ip_version": _num(r["ip_version"]),
+    }
+    arrays = [cols[c] if cols[c].type == EXCHANGE_SCHEMA.field(c).type else cols[c].cast(EXCHANGE_SCHEMA.field(c).type)
+              for c in EXCHANGE_COLUMNS]
+    return pa.Table.from_arrays(arrays, schema=EXCHANGE_SCHEMA)
+
+
+def _call(name: str, args: list):
+    """A pyarrow compute kernel without importing pyarrow.compute (httpanalyzer.tls._take)."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:              # pragma: no cover - another pyarrow layout
+        from pyarrow.compute import call_function
+    return call_function(name, args)
+
+
+def empty_exchange_table() -> pa.Table:
+    return pa.Table.from_batches([empty_batch_of(EXCHANGE_SCHEMA)])
+
+
+def iter_exchanges(traces, bpf: str | None = None, gc_timeout: float = 60.0,
+                   max_pending: int = 1 << 15, counters: dict | None = None,
+                   warnings: list | None = None) -> tuple[pa.Table, pa.Table]:
+    """(exchanges, handshakes) of the traces (read in the order given), from one walk over the
+    packets for both stages."""
+    from webtap.capture import open_trace
+
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    tls = TlsRun(gc_timeout=gc_timeout)
+    ex = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
+    tabs = []
+    for t in traces:
+        with open_trace(t, bpf=bpf, progress=False) as tr:
+            try:
+                for batch in tr:
+                    _, _, msgs, ev = dissect_batch(batch.packets, batch.data, None, tls.watch, True)
+                    tab = tls.feed(batch.packets, batch.data, msgs)
+                    if tab is not None:
+                        tabs.append(tab)
+                    ex.feed(ev, batch.data)
+            finally:
+                if warnings is not None:
+                    warnings.extend(f"{t}: {w}" for w in tr.warnings)
+    tab = tls.finish()
+    if tab is not None:
+        tabs.append(tab)
+    hs = sort_table(pa.concat_tables(tabs)) if tabs else None
+    if counters is not None:
+        counters.update(ex.counters())
+    return exchange_table(ex.finish(), hs), hs
+
+
+def analyze_exchanges(traces: str | os.PathLike | Iterable, bpf: str | None = None,
+                      gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                      counters: dict | None = None):
+    """One row per TLS exchange of the traces, as a DataFrame in request frame order."""
+    tab, _ = iter_exchanges(traces, bpf=bpf, gc_timeout=gc_timeout, max_pending=max_pending,
+                            counters=counters)
+    return tab.to_pandas()
