@@ -565,11 +565,18 @@ class OnePass:
     whatever the HTTP pairing mode (one process, feeder consumers): the same records as
     `httpanalyzer tls`."""
 
-    def __init__(self, run, out: str, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_reassembly: int = 1024):
-        self.o = open_output(run, out)
+    def __init__(self, run, out: str | None, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_reassembly: int = 1024, exchanges_out: str | None = None):
+        self.o = open_output(run, out) if out is not None else None
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
                           max_reassembly=max_reassembly)
+        self.x = self.xo = None
+        if exchanges_out is not None:
+            # (imported here: httpanalyzer.tls_exchange imports this module)
+            from httpanalyzer.tls_exchange import ExchangeRun, open_exchange_output
+
+            self.xo = open_exchange_output(run, exchanges_out)
+            self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
         self.tables: list = []
         self.packets = 0                   # packets fed (for `interrupted ... after N packets`)
         run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the handshakes so far, as partial
@@ -577,16 +584,21 @@ class OnePass:
     def _keep(self) -> None:
         """The run was interrupted: the handshakes so far (the waiting hellos flushed as
         unmatched, as the HTTP records' are) into the output, which clikit keeps as
-        OUT.partial.EXT."""
-        if self.o.done:
+        OUT.partial.EXT (the exchanges so far likewise)."""
+        if (self.o is None or self.o.done) and (self.xo is None or self.xo.done):
             return
         t = self.run.finish()
         if t is not None:
             self.tables.append(t)
-        if self.tables:
-            tab = sort_table(pa.concat_tables(self.tables))
-            if tab.num_rows:
-                self.o.write(tab)
+        tab = sort_table(pa.concat_tables(self.tables)) if self.tables else None
+        if self.o is not None and not self.o.done and tab is not None and tab.num_rows:
+            self.o.write(tab)
+        if self.xo is not None and not self.xo.done:
+            from httpanalyzer.tls_exchange import exchange_table
+
+            xt = exchange_table(self.x.finish(), tab)
+            if xt.num_rows:
+                self.xo.write(xt)
 
     @property
     def tls_watch(self):
@@ -594,27 +606,50 @@ class OnePass:
         messages in the same walk over the packets."""
         return self.run.watch
 
+    @property
+    def tcp_events(self) -> bool:
+        """Read by httpanalyzer.stream: the walk also hands over its TCP events (the exchange
+        stage's input, --exchanges-out)."""
+        return self.x is not None
+
     def __call__(self, packets, data, mb=None) -> None:
         """The HTTP pass's packet hook (httpanalyzer.stream): mb, the batch's MessageBatch."""
-        self.feed(packets, data, getattr(mb, "tls", None))
+        self.feed(packets, data, getattr(mb, "tls", None), getattr(mb, "tcp_events", None))
 
-    def feed(self, packets, data, msgs=None) -> None:
+    def feed(self, packets, data, msgs=None, events=None) -> None:
         self.packets += len(packets)
+        if self.x is not None and events is None:
+            # no walk handed this batch over (feeder consumers, --dask, `httpanalyzer tls`):
+            # one walk here for both stages
+            from webtap._ext.dissect import dissect_batch
+
+            _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, True)
         t = self.run.feed(packets, data, msgs)
         if t is not None:
             self.tables.append(t)
+        if self.x is not None:
+            self.x.feed(events, data)
 
     def commit(self) -> None:
         t = self.run.finish()
         if t is not None:
             self.tables.append(t)
         tab = sort_table(pa.concat_tables(self.tables) if self.tables else empty_table())
-        self.o.write(tab)
-        self.o.commit()
+        if self.o is not None:
+            self.o.write(tab)
+            self.o.commit()
+        if self.xo is not None:
+            from httpanalyzer.tls_exchange import exchange_table
+
+            self.xo.write(exchange_table(self.x.finish(), tab))
+            self.xo.commit()
         return tab
 
     def counters(self) -> dict:
-        return self.run.counters()
+        c = self.run.counters()
+        if self.x is not None:
+            c.update({f"exchange_{k}": v for k, v in self.x.counters().items()})
+        return c
 
 
 def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None) -> list:
@@ -665,12 +700,17 @@ def build_parser():
                     metavar="N",
                     help="split hellos reassembled at once (32 KiB each at most; 1 .. 2**20; "
                          "default 1024)")
+    ap.add_argument("--exchanges-out", metavar="OUT",
+                    help="also write the request/response exchanges inside TLS over TCP (one row "
+                         "per request's first packet paired by ACK = SEQ, docs/TLS.md "
+                         "\"Exchanges\") to OUT (.csv, .parquet, .txt, .jsonl, .log), from the "
+                         "same walk over the packets")
     ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
     ap.add_argument("--plots", metavar="DIR",
                     help="write the figures (handshake-time CCDF TCP vs QUIC, versions, ALPN, "
                          "top SNIs, ECH share, ClientHello segments) as PNG to DIR")
     clikit.add_common(ap)
-    clikit.files(ap, inputs=("traces",), outputs={"output": "-"})
+    clikit.files(ap, inputs=("traces",), outputs={"output": "-", "exchanges_out": None})
     return ap
 
 
@@ -689,7 +729,7 @@ def handle(a, run) -> int:
         except BpfError as e:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
     one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
-                  max_reassembly=a.max_reassembly)
+                  max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out)
     run.packets = lambda: one.packets
     damage: list = []
     bad = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)

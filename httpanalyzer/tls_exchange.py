@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from httpanalyzer.tls import (EXCHANGE_COLUMNS, EXCHANGE_RECORD_DTYPE, EXCHANGE_REASONS,
                               EXCHANGE_SCHEMA, TlsRun, _bool, _choice, _hex, _num, _take, _text,
-                              sort_table)
+                              sort_table, text_view)
 from webtap._ext.communityid import community_id
 from webtap._ext.dissect import dissect_batch
 from webtap._ext.exchange import ExchangeTable, sizeof_exchange_record
@@ -149,6 +149,16 @@ def _call(name: str, args: list):
     except ImportError:              # pragma: no cover - another pyarrow layout
         from pyarrow.compute import call_function
     return call_function(name, args)
+
+
+def open_exchange_output(run, path: str):
+    """The exchange records' output through the shared CLI layer (webtap.clikit: extension
+    table, atomic write, .partial on interrupt): Parquet keeps the list column, CSV and the line
+    format get httpanalyzer.tls.text_view (lists comma-joined, times as seconds)."""
+    parquet = path.endswith((".parquet", ".pq"))
+    views = {"csv": text_view, "lines": text_view}
+    schema = EXCHANGE_SCHEMA if parquet else text_view(empty_exchange_table()).schema
+    return run.output(path, views=views, schema=schema)
 
 
 def empty_exchange_table() -> pa.Table:
