@@ -133,6 +133,9 @@ ctypedef struct XDir:
     uint8_t ccs                 # ChangeCipherSpec seen
     uint8_t fin                 # FIN seen
     uint32_t n23                # type-23 records seen
+    int64_t hdr_ts              # the packet where a cut record header began (hdr_n > 0):
+    uint64_t hdr_frame          # the record's first packet, should it be application data
+    uint32_t hdr_ack
 
 
 ctypedef struct XConn:
@@ -378,13 +381,14 @@ cdef class ExchangeTable:
 
     # -----------------------------------------------------------------------------------------
     # requests and responses
-    cdef int _request(self, XConn *c, const TcpEvent *e, uint32_t rec_len, uint8_t flags) except -1 nogil:
-        cdef uint32_t hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, e.ack, c.ipv)
+    cdef int _request(self, XConn *c, uint32_t ack, int64_t ts, uint64_t pkt_index, uint32_t rec_len,
+                      uint8_t flags) except -1 nogil:
+        cdef uint32_t hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, ack, c.ipv)
         cdef int32_t j = pt_first(&self.px, pt_cell(&self.px, hv)), i
         cdef XPend *p
         while j != -1:                 # the same connection and ACK waiting: a repeat
             p = <XPend *>pt_at(&self.px, j)
-            if p.ack == e.ack and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
+            if p.ack == ack and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
                     and memcmp(p.cip, c.cip, 16) == 0 and memcmp(p.sip, c.sip, 16) == 0:
                 self.cnt[XC_REPEATED] += 1
                 return 0
@@ -400,14 +404,14 @@ cdef class ExchangeTable:
         p.ipv = c.ipv
         p.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
         p.version = c.version
-        p.ack = e.ack
+        p.ack = ack
         p.index = c.n_ex
         p.rec_len = rec_len
-        p.ts = e.ts_ns
-        p.frame = e.pkt_index
+        p.ts = ts
+        p.frame = pkt_index
         p.ch_frame = c.ch_frame
         c.n_ex += 1
-        pt_link(&self.px, i, hv, e.ts_ns)
+        pt_link(&self.px, i, hv, ts)
         if pt_full(&self.px):
             pt_grow(&self.px)
         self.cnt[XC_REQUESTS] += 1
@@ -467,6 +471,7 @@ cdef class ExchangeTable:
 
     cdef int _decide_tickets(self, XConn *c, bint at_end, int64_t ts, uint64_t pkt_index,
                              uint32_t next_seq, uint32_t rec_len) except -1 nogil:
+        """Returns 1 when they were tickets, 0 when the first was the response."""
         """TLS 1.3: the held candidate records after the handshake (all of length nst_len) were
         session tickets when there were two or more of them, or one of the length this server's
         tickets had before; then the response starts at the record after them (ts, pkt_index,
@@ -479,8 +484,8 @@ cdef class ExchangeTable:
             self.cnt[XC_TICKET_RECORDS] += c.nst_count
             if not at_end:
                 self._response(c, c.nst_start, next_seq, ts, pkt_index, rec_len, XF_TICKETS)
-        else:
-            self._response(c, c.nst_start, c.nst_start, c.h_ts, c.h_frame, c.h_reclen, 0)
+            return 1
+        self._response(c, c.nst_start, c.nst_start, c.h_ts, c.h_frame, c.h_reclen, 0)
         return 0
 
     # -----------------------------------------------------------------------------------------
@@ -494,6 +499,10 @@ cdef class ExchangeTable:
         cdef bint app_any = False, app_boundary = False, is_app
         cdef uint32_t app_rec_len = 0, app_seq = 0
         cdef uint8_t xflags = 0
+        cdef bint early_hdr = False
+        cdef int64_t a_ts = e.ts_ns
+        cdef uint64_t a_frame = e.pkt_index
+        cdef uint32_t a_ack = e.ack
         cdef tls_hello hello
         cdef const uint8_t *msg
         if not d.synced:
@@ -518,6 +527,10 @@ cdef class ExchangeTable:
                 continue
             # a record header (perhaps cut by the previous segment's end)
             rseq = e.seq + pos - d.hdr_n
+            if d.hdr_n == 0:
+                d.hdr_ts = e.ts_ns
+                d.hdr_frame = e.pkt_index
+                d.hdr_ack = e.ack
             while d.hdr_n < 5 and pos < n:
                 d.hdr[d.hdr_n] = pl[pos]
                 d.hdr_n += 1
@@ -556,29 +569,37 @@ cdef class ExchangeTable:
                 app_boundary = True
                 app_rec_len = ln
                 app_seq = rseq
+                # the packet where its header began is the record's first (a header may be cut
+                # by a segment's end)
+                early_hdr = d.hdr_frame != e.pkt_index
+                a_ts = d.hdr_ts
+                a_frame = d.hdr_frame
+                a_ack = d.hdr_ack
             if c.nst_state == 3:       # a ticket candidate was just held: not application data yet
                 c.nst_state = 2
         if not app_any:
             return 0
         if client:
-            if not d.has_burst or d.last_ack != e.ack:
+            if not d.has_burst or d.last_ack != a_ack:
                 d.has_burst = 1
-                d.last_ack = e.ack
+                d.last_ack = a_ack
                 if c.version == 0 and not c.sh_seen:
                     xflags = XF_EARLY
                     self.cnt[XC_EARLY] += 1
-                self._request(c, e, app_rec_len if app_boundary else 0, xflags)
+                self._request(c, a_ack, a_ts, a_frame, app_rec_len if app_boundary else 0, xflags)
         else:
             if c.nst_state == 2:
                 # the record after the held candidates decides (it is application data here)
-                self._decide_tickets(c, False, e.ts_ns, e.pkt_index, app_seq,
-                                     app_rec_len if app_boundary else 0)
                 d.has_burst = 1
-                d.last_ack = e.ack
-            elif not d.has_burst or d.last_ack != e.ack:
+                if self._decide_tickets(c, False, a_ts, a_frame, app_seq,
+                                        app_rec_len if app_boundary else 0):
+                    d.last_ack = a_ack
+                    return 0
+                d.last_ack = c.h_ack        # the held record was the response: this one may
+            if not d.has_burst or d.last_ack != a_ack:   # start the next burst
                 d.has_burst = 1
-                d.last_ack = e.ack
-                self._response(c, e.seq, app_seq, e.ts_ns, e.pkt_index,
+                d.last_ack = a_ack
+                self._response(c, e.seq if not early_hdr else app_seq, app_seq, a_ts, a_frame,
                                app_rec_len if app_boundary else 0, 0)
         return 0
 
@@ -621,10 +642,10 @@ cdef class ExchangeTable:
                 c.nst_start = rseq
                 c.nst_len = ln
                 c.nst_count = 1
-                c.h_ts = e.ts_ns
-                c.h_frame = e.pkt_index
-                c.h_ack = e.ack
-                c.h_reclen = ln if rseq == e.seq else 0
+                c.h_ts = c.s.hdr_ts            # the packet where its header began
+                c.h_frame = c.s.hdr_frame
+                c.h_ack = c.s.hdr_ack
+                c.h_reclen = ln
                 return False
             return True
         if c.nst_state == 2 and ln == c.nst_len:

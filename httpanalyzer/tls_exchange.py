@@ -102,8 +102,7 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     server_alpn = joined("server_alpn", pa.string())
     # h2: the server's choice where visible, else the client's first offer (TLS 1.3 hides it)
     h2 = _call("coalesce", [_call("equal", [server_alpn, pa.scalar("h2")]),
-                            _call("equal", [_call("list_element", [alpn_offered, pa.scalar(0)])
-                                            if n else pa.nulls(0, pa.string()), pa.scalar("h2")])])
+                            _call("equal", [_first_of_lists(alpn_offered), pa.scalar("h2")])])
     # the version the stage read in the ServerHello, else the handshake record's
     version = _call("coalesce", [_hex(r["version"], r["version"] != 0), joined("server_version", pa.string())])
     flags = r["flags"]
@@ -140,6 +139,18 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     arrays = [cols[c] if cols[c].type == EXCHANGE_SCHEMA.field(c).type else cols[c].cast(EXCHANGE_SCHEMA.field(c).type)
               for c in EXCHANGE_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=EXCHANGE_SCHEMA)
+
+
+def _first_of_lists(a: pa.Array) -> pa.Array:
+    """Each list's first value (null for a null or empty list), from the list's offsets."""
+    if len(a) == 0:
+        return pa.nulls(0, pa.string())
+    offs = np.asarray(a.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = np.ones(len(a), bool) if a.null_count == 0 else np.asarray(
+        a.is_valid().to_numpy(zero_copy_only=False))
+    ok = valid & (offs[1:] > offs[:-1])
+    values = a.values if len(a.values) else pa.array([""], pa.string())
+    return _take(values, _num(np.where(ok, offs[:-1], 0), ok))
 
 
 def _call(name: str, args: list):
