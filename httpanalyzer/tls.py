@@ -570,7 +570,7 @@ class OnePass:
         self.o = open_output(run, out) if out is not None else None
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
                           max_reassembly=max_reassembly)
-        self.x = self.xo = None
+        self.x = self.xo = self.xtab = None
         if exchanges_out is not None:
             # (imported here: httpanalyzer.tls_exchange imports this module)
             from httpanalyzer.tls_exchange import ExchangeRun, open_exchange_output
@@ -641,7 +641,8 @@ class OnePass:
         if self.xo is not None:
             from httpanalyzer.tls_exchange import exchange_table
 
-            self.xo.write(exchange_table(self.x.finish(), tab))
+            self.xtab = exchange_table(self.x.finish(), tab)
+            self.xo.write(self.xtab)
             self.xo.commit()
         return tab
 
@@ -708,7 +709,8 @@ def build_parser():
     ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
     ap.add_argument("--plots", metavar="DIR",
                     help="write the figures (handshake-time CCDF TCP vs QUIC, versions, ALPN, "
-                         "top SNIs, ECH share, ClientHello segments) as PNG to DIR")
+                         "top SNIs, ECH share, ClientHello segments; with --exchanges-out the "
+                         "exchanges' response-time CCDF per SNI and per ALPN) as PNG to DIR")
     clikit.add_common(ap)
     clikit.files(ap, inputs=("traces",), outputs={"output": "-", "exchanges_out": None})
     return ap
@@ -743,7 +745,12 @@ def handle(a, run) -> int:
         from httpanalyzer.plot import save_figures
         from httpanalyzer.tls_plot import tls_figures
 
-        for p in save_figures(tls_figures(tab.to_pandas()), a.plots):
+        figs = tls_figures(tab.to_pandas())
+        if one.xo is not None:
+            from httpanalyzer.tls_plot import exchange_figures
+
+            figs.update(exchange_figures(one.xtab.to_pandas()))
+        for p in save_figures(figs, a.plots):
             run.note(f"wrote {p}")
     if a.summary:
         for k, v in one.counters().items():

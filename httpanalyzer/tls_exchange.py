@@ -64,20 +64,25 @@ class ExchangeRun:
         return self.table.counters()
 
 
-def _join_index(frames: np.ndarray, hs: pa.Table | None):
-    """Row of the handshake record whose ClientHello frame is each exchange's (null: none)."""
-    n = len(frames)
+def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: pa.Table | None):
+    """Row of the handshake record of each exchange's connection (null: none): the same
+    ClientHello frame and ports (frame numbers restart in every trace of a run)."""
     if hs is None or hs.num_rows == 0:
         return None
     rf = hs["request_frame"].combine_chunks()
     vals = np.frombuffer(rf.buffers()[1], dtype=np.uint64)[rf.offset:rf.offset + len(rf)]
     ok = np.ones(len(rf), bool) if rf.null_count == 0 else np.asarray(
         rf.is_valid().to_numpy(zero_copy_only=False))
-    order = np.argsort(np.where(ok, vals, np.uint64(0)), kind="stable")
-    sv = np.where(ok, vals, np.uint64(0))[order]
-    pos = np.searchsorted(sv, frames)
+    hc = np.asarray(hs["client_port"].to_numpy(), dtype=np.uint64)
+    hp = np.asarray(hs["server_port"].to_numpy(), dtype=np.uint64)
+    hk = np.where(ok, (vals << np.uint64(32)) | (hc << np.uint64(16)) | hp, np.uint64(0))
+    key = (frames.astype(np.uint64) << np.uint64(32)) | (cports.astype(np.uint64) << np.uint64(16)) \
+        | sports.astype(np.uint64)
+    order = np.argsort(hk, kind="stable")
+    sv = hk[order]
+    pos = np.searchsorted(sv, key)
     pos_c = np.minimum(pos, len(sv) - 1)
-    found = (pos < len(sv)) & (sv[pos_c] == frames) & (frames != 0)
+    found = (pos < len(sv)) & (sv[pos_c] == key) & (frames != 0)
     idx = np.where(found, order[pos_c], 0).astype(np.int64)
     return _num(idx, found)
 
@@ -91,7 +96,7 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     n = len(r)
     hq, hr = r["has_req"] == 1, r["has_resp"] == 1
     both = hq & hr
-    idx = _join_index(r["ch_frame"], handshakes)
+    idx = _join_index(r["ch_frame"], r["client_port"], r["server_port"], handshakes)
 
     def joined(name, typ):
         if idx is None:

@@ -26,8 +26,8 @@ def rec(ctype: int, n: int, fill: int = 0xAB) -> bytes:
     return record(ctype, bytes([fill]) * n)
 
 
-def tls12_handshake(resumed=False) -> list:
-    ch = record(22, client_hello(version=0x0303, ciphers=(0xC02B,), exts=(sni_ext(b"x.test"),
+def tls12_handshake(resumed=False, sni=b"x.test") -> list:
+    ch = record(22, client_hello(version=0x0303, ciphers=(0xC02B,), exts=(sni_ext(sni),
                                                                              alpn_ext((b"http/1.1",)))), 0x0301)
     sh = record(22, server_hello(version=0x0303, cipher=0xC02B, exts=()))
     if resumed:

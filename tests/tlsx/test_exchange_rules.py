@@ -127,3 +127,31 @@ def test_retransmission_and_alert_are_not_requests(tmp_path):
     df = tab.to_pandas()
     assert len(df) == 1 and df["matched"].all()
     assert int(df["request_frame"][0]) == req["first_app"]
+
+
+def test_several_traces_join_their_own_handshakes(tmp_path):
+    """Frame numbers restart in every trace of a run: each exchange joins the handshake of its
+    own connection (same ClientHello frame and ports), not another trace's at that frame."""
+    paths = []
+    for i, sni in enumerate((b"a.test", b"b.test")):
+        fl = tls12_handshake(sni=sni) + [("c", [rec(23, 50)], "req"), ("s", [rec(23, 700)], "resp")]
+        raw, _, _ = build(fl, 1448, client=("10.0.0.1", 41000 + i))
+        paths.append(tmp_path / f"{i}.pcap")
+        paths[-1].write_bytes(raw)
+    tab, _ = iter_exchanges(paths)
+    df = tab.to_pandas()
+    assert df.sort_values("client_port")["sni"].tolist() == ["a.test", "b.test"]
+    assert (df["client_hello_frame"] == 1).all()
+
+
+def test_exchange_figures_per_sni_and_alpn(tmp_path):
+    from httpanalyzer.tls_plot import exchange_figures
+
+    fl = tls12_handshake() + [("c", [rec(23, 50)], "req"), ("s", [rec(23, 700)], "resp")] * 3
+    df, _ = _run(tmp_path, [fl], 1448)
+    figs = exchange_figures(df)
+    assert sorted(figs) == ["exchange_time_ccdf_alpn", "exchange_time_ccdf_sni"]
+    labels = [ln.get_label() for ln in figs["exchange_time_ccdf_sni"].axes[0].get_lines()]
+    assert labels == ["x.test (n=3)"]
+    labels = [ln.get_label() for ln in figs["exchange_time_ccdf_alpn"].axes[0].get_lines()]
+    assert labels == ["http/1.1 (offered) (n=3)"]
