@@ -155,6 +155,8 @@ ctypedef struct XConn:
     uint8_t c_fin_seen          # TLS 1.3: the client's Finished record passed
     uint8_t nst_state           # 1 first post-handshake server record expected, 2 candidates held
     uint8_t unsynced            # a direction lost its record boundaries once
+    uint8_t had_early           # TLS 1.3 early data before the ServerHello
+    uint8_t eoed_seen           # its EndOfEarlyData passed
     uint32_t nst_start          # SEQ where the candidate tickets start
     uint32_t nst_len            # their record length
     uint32_t nst_count
@@ -556,13 +558,18 @@ cdef class ExchangeTable:
                 self.cnt[XC_ALERTS] += 1
             elif typ == REC_HANDSHAKE:
                 self.cnt[XC_HS_RECORDS] += 1
-                if not client and not c.sh_seen and rseq == e.seq:
-                    # the ServerHello: the selected version (a HelloRetryRequest waits for the next)
-                    if tls_parse_payload(pl + (pos - 5), n - (pos - 5), self.scratch, TLS_HELLO_CAP,
-                                         &hello, &msg) == TLS_OK and hello.hs_type == 2:
+                if not client and not c.sh_seen:
+                    # the ServerHello: the selected version (a HelloRetryRequest waits for the
+                    # next); one not read here (not at the segment's start, cut) leaves the
+                    # version to the record types (_classify_app)
+                    if rseq == e.seq and tls_parse_payload(pl + (pos - 5), n - (pos - 5), self.scratch,
+                                                           TLS_HELLO_CAP, &hello, &msg) == TLS_OK \
+                            and hello.hs_type == 2:
                         if not (hello.flags & TLSF_HRR):
                             c.sh_seen = 1
                             c.version = hello.version
+                    else:
+                        c.sh_seen = 1
             d.cur_app = is_app
             if is_app and not app_any:
                 app_any = True
@@ -610,6 +617,7 @@ cdef class ExchangeTable:
         cdef uint32_t learned
         if c.version == 0 and c.sh_seen == 0:
             if client:
+                c.had_early = 1
                 return True            # before any ServerHello: TLS 1.3 early data
             # a ServerHello not read (split): TLS 1.3 when the server encrypts before the client's CCS
             c.version = 0x0303 if c.c.ccs else 0x0304
@@ -622,6 +630,11 @@ cdef class ExchangeTable:
             self.cnt[XC_ALERTS] += 1
             return False
         if client:
+            if c.had_early and not c.eoed_seen:
+                # after early data the client's first encrypted record is its EndOfEarlyData
+                c.eoed_seen = 1
+                self.cnt[XC_HS_RECORDS] += 1
+                return False
             if not c.c_fin_seen:
                 # the client's first encrypted record after the ServerHello: its Finished; the
                 # packet's ACK is where the server's handshake flight ended

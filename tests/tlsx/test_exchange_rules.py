@@ -75,7 +75,7 @@ def test_exchanges_follow_the_rules(tmp_path_factory, version, sizes, mss, fin_a
     df, exp = _run(tmp, convs, mss)
     got = list(zip(df["request_frame"].astype("Int64"), df["response_frame"].astype("Int64")))
     assert got == exp
-    assert df["matched"].all()
+    assert df["matched"].all() and not df["early_data"].any() and not df["unsynced"].any()
     assert list(df["exchange_index"]) == list(range(len(sizes))) * 2
     if version == 13:
         # the first exchange of each connection had the tickets before its response
@@ -155,3 +155,23 @@ def test_exchange_figures_per_sni_and_alpn(tmp_path):
     assert labels == ["x.test (n=3)"]
     labels = [ln.get_label() for ln in figs["exchange_time_ccdf_alpn"].axes[0].get_lines()]
     assert labels == ["http/1.1 (offered) (n=3)"]
+
+
+def test_early_data_is_a_request_and_end_of_early_data_is_not(tmp_path):
+    """TLS 1.3 0-RTT: application records in the ClientHello's flight are a request marked
+    early_data (its response follows the server's handshake flight, whose SEQ is not that
+    request's ACK: it stays unmatched, `end`); after the ServerHello the client's EndOfEarlyData
+    and Finished are handshake; the next request pairs as usual."""
+    hs = tls13_handshake()
+    ch_flight = (hs[0][0], hs[0][1] + [rec(23, 150)], "early")
+    fl = [ch_flight, hs[1],
+          ("c", [rec(20, 1), rec(23, 21), rec(23, 53)], "hs"),
+          ("s", [rec(23, 250), rec(23, 250)], "nst"),
+          ("c", [rec(23, 120)], "req"), ("s", [rec(23, 1500)], "resp")]
+    raw, built, _ = build(fl, 1448)
+    (tmp_path / "e.pcap").write_bytes(raw)
+    tab, _ = iter_exchanges(tmp_path / "e.pcap")
+    df = tab.to_pandas()
+    assert df["early_data"].tolist() == [True, False]
+    assert df["unmatched_reason"].tolist()[0] == "end" and bool(df["matched"].tolist()[1])
+    assert (int(df["request_frame"][1]), int(df["response_frame"][1])) == expected(built)[0]
