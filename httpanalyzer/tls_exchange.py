@@ -64,17 +64,31 @@ class ExchangeRun:
         return self.table.counters()
 
 
+def _valid(a: pa.Array) -> np.ndarray:
+    """An Arrow array's validity as a bool mask, from its bitmap (Array.is_valid would import
+    pyarrow.compute)."""
+    bm = a.buffers()[0]
+    if bm is None or a.null_count == 0:
+        return np.ones(len(a), bool)
+    bits = np.unpackbits(np.frombuffer(bm, dtype=np.uint8), bitorder="little")
+    return bits[a.offset:a.offset + len(a)].astype(bool)
+
+
+def _values(col, dtype):
+    """(values, valid mask) of a numeric Arrow column from its buffers (ChunkedArray.to_numpy
+    would import pandas: most of a second of a run)."""
+    a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return np.frombuffer(a.buffers()[1], dtype=dtype)[a.offset:a.offset + len(a)], _valid(a)
+
+
 def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: pa.Table | None):
     """Row of the handshake record of each exchange's connection (null: none): the same
     ClientHello frame and ports (frame numbers restart in every trace of a run)."""
     if hs is None or hs.num_rows == 0:
         return None
-    rf = hs["request_frame"].combine_chunks()
-    vals = np.frombuffer(rf.buffers()[1], dtype=np.uint64)[rf.offset:rf.offset + len(rf)]
-    ok = np.ones(len(rf), bool) if rf.null_count == 0 else np.asarray(
-        rf.is_valid().to_numpy(zero_copy_only=False))
-    hc = np.asarray(hs["client_port"].to_numpy(), dtype=np.uint64)
-    hp = np.asarray(hs["server_port"].to_numpy(), dtype=np.uint64)
+    vals, ok = _values(hs["request_frame"], np.uint64)
+    hc = _values(hs["client_port"], np.uint16)[0].astype(np.uint64)
+    hp = _values(hs["server_port"], np.uint16)[0].astype(np.uint64)
     hk = np.where(ok, (vals << np.uint64(32)) | (hc << np.uint64(16)) | hp, np.uint64(0))
     key = (frames.astype(np.uint64) << np.uint64(32)) | (cports.astype(np.uint64) << np.uint64(16)) \
         | sports.astype(np.uint64)
@@ -106,8 +120,9 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     alpn_offered = joined("alpn", pa.list_(pa.string()))
     server_alpn = joined("server_alpn", pa.string())
     # h2: the server's choice where visible, else the client's first offer (TLS 1.3 hides it)
-    h2 = _call("coalesce", [_call("equal", [server_alpn, pa.scalar("h2")]),
-                            _call("equal", [_first_of_lists(alpn_offered), pa.scalar("h2")])])
+    h2s = _h2_scalar()
+    h2 = _call("coalesce", [_call("equal", [server_alpn, h2s]),
+                            _call("equal", [_first_of_lists(alpn_offered), h2s])])
     # the version the stage read in the ServerHello, else the handshake record's
     version = _call("coalesce", [_hex(r["version"], r["version"] != 0), joined("server_version", pa.string())])
     flags = r["flags"]
@@ -150,12 +165,19 @@ def _first_of_lists(a: pa.Array) -> pa.Array:
     """Each list's first value (null for a null or empty list), from the list's offsets."""
     if len(a) == 0:
         return pa.nulls(0, pa.string())
-    offs = np.asarray(a.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-    valid = np.ones(len(a), bool) if a.null_count == 0 else np.asarray(
-        a.is_valid().to_numpy(zero_copy_only=False))
+    offs = _values(a.offsets, np.int32)[0].astype(np.int64)
+    valid = _valid(a)
     ok = valid & (offs[1:] > offs[:-1])
-    values = a.values if len(a.values) else pa.array([""], pa.string())
+    values = a.values if len(a.values) else pa.nulls(1, pa.string())
     return _take(values, _num(np.where(ok, offs[:-1], 0), ok))
+
+
+def _h2_scalar():
+    """The string scalar 'h2', built from buffers (pa.scalar of a Python object imports pandas:
+    ~0.4 s of a run that writes no DataFrame)."""
+    arr = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, 2], np.int32)),
+                                                 pa.py_buffer(b"h2")])
+    return arr[0]
 
 
 def _call(name: str, args: list):
