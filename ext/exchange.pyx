@@ -686,10 +686,20 @@ cdef class ExchangeTable:
         cdef XDir *d
         cdef const uint8_t *pl = NULL
         cdef uint32_t n = e.payload_caplen, delta
+        cdef int32_t oi
         self.cnt[XC_EVENTS] += 1
         if e.ts_ns > self.now:
             self.now = e.ts_ns
-            self._gc()
+            # the GC only when its oldest request or connection is past the window (the test
+            # inline: most events find nothing to collect)
+            oi = self.px.age_head
+            if oi != -1 and self.now - pt_at(&self.px, oi).stamp > self.gc_timeout_ns:
+                self._gc()
+            else:
+                oi = self.cx.age_head
+                if oi != -1 and (self.now - pt_at(&self.cx, oi).stamp > self.gc_timeout_ns
+                                 or self.now - (<XConn *>pt_at(&self.cx, oi)).last_ts > self.gc_timeout_ns):
+                    self._gc()
         if e.payload_len == 0 and not (e.tcp_flags & (TCP_FIN | TCP_RST)):
             return 0
         if n and e.payload_at + n <= size:

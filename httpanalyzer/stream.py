@@ -50,7 +50,7 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
         import functools
 
         dissector = functools.partial(dissect, tls_watch=watch,
-                                      tcp_events=bool(getattr(packet_hook, "tcp_events", False)))
+                                      tcp_events=int(getattr(packet_hook, "tcp_events", 0)))
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
                    skip_unreadable=True, dissector=_undissected if read_ahead else dissector,

@@ -607,10 +607,10 @@ class OnePass:
         return self.run.watch
 
     @property
-    def tcp_events(self) -> bool:
-        """Read by httpanalyzer.stream: the walk also hands over its TCP events (the exchange
-        stage's input, --exchanges-out)."""
-        return self.x is not None
+    def tcp_events(self) -> int:
+        """Read by httpanalyzer.stream: the walk also hands over its TCP events with payload or
+        FIN/RST (2: the exchange stage's input, --exchanges-out); 0: none."""
+        return 2 if self.x is not None else 0
 
     def __call__(self, packets, data, mb=None) -> None:
         """The HTTP pass's packet hook (httpanalyzer.stream): mb, the batch's MessageBatch."""
@@ -623,7 +623,7 @@ class OnePass:
             # one walk here for both stages
             from webtap._ext.dissect import dissect_batch
 
-            _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, True)
+            _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, 2)
         t = self.run.feed(packets, data, msgs)
         if t is not None:
             self.tables.append(t)

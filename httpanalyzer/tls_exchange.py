@@ -219,7 +219,7 @@ def iter_exchanges(traces, bpf: str | None = None, gc_timeout: float = 60.0,
         with open_trace(t, bpf=bpf, progress=False) as tr:
             try:
                 for batch in tr:
-                    _, _, msgs, ev = dissect_batch(batch.packets, batch.data, None, tls.watch, True)
+                    _, _, msgs, ev = dissect_batch(batch.packets, batch.data, None, tls.watch, 2)
                     tab = tls.feed(batch.packets, batch.data, msgs)
                     if tab is not None:
                         tabs.append(tab)

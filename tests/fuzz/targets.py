@@ -732,7 +732,7 @@ def check_exchange(data: bytes) -> None:
         pk[i]["index"] = i
         pk[i]["ts_ns"] = 10**18 + i * 1000
         off += len(f)
-    _, _, _, ev = dissect_batch(pk, buf, None, None, True)
+    _, _, _, ev = dissect_batch(pk, buf, None, None, 2)
     run = ExchangeRun(gc_timeout=1.0, max_pending=2, max_conns=2)
     run.feed(ev, buf)
     raw = run.finish()
