@@ -692,11 +692,11 @@ cdef class ExchangeTable:
             self.now = e.ts_ns
             # the GC only when its oldest request or connection is past the window (the test
             # inline: most events find nothing to collect)
-            oi = self.px.age_head
+            oi = pt_oldest(&self.px)
             if oi != -1 and self.now - pt_at(&self.px, oi).stamp > self.gc_timeout_ns:
                 self._gc()
             else:
-                oi = self.cx.age_head
+                oi = pt_oldest(&self.cx)
                 if oi != -1 and (self.now - pt_at(&self.cx, oi).stamp > self.gc_timeout_ns
                                  or self.now - (<XConn *>pt_at(&self.cx, oi)).last_ts > self.gc_timeout_ns):
                     self._gc()
