@@ -231,9 +231,10 @@ def iter_exchanges(traces, bpf: str | None = None, gc_timeout: float = 60.0,
     if tab is not None:
         tabs.append(tab)
     hs = sort_table(pa.concat_tables(tabs)) if tabs else None
+    raw = ex.finish()
     if counters is not None:
-        counters.update(ex.counters())
-    return exchange_table(ex.finish(), hs), hs
+        counters.update(ex.counters())           # after the flush: `unmatched_end` counted
+    return exchange_table(raw, hs), hs
 
 
 def analyze_exchanges(traces: str | os.PathLike | Iterable, bpf: str | None = None,

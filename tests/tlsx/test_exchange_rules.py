@@ -175,3 +175,17 @@ def test_early_data_is_a_request_and_end_of_early_data_is_not(tmp_path):
     assert df["early_data"].tolist() == [True, False]
     assert df["unmatched_reason"].tolist()[0] == "end" and bool(df["matched"].tolist()[1])
     assert (int(df["request_frame"][1]), int(df["response_frame"][1])) == expected(built)[0]
+
+
+def test_counters_account_for_every_record(tmp_path):
+    """iter_exchanges' counters are read after the end-of-input flush: a request left without
+    response is counted `unmatched_end` (it was missing from them before)."""
+    fl = tls12_handshake() + [("c", [rec(23, 50)], "req"), ("s", [rec(23, 700)], "resp"),
+                              ("c", [rec(23, 60)], "req")]
+    raw, _, _ = build(fl, 1448)
+    (tmp_path / "c.pcap").write_bytes(raw)
+    c = {}
+    tab, _ = iter_exchanges(tmp_path / "c.pcap", counters=c)
+    assert (c["matched"], c["unmatched_end"], tab.num_rows) == (1, 1, 2)
+    assert tab.num_rows == c["matched"] + c["unmatched_gc"] + c["unmatched_end"] + c["unmatched_cap"] \
+        + c["responses_without_request"]
