@@ -17,6 +17,10 @@ APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute
 # libssl-dev: OpenSSL's libcrypto (headers + pkg-config): SHA-1 of the Community ID column,
 # TLS fingerprints (MD5/SHA-256, ext/tls_fp.h) and QUIC Initial protection (ext/quic_crypto.h)
 APT_PKGS += libssl-dev
+# the TLS exchange truth generator (tests/tlsx/gen_truth.py, issue 33): real nginx serving
+# HTTP/1.1 and h2 over TLS in a network namespace, nghttp (nghttp2-client) for concurrent h2
+# streams, curl for HTTP/1.1 and h2 (both write SSLKEYLOGFILE; nghttp through a preload shim)
+APT_PKGS += nginx nghttp2-client curl
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
 # runtime/test dependencies declared in pyproject.toml.
@@ -112,7 +116,7 @@ accuracy: build
 # builds the extensions with gcc's ASan/UBSan (build/sanitize) and runs SANITIZE_TESTS under them
 # (not the tshark comparisons: Wireshark's tools hang at start with the ASan runtime preloaded).
 FUZZ_TIME ?= 180
-FUZZ_TARGETS ?= source dissect encap http canon blacklist tree tls quic sni
+FUZZ_TARGETS ?= source dissect encap http canon blacklist tree tls quic sni exchange
 FUZZ_APT_PKGS := clang-14 libclang-rt-14-dev
 FUZZ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=pointer-overflow \
   -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only

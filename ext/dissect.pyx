@@ -449,9 +449,13 @@ cdef cnp.ndarray _as_packets(packets):
     return np.ascontiguousarray(arr)
 
 
-cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts) noexcept nogil:
+cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts, uint64_t index,
+                            uint64_t poff) noexcept nogil:
     memset(e, 0, sizeof(TcpEvent))
     e.ts_ns = ts
+    e.pkt_index = index
+    e.payload_at = poff + l.payload_off
+    e.payload_caplen = l.payload_caplen
     memcpy(e.src, l.src, 4 if l.ip_version == 4 else 16)
     memcpy(e.dst, l.dst, 4 if l.ip_version == 4 else 16)
     e.seq = l.seq
@@ -469,7 +473,7 @@ def tcp_event_size():
 
 
 def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None,
-                  bint tcp_events=False):
+                  int tcp_events=0):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
@@ -485,7 +489,8 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     tls_watch: (msgs, counters, tls_msgs), tls_msgs in packet order (the HTTP counters are
     those of the walk without it). With tcp_events: (msgs, counters, tls_msgs or None, events),
     events a uint8 array of TcpEvent records (ext/message.pxd), one per TCP segment, in packet
-    order.
+    order. tcp_events=2 (TCP_EVENTS_DATA): only the segments that carry payload or FIN/RST (the
+    TLS exchange stage's input, issue 33: a pure ACK says nothing to it).
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i, k = 0
@@ -529,8 +534,9 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                 r = DR_LINK_TRUNCATED
             else:
                 r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l)
-                if ev != NULL and l.tcp_ok:
-                    _tcp_event(&ev[ke], &l, refs[i].ts_ns)
+                if ev != NULL and l.tcp_ok and (tcp_events != 2 or l.payload_len != 0
+                                                 or (l.tcp_flags & 0x05) != 0):
+                    _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff)
                     ke += 1
                 if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
                     tm[kt].ts_ns = refs[i].ts_ns

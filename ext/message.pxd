@@ -82,6 +82,12 @@ ctypedef struct TcpEvent:
     uint8_t tcp_flags
     uint8_t ip_version
     uint8_t _pad[6]
+    # added for the TLS exchange stage (issue 33, ext/exchange.pyx), which reads the TLS record
+    # headers in the payload in place
+    uint64_t pkt_index       # 0-based position of the packet in the trace (frame.number - 1)
+    uint64_t payload_at      # offset of the TCP payload's first byte in the batch buffer
+    uint32_t payload_caplen  # payload bytes present in the capture
+    uint32_t _pad2
 
 cdef enum MsgFlags:
     MSGF_URI_TRUNCATED = 1        # the request line had no end in the packet: URI cut at packet end

@@ -99,8 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tls-out", metavar="OUT",
                     help="also write TLS handshake records (httpanalyzer tls) to OUT.csv / "
                          ".parquet / .txt, from the same pass over the packets")
+    ap.add_argument("--exchanges-out", metavar="OUT",
+                    help="also write the request/response exchanges inside TLS over TCP "
+                         "(httpanalyzer tls --exchanges-out) to OUT, from the same pass")
     clikit.add_common(ap)
-    clikit.files(ap, inputs=("traces",), outputs={"output": "-", "tls_out": None})
+    clikit.files(ap, inputs=("traces",), outputs={"output": "-", "tls_out": None,
+                                                  "exchanges_out": None})
     return ap
 
 
@@ -287,11 +291,12 @@ def handle(a, run) -> int:
             raise clikit.UsageError("--sort and --dask: the dataset is partitioned by chunk in time "
                                     "order; sort the records when reading them")
         rc = _main_dask(a, run)
-        if rc == 0 and a.tls_out:
+        if rc == 0 and (a.tls_out or a.exchanges_out):
             # the handshakes are few: one TLS pass over the traces here (not on the workers)
             from httpanalyzer import tls as tls_mod
 
-            tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+            tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout,
+                                  exchanges_out=a.exchanges_out)
             tls_mod.feed_traces(tls, a.traces, bpf=a.bpf)
             tls.commit()
         return rc
@@ -322,10 +327,11 @@ def handle(a, run) -> int:
     balance: dict = {}
     kept: list = []                    # record batches, for --plots
     tls = None
-    if a.tls_out:
+    if a.tls_out or a.exchanges_out:
         from httpanalyzer import tls as tls_mod
 
-        tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout)
+        tls = tls_mod.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout,
+                              exchanges_out=a.exchanges_out)
     held: list = []                    # --sort: every record batch, written sorted at the end
 
     def write_held():

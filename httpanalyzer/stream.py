@@ -49,7 +49,8 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     if watch is not None and dissector is None:
         # one walk for both stages: the dissector also finds the TLS stage's messages
 
-        dissector = functools.partial(dissect, tls_watch=watch)
+        dissector = functools.partial(dissect, tls_watch=watch,
+                                      tcp_events=int(getattr(packet_hook, "tcp_events", 0)))
     totals = Totals()
     gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
                    skip_unreadable=True, dissector=_undissected if read_ahead else dissector,

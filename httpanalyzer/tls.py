@@ -19,14 +19,21 @@ import pyarrow as pa
 
 from httpanalyzer.plot import save_figures
 from webtap import clikit
+from webtap._ext.dissect import dissect_batch
+from webtap._ext.exchange import ExchangeTable, sizeof_exchange_record
 from webtap._ext.textout import seconds_text, text_array
 from webtap._ext.tls import TlsTable
 from webtap.capture import compile_filter, open_trace
 from webtap.errors import BpfError
 from webtap.records import columns
+from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
+                                     EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, exchange_table)
 from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, to_table
+from webtap.writers import empty_batch_of
 
-__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE"]
+__all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE",
+           "EXCHANGE_COLUMNS", "EXCHANGE_FIELDS", "EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS",
+           "EXCHANGE_SCHEMA"]
 
 class TlsRun:
     """One TLS record stage over a stream of packet batches (several traces in a row)."""
@@ -131,16 +138,8 @@ def sort_table(tab: pa.Table) -> pa.Table:
 
 
 def _take(tab: pa.Table, idx: pa.Array) -> pa.Table:
-    """tab.take(idx) without importing pyarrow.compute: that module builds its ~300 wrapper
-    functions and their docstrings at import (pydoc, docscrape: ~40 ms idle, ~190 M instructions
-    of `httpanalyzer TRACE --tls-out T.parquet`), and a Parquet run needs none of them. The same
-    kernel is called through pyarrow._compute.call_function, the entry point pyarrow.compute
-    itself wraps; the public call_function where a pyarrow lacks that module."""
-    try:
-        from pyarrow._compute import call_function
-    except ImportError:              # pragma: no cover - another pyarrow layout
-        from pyarrow.compute import call_function
-    return call_function("take", [tab, idx])
+    """tab.take(idx) without importing pyarrow.compute (webtap.records.columns.call)."""
+    return columns.call("take", [tab, idx])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,17 +197,68 @@ def open_output(run, path: str):
     return run.output(path, views=_views(), schema=SCHEMA if parquet else _text_schema())
 
 
+class ExchangeRun:
+    """One exchange stage over a stream of packet batches (several traces in a row)."""
+
+    def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_conns: int = 1 << 16):
+        if sizeof_exchange_record() != EXCHANGE_RECORD_DTYPE.itemsize:
+            raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/exchange.pyx XRecord")
+        self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
+                                   max_conns=max_conns)
+        self._raw: list = []
+
+    def feed(self, events, data) -> None:
+        """One batch's TCP events (webtap.dissect.dissect(tcp_events=True).tcp_events)."""
+        self.table.feed(events, data)
+        raw = self.table.take()
+        if raw.size:
+            self._raw.append(raw)
+
+    def finish(self) -> np.ndarray:
+        """End of input: every record, raw (EXCHANGE_RECORD_DTYPE)."""
+        self.table.flush()
+        raw = self.table.take()
+        if raw.size:
+            self._raw.append(raw)
+        raw = np.concatenate(self._raw) if self._raw else np.zeros(0, np.uint8)
+        self._raw = []
+        return raw.view(EXCHANGE_RECORD_DTYPE)
+
+    def counters(self) -> dict:
+        return self.table.counters()
+
+
+def open_exchange_output(run, path: str):
+    """The exchange records' output through the shared CLI layer (webtap.clikit: extension
+    table, atomic write, .partial on interrupt): Parquet keeps the list column, CSV and the line
+    format get httpanalyzer.tls.text_view (lists comma-joined, times as seconds)."""
+    parquet = path.endswith((".parquet", ".pq"))
+    views = {"csv": text_view, "lines": text_view}
+    schema = EXCHANGE_SCHEMA if parquet else text_view(empty_exchange_table()).schema
+    return run.output(path, views=views, schema=schema)
+
+
+def empty_exchange_table() -> pa.Table:
+    return pa.Table.from_batches([empty_batch_of(EXCHANGE_SCHEMA)])
+
+
 class OnePass:
     """`httpanalyzer TRACE -o http.parquet --tls-out tls.parquet`: the TLS stage fed with the
     packet batches the HTTP pass reads (iter_record_batches(packet_hook=...)), in this process
     whatever the HTTP pairing mode (one process, feeder consumers): the same records as
     `httpanalyzer tls`."""
 
-    def __init__(self, run, out: str, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_reassembly: int = 1024):
-        self.o = open_output(run, out)
+    def __init__(self, run, out: str | None, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
+                 max_reassembly: int = 1024, exchanges_out: str | None = None):
+        self.o = open_output(run, out) if out is not None else None
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
                           max_reassembly=max_reassembly)
+        self.x = self.xo = self.xtab = None
+        if exchanges_out is not None:
+
+            self.xo = open_exchange_output(run, exchanges_out)
+            self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
         self.tables: list = []
         self.packets = 0                   # packets fed (for `interrupted ... after N packets`)
         run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the handshakes so far, as partial
@@ -216,16 +266,20 @@ class OnePass:
     def _keep(self) -> None:
         """The run was interrupted: the handshakes so far (the waiting hellos flushed as
         unmatched, as the HTTP records' are) into the output, which clikit keeps as
-        OUT.partial.EXT."""
-        if self.o.done:
+        OUT.partial.EXT (the exchanges so far likewise)."""
+        if (self.o is None or self.o.done) and (self.xo is None or self.xo.done):
             return
         t = self.run.finish()
         if t is not None:
             self.tables.append(t)
-        if self.tables:
-            tab = sort_table(pa.concat_tables(self.tables))
-            if tab.num_rows:
-                self.o.write(tab)
+        tab = sort_table(pa.concat_tables(self.tables)) if self.tables else None
+        if self.o is not None and not self.o.done and tab is not None and tab.num_rows:
+            self.o.write(tab)
+        if self.xo is not None and not self.xo.done:
+
+            xt = exchange_table(self.x.finish(), tab)
+            if xt.num_rows:
+                self.xo.write(xt)
 
     @property
     def tls_watch(self):
@@ -233,27 +287,49 @@ class OnePass:
         messages in the same walk over the packets."""
         return self.run.watch
 
+    @property
+    def tcp_events(self) -> int:
+        """Read by httpanalyzer.stream: the walk also hands over its TCP events with payload or
+        FIN/RST (2: the exchange stage's input, --exchanges-out); 0: none."""
+        return 2 if self.x is not None else 0
+
     def __call__(self, packets, data, mb=None) -> None:
         """The HTTP pass's packet hook (httpanalyzer.stream): mb, the batch's MessageBatch."""
-        self.feed(packets, data, getattr(mb, "tls", None))
+        self.feed(packets, data, getattr(mb, "tls", None), getattr(mb, "tcp_events", None))
 
-    def feed(self, packets, data, msgs=None) -> None:
+    def feed(self, packets, data, msgs=None, events=None) -> None:
         self.packets += len(packets)
+        if self.x is not None and events is None:
+            # no walk handed this batch over (feeder consumers, --dask, `httpanalyzer tls`):
+            # one walk here for both stages
+
+            _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, 2)
         t = self.run.feed(packets, data, msgs)
         if t is not None:
             self.tables.append(t)
+        if self.x is not None:
+            self.x.feed(events, data)
 
     def commit(self) -> None:
         t = self.run.finish()
         if t is not None:
             self.tables.append(t)
         tab = sort_table(pa.concat_tables(self.tables) if self.tables else empty_table())
-        self.o.write(tab)
-        self.o.commit()
+        if self.o is not None:
+            self.o.write(tab)
+            self.o.commit()
+        if self.xo is not None:
+
+            self.xtab = exchange_table(self.x.finish(), tab)
+            self.xo.write(self.xtab)
+            self.xo.commit()
         return tab
 
     def counters(self) -> dict:
-        return self.run.counters()
+        c = self.run.counters()
+        if self.x is not None:
+            c.update({f"exchange_{k}": v for k, v in self.x.counters().items()})
+        return c
 
 
 def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None) -> list:
@@ -300,12 +376,18 @@ def build_parser():
                     metavar="N",
                     help="split hellos reassembled at once (32 KiB each at most; 1 .. 2**20; "
                          "default 1024)")
+    ap.add_argument("--exchanges-out", metavar="OUT",
+                    help="also write the request/response exchanges inside TLS over TCP (one row "
+                         "per request's first packet paired by ACK = SEQ, docs/TLS.md "
+                         "\"Exchanges\") to OUT (.csv, .parquet, .txt, .jsonl, .log), from the "
+                         "same walk over the packets")
     ap.add_argument("--summary", action="store_true", help="print the counters to stderr")
     ap.add_argument("--plots", metavar="DIR",
                     help="write the figures (handshake-time CCDF TCP vs QUIC, versions, ALPN, "
-                         "top SNIs, ECH share, ClientHello segments) as PNG to DIR")
+                         "top SNIs, ECH share, ClientHello segments; with --exchanges-out the "
+                         "exchanges' response-time CCDF per SNI and per ALPN) as PNG to DIR")
     clikit.add_common(ap)
-    clikit.files(ap, inputs=("traces",), outputs={"output": "-"})
+    clikit.files(ap, inputs=("traces",), outputs={"output": "-", "exchanges_out": None})
     return ap
 
 
@@ -319,7 +401,7 @@ def handle(a, run) -> int:
         except BpfError as e:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
     one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
-                  max_reassembly=a.max_reassembly)
+                  max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out)
     run.packets = lambda: one.packets
     damage: list = []
     bad = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)
@@ -332,7 +414,12 @@ def handle(a, run) -> int:
     if a.plots:
         from httpanalyzer.tls_plot import tls_figures
 
-        for p in save_figures(tls_figures(tab.to_pandas()), a.plots):
+        figs = tls_figures(tab.to_pandas())
+        if one.xo is not None:
+            from httpanalyzer.tls_plot import exchange_figures
+
+            figs.update(exchange_figures(one.xtab.to_pandas()))
+        for p in save_figures(figs, a.plots):
             run.note(f"wrote {p}")
     if a.summary:
         for k, v in one.counters().items():

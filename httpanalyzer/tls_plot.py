@@ -1,6 +1,8 @@
 """Figures of TLS/QUIC handshake records (httpanalyzer.analyze_tls): handshake-time CCDF (TCP vs
 QUIC), negotiated TLS versions, ALPN shares, top SNIs, ECH share and ClientHello segment counts.
-`tls_figures(df)` -> {name: matplotlib Figure}; `httpanalyzer tls ... --plots DIR` saves them."""
+`tls_figures(df)` -> {name: matplotlib Figure}; `httpanalyzer tls ... --plots DIR` saves them.
+`exchange_figures(xdf)`: the response-time CCDF of the exchanges inside TLS (issue 33) per SNI
+and per ALPN (`httpanalyzer tls --exchanges-out X --plots DIR`)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -59,3 +61,25 @@ def tls_figures(df: pd.DataFrame, top: int = 10) -> dict:
                            "encrypted_client_hello present", "% of ClientHellos"),
         "ch_segments": _bars(t["segments"], "ClientHello segments / Initials", "ClientHellos"),
     }
+
+
+def exchange_figures(xdf: pd.DataFrame, top: int = 6) -> dict:
+    """Response-time CCDFs of the matched exchanges (httpanalyzer.tls_exchange), one curve per
+    SNI (the `top` with most exchanges) and one per ALPN (the server's choice where visible,
+    else the client's first offer, marked '(offered)'; h2 exchanges are bursts, not requests:
+    docs/TLS.md "Exchanges")."""
+    m = xdf[xdf["matched"]]
+    secs = m["response_time"].dt.total_seconds()
+    sni = m["sni"].fillna("(no SNI)")
+    by_sni = {k: secs[sni == k].to_numpy() for k in sni.value_counts().head(top).index}
+    offered = m["alpn_offered"].map(lambda a: f"{a[0]} (offered)" if a is not None and len(a) else "(none)")
+    alpn = m["alpn"].where(m["alpn"].notna(), offered)
+    by_alpn = {k: secs[alpn == k].to_numpy() for k in alpn.value_counts().head(top).index}
+    out = {}
+    for name, samples, what in (("exchange_time_ccdf_sni", by_sni, "SNI"),
+                                ("exchange_time_ccdf_alpn", by_alpn, "ALPN")):
+        fig = ccdf(samples, title=f"TLS exchange response time CCDF per {what}")
+        fig.axes[0].set_xlabel("response time (s): request's first packet -> response's first packet")
+        fig.axes[0].set_ylabel("P(response time >= x)")
+        out[name] = fig
+    return out

@@ -136,7 +136,8 @@ def missing_prerequisites() -> list[str]:
         if not d.is_dir():
             missing.append(f"shared data folder {d}")
             break
-    for tool in ("tshark", "mergecap", "httpry", "tcpdump", "ip", "tc", "bridge", "cc"):
+    for tool in ("tshark", "mergecap", "httpry", "tcpdump", "ip", "tc", "bridge", "cc",
+                 "nginx", "nghttp", "curl"):          # the last three: tests/tlsx/gen_truth.py
         if shutil.which(tool) is None:
             missing.append(f"{tool} on PATH")
     if os.geteuid() != 0:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from webtap._ext import avl as _avl
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, TreeFull
 from urlfilter.tree import arrow_layout
+from webtap._ext import avl as _avl
+from webtap._ext.canon import canonicalize_batch
 
 __all__ = ["UrlStore", "build_store", "train_code", "BASE_MAGIC"]
 
@@ -197,7 +198,6 @@ def build_store(urls, categories=0, periods=0, block: int = BASE_BLOCK) -> tuple
     """Bulk-build a store (all in the base) from a batch of URLs: canonicalise in C, sort once,
     train the code, encode. Returns (store, codes) with codes as in UrlTree.insert_batch (0
     loaded or duplicate, < 0 rejected)."""
-    from webtap._ext.canon import canonicalize_batch
 
     data, offsets = arrow_layout(urls)
     out, oo, codes = canonicalize_batch(data, offsets, True, 10)

@@ -210,7 +210,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,
-            tls_watch=None, tcp_events: bool = False) -> MessageBatch:
+            tls_watch=None, tcp_events: bool | int = False) -> MessageBatch:
     """Find the HTTP first packets of a packet batch.
 
     packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
@@ -218,7 +218,8 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     (see webtap.records.message.DISSECT_REASONS): which rule decided its fate.
     tls_watch: a TLS stage's watch list (its `watch` capsule): the same walk also finds that
     stage's messages (MessageBatch.tls).
-    tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events).
+    tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events); 2: only
+    those with payload or FIN/RST (the TLS exchange stage's input).
     """
     packets = np.asarray(packets)
     if packets.dtype != PACKET_DTYPE:
@@ -227,7 +228,7 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     if data.dtype != np.uint8 or data.ndim != 1:
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
     if tcp_events:
-        msgs, counters, tls, ev = _ext.dissect_batch(packets, data, reasons, tls_watch, True)
+        msgs, counters, tls, ev = _ext.dissect_batch(packets, data, reasons, tls_watch, int(tcp_events))
         return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls,
                             tls_watch=tls_watch, tcp_events=ev)
     if tls_watch is not None:

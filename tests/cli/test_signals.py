@@ -236,6 +236,20 @@ def test_httpanalyzer_tls_out_keeps_its_partial(tmp_path, payload):
     assert not (tmp_path / "tls.csv").exists()
 
 
+def test_httpanalyzer_exchanges_out_keeps_its_partial(tmp_path, payload):
+    """`--exchanges-out` (issue 33) holds its exchanges until the end, as `--tls-out` its
+    handshakes: on SIGINT they are written as a partial file, waiting requests as unmatched."""
+    tls = TLS_TRACE.read_bytes()
+    got, _, err, out = _signal_after_consumed(
+        tmp_path, lambda f, o: ["httpanalyzer.cli", f, "-o", o, "--exchanges-out",
+                                tmp_path / "x.csv", "--consumers", "0", "--no-progress"],
+        payload, signal.SIGINT, "out.csv", data=tls + payload[24:])
+    assert got == 130, err
+    assert "x.partial.csv" in err and "out.partial.csv" in err, err
+    assert pacsv.read_csv(tmp_path / "x.partial.csv").num_rows > 0
+    assert not (tmp_path / "x.csv").exists()
+
+
 @pytest.mark.parametrize("sig,rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_urlfilter_scan_forged_out_keeps_its_partial(tmp_path, payload, sig, rc):
     db = C.make_db(tmp_path / "bl.db")              # example.org/item/3: a hit in the payload

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from webtap._ext import dissect as _dissect
+from webtap._ext import exchange as _exchange
 from webtap._ext import tls as _tls
 from webtap._ext import urlmatch as _um
 from webtap._ext.pairing import PairingTable
-from webtap.records import http, message, tls, urlhit
+from webtap.records import exchange, http, message, tls, urlhit
 
 KINDS = {
     # kind: (dtype, sizeof in C, {field: offset} from C or None)
@@ -18,6 +19,7 @@ KINDS = {
     "http": (http.RECORD_DTYPE, PairingTable.record_size, PairingTable.record_layout),
     "tls": (tls.TLS_OUT_DTYPE, _tls.sizeof_tls_record, _tls.tls_out_layout),
     "conn_timing": (urlhit.CONN_DTYPE, _um.sizeof_conn_timing, None),
+    "exchange": (exchange.EXCHANGE_RECORD_DTYPE, _exchange.sizeof_exchange_record, None),
 }
 
 
@@ -43,3 +45,4 @@ def test_one_home_per_kind():
     assert httpanalyzer.tls.SCHEMA is tls.SCHEMA
     assert urlfilter.analyzer.RECORD_SCHEMA is urlhit.RECORD_SCHEMA
     assert urlfilter.analyzer.CONN_DTYPE is urlhit.CONN_DTYPE
+    assert httpanalyzer.tls.EXCHANGE_SCHEMA is exchange.EXCHANGE_SCHEMA

@@ -20,7 +20,8 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "urlbase", "tls", "quic", "sni")
+TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "urlbase", "tls", "quic",
+           "sni", "exchange")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -768,6 +769,75 @@ def seeds_tls(shared: str | None) -> list[bytes]:
            hb.record(20, b"\x01") + hb.record(21, bytes(26)) + hb.records(hb.chrome_like(), max_frag=300),
            hb.records(hb.draft_server_hello(exts=[hb.ext(51, b"\x00\x1d\x00\x01\x01")]))]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# exchange: the TLS record walk and the exchange rules (ext/exchange.pyx, issue 33)
+
+def check_exchange(data: bytes) -> None:
+    """A TCP conversation: a ClientHello opens it, then the input's parts (split at FF 00 FF)
+    go client, server, client, ... each acknowledging all the other side sent; the first byte
+    of a part (odd) makes it a retransmission of the side's previous part. Checked: every record
+    is accounted for by a counter, frames point into the trace, the Arrow table builds."""
+    from httpanalyzer.tls_exchange import ExchangeRun, exchange_table
+    from tests.tls import hellobuild as hb
+    from webtap._ext.dissect import dissect_batch
+    from webtap.schema import PACKET_DTYPE
+
+    parts = data.split(b"\xff\x00\xff")[:24]
+    ch = hb.records(hb.client_hello(exts=[hb.sni_ext(b"f.test")]))
+    frames = [_tcp_frame(ch, 40000, 443, 1000, 5000)]
+    seq = {"c": 1000 + len(ch), "s": 5000}
+    last = {"c": None, "s": None}
+    for i, p in enumerate(parts):
+        side = "s" if i % 2 == 0 else "c"
+        other = "c" if side == "s" else "s"
+        sp, dp = (443, 40000) if side == "s" else (40000, 443)
+        if p and p[0] & 1 and last[side] is not None:
+            frames.append(_tcp_frame(last[side][1], sp, dp, last[side][0], seq[other]))
+            continue
+        frames.append(_tcp_frame(p, sp, dp, seq[side] & 0xFFFFFFFF, seq[other] & 0xFFFFFFFF))
+        last[side] = (seq[side] & 0xFFFFFFFF, p)
+        seq[side] += len(p)
+    buf = np.frombuffer(b"".join(frames), dtype=np.uint8)
+    pk = np.zeros(len(frames), dtype=PACKET_DTYPE)
+    off = 0
+    for i, f in enumerate(frames):
+        pk[i]["offset"] = off
+        pk[i]["caplen"] = pk[i]["wirelen"] = len(f)
+        pk[i]["linktype"] = 1
+        pk[i]["index"] = i
+        pk[i]["ts_ns"] = 10**18 + i * 1000
+        off += len(f)
+    _, _, _, ev = dissect_batch(pk, buf, None, None, 2)
+    run = ExchangeRun(gc_timeout=1.0, max_pending=2, max_conns=2)
+    run.feed(ev, buf)
+    raw = run.finish()
+    c = run.counters()
+    assert c["pending"] == 0 and c["open_connections"] == 0
+    assert len(raw) == c["matched"] + c["unmatched_gc"] + c["unmatched_end"] + c["unmatched_cap"] \
+        + c["responses_without_request"]
+    assert c["requests"] == c["matched"] + c["unmatched_gc"] + c["unmatched_end"] + c["unmatched_cap"]
+    for col in ("req_frame", "resp_frame", "ch_frame"):
+        assert (raw[col] <= len(frames)).all()
+    tab = exchange_table(raw)
+    assert tab.num_rows == len(raw)
+    tab["client_ip"].to_pylist()
+
+
+def seeds_exchange(shared: str | None) -> list[bytes]:
+    from tests.tls import hellobuild as hb
+
+    sh12 = hb.records(hb.server_hello(cipher=0xC02B))
+    sh13 = hb.records(hb.server_hello(exts=[hb.ext(43, b"\x03\x04")]))
+    sep = b"\xff\x00\xff"
+    r = hb.record
+    return [sep.join([sh12 + r(22, bytes(300)), r(22, bytes(37)) + r(20, b"\x01") + r(22, bytes(40)),
+                      r(20, b"\x01") + r(22, bytes(40)), r(23, bytes(90)), r(23, bytes(2000)),
+                      r(23, bytes(80)), r(23, bytes(70)), r(21, bytes(2))]),
+            sep.join([sh13 + r(20, b"\x01") + r(23, bytes(900)), r(20, b"\x01") + r(23, bytes(53))
+                      + r(23, bytes(100)), r(23, bytes(250)) + r(23, bytes(250)), r(23, bytes(19)),
+                      r(23, bytes(600)), r(23, bytes(120)), r(23, bytes(19))])]
 
 
 def check_quic(data: bytes) -> None:

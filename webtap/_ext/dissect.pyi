@@ -11,7 +11,7 @@ def dissect_batch(
     data: npt.NDArray[np.uint8],
     reasons: npt.NDArray[np.uint8] | None = ...,
     tls_watch: Any = ...,
-    tcp_events: bool = ...,
+    tcp_events: int = ...,
 ) -> (tuple[np.ndarray, npt.NDArray[np.uint64]] | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray]
       | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray | None, npt.NDArray[np.uint8]]): ...
 def tcp_event_size() -> int: ...

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["bitmap", "num", "boolean", "strings", "string_list", "u16_list", "hex16", "Codes"]
+__all__ = ["bitmap", "num", "boolean", "strings", "fixed_text", "string_list", "u16_list", "hex16",
+           "Codes", "call"]
 
 
 def bitmap(valid, n: int):
@@ -44,6 +45,19 @@ def strings(offsets: np.ndarray, data: np.ndarray, valid=None, nonempty: bool = 
     bits, nulls = bitmap(valid, n)
     return pa.Array.from_buffers(pa.string(), n, [bits, pa.py_buffer(offsets), pa.py_buffer(data)],
                                  null_count=nulls)
+
+
+def fixed_text(col: np.ndarray, valid=None, nonempty: bool = False) -> pa.Array:
+    """A fixed-width NUL-padded bytes column (numpy S<w>, valid UTF-8 written by C) as strings:
+    the bytes before each row's first NUL."""
+    n, w = len(col), col.dtype.itemsize
+    mat = np.ascontiguousarray(col).view(np.uint8).reshape(n, w)
+    nz = mat != 0
+    lens = np.where(nz.all(axis=1), w, nz.argmin(axis=1)) if n else np.zeros(0, np.int64)
+    offs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lens, out=offs[1:])
+    data = mat[np.arange(w) < lens[:, None]] if n else np.zeros(0, np.uint8)
+    return strings(offs, data, valid, nonempty)
 
 
 def string_list(list_offsets: np.ndarray, item_offsets: np.ndarray, data: np.ndarray,
@@ -101,3 +115,16 @@ class Codes:
         np.cumsum(lens, out=offs[1:])
         data = self.table[codes][self.cols[None, :] < lens[:, None]]
         return strings(offs, data, valid)
+
+
+def call(name: str, args: list):
+    """A pyarrow compute kernel ("take", "coalesce", "equal", ...) without importing
+    pyarrow.compute: that module builds its ~300 wrapper functions and their docstrings at import
+    (~40 ms), and a Parquet run needs none of them. The kernel is called through
+    pyarrow._compute.call_function, the entry point pyarrow.compute itself wraps; the public one
+    where a pyarrow lacks that module."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:              # pragma: no cover - another pyarrow layout
+        from pyarrow.compute import call_function
+    return call_function(name, args)
