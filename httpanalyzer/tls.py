@@ -280,8 +280,6 @@ def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | N
 
 
 def build_parser():
-
-
     ap = argparse.ArgumentParser(
         prog="httpanalyzer tls",
         description="TLS handshake records: one row per ClientHello/ServerHello pair (SNI, ALPN, "
@@ -310,8 +308,6 @@ def build_parser():
 
 
 def handle(a, run) -> int:
-
-
     a.traces = [clikit.trace_path(t) for t in a.traces]
     if a.bpf:
         try:
