@@ -202,11 +202,24 @@ def test_closed_pipe_ends_quietly(inputs):
     big = C.good_pcap(4000)
     p = subprocess.Popen([C.PY, "-m", "httpanalyzer.cli", "-", "--consumers", "0"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdin.write(big)
-    p.stdin.close()
+
+    def feed():
+        # in a thread: the child streams its records while it reads (a pipe input), so writing
+        # all of stdin before reading stdout would deadlock once both pipes are full
+        try:
+            p.stdin.write(big)
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+
+    import threading
+
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
     p.stdout.readline()
     p.stdout.close()
     err = p.stderr.read().decode()
+    t.join(timeout=300)
     assert p.wait(timeout=300) == 0 and err == "", err
 
 
