@@ -16,7 +16,7 @@ import numpy as np
 from httpanalyzer.feeder import hash_eq1, hash_eq3
 from httpanalyzer.stream import Summary, iter_record_batches
 from webtap.records.message import MESSAGE_DTYPE
-from webtap.stream import messages
+from webtap.pipeline import Pipeline
 
 __all__ = ["balance_table", "hash_histograms", "trace_messages", "balance_runs", "balance_summary"]
 
@@ -50,9 +50,9 @@ def hash_histograms(msgs: np.ndarray, bins: int = 64, consumers: int | None = No
 
 def trace_messages(traces, bpf: str | None = None) -> np.ndarray:
     """Every HTTP message (HttpMsg struct array, webtap.records.message) of the traces, in one array:
-    the input of hash_histograms. Read and dissected in one pass (webtap.stream.messages)."""
+    the input of hash_histograms. Read and dissected in one pass (webtap.pipeline)."""
 
-    parts = [mb.msgs.copy() for _, mb in messages(traces, bpf=bpf, progress=False)]
+    parts = [mb.msgs.copy() for _, mb in Pipeline(traces, bpf=bpf).batches()]
     if not parts:
         return np.zeros(0, MESSAGE_DTYPE)
     return np.concatenate(parts)

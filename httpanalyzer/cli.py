@@ -313,7 +313,9 @@ def handle(a, run) -> int:
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal
     live = a.interface is not None
     run.live = live
-    if a.consumers is None and not live and any(_is_pipe(t) for t in a.traces):
+    from webtap.pipeline import is_pipe
+
+    if a.consumers is None and not live and any(is_pipe(t) for t in a.traces):
         consumers, why = 0, "a pipe streams its records from one process"
     elif a.consumers is None:
         from httpanalyzer.consumers import choose_consumers
@@ -374,10 +376,8 @@ def handle(a, run) -> int:
     if a.summary:
         dest = sys.stderr if a.output in (None, "-") else sys.stdout
         print(summary.table(), file=dest)
-        how = ("one process" if not consumers else
-               f"{consumers} consumer process{'es' if consumers > 1 else ''}"
-               + (" on AF_PACKET fanout rings" if capture == "fanout" else " fed by the reader"))
-        print(f"\nConsumers: {how} ({why})", file=dest)
+        # the executor that ran (webtap.pipeline; feeder or fanout with consumers) and why
+        print(f"\nExecutor: {summary.executor} (consumers: {consumers}, {why})", file=dest)
         if balance.get("consumers"):
             from httpanalyzer.balance import balance_table
 
@@ -394,14 +394,6 @@ def handle(a, run) -> int:
     return 0
 
 
-def _is_pipe(path: str) -> bool:
-    import os
-    import stat
-
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def main(argv=None) -> int:

@@ -160,8 +160,6 @@ def compare_traces(paths, tshark: str = "tshark", chunk_packets: int = 1_000_000
 
 
 def build_parser():
-
-
     ap = argparse.ArgumentParser(
         prog="httpanalyzer compare",
         description="Compare webtap's HTTP transactions with the real tshark, in its "
@@ -195,8 +193,6 @@ def build_parser():
 
 
 def _handle(a, run) -> int:
-
-
     for d in (a.report, a.plots):
         if d is not None and os.path.exists(d) and not os.path.isdir(d):
             raise clikit.UsageError(f"needs a folder, {d}")
@@ -204,7 +200,6 @@ def _handle(a, run) -> int:
         if not os.path.exists(p):
             raise clikit.RunError(f"No such file or directory, {p}")
         if os.path.isfile(p):          # (a FIFO is read once, by the comparison itself)
-
             with open_trace(p):        # NotACapture: one line, exit 1
                 pass
     show = a.progress if a.progress is not None else (sys.stderr.isatty() and not a.quiet)

@@ -462,8 +462,6 @@ def compare_tls(traces, tshark: str = "tshark", gc_timeout: float = 60.0,
 
 
 def build_parser():
-
-
     ap = argparse.ArgumentParser(
         prog="httpanalyzer compare --tls",
         description="Compare webtap's TLS handshakes with tshark's; every difference gets a "
@@ -484,8 +482,6 @@ def build_parser():
 
 
 def _handle(a, run) -> int:
-
-
     o = run.output(a.csv, raw=True) if a.csv else None
     for p in a.traces:
         if not os.path.exists(p):

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:                   # annotations only
     import pyarrow as pa
 
-import functools
 import os
-import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -23,8 +21,8 @@ import numpy as np
 
 from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
-from webtap.dissect import dissect
-from webtap.stream import Totals, merge_by_time, messages, read_ahead as _read_ahead
+from webtap.pipeline import Pipeline, is_pipe
+from webtap.stream import Totals, merge_by_time
 
 # pyarrow (and webtap.records.http, which builds the schema with it) is imported where a
 # record batch is first made or handled, not here: a run reads its first packet before it has
@@ -34,52 +32,32 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
-                     progress: bool | None = None, read_ahead: bool = False,
+                     progress: bool | None = None, executor: str | None = None,
                      dissector=None, packet_hook=None, on_ready=None) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
-    the shared one-pass runner; its totals land in `stats` when the source ends. One unreadable
-    file does not end the stream: it is listed in stats.unreadable and the others are read.
-    dissector: webtap.stream.messages' (the feeder's reader passes classify_packets: msgs are
-    then the HTTP first packets, which its consumers dissect).
-    read_ahead: capture runs in a thread a batch or two ahead (it releases the GIL while it
-    reads and parses); the dissector then runs here, in the caller's thread.
-    on_ready (live): called with the capture once it is open and filtered."""
-
-    watch = getattr(packet_hook, "tls_watch", None)
-    if watch is not None and dissector is None:
-        # one walk for both stages: the dissector also finds the TLS stage's messages
-
-        dissector = functools.partial(dissect, tls_watch=watch,
-                                      tcp_events=int(getattr(packet_hook, "tcp_events", 0)))
-    totals = Totals()
-    gen = messages(path, bpf=bpf, totals=totals, live=live, progress=progress,
-                   skip_unreadable=True, dissector=_undissected if read_ahead else dissector,
-                   on_ready=on_ready)
+    the one pipeline (webtap.pipeline); its totals land in `stats` when the source ends. One
+    unreadable file does not end the stream: it is listed in stats.unreadable and the others
+    are read. dissector: the walk (default: the pipeline's, which also finds the TLS stage's
+    messages when packet_hook has a watch list; the feeder's reader passes classify_packets:
+    msgs are then the HTTP first packets, which its consumers dissect). packet_hook: a stage of
+    the same pipeline (the one-pass TLS records). on_ready (live): called with the capture once
+    it is open and filtered."""
+    pipe = Pipeline(path, [packet_hook] if packet_hook is not None else [], bpf=bpf, live=live,
+                    executor=executor, progress=progress, skip_unreadable=True,
+                    dissector=dissector, on_ready=on_ready)
+    if not stats.executor:
+        stats.executor = f"{pipe.executor}: {pipe.why}"
+    gen = pipe.batches()
     try:
-        for batch, mb in (_read_ahead(gen) if read_ahead else gen):
-            if read_ahead:
-                mb = (dissector or dissect)(batch.packets, batch.data)
-                totals.add_dissect(mb.counters)
+        for batch, mb in gen:
             pk = batch.packets
             if packet_hook is not None:
-                packet_hook(pk, batch.data, mb)   # the same batch, a second stage (TLS records)
+                packet_hook.feed(batch, mb)     # the same batch, a second stage (TLS records)
             if len(pk):
                 yield mb.msgs, batch.data, int(pk["ts_ns"].max())
     finally:
-        try:
-            gen.close()
-        except ValueError:
-            pass        # still running in an abandoned read-ahead thread (interrupted run)
-        stats.absorb(totals)
-
-
-class _Undissected:
-    counters: dict = {}
-
-
-def _undissected(packets, data):
-    """The read-ahead thread's dissector: none (the caller's thread dissects)."""
-    return _Undissected
+        gen.close()
+        stats.absorb(pipe.totals)
 
 
 @dataclass
@@ -97,6 +75,7 @@ class Summary:
     warnings: list = field(default_factory=list)
     unreadable: list = field(default_factory=list)
     interrupted: bool = False
+    executor: str = ""          # "name: why" of the executor that ran (webtap.pipeline's or feeder/fanout)
     pairing: dict = field(default_factory=dict)
     _rt: list = field(default_factory=list)
     #: distributions (status, methods, response-time percentiles) cost a few ms per batch;
@@ -226,6 +205,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         options = dict(feeder_options or {})
         if on_ready is not None:
             options["on_ready"] = lambda: on_ready(None)
+        stats.executor = f"fanout: {consumers} consumer processes, each reading its AF_PACKET ring"
         yield from _fanout_batches(sources[0], consumers, bpf, gc_timeout, stats, feeder,
                                    max_packets, options, table_options)
         return
@@ -238,6 +218,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         # The paper's split: the reader walks each packet to TCP and the first payload bytes
         # (the dissector's own rule), routes the HTTP first packets; the consumers dissect them.
         dissector = classify_packets
+        stats.executor = (f"feeder: {consumers} consumer process{'es' if consumers > 1 else ''} "
+                          "pair what the reader routes to them")
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     if len(sources) == 1 and not live:
@@ -246,12 +228,15 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         # the copy out of the page cache, half of one pass, overlaps the rest (bench-4: 0.155
         # -> 0.115 s wall, 0.155 -> 0.179 s CPU, on a loaded 2-core machine). Not live: Ctrl-C
         # must reach the capture loop, which only the main thread sees.
-        gens = [_message_batches(sources[0], bpf, stats, progress=progress, read_ahead=True,
+        gens = [_message_batches(sources[0], bpf, stats, progress=progress, executor="readahead",
                                  dissector=dissector, packet_hook=packet_hook)]
     else:
-        gens = [_message_batches(p, bpf, stats, live=live, progress=progress, dissector=dissector,
-                                 packet_hook=packet_hook, on_ready=on_ready)
+        gens = [_message_batches(p, bpf, stats, live=live, progress=progress, executor="inline",
+                                 dissector=dissector, packet_hook=packet_hook, on_ready=on_ready)
                 for p in sources]
+        if len(sources) > 1 and not stats.executor:
+            stats.executor = (f"inline: {len(sources)} inputs, their messages merged by capture "
+                              "time for one pairing table")
 
     def feed(i, msgs, data, last):
         pairer.feed(msgs, data, trace=i)
@@ -270,7 +255,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     # leave at once, since the next batch may come much later (a file's records leave in
     # large batches: due()).
     # (With consumers, each sends what it paired after SEND_EVERY_S.)
-    streaming = not live and not consumers and any(_is_pipe(s) for s in sources)
+    streaming = not live and not consumers and any(is_pipe(s) for s in sources)
 
     def after():
         return taken() if pairer.due() or (streaming and pairer.table.records_waiting) else ()
@@ -340,15 +325,6 @@ def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packet
         stats.interrupted = stats.interrupted or balance.get("interrupted", False)
         if feeder is not None:
             feeder.update(balance)
-
-
-def _is_pipe(path: str) -> bool:
-    """Whether a trace argument is a pipe, FIFO or terminal (not a regular file)."""
-
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,

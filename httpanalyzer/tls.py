@@ -23,8 +23,9 @@ from webtap._ext.dissect import dissect_batch
 from webtap._ext.exchange import ExchangeTable, sizeof_exchange_record
 from webtap._ext.textout import seconds_text, text_array
 from webtap._ext.tls import TlsTable
-from webtap.capture import compile_filter, open_trace
+from webtap.capture import compile_filter
 from webtap.errors import BpfError
+from webtap.pipeline import Pipeline
 from webtap.records import columns
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, exchange_table)
@@ -77,30 +78,48 @@ class TlsRun:
         return self.table.counters()
 
 
+class TlsStage:
+    """TlsRun as a stage of webtap.pipeline.Pipeline: its watch list goes to the walk, each
+    batch's TLS messages come back from it; outputs are Arrow tables of handshakes."""
+
+    def __init__(self, run: TlsRun):
+        self.run = run
+
+    @property
+    def tls_watch(self):
+        return self.run.watch
+
+    def feed(self, batch, mb):
+        return self.run.feed(batch.packets, batch.data, _own_tls(mb, self.run.watch))
+
+    def finish(self):
+        return self.run.finish()
+
+
+def _own_tls(mb, watch):
+    """The TLS stage's messages of a walked batch when the walk used this watch list (else
+    None: the stage walks the batch itself)."""
+    if mb is None or getattr(mb, "tls_watch", None) is not watch:
+        return None
+    return mb.tls
+
+
 def iter_tls_batches(traces: str | os.PathLike | Iterable, bpf: str | None = None,
                      gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                      max_reassembly: int = 1024, counters: dict | None = None,
                      progress: bool | None = False,
                      warnings: list | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches of TLS handshakes of one or more traces (read in the order given, one
-    table: a handshake may span files). warnings: receives each trace's damage ('path: what')."""
-
-    if isinstance(traces, (str, os.PathLike)):
-        traces = [traces]
+    table: a handshake may span files), through the one pipeline (webtap.pipeline). warnings:
+    receives each trace's damage ('path: what')."""
     run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending, max_reassembly=max_reassembly)
-    for t in traces:
-        with open_trace(t, bpf=bpf, progress=progress) as tr:
-            try:
-                for batch in tr:
-                    tab = run.feed(batch.packets, batch.data)
-                    if tab is not None:
-                        yield from tab.to_batches()
-            finally:
-                if warnings is not None:
-                    warnings.extend(f"{t}: {w}" for w in tr.warnings)
-    tab = run.finish()
-    if tab is not None:
-        yield from tab.to_batches()
+    pipe = Pipeline(traces, [TlsStage(run)], bpf=bpf, progress=progress)
+    try:
+        for tab in pipe.outputs():
+            yield from tab.to_batches()
+    finally:
+        if warnings is not None:
+            warnings.extend(pipe.totals.warnings)
     if counters is not None:
         counters.update(run.counters())
 
@@ -289,26 +308,28 @@ class OnePass:
 
     @property
     def tcp_events(self) -> int:
-        """Read by httpanalyzer.stream: the walk also hands over its TCP events with payload or
-        FIN/RST (2: the exchange stage's input, --exchanges-out); 0: none."""
+        """Read by the pipeline's walk (webtap.pipeline): it also hands over its TCP events with
+        payload or FIN/RST (2: the exchange stage's input, --exchanges-out); 0: none."""
         return 2 if self.x is not None else 0
 
-    def __call__(self, packets, data, mb=None) -> None:
-        """The HTTP pass's packet hook (httpanalyzer.stream): mb, the batch's MessageBatch."""
-        self.feed(packets, data, getattr(mb, "tls", None), getattr(mb, "tcp_events", None))
-
-    def feed(self, packets, data, msgs=None, events=None) -> None:
+    def feed(self, batch, mb=None) -> None:
+        """A stage of the pipeline (webtap.pipeline): one packet batch and its walked batch."""
+        packets, data = batch.packets, batch.data
         self.packets += len(packets)
+        msgs = _own_tls(mb, self.run.watch)
+        events = getattr(mb, "tcp_events", None) if msgs is not None else None
         if self.x is not None and events is None:
-            # no walk handed this batch over (feeder consumers, --dask, `httpanalyzer tls`):
-            # one walk here for both stages
-
+            # no walk handed this batch over (feeder consumers, --dask): one walk here for both
+            # stages
             _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, 2)
         t = self.run.feed(packets, data, msgs)
         if t is not None:
             self.tables.append(t)
         if self.x is not None:
             self.x.feed(events, data)
+
+    def finish(self) -> None:
+        """The end of the input: the output is written by commit() (after the HTTP records)."""
 
     def commit(self) -> None:
         t = self.run.finish()
@@ -332,32 +353,20 @@ class OnePass:
         return c
 
 
-def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None) -> list:
-    """Read the traces into a OnePass; returns the unreadable ones as 'path: why' lines.
-    warnings: receives the damage each trace showed ('path: what', as webtap.stream's)."""
-
-    bad = []
-    for t in traces:
-        try:
-            tr = open_trace(t, bpf=bpf, progress=False)
-        except BpfError:
-            raise
-        except (OSError, ValueError, RuntimeError) as e:
-            bad.append(f"{t}: {e}")
-            continue
-        with tr:
-            try:
-                for batch in tr:
-                    one.feed(batch.packets, batch.data)
-            finally:
-                if warnings is not None:
-                    warnings.extend(f"{t}: {w}" for w in tr.warnings)
-    return bad
+def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None):
+    """Read the traces into a OnePass through the one pipeline; returns (the unreadable ones as
+    'path: why' lines, the pipeline's totals). warnings: receives the damage each trace showed
+    ('path: what')."""
+    pipe = Pipeline(traces, [one], bpf=bpf, skip_unreadable=True)
+    try:
+        pipe.run()
+    finally:
+        if warnings is not None:
+            warnings.extend(pipe.totals.warnings)
+    return pipe.totals.unreadable, pipe.totals
 
 
 def build_parser():
-
-
     ap = argparse.ArgumentParser(
         prog="httpanalyzer tls",
         description="TLS handshake records: one row per ClientHello/ServerHello pair (SNI, ALPN, "
@@ -392,8 +401,6 @@ def build_parser():
 
 
 def handle(a, run) -> int:
-
-
     a.traces = [clikit.trace_path(t) for t in a.traces]
     if a.bpf:
         try:
@@ -404,7 +411,7 @@ def handle(a, run) -> int:
                   max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out)
     run.packets = lambda: one.packets
     damage: list = []
-    bad = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)
+    bad, totals = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)
     run.warn_traces(damage)
     for b in bad:
         run.error(clikit.what_where(b))
@@ -424,6 +431,7 @@ def handle(a, run) -> int:
     if a.summary:
         for k, v in one.counters().items():
             print(f"{k:28s} {v}", file=sys.stderr)
+        print(f"{'executor':28s} {totals.executor}", file=sys.stderr)
     return 0
 
 

@@ -179,6 +179,11 @@ class UrlAnalyzer:
         does not walk the packets a second time. None without the SNI pass."""
         return self.sni.watch if self.sni is not None else None
 
+    @property
+    def tcp_events(self) -> bool:
+        """Whether this stage's timing table wants the walk's TCP events (webtap.pipeline)."""
+        return self.conns is not None
+
     def dissector(self):
         """The dissector for webtap.stream.messages/run that makes the one walk serve this
         analyzer's GETs, SNIs and (with handshakes) the connection table's TCP events."""

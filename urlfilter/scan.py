@@ -4,7 +4,7 @@
     >>> res.table.to_pandas()          # one row per GET that reached the matcher
     >>> res.counters                   # GETs skipped by reason, hits, misses, forged frames
 
-The pass is webtap.stream.run with a UrlAnalyzer (and any other consumers, e.g. the HTTP
+The pass is webtap.pipeline.Pipeline with a UrlAnalyzer (and any other consumers, e.g. the HTTP
 analyzer, given in `also`): the trace is read once.
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pyarrow as pa
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
 from webtap.capture import Batch, write_pcap
 from webtap.records.message import PACKET_DTYPE
-from webtap.stream import Totals, run
+from webtap.pipeline import Pipeline
+from webtap.stream import Totals
 from webtap.writers import with_pandas_metadata
 
 __all__ = ["scan", "ScanResult", "ForgedPcapWriter", "write_records"]
@@ -98,8 +99,8 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
 
     totals = Totals()
     try:
-        run(traces, [an, *also], bpf=bpf, progress=progress, skip_unreadable=True, totals=totals,
-            dissector=an.dissector())
+        Pipeline(traces, [an, *also], bpf=bpf, progress=progress, skip_unreadable=True,
+                 totals=totals).run()
     except KeyboardInterrupt as exc:
         # Ctrl-C / SIGTERM: the GETs so far ride on the exception (exc.partial), for a caller
         # that keeps what it had (the command line writes them to OUT.partial.EXT)

@@ -41,7 +41,7 @@ import pandas as pd
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
 from webtap._ext import dissect as _dissect
 from webtap.records.message import MESSAGE_DTYPE
-from webtap.stream import run
+from webtap.pipeline import Pipeline
 
 __all__ = ["timing", "summary", "report_columns", "MEASURED_COLUMNS"]
 
@@ -74,8 +74,8 @@ def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, handshakes=True,
                      time_forge_all=True)
     try:
-        totals = run(traces, [an], bpf=bpf, progress=progress, skip_unreadable=with_totals,
-                     dissector=an.dissector())
+        totals = Pipeline(traces, [an], bpf=bpf, progress=progress,
+                          skip_unreadable=with_totals).run()
     except KeyboardInterrupt as exc:
         # Ctrl-C / SIGTERM: the connections so far ride on the exception (exc.partial), for a
         # caller that keeps what it had (the command line writes OUT.partial.EXT)

@@ -73,6 +73,13 @@ class _PacketStats:
         self.per_iface = np.zeros(0, dtype=np.int64)
         self.first = self.last = None
 
+    def feed(self, batch, mb) -> None:
+        """A stage of the pipeline (webtap.pipeline): one packet batch."""
+        self.add(batch.packets)
+
+    def finish(self) -> None:
+        return None
+
     def add(self, packets) -> None:
         import numpy as np
 
@@ -137,7 +144,8 @@ def _fmt_counters(d: dict[str, int]) -> str:
 
 def cmd_info(args, run) -> int:
     from webtap.errors import BpfError, CaptureError, NotACapture
-    from webtap.stream import Totals, messages
+    from webtap.pipeline import Pipeline
+    from webtap.stream import Totals
 
     read_any = False
     for path in args.traces:
@@ -145,9 +153,8 @@ def cmd_info(args, run) -> int:
         opened = []
         stats = _PacketStats()
         try:
-            for batch, _ in messages(path, bpf=args.filter, totals=totals, progress=args.progress,
-                                     on_source=opened.append):
-                stats.add(batch.packets)
+            Pipeline(path, [stats], bpf=args.filter, totals=totals, progress=args.progress,
+                     on_source=opened.append).run()
         except BpfError:
             raise
         except (NotACapture, OSError, CaptureError) as exc:
@@ -166,8 +173,25 @@ def cmd_info(args, run) -> int:
     return 0 if read_any else 1
 
 
+class _MessageSink:
+    """`webtap dissect`'s stage: every walked batch's messages into the output."""
+
+    def __init__(self, out):
+        self.out = out
+        self.wrote = False
+
+    def feed(self, batch, mb):
+        if len(mb):
+            self.out.write(mb.to_arrow())
+            self.wrote = True
+
+    def finish(self):
+        return None
+
+
 def cmd_dissect(args, run) -> int:
-    from webtap.stream import Totals, messages
+    from webtap.pipeline import Pipeline
+    from webtap.stream import Totals
 
     live = args.interface is not None
     if bool(args.traces) == live:
@@ -176,15 +200,12 @@ def cmd_dissect(args, run) -> int:
     o = run.output(args.output or "-", views={"lines": _line_view, "zeek": _zeek_view})
     totals = Totals()
     sources = [args.interface] if live else args.traces
-    wrote = False
+    sink = _MessageSink(o)
     try:
         # a trace that cannot be read is reported and skipped; the others are still dissected
-        for _, mb in messages(sources, bpf=args.filter, totals=totals, live=live,
-                              progress=args.progress, skip_unreadable=True,
-                              on_ready=run.on_ready(args.interface) if live else None):
-            if len(mb):
-                o.write(mb.to_arrow())
-                wrote = True
+        Pipeline(sources, [sink], bpf=args.filter, totals=totals, live=live,
+                 progress=args.progress, skip_unreadable=True,
+                 on_ready=run.on_ready(args.interface) if live else None).run()
     except KeyboardInterrupt:          # clikit.Interrupted, or a reader's stop at a batch end
         if not live:
             raise
@@ -195,7 +216,7 @@ def cmd_dissect(args, run) -> int:
     run.warn_traces(totals.warnings)
     if not live and totals.unreadable and not totals.files:
         return 1                       # nothing could be read at all
-    if not wrote:                      # no message: still the columns (a CSV header, a
+    if not sink.wrote:                 # no message: still the columns (a CSV header, a
         import numpy as np             # Parquet schema), not an empty file
 
         from webtap.dissect import dissect

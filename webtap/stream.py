@@ -1,18 +1,9 @@
-"""One pass over the packets, any number of consumers.
-
-The capture stage yields packet batches, the dissect stage turns each into an HTTP message
-batch once, and every consumer (the httpanalyzer pairing table, the urlfilter matcher, a
-writer) receives both. Nothing re-reads the trace, as the integrated-gateway paper argues:
-
-    >>> for pb, mb in webtap.stream.messages("trace.pcap.gz"):     # doctest: +SKIP
-    ...     table.feed(mb); matcher.feed(mb)
-
-Several traces are read one after another as one stream (in the order given; sort them by
-capture time first if they overlap). The running totals of every stage are in `Totals`.
-
-Two tools for every consumer above (pairing, URL matching, the TLS dissector): `read_ahead`
-runs the reading in a thread a batch or two ahead, `merge_by_time` merges several traces
-message by message in capture time (what `httpanalyzer a.pcap b.pcap` does).
+"""The parts the one pipeline (webtap.pipeline) is built from: sources read as one stream of
+(packet batch, walked batch) pairs (`messages`), the running totals of the capture and walk
+stages (`Totals`), a reader thread a batch or two ahead (`read_ahead`), and the k-way merge of
+several traces' messages by capture time (`merge_by_time`, what `httpanalyzer a.pcap b.pcap`
+pairs over). Nothing re-reads a trace, as the integrated-gateway paper argues: every stage
+receives the same batches (webtap.pipeline.Pipeline drives them).
 """
 from __future__ import annotations
 
@@ -20,7 +11,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Protocol
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -30,7 +21,7 @@ from webtap.errors import BpfError
 from webtap.runctx import RunContext, current
 from webtap.records.message import DISSECT_REASONS, SOURCE_REASONS
 
-__all__ = ["Consumer", "Totals", "messages", "run", "open_source", "read_ahead", "merge_by_time"]
+__all__ = ["Totals", "messages", "open_source", "read_ahead", "merge_by_time"]
 
 
 def _reason(exc: BaseException) -> str:
@@ -38,14 +29,6 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc)
-
-
-class Consumer(Protocol):
-    """What the one-pass runner drives: `feed` per batch, `finish` once at the end."""
-
-    def feed(self, packets: Batch, msgs: MessageBatch) -> None: ...
-
-    def finish(self) -> None: ...
 
 
 @dataclass
@@ -57,6 +40,7 @@ class Totals:
     warnings: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)   # "path: reason" of files skipped
     files: int = 0
+    executor: str = ""          # "name: why" of the executor that ran (webtap.pipeline)
 
     def add_source(self, counters: dict[str, int]) -> None:
         for k, v in counters.items():
@@ -140,20 +124,6 @@ def _messages(ctx: RunContext, sources, bpf, totals, live, progress, skip_unread
             finally:
                 totals.add_source(s.counters)
                 totals.warnings.extend(f"{src}: {w}" for w in getattr(s, "warnings", []))
-
-
-def run(sources, consumers: Iterable[Consumer], bpf: str | None = None,
-        totals: Totals | None = None, **kw) -> Totals:
-    """Drive every consumer over one pass of `sources`; returns the stage totals (`totals`,
-    if given, is filled as the pass goes, so a caller still has them after an exception)."""
-    consumers = list(consumers)
-    totals = totals if totals is not None else Totals()
-    for batch, mb in messages(sources, bpf=bpf, totals=totals, **kw):
-        for c in consumers:
-            c.feed(batch, mb)
-    for c in consumers:
-        c.finish()
-    return totals
 
 
 def read_ahead(gen: Iterator, depth: int = 2) -> Iterator:

@@ -9,7 +9,8 @@ import pytest
 
 from tests import pcapbuild as pb
 from tests.conftest import TRACES
-from webtap.stream import Totals, messages, run
+from webtap.pipeline import Pipeline
+from webtap.stream import Totals, messages
 
 def _request() -> bytes:
     from scapy.layers.inet import IP, TCP
@@ -69,7 +70,7 @@ def test_run_feeds_every_consumer_once_per_batch(tmp_path):
             self.finished += 1
 
     a, b = Count(), Count()
-    totals = run([trace, trace], [a, b], batch_size=3)
+    totals = Pipeline([trace, trace], [a, b], batch_size=3).run()
     assert (a.msgs, b.msgs, a.finished, b.finished) == (20, 20, 1, 1)
     assert totals.files == 2 and totals.source["packets"] == 20
     assert totals.dissect["http_request"] == 20

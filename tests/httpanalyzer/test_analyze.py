@@ -17,7 +17,7 @@ T0 = 1_700_000_000 * S
 
 def fake_traces(monkeypatch, traces):
     """traces: {path: [MsgBuilder, ...]} -> each builder is one batch of that trace."""
-    def gen(path, bpf, stats, live=False, progress=None, read_ahead=False, dissector=None,
+    def gen(path, bpf, stats, live=False, progress=None, executor=None, dissector=None,
             packet_hook=None, on_ready=None):
         for b in traces[path]:
             msgs, data = b.build()

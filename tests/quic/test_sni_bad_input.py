@@ -130,10 +130,10 @@ def test_forged_frames_ipv6_vlan(tmp_path, v6, vlan):
     write(tmp_path / "in.pcap", [tls, quic])
     an_frames = []
     from urlfilter.analyzer import UrlAnalyzer
-    from webtap.stream import run
+    from webtap.pipeline import Pipeline
     an = UrlAnalyzer(_blacklist("evil.test"), on_forged=lambda f, o, t, l: an_frames.append((f.copy(), o.copy())),
                      verify_checksums=True)
-    run(str(tmp_path / "in.pcap"), [an], progress=False)
+    Pipeline(str(tmp_path / "in.pcap"), [an], progress=False).run()
     f, o = an_frames[0]
     got = [bytes(f[o[i]:o[i + 1]]) for i in range(len(o) - 1)]
     assert len(got) == 3

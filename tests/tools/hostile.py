@@ -228,11 +228,11 @@ def _filter_probe(trace: str, blacklist: str) -> int:
     """The pass-by filter over a trace as it runs live (urlfilter.live): matcher + forging, only
     hits kept, no handshake table. Prints the counters."""
     from urlfilter.analyzer import UrlAnalyzer, load_blacklist
-    from webtap.stream import run
+    from webtap.pipeline import Pipeline
 
     an = UrlAnalyzer(load_blacklist(blacklist), forge=True, verify_checksums=True,
                      on_forged=lambda *a: None, handshakes=False, keep_records=True, hits_only=True)
-    totals = run([trace], [an], progress=False)
+    totals = Pipeline([trace], [an], progress=False).run()
     print({k: v for k, v in an.counters.items() if v}, totals.source["packets"])
     return 0
 

@@ -291,9 +291,9 @@ def test_random_payloads_with_blacklisted_urls_mixed_in(case):
 
 
 def test_one_pass_with_the_http_analyzer(tmp_path):
-    """The URL analyzer and the HTTP analyzer's pairing table share one pass (webtap.stream.run)."""
+    """The URL analyzer and the HTTP analyzer's pairing table share one pass (webtap.pipeline)."""
     from httpanalyzer.pairing import Pairer
-    from webtap.stream import run
+    from webtap.pipeline import Pipeline
 
     class PairingConsumer:
         def __init__(self):
@@ -312,7 +312,7 @@ def test_one_pass_with_the_http_analyzer(tmp_path):
                                                                 ack=1000 + len(body)) / b"HTTP/1.1 200 OK\r\n\r\n"
     path = write(tmp_path, [req(body), resp])
     an, pc = UrlAnalyzer(tree("evil.example/bad")), PairingConsumer()
-    totals = run(path, [an, pc], progress=False)
+    totals = Pipeline(path, [an, pc], progress=False).run()
     assert totals.source["packets"] == 2 and totals.files == 1
     assert an.counters["hits"] == 1 and pc.records == 1
 

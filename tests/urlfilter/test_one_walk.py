@@ -14,7 +14,8 @@ from tests.conftest import SHARED
 from urlfilter.analyzer import Blacklist, UrlAnalyzer
 from urlfilter.tree import UrlTree
 from webtap.dissect import dissect
-from webtap.stream import Totals, run
+from webtap.pipeline import Pipeline
+from webtap.stream import Totals
 
 ROOTS = [SHARED / "traces-tls", SHARED / "traces"]
 
@@ -40,8 +41,9 @@ def _blacklist(paths) -> Blacklist:
 def _scan(path, bl, one_walk: bool):
     an = UrlAnalyzer(bl, forge=True, verify_checksums=False, handshakes=True)
     totals = Totals()
-    run([str(path)], [an], skip_unreadable=True, totals=totals,
-        dissector=an.dissector() if one_walk else dissect)
+    # the pipeline's own walk (from the stage's watch list and TCP events) or a plain one
+    Pipeline([str(path)], [an], skip_unreadable=True, totals=totals,
+             dissector=None if one_walk else dissect).run()
     return an
 
 

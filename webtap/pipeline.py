@@ -1,0 +1,161 @@
+"""The one pipeline: sources -> the walk -> stages, run by an executor chosen explicitly.
+
+    from webtap.pipeline import Pipeline
+    p = Pipeline(["a.pcap", "b.pcap"], [pairing, tls_records, matcher])
+    for out in p.outputs():        # what the stages hand back (record tables), as they come
+        ...
+    print(p.executor, p.why)       # which executor ran, and why it was chosen
+
+- **Sources**: trace files, read in the order given as one stream (an unreadable one is skipped
+  and listed in `totals.unreadable` when `skip_unreadable`), or one live interface (`live`).
+- **The walk**: webtap.dissect.dissect once per packet batch, with what the stages ask of it: the
+  first stage that has a `tls_watch` (the TLS stage's watch list) gets the TLS and QUIC messages
+  in the same walk (MessageBatch.tls); a stage with `tcp_events = True` (the URL filter's timing
+  table) gets the TCP events. `dissector=` replaces the walk (the feeder's reader only
+  classifies packets: its consumers dissect).
+- **Stages**: objects with `feed(batch, mb)` and `finish()`; a non-None return value of either is
+  an output of the run (`outputs()` yields it). The stages of a run see every batch in order,
+  in this thread.
+- **Executors**: the core's are `inline` (this thread reads, walks and feeds) and `readahead` (a
+  thread reads and parses a batch or two ahead, releasing the GIL; the walk and the stages run
+  here, since a stage's watch list must be current when the next batch is walked). The
+  analyzer adds `feeder` and `fanout` (consumer processes: httpanalyzer.stream) and `dask`
+  (chunks of one trace over workers: httpanalyzer.distributed); its HTTP pairing merges several
+  traces' messages by capture time on top of one Pipeline per trace. `choose_executor` names the
+  default and the reason; the commands print both with `--summary`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import stat
+from typing import Iterable, Iterator, Protocol
+
+from webtap.capture import Batch
+from webtap.dissect import MessageBatch, dissect
+from webtap.stream import Totals, messages, read_ahead
+
+__all__ = ["Pipeline", "Stage", "EXECUTORS", "choose_executor", "is_pipe"]
+
+#: the executors of the core (the analyzer's are named in its own summary: feeder, fanout, dask)
+EXECUTORS = ("inline", "readahead")
+
+
+class Stage(Protocol):
+    """What a Pipeline drives: feed per packet batch, finish once; either may return an output."""
+
+    def feed(self, batch: Batch, mb: MessageBatch): ...
+
+    def finish(self): ...
+
+
+def is_pipe(path) -> bool:
+    """Whether a trace argument is a pipe, FIFO or terminal (not a regular file)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def choose_executor(sources: list, live: bool) -> tuple[str, str]:
+    """(executor, why) of the core's two for these sources."""
+    if live:
+        return "inline", "live capture: Ctrl-C must reach the capture loop, in the main thread"
+    if len(sources) == 1:
+        return "readahead", "one input: a thread reads the next batch while this one is walked"
+    return "inline", f"{len(sources)} inputs read one after another as one stream"
+
+
+class Pipeline:
+    """One run over `sources` (see the module docstring). `totals` (webtap.stream.Totals) is
+    filled as the run goes, so a caller still has it after an exception."""
+
+    def __init__(self, sources, stages: Iterable = (), *, bpf: str | None = None,
+                 live: bool = False, executor: str | None = None, progress: bool | None = False,
+                 skip_unreadable: bool = False, totals: Totals | None = None,
+                 dissector=None, on_source=None, on_ready=None, **open_kw):
+        if isinstance(sources, (str, os.PathLike)):
+            sources = [sources]
+        self.sources = [os.fspath(s) for s in sources]
+        self.stages = list(stages)
+        self.bpf = bpf
+        self.live = live
+        if executor is None:
+            self.executor, self.why = choose_executor(self.sources, live)
+        else:
+            if executor not in EXECUTORS:
+                raise ValueError(f"unknown executor {executor!r} (the core's: {', '.join(EXECUTORS)})")
+            if executor == "readahead" and live:
+                raise ValueError("readahead is not for live capture (Ctrl-C must reach its loop)")
+            self.executor, self.why = executor, "chosen by the caller"
+        self.progress = progress
+        self.skip_unreadable = skip_unreadable
+        self.totals = totals if totals is not None else Totals()
+        self.totals.executor = f"{self.executor}: {self.why}"
+        self.on_source = on_source
+        self.on_ready = on_ready
+        self.open_kw = open_kw
+        self.walk = dissector if dissector is not None else self._walk()
+
+    def _walk(self):
+        """webtap.dissect.dissect with what the stages ask of the walk."""
+        watch = next((w for w in (getattr(s, "tls_watch", None) for s in self.stages)
+                      if w is not None), None)
+        # tcp_events: True or 1, every TCP segment (the filter's timing table); 2, only those with
+        # payload, FIN or RST (the TLS exchange stage); the walk serves the widest asked
+        modes = {int(getattr(s, "tcp_events", 0) or 0) for s in self.stages}
+        events = 1 if 1 in modes else (2 if 2 in modes else 0)
+        if watch is None and not events:
+            return dissect
+        return functools.partial(dissect, tls_watch=watch, tcp_events=events)
+
+    def batches(self) -> Iterator[tuple[Batch, MessageBatch]]:
+        """(packet batch, its MessageBatch) for every batch of every source: the walk's output,
+        before the stages."""
+        kw = dict(bpf=self.bpf, totals=self.totals, live=self.live, progress=self.progress,
+                  skip_unreadable=self.skip_unreadable, on_source=self.on_source, **self.open_kw)
+        if self.live and self.on_ready is not None:
+            kw["on_ready"] = self.on_ready
+        if self.executor == "inline":
+            yield from messages(self.sources, dissector=self.walk, **kw)
+            return
+        gen = messages(self.sources, dissector=_unwalked, **kw)
+        reader = read_ahead(gen)
+        try:
+            for batch, _ in reader:
+                mb = self.walk(batch.packets, batch.data)
+                self.totals.add_dissect(mb.counters)
+                yield batch, mb
+        finally:
+            reader.close()
+            try:
+                gen.close()
+            except ValueError:
+                pass        # still running in an abandoned read-ahead thread (interrupted run)
+
+    def outputs(self) -> Iterator:
+        """Drive every stage over the run; yields what feed() and finish() return (not None)."""
+        for batch, mb in self.batches():
+            for s in self.stages:
+                out = s.feed(batch, mb)
+                if out is not None:
+                    yield out
+        for s in self.stages:
+            out = s.finish()
+            if out is not None:
+                yield out
+
+    def run(self) -> Totals:
+        """Drive every stage over the run (their outputs are theirs to keep); the totals."""
+        for _ in self.outputs():
+            pass
+        return self.totals
+
+
+class _Unwalked:
+    counters: dict = {}
+
+
+def _unwalked(packets, data):
+    """The read-ahead thread's walk: none (the pipeline's thread walks)."""
+    return _Unwalked
