@@ -116,7 +116,7 @@ accuracy: build
 # builds the extensions with gcc's ASan/UBSan (build/sanitize) and runs SANITIZE_TESTS under them
 # (not the tshark comparisons: Wireshark's tools hang at start with the ASan runtime preloaded).
 FUZZ_TIME ?= 180
-FUZZ_TARGETS ?= source dissect encap http canon blacklist tree tls quic sni exchange
+FUZZ_TARGETS ?= source dissect encap http segment canon blacklist tree urlbase tls quic sni exchange
 FUZZ_APT_PKGS := clang-14 libclang-rt-14-dev
 FUZZ_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=pointer-overflow \
   -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only

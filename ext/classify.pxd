@@ -9,9 +9,9 @@ from libc.string cimport memcpy, memset
 
 from packet cimport PacketRef
 from message cimport (MSG_REQUEST, DR_PACKETS, DR_LINK_TRUNCATED, DR_NOT_HTTP, DR_HTTP_REQUEST,
-                     DR_HTTP_RESPONSE, DR_PAYLOAD_TRUNCATED)
+                     DR_HTTP_RESPONSE, DR_PAYLOAD_TRUNCATED, DR_LINE_SPLIT)
 from l34 cimport L34, L34Cfg, L34_DATA, batch_caplen, l34_parse, l34_count_encap
-from httpstart cimport http_start, http_status_code
+from httpstart cimport http_start, http_status_code, http_split_start, WT_MAX_METHOD_LEN
 from hashes cimport eq3_of
 
 # One HTTP first packet as the reader found it: where it lies, and what routing needs.
@@ -35,8 +35,9 @@ cdef inline size_t classify_packets(const PacketRef *refs, size_t n, const uint8
                                     const L34Cfg *cfg) noexcept nogil:
     """The HTTP first packets of refs[0:n] (bytes in base[0:size]) into out[], in packet order;
     returns how many. cnt (indexed by DissectReason) gets the dissector's counters for the
-    batch except uri_truncated, headers_incomplete and line_too_long, which only parsing the
-    message can tell (the consumers count those)."""
+    batch except uri_truncated, headers_incomplete, line_too_long and those of the messages
+    after a first one in a segment, which only parsing the message can tell (the consumers
+    count those: httpanalyzer.feeder.MESSAGE_COUNTERS)."""
     cdef size_t i, k = 0
     cdef uint64_t caplen
     cdef const uint8_t *p
@@ -60,6 +61,9 @@ cdef inline size_t classify_packets(const PacketRef *refs, size_t n, const uint8
         kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
         if kind == 0:
             cnt[<int>DR_NOT_HTTP] += 1
+            if l.payload_caplen <= <uint32_t>WT_MAX_METHOD_LEN + 2 and \
+                    http_split_start(p + l.payload_off, l.payload_caplen, l.payload_len):
+                cnt[<int>DR_LINE_SPLIT] += 1
             continue
         f = &out[k]
         k += 1

@@ -26,7 +26,7 @@ from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
 from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse, l34_msg_encap,
                  l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
-                        http_status_code)
+                        http_status_code, http_split_start)
 from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
                  tls_hello_fits)
 from hellostream cimport hs_may_start
@@ -35,12 +35,13 @@ from message cimport (
     HttpMsg, Span, TcpEvent,
     MSG_REQUEST, MSG_RESPONSE, MSG_TLS, MSG_QUIC,
     MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
-    MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS,
-    METHOD_OTHER,
+    MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS, MSGF_MID_SEGMENT,
+    METHOD_OTHER, METHOD_HEAD, METHOD_CONNECT,
     DR_PACKETS, DR_LINK_UNSUPPORTED, DR_LINK_TRUNCATED, DR_NOT_IP, DR_IP_TRUNCATED,
     DR_IP_BAD_HEADER, DR_IP_FRAGMENT, DR_NOT_TCP, DR_TCP_TRUNCATED, DR_TCP_BAD_OFFSET,
     DR_NO_PAYLOAD, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE, DR_URI_TRUNCATED,
-    DR_HEADERS_INCOMPLETE, DR_LINE_TOO_LONG, DR_PAYLOAD_TRUNCATED, DR_N,
+    DR_HEADERS_INCOMPLETE, DR_LINE_TOO_LONG, DR_PAYLOAD_TRUNCATED, DR_MID_REQUEST,
+    DR_MID_RESPONSE, DR_BODY_CONTINUES, DR_LENGTH_UNKNOWN, DR_REST_NOT_HTTP, DR_LINE_SPLIT, DR_N,
 )
 
 cnp.import_array()
@@ -181,13 +182,202 @@ cdef inline bint _is_version(const uint8_t *p, uint32_t n) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------------------------
+# Message length (RFC 9112 6.3) from one packet: what the header block says about the body.
+# ---------------------------------------------------------------------------------------------
+ctypedef struct BodyInfo:
+    uint32_t hdr_end      # offset (from the message's first byte) just past the header block's
+                          # empty line; 0 when the block does not end in the packet
+    uint64_t cl           # Content-Length value (cl_state == CL_VALID)
+    uint8_t cl_state      # CL_NONE / CL_VALID / CL_BAD (not digits, or two different values)
+    uint8_t te            # TE_NONE / TE_CHUNKED (chunked is the final coding) / TE_OTHER
+
+cdef enum:
+    CL_NONE = 0
+    CL_VALID = 1
+    CL_BAD = 2
+    TE_NONE = 0
+    TE_CHUNKED = 1
+    TE_OTHER = 2
+    CL_HUGE = 1000000000000000   # values of more digits than this are kept as this (> any packet)
+
+# _msg_end's outcomes
+cdef enum:
+    END_KNOWN = 0        # *end: the message's last byte + 1 (it may lie past the captured bytes)
+    END_CONTINUES = 1    # the body runs past the segment on the wire
+    END_UNKNOWN = 2      # bytes follow whose extent the packet cannot tell (counted)
+    END_CLOSE = 3        # nothing HTTP can follow in the connection: a response delimited by
+                         # the close, 101 Switching Protocols, CONNECT (a tunnel)
+
+
+cdef inline void _cl_value(const uint8_t *v, uint32_t n, BodyInfo *b) noexcept nogil:
+    """One Content-Length field value: 1*DIGIT, or a list of equal ones ("5, 5"; RFC 9110 8.6).
+    A value that is not that, or that differs from an earlier one, makes the length unknown."""
+    cdef uint32_t i = 0, d
+    cdef uint64_t x
+    while True:
+        while i < n and (v[i] == 32 or v[i] == 9):
+            i += 1
+        x = 0
+        d = 0
+        while i < n and v[i] >= 48 and v[i] <= 57:
+            if x < CL_HUGE:
+                x = x * 10 + (v[i] - 48)
+            d += 1
+            i += 1
+        if x > CL_HUGE:
+            x = CL_HUGE
+        while i < n and (v[i] == 32 or v[i] == 9):
+            i += 1
+        if d == 0 or (i < n and v[i] != 44):
+            b.cl_state = CL_BAD
+            return
+        if b.cl_state == CL_VALID and b.cl != x:
+            b.cl_state = CL_BAD
+            return
+        if b.cl_state == CL_NONE:
+            b.cl_state = CL_VALID
+            b.cl = x
+        if i >= n:
+            return
+        i += 1                                    # the comma
+
+
+cdef inline void _te_value(const uint8_t *v, uint32_t n, BodyInfo *b) noexcept nogil:
+    """One Transfer-Encoding field value: its last coding decides (RFC 9112 6.3 item 4)."""
+    cdef uint32_t e = n, k
+    while e > 0 and (v[e - 1] == 32 or v[e - 1] == 9):
+        e -= 1
+    k = e
+    while k > 0 and v[k - 1] != 44 and v[k - 1] != 32 and v[k - 1] != 9:
+        k -= 1
+    if e - k == 0:
+        return                                   # an empty value: no coding named
+    b.te = TE_CHUNKED if _name_is(v + k, e - k, b"chunked", 7) else TE_OTHER
+
+
+cdef inline bint _is_hex(uint8_t c) noexcept nogil:
+    return (c >= 48 and c <= 57) or (c >= 65 and c <= 70) or (c >= 97 and c <= 102)
+
+
+cdef inline int _chunked_end(const uint8_t *q, uint64_t pos, uint32_t n, uint32_t wire,
+                             uint64_t *end) noexcept nogil:
+    """A chunked body (RFC 9112 7.1) starting at q[pos], in a message whose bytes in this
+    segment are q[0:n] (wire on the wire): END_KNOWN with *end just past the last chunk's
+    trailer section, END_CONTINUES when the chunks run past the segment, END_UNKNOWN when the
+    bytes are not chunks or the capture cut them. Lines end at CRLF or LF (tshark's and Zeek's
+    tolerance). Each round consumes at least three bytes: the work is linear in n."""
+    cdef uint64_t size
+    cdef uint32_t digits, e
+    while True:
+        if pos >= n:
+            return END_CONTINUES if n == wire else END_UNKNOWN
+        size = 0
+        digits = 0
+        while pos < n and _is_hex(q[pos]):
+            if digits < 15:
+                size = size * 16 + (q[pos] - 48 if q[pos] <= 57 else (q[pos] | 32) - 87)
+            else:
+                size = CL_HUGE
+            digits += 1
+            pos += 1
+        if pos >= n:
+            return END_CONTINUES if n == wire else END_UNKNOWN
+        if digits == 0 or not (q[pos] == 59 or q[pos] == 32 or q[pos] == 9 or _is_eol(q[pos])):
+            return END_UNKNOWN
+        e = _line_end(q, <uint32_t>pos, n)       # chunk extensions end with the line
+        if e >= n or (q[e] == 13 and e + 1 >= n):
+            return END_CONTINUES if n == wire else END_UNKNOWN
+        pos = _next_line(q, e, n)
+        if size == 0:                             # last-chunk: the trailer section, then CRLF
+            while True:
+                if pos >= n:
+                    return END_CONTINUES if n == wire else END_UNKNOWN
+                e = _line_end(q, <uint32_t>pos, n)
+                if e >= n or (q[e] == 13 and e + 1 >= n):
+                    return END_CONTINUES if n == wire else END_UNKNOWN
+                if e == pos:
+                    end[0] = _next_line(q, e, n)
+                    return END_KNOWN
+                pos = _next_line(q, e, n)
+        pos += size
+        if pos >= n:
+            return END_CONTINUES if pos >= wire or n == wire else END_UNKNOWN
+        if q[pos] == 13:
+            if pos + 1 >= n:
+                return END_CONTINUES if n == wire else END_UNKNOWN
+            if q[pos + 1] != 10:
+                return END_UNKNOWN
+            pos += 2
+        elif q[pos] == 10:
+            pos += 1
+        else:
+            return END_UNKNOWN
+
+
+cdef inline bint _status_line_at(const uint8_t *q, uint32_t pos, uint32_t n) noexcept nogil:
+    """q[pos:] starts "HTTP/" DIGIT "." DIGIT SP DIGIT DIGIT DIGIT: a status line."""
+    return (n - pos >= 13 and memcmp(q + pos, b"HTTP/", 5) == 0 and q[pos + 5] >= 48
+            and q[pos + 5] <= 57 and q[pos + 6] == 46 and q[pos + 7] >= 48 and q[pos + 7] <= 57
+            and q[pos + 8] == 32 and q[pos + 9] >= 48 and q[pos + 9] <= 57 and q[pos + 10] >= 48
+            and q[pos + 10] <= 57 and q[pos + 11] >= 48 and q[pos + 11] <= 57)
+
+
+cdef inline int _msg_end(const uint8_t *q, uint32_t n, uint32_t wire, const HttpMsg *m,
+                         const BodyInfo *b, uint64_t *end) noexcept nogil:
+    """Where the message m, whose bytes in this segment are q[0:n] (wire on the wire) and whose
+    header block ends at b.hdr_end, ends: RFC 9112 6.3 read with this packet alone.
+      - a response 1xx (but 101), 204 or 304: no body; a response whose header block is
+        followed at once by a status line: no body either, whatever its Content-Length says
+        (the answer to a HEAD, RFC 9110 9.3.2: its request is not in this packet);
+      - 101, a CONNECT request: a tunnel follows (END_CLOSE);
+      - Transfer-Encoding with chunked last: the chunks; without: a response runs to the close
+        (END_CLOSE), a request is invalid (END_UNKNOWN); it overrides Content-Length;
+      - a valid Content-Length: that many bytes; an invalid one: END_UNKNOWN;
+      - neither: a request has no body, a response runs to the close (END_CLOSE).
+    A message whose header block holds a line too long to parse: END_UNKNOWN (the line may be
+    the length's)."""
+    cdef uint32_t h = b.hdr_end
+    cdef uint64_t e
+    if m.flags & MSGF_LINE_TOO_LONG:
+        return END_UNKNOWN if h < wire else END_CLOSE
+    if m.kind == MSG_RESPONSE:
+        if (m.status >= 100 and m.status < 200 and m.status != 101) or m.status == 204 \
+                or m.status == 304:
+            end[0] = h
+            return END_KNOWN
+        if m.status == 101:
+            return END_CLOSE
+        if _status_line_at(q, h, n):
+            end[0] = h
+            return END_KNOWN
+    elif m.method_id == METHOD_CONNECT:
+        return END_CLOSE
+    if b.te == TE_CHUNKED:
+        return _chunked_end(q, h, n, wire, end)
+    if b.te == TE_OTHER:
+        return END_CLOSE if m.kind == MSG_RESPONSE else END_UNKNOWN
+    if b.cl_state == CL_BAD:
+        return END_UNKNOWN if h < wire else END_CLOSE
+    if b.cl_state == CL_VALID:
+        e = h + b.cl
+        if e > wire:
+            return END_CONTINUES
+        end[0] = e
+        return END_KNOWN
+    if m.kind == MSG_REQUEST:
+        end[0] = h
+        return END_KNOWN
+    return END_CLOSE
+
+
+# ---------------------------------------------------------------------------------------------
 # HTTP: classify and parse the first line and the header block held in this packet.
 # p points at the packet's first byte; the payload is p[off : off+n]; spans are packet-relative.
 # Returns DR_HTTP_REQUEST, DR_HTTP_RESPONSE or DR_NOT_HTTP; *lines_too_long gets the number of
 # header lines over MAX_HEADER_LINE.
 # ---------------------------------------------------------------------------------------------
 cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_len,
-                     HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
+                     HttpMsg *m, uint32_t *lines_too_long, BodyInfo *b) noexcept nogil:
     """Classify (ext/httpstart.pxd) and parse; for parse_http_payload."""
     cdef uint32_t s = 0, t = 0
     cdef int mid = 0, kind
@@ -195,19 +385,25 @@ cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_l
     kind = http_start(p + off, n, wire_len, &s, &t, &mid)
     if kind == 0:
         return DR_NOT_HTTP
-    return _parse_message(p, off, n, kind, s, t, mid, m, lines_too_long)
+    return _parse_message(p, off, n, kind, s, t, mid, m, lines_too_long, b)
 
 
 cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, uint32_t s,
-                        uint32_t t, int mid, HttpMsg *m, uint32_t *lines_too_long) noexcept nogil:
+                        uint32_t t, int mid, HttpMsg *m, uint32_t *lines_too_long,
+                        BodyInfo *b) noexcept nogil:
     """Parse the message http_start found in the payload p[off:off+n]: kind, first-line start
-    s, and for a request the space after the method (t) and its MethodId."""
+    s, and for a request the space after the method (t) and its MethodId. *b gets what the
+    header block says about the message's length (cleared first)."""
     cdef uint32_t e, eol, line_start, colon, v0, v1, k, ln
     cdef int code
     cdef bint have_host = False, have_ua = False, line_complete
     cdef const uint8_t *q = p + off
     cdef const uint8_t *hit
     lines_too_long[0] = 0
+    b.hdr_end = 0
+    b.cl = 0
+    b.cl_state = CL_NONE
+    b.te = TE_NONE
     # Classified on the first bytes (http_start) before looking for the end of the line: most
     # payloads are message bodies, and scanning a 1460-byte body for a CR/LF it may not have
     # would cost more than the rest of the dissection.
@@ -283,7 +479,8 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
         line_complete = eol < n
         ln = eol - line_start
         if line_complete and ln == 0:
-            break                                             # end of the header block
+            b.hdr_end = _next_line(q, eol, n)                 # end of the header block
+            break
         if not line_complete:
             m.flags |= MSGF_HEADERS_INCOMPLETE
         if ln > MAX_HEADER_LINE:
@@ -312,6 +509,12 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
                     have_ua = True
                     m.user_agent.off = off + v0
                     m.user_agent.len = v1 - v0
+            elif not line_complete:
+                pass                                          # a value cut by the packet's end
+            elif _name_is(q + line_start, colon - line_start, b"content-length", 14):
+                _cl_value(q + v0, v1 - v0, b)
+            elif _name_is(q + line_start, colon - line_start, b"transfer-encoding", 17):
+                _te_value(q + v0, v1 - v0, b)
         if not line_complete:
             break
         line_start = _next_line(q, eol, n)
@@ -350,7 +553,8 @@ cdef inline void _fill_l34(HttpMsg *m, const L34 *l) noexcept nogil:
 
 
 cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
-                         HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt, L34 *lp) noexcept nogil:
+                         HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt, L34 *lp,
+                         BodyInfo *b) noexcept nogil:
     """Link, IP and TCP by ext/l34.pxd, the HTTP decision by ext/httpstart.pxd (the walk and
     the rule the feeder's reader shares), then the message's fields. Only an HTTP first
     packet writes *m (cleared first); any other packet leaves it untouched. *lp gets the walk
@@ -366,11 +570,88 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
         return r
     kind = http_start(p + l.payload_off, l.payload_caplen, l.payload_len, &s, &t, &mid)
     if kind == 0:
+        if l.payload_caplen <= <uint32_t>WT_MAX_METHOD_LEN + 2 and \
+                http_split_start(p + l.payload_off, l.payload_caplen, l.payload_len):
+            cnt[<int>DR_LINE_SPLIT] += 1
         return DR_NOT_HTTP
     _fill_l34(m, l)
     if l.payload_caplen < l.payload_len:
         m.flags |= MSGF_PAYLOAD_TRUNCATED
-    return _parse_message(p, l.payload_off, l.payload_caplen, kind, s, t, mid, m, lines_too_long)
+    return _parse_message(p, l.payload_off, l.payload_caplen, kind, s, t, mid, m, lines_too_long, b)
+
+
+cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py_ssize_t k,
+                               Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt) noexcept nogil:
+    """The messages after msgs[k - 1], the packet's first message (p: the packet, *l: its walk,
+    *b: the first message's BodyInfo), that start in the same segment: while a message's end is
+    known from this packet (_msg_end) and bytes follow it, they are looked at as the start of a
+    message (ext/httpstart.pxd, as a payload's first bytes are) and, when they start one,
+    parsed into msgs[k], msgs[k + 1], ... No reassembly, no state beyond the packet. A message
+    found there is flagged MSGF_MID_SEGMENT; its seq is the packet's SEQ plus its offset in the
+    payload, its payload_* span the segment from its first byte; the message before it gets
+    payload_* up to it (messages partition the segment: seq + payload_len is the next one's
+    seq). Why the chain stops is counted (body_continues, length_unknown, rest_not_http).
+    The caller leaves room for 1 + caplen / 5 messages (each but the last takes at least five
+    bytes: "GET\n\n"); msgs[kmax - 1] is the last row there is room for, whatever. Returns the
+    new k."""
+    cdef const uint8_t *q = p + l.payload_off
+    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, mstart = 0, end, s, t, ltl = 0
+    cdef uint64_t e = 0
+    cdef int st, kind, mid
+    cdef HttpMsg *prev = &msgs[k - 1]
+    cdef HttpMsg *m
+    while b.hdr_end != 0:
+        st = _msg_end(q + mstart, n - mstart, wire - mstart, prev, b, &e)
+        if st == END_CONTINUES:
+            cnt[<int>DR_BODY_CONTINUES] += 1
+            break
+        if st == END_UNKNOWN:
+            cnt[<int>DR_LENGTH_UNKNOWN] += 1
+            break
+        if st == END_CLOSE or mstart + e >= wire:
+            break                                   # nothing follows in the segment
+        end = mstart + <uint32_t>e
+        if end > 0xFFFF:
+            cnt[<int>DR_LENGTH_UNKNOWN] += 1         # past what seg_off holds (a >64 KiB segment)
+            break
+        if end >= n:
+            cnt[<int>DR_LENGTH_UNKNOWN] += 1         # what follows was not captured
+            break
+        if wire - end <= 2 and n == wire and _is_eol(q[end]) and (end + 1 >= n or _is_eol(q[end + 1])):
+            break                                   # a stray CRLF after a body (RFC 9112 2.2)
+        s = 0
+        t = 0
+        mid = 0
+        kind = http_start(q + end, n - end, wire - end, &s, &t, &mid)
+        if kind == 0:
+            cnt[<int>DR_REST_NOT_HTTP] += 1
+            break
+        if k >= kmax:
+            break                                   # cannot happen (see above); never overrun
+        m = &msgs[k]
+        _fill_l34(m, l)
+        m.flags = MSGF_MID_SEGMENT
+        m.seq = l.seq + end
+        m.seg_off = <uint16_t>end
+        m.payload_off = l.payload_off + end
+        m.payload_caplen = n - end
+        m.payload_len = wire - end
+        if m.payload_caplen < m.payload_len:
+            m.flags |= MSGF_PAYLOAD_TRUNCATED
+        prev.payload_caplen = end - mstart
+        prev.payload_len = end - mstart
+        prev.flags &= ~MSGF_PAYLOAD_TRUNCATED      # its bytes are all in the capture
+        _parse_message(p, l.payload_off + end, n - end, kind, s, t, mid, m, &ltl, b)
+        m.ts_ns = prev.ts_ns
+        m.pkt_index = prev.pkt_index
+        m.pkt_offset = prev.pkt_offset
+        m.linktype = prev.linktype
+        cnt[<int>(DR_MID_REQUEST if kind == MSG_REQUEST else DR_MID_RESPONSE)] += 1
+        cnt[<int>DR_LINE_TOO_LONG] += ltl
+        k += 1
+        prev = m
+        mstart = end
+    return k
 
 
 cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linktype, int r, L34 *l,
@@ -420,14 +701,13 @@ cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linkty
     return False
 
 
-cdef inline void _count_msg(uint64_t *cnt, const HttpMsg *m, uint32_t lines_too_long) noexcept nogil:
+cdef inline void _count_msg(uint64_t *cnt, const HttpMsg *m) noexcept nogil:
     if m.flags & MSGF_URI_TRUNCATED:
         cnt[<int>DR_URI_TRUNCATED] += 1
     if m.flags & MSGF_HEADERS_INCOMPLETE:
         cnt[<int>DR_HEADERS_INCOMPLETE] += 1
     if m.flags & MSGF_PAYLOAD_TRUNCATED:
         cnt[<int>DR_PAYLOAD_TRUNCATED] += 1
-    cnt[<int>DR_LINE_TOO_LONG] += lines_too_long
 
 
 cdef inline void _clear_msg(HttpMsg *m) noexcept nogil:
@@ -484,28 +764,34 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     then also finds the TLS stage's messages (MSG_TLS, MSG_QUIC), returned as a third item.
 
     Returns (msgs, counters): msgs, a view of a MESSAGE_DTYPE array holding one HttpMsg per HTTP
-    first packet, in packet order; counters, a uint64 array indexed by DissectReason. A PacketRef
-    whose bytes lie (partly) outside `data` is dissected over the bytes that exist. With
-    tls_watch: (msgs, counters, tls_msgs), tls_msgs in packet order (the HTTP counters are
-    those of the walk without it). With tcp_events: (msgs, counters, tls_msgs or None, events),
-    events a uint8 array of TcpEvent records (ext/message.pxd), one per TCP segment, in packet
-    order. tcp_events=2 (TCP_EVENTS_DATA): only the segments that carry payload or FIN/RST (the
-    TLS exchange stage's input, issue 33: a pure ACK says nothing to it).
+    first packet, then one per message that starts after another's end in the same segment
+    (_more_messages), in packet order and, within a packet, in byte order; counters, a uint64
+    array indexed by DissectReason. A PacketRef whose bytes lie (partly) outside `data` is
+    dissected over the bytes that exist. With tls_watch: (msgs, counters, tls_msgs), tls_msgs in
+    packet order (the HTTP counters are those of the walk without it). With tcp_events: (msgs,
+    counters, tls_msgs or None, events), events a uint8 array of TcpEvent records
+    (ext/message.pxd), one per TCP segment, in packet order. tcp_events=2 (TCP_EVENTS_DATA): only
+    the segments that carry payload or FIN/RST (the TLS exchange stage's input, issue 33: a pure
+    ACK says nothing to it).
     """
     cdef cnp.ndarray pk = _as_packets(packets)
-    cdef Py_ssize_t n = pk.shape[0], i, k = 0
-    cdef cnp.ndarray out = np.empty(n, dtype=_MESSAGE_DTYPE)   # every row used is cleared by _clear_msg
+    cdef Py_ssize_t n = pk.shape[0], i = 0, k = 0, k0, j
+    # Room for one message per packet and a few segments' worth of messages after a first one;
+    # grown (outside the nogil loop) when a packet could hold more than what is left.
+    cdef Py_ssize_t cap = n + 2048
+    cdef cnp.ndarray out = np.empty(cap, dtype=_MESSAGE_DTYPE)   # every row used is cleared by _clear_msg
     cdef cnp.ndarray counters = np.zeros(<int>DR_N, dtype=np.uint64)
     cdef const PacketRef *refs = <const PacketRef *>cnp.PyArray_DATA(pk)
     cdef HttpMsg *msgs = <HttpMsg *>cnp.PyArray_DATA(out)
     cdef uint64_t *cnt = <uint64_t *>cnp.PyArray_DATA(counters)
     cdef uint8_t[::1] rs
     cdef uint8_t *rsp = NULL
-    cdef uint64_t size = data.shape[0], caplen, poff
+    cdef uint64_t size = data.shape[0], caplen = 0, poff
     cdef const uint8_t *base = &data[0] if size > 0 else NULL
     cdef uint32_t ltl = 0
     cdef int r
     cdef L34 l
+    cdef BodyInfo bi
     cdef TlsWatch *w = NULL
     cdef cnp.ndarray tout = None
     cdef HttpMsg *tm = NULL
@@ -526,35 +812,52 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
             raise ValueError("reasons must have one entry per packet")
         if n > 0:
             rsp = &rs[0]
-    with nogil:
-        for i in range(n):
-            poff = refs[i].offset
-            caplen = batch_caplen(refs, i, n, base, size)
-            if caplen == 0:
-                r = DR_LINK_TRUNCATED
-            else:
-                r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l)
-                if ev != NULL and l.tcp_ok and (tcp_events != 2 or l.payload_len != 0
-                                                 or (l.tcp_flags & 0x05) != 0):
-                    _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff)
-                    ke += 1
-                if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
-                    tm[kt].ts_ns = refs[i].ts_ns
-                    tm[kt].pkt_index = refs[i].index
-                    tm[kt].pkt_offset = poff
-                    tm[kt].linktype = refs[i].linktype
-                    kt += 1
-            cnt[<int>DR_PACKETS] += 1
-            cnt[r] += 1
-            if rsp != NULL:
-                rsp[i] = <uint8_t>r
-            if r == DR_HTTP_REQUEST or r == DR_HTTP_RESPONSE:
-                msgs[k].ts_ns = refs[i].ts_ns
-                msgs[k].pkt_index = refs[i].index
-                msgs[k].pkt_offset = poff
-                msgs[k].linktype = refs[i].linktype
-                _count_msg(cnt, &msgs[k], ltl)
-                k += 1
+    while True:
+        with nogil:
+            while i < n:
+                caplen = batch_caplen(refs, i, n, base, size)
+                if cap - k < 1 + <Py_ssize_t>(caplen // 5):
+                    break                           # grow first (below), then this packet
+                poff = refs[i].offset
+                bi.hdr_end = 0
+                if caplen == 0:
+                    r = DR_LINK_TRUNCATED
+                else:
+                    r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l, &bi)
+                    if ev != NULL and l.tcp_ok and (tcp_events != 2 or l.payload_len != 0
+                                                     or (l.tcp_flags & 0x05) != 0):
+                        _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff)
+                        ke += 1
+                    if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
+                        tm[kt].ts_ns = refs[i].ts_ns
+                        tm[kt].pkt_index = refs[i].index
+                        tm[kt].pkt_offset = poff
+                        tm[kt].linktype = refs[i].linktype
+                        kt += 1
+                cnt[<int>DR_PACKETS] += 1
+                cnt[r] += 1
+                if rsp != NULL:
+                    rsp[i] = <uint8_t>r
+                if r == DR_HTTP_REQUEST or r == DR_HTTP_RESPONSE:
+                    msgs[k].ts_ns = refs[i].ts_ns
+                    msgs[k].pkt_index = refs[i].index
+                    msgs[k].pkt_offset = poff
+                    msgs[k].linktype = refs[i].linktype
+                    cnt[<int>DR_LINE_TOO_LONG] += ltl
+                    k0 = k
+                    k += 1
+                    if bi.hdr_end != 0:
+                        k = _more_messages(base + poff, &l, msgs, k, cap, &bi, cnt)
+                    for j in range(k0, k):
+                        _count_msg(cnt, &msgs[j])
+                i += 1
+        if i >= n:
+            break
+        cap = max(2 * cap, k + 1 + <Py_ssize_t>(caplen // 5) + (n - i))
+        grown = np.empty(cap, dtype=_MESSAGE_DTYPE)
+        grown[:k] = out[:k]
+        out = grown
+        msgs = <HttpMsg *>cnp.PyArray_DATA(out)
     if ev != NULL:
         return out[:k], counters, (tout[:kt] if w != NULL else None), eout[:ke * sizeof(TcpEvent)]
     if w != NULL:
@@ -622,6 +925,7 @@ def parse_http_payload(const uint8_t[::1] payload, wire_len=None):
     cdef HttpMsg *m = <HttpMsg *>cnp.PyArray_DATA(out)
     cdef uint32_t n = payload.shape[0], wl, ltl = 0
     cdef int r
+    cdef BodyInfo bi
     wl = n if wire_len is None else wire_len
     _clear_msg(m)
     if n == 0:
@@ -631,7 +935,7 @@ def parse_http_payload(const uint8_t[::1] payload, wire_len=None):
         m.payload_caplen = n
         if n < wl:
             m.flags |= MSGF_PAYLOAD_TRUNCATED
-        r = _parse_http(&payload[0], 0, n, wl, m, &ltl)
+        r = _parse_http(&payload[0], 0, n, wl, m, &ltl, &bi)
     return r, out[0]
 
 

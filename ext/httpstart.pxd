@@ -103,10 +103,39 @@ cdef inline bint _line_ends_with_version(const uint8_t *q, uint32_t k, uint32_t 
             and q[e - 2] == 46 and _is_digit(q[e - 1]))
 
 
+cdef inline bint http_lower_status(const uint8_t *q, uint32_t n) noexcept nogil:
+    """q[0:n] starts a status line whose version is in lower case: "http/" DIGIT "." DIGIT SP
+    (Zeek reads it as a response, tshark 4.0 as a continuation; docs/ACCURACY.md "Status
+    lines"). The whole shape is required, so a body that merely begins "http/" is not one."""
+    return (n >= 9 and memcmp(q, b"http/", 5) == 0 and _is_digit(q[5]) and q[6] == 46
+            and _is_digit(q[7]) and q[8] == 32)
+
+
+cdef inline bint http_split_start(const uint8_t *q, uint32_t n, uint32_t wire_len) noexcept nogil:
+    """The whole TCP payload q[0:n] (n == wire_len) is only the beginning of a request line or
+    a status line: a proper prefix of a method token (with or without RFC 2774's "M-") or of
+    "HTTP/" ("G", then "ET / HTTP/1.1" in the next segment). Such a message is not read (no
+    reassembly); the dissector counts it (request_line_split). Looks at at most 19 bytes."""
+    cdef int i
+    cdef uint32_t b = 0
+    if n == 0 or n != wire_len or n > <uint32_t>WT_MAX_METHOD_LEN + 2:
+        return False
+    if n < 5 and memcmp(q, b"HTTP/", n) == 0:
+        return True
+    if n >= 2 and q[0] == 77 and q[1] == 45:              # "M-"
+        b = 2
+    if n == b:
+        return True
+    for i in range(1, WT_N_METHODS):
+        if wt_methods[i].len > n - b and memcmp(q + b, wt_methods[i].name, n - b) == 0:
+            return True
+    return False
+
+
 cdef inline int http_start(const uint8_t *q, uint32_t n, uint32_t wire_len, uint32_t *start,
                            uint32_t *tok_end, int *method_id) noexcept nogil:
     """Classify the TCP payload q[0:n] (wire_len bytes on the wire): MSG_RESPONSE when it starts
-    with "HTTP/", MSG_REQUEST when it starts a request line, 0 otherwise. *start: where the first
+    with "HTTP/" (or a status line in lower case, http_lower_status), MSG_REQUEST when it starts a request line, 0 otherwise. *start: where the first
     line begins (one leading CRLF is skipped, as tshark does when more than 3 bytes are on the
     wire; RFC 9112 2.2); for a request *tok_end is where the method ends and *method_id its
     MethodId.
@@ -130,6 +159,8 @@ cdef inline int http_start(const uint8_t *q, uint32_t n, uint32_t wire_len, uint
         return 0
     start[0] = s
     if n - s >= 5 and memcmp(q + s, b"HTTP/", 5) == 0:
+        return MSG_RESPONSE
+    if q[s] == 104 and http_lower_status(q + s, n - s):
         return MSG_RESPONSE
     base = s
     if n - s >= 2 and q[s] == 77 and q[s + 1] == 45:      # "M-"

@@ -25,9 +25,11 @@ ctypedef struct HttpMsg:
     uint16_t ip_off      # offset of the IP header from the start of the packet
     uint16_t tcp_off     # offset of the TCP header from the start of the packet
     uint16_t vlan        # outermost 802.1Q VLAN id, or 0xFFFF when untagged
-    uint32_t payload_off    # offset of the TCP payload from the start of the packet
-    uint32_t payload_caplen # payload bytes present in the capture
-    uint32_t payload_len    # payload bytes on the wire, from the IP length fields
+    uint32_t payload_off    # offset of the TCP payload from the start of the packet (of the
+                            # message's first byte when it starts mid-segment: MSGF_MID_SEGMENT)
+    uint32_t payload_caplen # payload bytes present in the capture (up to the next message's
+                            # first byte when another message follows in the segment)
+    uint32_t payload_len    # payload bytes on the wire, from the IP length fields (likewise)
     Span method          # request method token (requests only)
     Span uri             # request-target as sent (requests only)
     Span version         # "HTTP/1.x" of the request line or of the status line
@@ -51,7 +53,9 @@ ctypedef struct HttpMsg:
                              # session or bottom MPLS label of the outermost such layer; else 0
     uint8_t outer_ip_version # 4 or 6; 0 when no IP header carries the packet's tunnel
     uint8_t encap_depth      # number of layers in encap
-    uint8_t _reserved2[2]    # zero
+    uint16_t seg_off         # offset of the message's first byte in its TCP payload: 0, or
+                             # where a message inside a segment starts (MSGF_MID_SEGMENT): seq
+                             # - seg_off is the packet's SEQ (docs/PAIRING.md)
 
 cdef enum MsgKind:
     MSG_REQUEST = 1
@@ -97,6 +101,8 @@ cdef enum MsgFlags:
     MSGF_LINE_TOO_LONG = 16       # a header line exceeded the per-line bound and was not parsed
     MSGF_BAD_VERSION = 32         # the HTTP version token (request or status line) is not HTTP/d.d
     MSGF_BAD_STATUS = 64          # status line whose code is not exactly three digits (status = 0)
+    MSGF_MID_SEGMENT = 128        # the message starts after another message's end in its segment
+                                  # (seq, payload_* are from its first byte; docs/PAIRING.md)
 
 # Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
 # 5323, 5842) and the few non-standard ones common in real traffic. METHOD_OTHER: responses.
@@ -133,6 +139,18 @@ cdef enum DissectReason:
     DR_HEADERS_INCOMPLETE     # messages whose header block continues in a later packet
     DR_LINE_TOO_LONG          # header lines over the per-line bound (not parsed)
     DR_PAYLOAD_TRUNCATED      # messages whose payload was cut by the snaplen
+    # Messages after another in one segment (ext/dissect.pyx _more_messages; docs/ACCURACY.md
+    # "Messages inside a segment"), and why no further message was looked for.
+    DR_MID_REQUEST            # requests found after another message's end in the same segment
+    DR_MID_RESPONSE           # responses found likewise
+    DR_BODY_CONTINUES         # messages whose body (known length or chunks) runs past the segment
+    DR_LENGTH_UNKNOWN         # messages followed in their segment by bytes whose extent the
+                              # packet cannot tell (bad Content-Length, a request's Transfer-
+                              # Encoding without chunked, bad chunks, an unparsed long header
+                              # line) or that the snaplen cut
+    DR_REST_NOT_HTTP          # a message's end is known and the bytes after it start no message
+    DR_LINE_SPLIT             # a whole payload that is only the beginning of a request or status
+                              # line ("G", then the rest): not read (no reassembly)
     # Encapsulations (ext/l34.pxd EncapKind): packets whose walk crossed each layer, whatever
     # their outcome; DR_ENC_GRE + kind - 1, in EncapKind order.
     DR_ENCAP_TOO_DEEP         # walks given up after L34_MAX_ENCAP layers (counted not_ip too)

@@ -32,7 +32,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
-                      MSGF_HEADERS_INCOMPLETE, same_ip)
+                      MSGF_HEADERS_INCOMPLETE, MSGF_MID_SEGMENT, same_ip)
 from pairing cimport *
 from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_full,
                         pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
@@ -574,7 +574,11 @@ cdef class PairingTable:
             idx = self._alloc_entry()
             self._fill_entry(&self.pool[idx], &m[i], buf, buflen,
                              self.xspans + i * self.nx if self.nx else NULL)
-            self._place(idx)
+            # A response inside a segment after another one (MSGF_MID_SEGMENT) may also pair on
+            # its packet's SEQ (docs/PAIRING.md "Messages inside a segment")
+            self._place(idx, m[i].seq - m[i].seg_off,
+                        m[i].kind == MSG_RESPONSE and (m[i].flags & MSGF_MID_SEGMENT) != 0
+                        and m[i].seg_off != 0)
         return 0
 
     cdef void _span(self, TextView *tv, int f, const HttpMsg *m, Span s, const uint8_t *buf,
@@ -680,10 +684,13 @@ cdef class PairingTable:
 
     # ------------------------------------------------------------------ the table
 
-    cdef int _place(self, int32_t idx) except -1 nogil:
+    cdef int _place(self, int32_t idx, uint32_t alt_key, bint has_alt) except -1 nogil:
         """Pair entry idx (allocated, not linked) with the oldest waiting counterpart of its key,
         or link it to wait. Loops when an interim 1xx re-keys the request. Returns 0 or -1.
-        The chain walk and the links are ext/pendtable.pxd's; the predicate is the paper's."""
+        The chain walk and the links are ext/pendtable.pxd's; the predicate is the paper's.
+        has_alt (a response inside a segment after another response): when no request waits on
+        its own SEQ, it takes alt_key, its packet's SEQ, and looks (or waits) there: pipelined
+        requests carry the ACK the segment's first response answers."""
         cdef PendEntry *e
         cdef PendEntry *w
         cdef int32_t j, match, oldest_same, req, resp
@@ -713,6 +720,11 @@ cdef class PairingTable:
                         if w.seq == e.seq and w.ack == e.ack and not w.interim_done:
                             repeat = True
                 j = w.links.next
+            if match == -1 and has_alt:
+                has_alt = False
+                e.key = alt_key
+                continue
+            has_alt = False
             if match == -1:
                 if repeat:
                     if e.kind == MSG_REQUEST:

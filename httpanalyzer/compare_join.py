@@ -61,6 +61,8 @@ CATEGORIES = {
                                "marks the frame http.request/http.response",
     "connect_tunnel": "the answer to CONNECT: tshark hands the connection to the tunnel and does "
                       "not mark the response",
+    "lower_case_status_line": "a status line with its version in lower case ('http/1.1 200'): "
+                              "webtap reads a response (as Zeek), tshark 4.0 data",
     "tshark_no_request_in": "tshark leaves a response with SEQ == a request's ACK without "
                             "http.request_in (it lost track of the stream)",
     # what webtap does not dissect (docs/ACCURACY.md, "First packets")
@@ -70,8 +72,9 @@ CATEGORIES = {
                                    "quote, ...)",
     "link_unsupported": "a link type webtap does not dissect (802.11, NFLOG, ARCNET, C-HDLC)",
     "ip_reassembled": "an IP fragment: tshark reassembles IP, webtap skips fragments",
-    "message_mid_payload": "the message starts after the first byte of the payload; webtap only "
-                           "looks at the payload's start (the paper's first packet)",
+    "message_mid_payload": "the message starts after the first byte of the payload, after a "
+                           "message whose end the packet does not tell (body_continues, "
+                           "length_unknown): webtap does not look there",
     "not_a_request_line": "a method and a space, then no request-target form and no version at the "
                           "line's end (a body such as 'POST request received'): tshark takes any "
                           "first word that is a method, webtap requires a request line's shape",
@@ -84,6 +87,10 @@ CATEGORIES = {
     "reassembly_merged": "tshark's reassembly joins segments that each start a message in "
                          "first-packet mode into one message (server bytes sent before the "
                          "request, then the response)",
+    "response_mid_request": "the request is split over segments and the server answers after "
+                            "the first one: tshark's reassembly completes the request after the "
+                            "response, so it does not pair them; webtap pairs the response with "
+                            "the request's first packet (SEQ == ACK)",
     "reassembled_message": "tshark's reassembly mode finds a message its first-packet mode "
                            "does not (the message begins inside a segment, or its first line "
                            "is split across packets)",
@@ -110,16 +117,25 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
     """One row per transaction tshark reports: request first frame `q` and response first frame
     `r` (-1 when absent), the 4-tuple (client first), request ACK, response SEQ, text, status
     and response time in seconds (http.time)."""
-    by_frame = frames.set_index("frame")
     req = frames[frames.is_req]
     resp = frames[frames.is_resp]
+    # a frame may hold several requests (one row each, in order): the responses that point at
+    # it take them in order, a 1xx the request its final response will take
+    reqs_of: dict[int, list] = {}
+    for i, x in zip(req.index, req.itertuples(index=False)):
+        reqs_of.setdefault(int(x.frame), []).append((i, x))
+    nxt: dict[int, int] = {}
     used = set()
     rows = []
     for x in resp.itertuples(index=False):
-        qf = x.request_in if x.request_in in by_frame.index else -1
-        q = by_frame.loc[qf] if qf >= 0 else None
-        if qf >= 0:
-            used.add(qf)
+        lst = reqs_of.get(int(x.request_in)) if x.request_in >= 0 else None
+        q = None
+        if lst:
+            k = min(nxt.get(int(x.request_in), 0), len(lst) - 1)
+            i, q = lst[k]
+            used.add(i)
+            if not (100 <= x.status < 200 and x.status != 101):
+                nxt[int(x.request_in)] = k + 1
         rows.append(dict(
             q=int(q.first_frame) if q is not None else -1, r=int(x.first_frame),
             q_chunk=int(q.chunk) if q is not None else -1, r_chunk=int(x.chunk),
@@ -132,8 +148,8 @@ def tshark_transactions(frames: pd.DataFrame, mode: str) -> pd.DataFrame:
             q_msgs=int(q.n_msgs) if q is not None else 0, r_msgs=int(x.n_msgs),
             q_segs=q.segments if q is not None else (), r_segs=x.segments,
             request_in=int(x.request_in)))
-    for x in req.itertuples(index=False):
-        if x.frame in used:
+    for i, x in zip(req.index, req.itertuples(index=False)):
+        if i in used:
             continue
         rows.append(dict(q=int(x.first_frame), r=-1, q_chunk=int(x.chunk), r_chunk=-1,
                          client=x.src, client_port=x.sport, server=x.dst, server_port=x.dport,
@@ -206,9 +222,20 @@ def join_transactions(w: pd.DataFrame, t: pd.DataFrame) -> pd.DataFrame:
                 t_left.discard(j)
                 out.append((i, j, how))
 
+    # Several messages in one frame (issue 31) give several rows on the same frames: those
+    # whose request-target and status agree first, so that the fields compared are the same
+    # message's whatever order each tool lists them in.
+    wu, tu = w.uri.to_numpy(), t.uri.to_numpy()
+    ws, ts = w.status.to_numpy(), t.status.to_numpy()
+    one_pass("exact", lambda i: (wq[i], wr[i], _tshark_text(wu[i]), ws[i]),
+             lambda j: (tq[j], tr[j], _tshark_text(tu[j]), ts[j]))
     one_pass("exact", lambda i: (wq[i], wr[i]), lambda j: (tq[j], tr[j]))
+    one_pass("request", lambda i: (wq[i], _tshark_text(wu[i])) if wq[i] >= 0 else None,
+             lambda j: (tq[j], _tshark_text(tu[j])) if tq[j] >= 0 else None)
     one_pass("request", lambda i: wq[i] if wq[i] >= 0 else None,
              lambda j: tq[j] if tq[j] >= 0 else None)
+    one_pass("response", lambda i: (wr[i], ws[i]) if wr[i] >= 0 else None,
+             lambda j: (tr[j], ts[j]) if tr[j] >= 0 else None)
     one_pass("response", lambda i: wr[i] if wr[i] >= 0 else None,
              lambda j: tr[j] if tr[j] >= 0 else None)
     out += [(i, -1, "only_webtap") for i in sorted(w_left)]
@@ -229,6 +256,8 @@ def _frame_reason_not_in_tshark(info) -> str:
         return "tshark_notification"
     if info.connect:
         return "connect_tunnel"
+    if info.lower_case_status:
+        return "lower_case_status_line"
     if info.http_method or "http" in layers:
         return "tshark_header_exception"
     return "unexplained"
@@ -287,12 +316,18 @@ class _Explainer:
             for f in (q, r):
                 if f >= 0:
                     self.t_of.setdefault(int(f), []).append(j)
+        # messages per frame, requests [0] and responses [1], on each side
+        self.t_msgs = (Counter(int(f) for f in t.q if f >= 0), Counter(int(f) for f in t.r if f >= 0))
+        self.w_msgs = (Counter(int(f) for f in w.q if f >= 0), Counter(int(f) for f in w.r if f >= 0))
         self.w_of: dict[int, list[int]] = {}
         for i, (q, r) in enumerate(zip(w.q, w.r)):
             for f in (q, r):
                 if f >= 0:
                     self.w_of.setdefault(int(f), []).append(i)
         # requests sharing an ACK on one connection: pipelining
+        # reassembly mode: the frame that completes each request (its last segment)
+        self.q_last = {int(q): max(segs) for q, segs in zip(t.q, t.q_segs)
+                       if q >= 0 and len(segs)} if mode == "reassembly" else {}
         key = list(zip(w.client, w.client_port, w.server, w.server_port, w.ack))
         reqs = w.q >= 0
         self.shared_ack = Counter(k for k, is_req in zip(key, reqs) if is_req)
@@ -370,6 +405,22 @@ class _Explainer:
             return True
         return any(sum(f in self.fp_frames for f in segs) > 1 for segs in (T.q_segs, T.r_segs))
 
+    def _answered_mid_request(self, W, T) -> bool:
+        """A webtap pair, touched by W or T, whose response comes before the frame that completes
+        the request in tshark's reassembly (the request is split, the server answers after its
+        first segment)."""
+        if not self.q_last:
+            return False
+        for X in (W, T):
+            if X is None:
+                continue
+            for f in (X.q, X.r):
+                for i in self.w_of.get(int(f), []) if f >= 0 else []:
+                    W2 = self.w.iloc[i]
+                    if W2.q >= 0 and W2.r > W2.q and self.q_last.get(int(W2.q), -1) > W2.r:
+                        return True
+        return False
+
     def pair(self, W, T) -> str:
         """Reason why W (webtap's row) and T (tshark's) differ; either may be None."""
         if self.merged(T):
@@ -379,6 +430,9 @@ class _Explainer:
                 return "interim"
         if W is not None and (W.interim or W.after_interim):
             return "interim"
+        # after interim: a body sent after 100 Continue is this shape by design (RFC 9110 10.1.1)
+        if self._answered_mid_request(W, T):
+            return "response_mid_request"
         if self.mode == "reassembly" and len(self.starts) > 1 and W is not None and \
                 W.q >= 0 and W.r >= 0 and _chunk_of(W.q, self.starts) != _chunk_of(W.r, self.starts):
             return "chunk_boundary"
@@ -391,6 +445,12 @@ class _Explainer:
             for f in (T.q, T.r):
                 if f >= 0 and f not in self.w_frames:
                     return self.missing_in_webtap(int(f))
+        if T is not None and W is None:
+            # webtap read the frame's first message(s) but not this one: it starts after a
+            # message whose end the packet does not tell (body_continues, length_unknown)
+            for f, side in ((T.q, 0), (T.r, 1)):
+                if f >= 0 and self.t_msgs[side].get(int(f), 0) > self.w_msgs[side].get(int(f), 0):
+                    return "message_mid_payload"
         if T is not None and T.q >= 0 and T.r >= 0 and (W is None or (W.q, W.r) != (T.q, T.r)):
             if W is not None and (W.request_repeat or W.response_repeat):
                 return "retransmission"

@@ -40,7 +40,7 @@ from httpanalyzer.pairing import Pairer
 from webtap._ext import feeder as _fx
 from webtap._ext.dissect import dissect_batch
 from webtap.records import http as records
-from webtap.records.message import DISSECT_REASONS
+from webtap.records.message import DISSECT_REASONS, MSGF_MID_SEGMENT
 
 __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "hash_eq1", "hash_eq2", "hash_eq3",
            "classify_packets", "FEED_DTYPE"]
@@ -50,7 +50,8 @@ hash_eq1, hash_eq2, hash_eq3 = _fx.hash_eq1, _fx.hash_eq2, _fx.hash_eq3
 FEED_DTYPE = _fx.feed_dtype()
 #: dissector counters only parsing a message can tell: the consumers count these, the reader
 #: (classify_packets) counts every other one
-MESSAGE_COUNTERS = ("uri_truncated", "headers_incomplete", "line_too_long")
+MESSAGE_COUNTERS = ("uri_truncated", "headers_incomplete", "line_too_long", "mid_segment_request",
+                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http")
 
 
 class PacketBatch:
@@ -108,6 +109,18 @@ def _send_ctrl(conn, obj) -> None:
     conn.send_bytes(_TAG_CTRL + pickle.dumps(obj))
 
 
+def _segment_clocks(found, first, clocks, gc_ns: int) -> np.ndarray:
+    """Per message, the single table's clock just before it, when messages inside a segment
+    (MSGF_MID_SEGMENT) follow their packet's first message: the reader stamped only the first
+    (`clocks`, one per packet). After that message the single table's clock is the packet's time,
+    unless the time is behind the clock by no more than the window (counted clock_backwards, the
+    clock stays); a reset or a step forward leaves it at the packet's time."""
+    c = np.asarray(clocks)[np.cumsum(first) - 1]
+    ts = found["ts_ns"]
+    stays = first | ((ts < c) & (c - ts <= gc_ns))
+    return np.ascontiguousarray(np.where(stays, c, ts), dtype=np.int64)
+
+
 def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_timeout: float,
                    table_options: dict, drain_only: bool = False) -> None:
     """One consumer: frames from its ring into a pairing table; records back over `conn`."""
@@ -149,9 +162,12 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
                 # HTTP first packets: dissect here (the reader only routed them), then pair
                 found, cnt = dissect_batch(msgs, data)
                 dissect_counts += cnt
-                if len(found) != len(msgs):
+                first = (found["flags"] & MSGF_MID_SEGMENT) == 0
+                if int(first.sum()) != len(msgs):
                     raise RuntimeError(f"reader and dissector disagree: {len(msgs)} HTTP first "
-                                       f"packets routed, {len(found)} messages dissected")
+                                       f"packets routed, {int(first.sum())} dissected")
+                if len(found) != len(msgs):
+                    clocks = _segment_clocks(found, first, clocks, table.gc_timeout_ns)
                 table.trace = trace
                 table.feed(found, data, clocks)
                 del found

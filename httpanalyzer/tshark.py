@@ -208,18 +208,35 @@ def _parse_http_rows(rows: list[dict], offset: int, chunk: int) -> pd.DataFrame:
         resps = [x for x in r["http.response"].split(AGG) if x] if r["http.response"] else []
         src = last(r["ip.src"]) or last(r["ipv6.src"])
         dst = last(r["ip.dst"]) or last(r["ipv6.dst"])
-        rin = first(r["http.request_in"])
-        t = first(r["http.time"])
-        out.append((f, first_f, segs, chunk, r["frame.time_epoch"], r["frame.protocols"], src, dst,
-                    to_int(last(r["tcp.srcport"])), to_int(last(r["tcp.dstport"])),
-                    to_int(last(r["tcp.seq_raw"])), to_int(last(r["tcp.ack_raw"])),
-                    bool(reqs), bool(resps) and not reqs, len(reqs) + len(resps),
-                    to_int(rin) - 1 + offset if rin else -1, float(t) if t else np.nan,
-                    seconds_to_ns(t) if t else NO_TIME,
-                    first(r["http.request.method"]) or None, first(r["http.request.uri"]) or None,
-                    first(r["http.host"]) or None, first(r["http.user_agent"]) or None,
-                    to_int(first(r["http.response.code"])),
-                    first(r["http.response.phrase"]) if resps else None))
+        n = len(reqs) + len(resps)
+        # A frame with several messages (pipelined, or several responses in one segment) gives
+        # one row per message. tshark lists a field once per message that has it, so the k-th
+        # value is the k-th message's only when every message has one; otherwise only the first
+        # message gets the first value (as before issue 31) and the others none. Every request
+        # line has a method and every status line a code: a last message whose header block is
+        # cut has them without http.request/http.response (tshark throws before it sets those).
+        if n > 1:
+            key = "http.request.method" if reqs else "http.response.code"
+            n = max(n, len(r[key].split(AGG)) if r[key] else 0)
+        for k in range(max(n, 1)):
+            def nth(name, k=k):
+                v = r[name].split(AGG) if r[name] else []
+                return v[k] if len(v) == n else (v[0] if k == 0 and v else "")
+            rin = nth("http.request_in")
+            t = nth("http.time")
+            # tcp.segment lists the segments of the frame's first message (reassembled); the
+            # messages after it begin in this frame
+            out.append((f, first_f if k == 0 else f, segs if k == 0 else (), chunk,
+                        r["frame.time_epoch"], r["frame.protocols"], src,
+                        dst, to_int(last(r["tcp.srcport"])), to_int(last(r["tcp.dstport"])),
+                        to_int(last(r["tcp.seq_raw"])), to_int(last(r["tcp.ack_raw"])),
+                        bool(reqs), bool(resps) and not reqs, n,
+                        to_int(rin) - 1 + offset if rin else -1, float(t) if t else np.nan,
+                        seconds_to_ns(t) if t else NO_TIME,
+                        nth("http.request.method") or None, nth("http.request.uri") or None,
+                        nth("http.host") or None, nth("http.user_agent") or None,
+                        to_int(nth("http.response.code")),
+                        nth("http.response.phrase") if resps else None))
     cols = ["frame", "first_frame", "segments", "chunk", "epoch", "protocols", "src", "dst", "sport", "dport",
             "seq", "ack", "is_req", "is_resp", "n_msgs", "request_in", "time_s", "time_ns", "method", "uri",
             "host", "user_agent", "status", "reason"]
@@ -266,7 +283,7 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
     stack and TCP analysis flags, from one more first-packet-mode run on just those frames.
     The command lines run are appended to `commands`."""
     cols = ["frame", "protocols", "retransmission", "http_method", "notification", "connect",
-            "ip_fragment", "payload_starts_message", "not_request_line"]
+            "ip_fragment", "payload_starts_message", "not_request_line", "lower_case_status"]
     if not frames:
         return pd.DataFrame(columns=cols)
 
@@ -291,8 +308,20 @@ def tshark_explain(path: str, frames: list[int], chunk_starts: list[int], tshark
                                 bool(r["http.proxy_connect_host"]),
                                 bool(r["ip.fragment"] or r["ipv6.fragment"]),
                                 _starts_message(last(r["tcp.payload"])),
-                                _not_request_line(last(r["tcp.payload"]))))
+                                _not_request_line(last(r["tcp.payload"])),
+                                _lower_case_status(last(r["tcp.payload"]))))
     return pd.DataFrame(out, columns=cols)
+
+
+def _lower_case_status(payload_hex: str) -> bool:
+    """The payload starts a status line with its version in lower case: "http/" DIGIT "."
+    DIGIT SP (Zeek reads a response, tshark 4.0 data; docs/ACCURACY.md)."""
+    try:
+        p = bytes.fromhex(payload_hex.replace(":", "")[:18])
+    except ValueError:
+        return False
+    return (len(p) >= 9 and p[:5] == b"http/" and p[5:6].isdigit() and p[6:7] == b"."
+            and p[7:8].isdigit() and p[8:9] == b" ")
 
 
 def _starts_message(payload_hex: str) -> bool:

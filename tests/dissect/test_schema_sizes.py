@@ -25,7 +25,7 @@ def test_counters_have_one_slot_per_reason():
 def test_encapsulation_fields_are_appended():
     """Issue 23 appended its fields after `_reserved`: every earlier field keeps its offset."""
     names = MESSAGE_DTYPE.names
-    tail = ("encap", "outer_src", "outer_dst", "tunnel_id", "outer_ip_version", "encap_depth", "_reserved2")
+    tail = ("encap", "outer_src", "outer_dst", "tunnel_id", "outer_ip_version", "encap_depth", "seg_off")
     assert names[-len(tail):] == tail
     assert MESSAGE_DTYPE.fields["encap"][1] >= MESSAGE_DTYPE.fields["_reserved"][1] + 1
     assert MESSAGE_DTYPE.fields["_reserved"][1] == 147 and MESSAGE_DTYPE.itemsize == 200   # was 152 bytes

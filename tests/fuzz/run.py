@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 
 #: libFuzzer's -max_len per target: room for a few records / lines, small enough to stay fast.
-MAX_LEN = {"source": 16384, "dissect": 4096, "encap": 2048, "http": 4096, "canon": 1024, "blacklist": 4096,
-           "tree": 4096, "urlbase": 4096, "tls": 20000, "quic": 8192, "sni": 8192,
+MAX_LEN = {"source": 16384, "dissect": 4096, "encap": 2048, "http": 4096, "segment": 4096, "canon": 1024,
+           "blacklist": 4096, "tree": 4096, "urlbase": 4096, "tls": 20000, "quic": 8192, "sni": 8192,
            "exchange": 8192}
 
 

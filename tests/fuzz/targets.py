@@ -20,8 +20,8 @@ import tempfile
 
 import numpy as np
 
-TARGETS = ("source", "dissect", "encap", "http", "canon", "blacklist", "tree", "urlbase", "tls", "quic",
-           "sni", "exchange")
+TARGETS = ("source", "dissect", "encap", "http", "segment", "canon", "blacklist", "tree", "urlbase",
+           "tls", "quic", "sni", "exchange")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,7 +135,9 @@ def check_dissect(data: bytes) -> None:
     # every packet ends in exactly one terminal reason (the message flags are counted apart)
     terminal = [k for k in DISSECT_REASONS[1:12]] + ["http_request", "http_response"]
     assert sum(c[k] for k in terminal) == len(parts), c
-    assert len(mb) == c["http_request"] + c["http_response"] == int(per_reason[12] + per_reason[13])
+    assert c["http_request"] + c["http_response"] == int(per_reason[12] + per_reason[13])
+    assert len(mb) == (c["http_request"] + c["http_response"] + c["mid_segment_request"]
+                       + c["mid_segment_response"])
     m = mb.msgs
     size = len(buf)
     for i in range(len(m)):
@@ -286,6 +288,71 @@ def seeds_http(shared: str | None) -> list[bytes]:
                 if i >= 0:
                     out.append(b"\0" + f[i:i + 600])
     return out[:40]
+
+
+# ---------------------------------------------------------------------------------------------
+# segment: the messages after a first one in one TCP segment (ext/dissect.pyx _more_messages)
+
+_SEG_SEQ = 0xFFFFFF00          # near the wrap: seq + offset must wrap modulo 2^32
+
+
+def check_segment(data: bytes) -> None:
+    """One Ethernet/IPv4/TCP packet whose payload is data[1:] (data[0] picks the direction and a
+    snaplen cut): the messages found partition the payload from its first byte (each one's seq
+    is the previous one's + its payload_len, modulo 2^32), every message after the first is
+    flagged MSGF_MID_SEGMENT and starts where a message may start, spans stay inside the
+    message's own bytes, and the counters add up."""
+    from tests.dissect._scapy_batches import batch_from_raw
+    from webtap.dissect import dissect
+    from webtap.records.message import MSGF_MID_SEGMENT, SPAN_FIELDS
+
+    if not data:
+        return
+    payload = data[1:]
+    sport, dport = (40000, 80) if data[0] & 1 else (80, 40000)
+    frame = _tcp_frame(payload, sport, dport, _SEG_SEQ, 7)
+    cut = len(frame) - (data[0] >> 1) % 4 * 7 if data[0] & 6 else len(frame)
+    cut = max(cut, 54)
+    pk, buf = batch_from_raw([(frame[:cut], 1, 0, len(frame))])
+    mb = dissect(pk, buf)
+    c, m = mb.counters, mb.msgs
+    assert len(m) == (c["http_request"] + c["http_response"] + c["mid_segment_request"]
+                      + c["mid_segment_response"])
+    if len(m) == 0:
+        return
+    assert int(m[0]["seq"]) == _SEG_SEQ and not int(m[0]["flags"]) & MSGF_MID_SEGMENT
+    for i in range(len(m)):
+        row = m[i]
+        po, pc, pl = int(row["payload_off"]), int(row["payload_caplen"]), int(row["payload_len"])
+        assert po + pc <= cut and pc <= pl
+        assert int(row["seq"]) == (_SEG_SEQ + po - 54) % (1 << 32)
+        assert int(row["seg_off"]) == po - 54          # seq - seg_off: the packet's SEQ
+        if i:
+            prev = m[i - 1]
+            assert int(row["flags"]) & MSGF_MID_SEGMENT
+            assert po == int(prev["payload_off"]) + int(prev["payload_len"])
+            head = frame[po:po + 5]
+            assert head[:2] == b"\r\n" or head.lower().startswith(b"http/") or head[:1].isupper(), head
+        for f in SPAN_FIELDS:
+            o, ln = int(row[f]["off"]), int(row[f]["len"])
+            if ln:
+                assert po <= o and o + ln <= po + pc, f"span {f} outside its message"
+    last = m[len(m) - 1]
+    assert int(last["payload_off"]) + int(last["payload_len"]) == len(frame)
+
+
+def seeds_segment(shared: str | None) -> list[bytes]:
+    get = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"
+    return [b"\x01" + get * 3,
+            b"\x01" + b"POST /p HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc" + get,
+            b"\x01" + b"POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n" + get,
+            b"\x00" + ok + b"HTTP/1.1 100 Continue\r\n\r\n" + ok,
+            b"\x00" + b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n" + ok,
+            b"\x00" + b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\nhttp/1.1 204 No\r\n\r\n",
+            b"\x04" + ok * 4,
+            b"\x01" + get + b"\r\n",
+            b"\x01" + b"GET / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\nxGET\n\nGET\n\n"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -782,7 +849,7 @@ def check_exchange(data: bytes) -> None:
     from httpanalyzer.tls_exchange import ExchangeRun, exchange_table
     from tests.tls import hellobuild as hb
     from webtap._ext.dissect import dissect_batch
-    from webtap.schema import PACKET_DTYPE
+    from webtap.records.message import PACKET_DTYPE
 
     parts = data.split(b"\xff\x00\xff")[:24]
     ch = hb.records(hb.client_hello(exts=[hb.sni_ext(b"f.test")]))

@@ -274,3 +274,22 @@ def test_tshark_no_request_in_is_checked_on_tshark_fields():
                                r_msgs=1, client="a", client_port=1, server="b", server_port=80)])
         ex = _Explainer("first_packet", w, t, None, set(), set(), {}, [0], {})
         assert ex._webtap_pair(w.iloc[0]) == want
+
+
+def test_response_between_the_segments_of_a_split_request(tmp_path):
+    """Issue 31: the request line and Host start in one segment, the server answers, then the
+    request's last segment. webtap pairs by SEQ == ACK; tshark's reassembly completes the request
+    after the response and pairs nothing: response_mid_request (before: tshark_no_request_in)."""
+    out = []
+    c = ct.Conn(out, ct.T0, 40002)
+    a, b = b"GET /split HTTP/1.1\r\nHost: e", b"xample.com\r\nUser-Agent: t\r\n\r\n"
+    c._pkt("c", "PA", a, c.cseq, c.sseq)
+    c.cseq += len(a)
+    c.response()
+    c._pkt("c", "PA", b, c.cseq, c.sseq)
+    path = ct.write(tmp_path / "split.pcap", out)
+    cmp = compare.compare_traces(path)
+    fp, ra = rows(cmp), rows(cmp, "reassembly")
+    assert list(fp.how) == ["exact"]
+    assert sorted(ra.category) == ["response_mid_request", "response_mid_request"]
+    assert cmp.unexplained == 0

@@ -47,11 +47,14 @@ CATEGORIES = {
                                "before it sets http.request (method etc. still shown)",
     "method_unknown_to_tshark": "a registered method tshark 4.0 does not list (MKCALENDAR, ACL, "
                                 "BIND, ...)",
+    "lower_case_status_line": "a status line whose version is in lower case ('http/1.1 200 OK'): "
+                              "webtap reads a response (as Zeek does), tshark 4.0 data",
     # frames tshark reports, webtap does not
     "link_unsupported": "link type webtap does not dissect (ARCNET, radiotap, ...)",
     "ip_reassembled": "IP fragment: tshark reassembles IP, webtap flags and skips fragments",
-    "message_mid_payload": "the message starts after the payload's first byte (a second message "
-                           "after a body, or after stray bytes); webtap only looks at the start",
+    "message_mid_payload": "the message starts after the payload's first byte where webtap does "
+                           "not look (after a message whose end the packet does not tell, or "
+                           "after stray bytes)",
     "method_without_space": "a method token not followed by a space (cut at the packet's end, or "
                             "a tab); tshark accepts, webtap requires 'METHOD SP'",
     "icy_status_line": "SHOUTcast 'ICY nnn' status line: tshark 4.0 takes it as HTTP",
@@ -181,7 +184,9 @@ def compare_trace(path: str) -> TraceResult:
     m = batch.msgs
     res.packets = len(packets)
     cols = {n: batch.column(n, errors="tshark").to_pylist() for n in ("method", "uri", "version", "host", "user_agent", "reason")}
-    web = {int(m["pkt_index"][i]) + 1: i for i in range(len(m))}
+    web: dict[int, int] = {}    # frame -> its first message (messages inside a segment after it:
+    for i in range(len(m)):     # issue 31, compared by httpanalyzer compare's reassembly mode)
+        web.setdefault(int(m["pkt_index"][i]) + 1, i)
     tsh_http = {f: r for f, r in tsh.items() if r[2] or r[3]}
     res.tshark_frames = len(tsh_http)
     res.webtap_frames = len(web)
@@ -205,6 +210,8 @@ def compare_trace(path: str) -> TraceResult:
                 res.add("connect_tunnel", f"{desc} tunnel to {row[12]}")
             elif _cut_line_without_colon(data, m[i]):
                 res.add("tshark_header_exception", desc)
+            elif (cols["version"][i] or "").startswith("http/"):
+                res.add("lower_case_status_line", desc)
             else:
                 res.add("unexplained", f"{desc} (webtap only) protos={protos}")
             continue

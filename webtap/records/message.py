@@ -66,7 +66,7 @@ MESSAGE_DTYPE = np.dtype(
         ("tunnel_id", "<u4"),
         ("outer_ip_version", "u1"),
         ("encap_depth", "u1"),
-        ("_reserved2", "u1", (2,)),
+        ("seg_off", "<u2"),
     ],
     align=True,
 )
@@ -93,6 +93,7 @@ MSGF_HOST_REPEATED = 8
 MSGF_LINE_TOO_LONG = 16
 MSGF_BAD_VERSION = 32
 MSGF_BAD_STATUS = 64
+MSGF_MID_SEGMENT = 128
 
 #: ext/message.pxd MethodId: METHOD_NAMES[method_id] is the method token (None for METHOD_OTHER,
 #: i.e. responses). Ids 1-9 are the enum's; the rest follow ext/dissect.pyx's method table, which
@@ -145,6 +146,13 @@ DISSECT_REASONS = (
     "headers_incomplete",
     "line_too_long",
     "payload_truncated",
+    # messages inside a segment (docs/ACCURACY.md "Messages inside a segment")
+    "mid_segment_request",
+    "mid_segment_response",
+    "body_continues",
+    "length_unknown",
+    "rest_not_http",
+    "request_line_split",
     # encapsulations: packets whose walk crossed each layer (ext/l34.pxd), whatever their outcome
     "encap_too_deep",
 ) + tuple("encap_" + n for n in ENCAP_NAMES[1:])
