@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "urlcanon.h"
+#include "util.h"
 
 #define WT_BASE_MAGIC "WTURLB01"
 #define WT_BASE_ESC 255
@@ -250,8 +251,8 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
         uint32_t len = b->n_blocks, base = 0;
         while (len > 1) {
             uint32_t half = len / 2, mid = base + half;
-            __builtin_prefetch(&H[2 * (base + half / 2)]);
-            __builtin_prefetch(&H[2 * (mid + half / 2)]);
+            wt_prefetch_keep(&H[2 * (base + half / 2)]);
+            wt_prefetch_keep(&H[2 * (mid + half / 2)]);
             base = (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] < qh2)) ? mid : base;
             len -= half;
         }
@@ -280,7 +281,7 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
     k = lo - 1;
     p = b->blob + b->offs[k];
     end = b->blob + b->offs[k + 1];
-    for (i = 64; p + i < end; i += 64) __builtin_prefetch(p + i);
+    for (i = 64; p + i < end; i += 64) wt_prefetch(p + i);
     /* first key of the block: <= q by the choice of k */
     p = wt_base_varint(p, &v);
     p = wt_base_varint(p, &nc);
