@@ -45,10 +45,10 @@ def arrow_layout(urls) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-class UrlTree(_avl.UrlTree):
-    """Compressed AVL tree of blacklisted URLs. Ids are stable for a URL's lifetime (reused
-    after delete). Match results: id > 0 hit, 0 miss, < 0 no canonical form (see canon.REASONS).
-    """
+class UrlApi:
+    """The URL-level methods of both URL sets (UrlTree, urlfilter.urlstore.UrlStore): URLs are
+    canonicalised (urlfilter.canon) into keys for the compiled class after this one in the MRO,
+    which does the work. Match results: id > 0 hit, 0 miss, < 0 no canonical form."""
 
     def insert(self, url, category: int = 0, period: int = 0) -> tuple[int, bool]:
         """Insert one URL; returns (id, created). Raises InvalidUrl, TreeFull."""
@@ -67,7 +67,7 @@ class UrlTree(_avl.UrlTree):
 
     def find(self, url) -> int:
         """Exact match of one URL: id or 0."""
-        r = _avl.UrlTree.find(self, url)       # canonicalised in C: no Python per byte
+        r = super().find(url)                  # canonicalised in C: no Python per byte
         if r >= 0:
             return r
         try:                                   # rejected in C: an IDN host is retried as punycode
@@ -77,26 +77,13 @@ class UrlTree(_avl.UrlTree):
 
     def match(self, url) -> int:
         """Prefix match of one URL (longest entry on a component boundary): id or 0."""
-        r = _avl.UrlTree.match(self, url)
+        r = super().match(url)
         if r >= 0:
             return r
         try:
             return self.prefix_key(canon.to_key(url)) if r == _BAD_HOST else 0
         except InvalidUrl:
             return 0
-
-    def update(self, uid: int, url=None, category: int | None = None, period: int | None = None):
-        """Re-key id uid and/or change its payload."""
-        if url is not None:
-            try:
-                self.rekey(uid, canon.canonicalize(url))
-            except ValueError as e:
-                if isinstance(e, InvalidUrl):
-                    raise
-                raise InvalidUrl(str(url), "too_long") from None
-        if category is not None or period is not None:
-            cat, per = self.payload(uid)
-            self.set_payload(uid, cat if category is None else category, per if period is None else period)
 
     def match_many(self, urls, prefix: bool = True) -> np.ndarray:
         """Match a batch (pyarrow array, NumPy array or sequence) without the GIL; int32 ids."""
@@ -110,6 +97,25 @@ class UrlTree(_avl.UrlTree):
             return self.insert_batch(data, offsets, categories, periods)
         except OverflowError as e:
             raise TreeFull(str(e)) from None
+
+
+class UrlTree(UrlApi, _avl.UrlTree):
+    """Compressed AVL tree of blacklisted URLs. Ids are stable for a URL's lifetime (reused
+    after delete). Match results: id > 0 hit, 0 miss, < 0 no canonical form (see canon.REASONS).
+    """
+
+    def update(self, uid: int, url=None, category: int | None = None, period: int | None = None):
+        """Re-key id uid and/or change its payload."""
+        if url is not None:
+            try:
+                self.rekey(uid, canon.canonicalize(url))
+            except ValueError as e:
+                if isinstance(e, InvalidUrl):
+                    raise
+                raise InvalidUrl(str(url), "too_long") from None
+        if category is not None or period is not None:
+            cat, per = self.payload(uid)
+            self.set_payload(uid, cat if category is None else category, per if period is None else period)
 
     def bytes_per_url(self) -> float:
         st = self.stats()

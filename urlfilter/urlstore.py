@@ -14,7 +14,7 @@ import numpy as np
 
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, TreeFull
-from urlfilter.tree import arrow_layout
+from urlfilter.tree import UrlApi, arrow_layout
 from webtap._ext import avl as _avl
 from webtap._ext.canon import canonicalize_batch
 
@@ -22,7 +22,6 @@ __all__ = ["UrlStore", "build_store", "train_code", "BASE_MAGIC"]
 
 BASE_MAGIC = _avl.BASE_MAGIC
 BASE_BLOCK = _avl.BASE_BLOCK
-_BAD_HOST = -3          # CANON_BAD_HOST (ext/urlcanon.h): the only code urlfilter.canon retries
 TRAIN_SAMPLE = 30000    # tails the code is trained on (2 s for 30,000; docs/urlfilter.md)
 
 
@@ -105,41 +104,9 @@ def train_code(data: np.ndarray, offsets: np.ndarray, block: int = BASE_BLOCK,
     return sym, ln
 
 
-class UrlStore(_avl.UrlStore):
+class UrlStore(UrlApi, _avl.UrlStore):
     """Static base + AVL delta. Ids: > 0 hit, 0 miss, < 0 no canonical form (canon.REASONS);
     ids are renumbered by merge() (the store never keeps them)."""
-
-    def insert(self, url, category: int = 0, period: int = 0) -> tuple[int, bool]:
-        """Insert one URL; returns (id, created). Raises InvalidUrl, TreeFull."""
-        try:
-            return self.insert_key(canon.to_key(url), category, period)
-        except OverflowError as e:
-            raise TreeFull(str(e)) from None
-        except ValueError as e:
-            if isinstance(e, InvalidUrl):
-                raise
-            raise InvalidUrl(str(url), "too_long") from None
-
-    def delete(self, url) -> int:
-        return self.delete_key(canon.to_key(url))
-
-    def find(self, url) -> int:
-        r = _avl.UrlStore.find(self, url)
-        if r >= 0:
-            return r
-        try:
-            return self.find_key(canon.to_key(url)) if r == _BAD_HOST else 0
-        except InvalidUrl:
-            return 0
-
-    def match(self, url) -> int:
-        r = _avl.UrlStore.match(self, url)
-        if r >= 0:
-            return r
-        try:
-            return self.prefix_key(canon.to_key(url)) if r == _BAD_HOST else 0
-        except InvalidUrl:
-            return 0
 
     def update(self, uid: int, url=None, category: int | None = None, period: int | None = None) -> int:
         """Re-key id uid and/or change its payload; returns the entry's id afterwards (a base
@@ -155,17 +122,6 @@ class UrlStore(_avl.UrlStore):
             cat, per = self.payload(uid)
             uid = self.set_payload(uid, cat if category is None else category, per if period is None else period)
         return uid
-
-    def match_many(self, urls, prefix: bool = True) -> np.ndarray:
-        data, offsets = arrow_layout(urls)
-        return self.match_batch(data, offsets, prefix)
-
-    def insert_many(self, urls, categories=0, periods=0):
-        data, offsets = arrow_layout(urls)
-        try:
-            return self.insert_batch(data, offsets, categories, periods)
-        except OverflowError as e:
-            raise TreeFull(str(e)) from None
 
     def merge(self, retrain: bool | None = None):
         """Fold the delta and the deletions into a new base. The code is retrained when the
