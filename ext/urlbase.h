@@ -92,8 +92,8 @@ static inline uint64_t wt_base_head(const uint8_t *k, size_t n)
     uint64_t h = 0;
     size_t i;
     if (n >= 8) {
-        memcpy(&h, k, 8);
-        return __builtin_bswap64(h);
+        (void)h;
+        return wt_rd64(k, 1);           /* big-endian read (util.h): k's first 8 bytes in order */
     }
     for (i = 0; i < 8; i++)
         h = (h << 8) | (i < n ? k[i] : 0);

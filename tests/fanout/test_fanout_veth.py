@@ -243,7 +243,7 @@ def test_cli_interface_with_consumers_uses_fanout(tmp_path):
         cli.send_signal(signal.SIGINT)
         co, ce = cli.communicate(timeout=600)
     assert cli.returncode == 0, ce
-    assert "2 consumer processes on AF_PACKET fanout rings (--consumers)" in co, co
+    assert "Executor: fanout: 2 consumer processes, each reading its AF_PACKET ring" in co, co
     import pandas as pd
 
     live = pd.read_csv(out)
