@@ -122,12 +122,11 @@ class UrlTree(UrlApi, _avl.UrlTree):
         return st["paper_bytes"] / st["urls"] if st["urls"] else 0.0
 
 
-def build_tree(urls, categories=0, periods=0, tree_cls=None) -> tuple["UrlTree", np.ndarray]:
-    """Bulk-build a balanced tree from a batch of URLs: canonicalise in C, sort the keys once
-    (Python's timsort on bytes, ~2 s for 4 M keys), then build in O(n) (UrlTree.build_sorted).
-    Several times faster than inserting one by one. Returns (tree, codes) with codes as in
-    UrlTree.insert_batch (0 loaded or duplicate, < 0 rejected)."""
-
+def sorted_keys(urls):
+    """The batch's URLs canonicalised in C into keys (one buffer, '\n'-separated) and the order
+    that sorts the loadable ones: (buffer, starts, ends, codes int32, order int64). codes as in
+    UrlTree.insert_batch (0 loadable, < 0 rejected; -6 too long). The bulk builders of the tree
+    and of the store (urlfilter.urlstore.build_store) both start here."""
     data, offsets = arrow_layout(urls)
     out, oo, codes = canonicalize_batch(data, offsets, True, 10)
     keys = out.split(b"\n")[:-1]
@@ -135,9 +134,19 @@ def build_tree(urls, categories=0, periods=0, tree_cls=None) -> tuple["UrlTree",
     too_long = (codes == 0) & (ends - starts > _avl.MAX_KEY_BYTES)
     codes = codes.astype(np.int32)
     codes[too_long] = -6
-    good = np.flatnonzero(codes == 0)
-    order = sorted(good.tolist(), key=keys.__getitem__)
+    good = np.flatnonzero((codes == 0) & (ends > starts))
+    order = np.array(sorted(good.tolist(), key=keys.__getitem__), dtype=np.int64)
+    return out, starts, ends, codes, order
+
+
+def build_tree(urls, categories=0, periods=0, tree_cls=None) -> tuple["UrlTree", np.ndarray]:
+    """Bulk-build a balanced tree from a batch of URLs: canonicalise in C, sort the keys once
+    (Python's timsort on bytes, ~2 s for 4 M keys), then build in O(n) (UrlTree.build_sorted).
+    Several times faster than inserting one by one. Returns (tree, codes) with codes as in
+    UrlTree.insert_batch (0 loaded or duplicate, < 0 rejected)."""
+
+    out, starts, ends, codes, order = sorted_keys(urls)
     tree = (tree_cls or UrlTree)()
     tree.build_sorted(np.frombuffer(out, np.uint8) if out else np.zeros(0, np.uint8), starts, ends,
-                      np.array(order, dtype=np.int64), categories, periods)
+                      order, categories, periods)
     return tree, codes

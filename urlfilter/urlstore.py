@@ -14,9 +14,8 @@ import numpy as np
 
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, TreeFull
-from urlfilter.tree import UrlApi, arrow_layout
+from urlfilter.tree import UrlApi, sorted_keys
 from webtap._ext import avl as _avl
-from webtap._ext.canon import canonicalize_batch
 
 __all__ = ["UrlStore", "build_store", "train_code", "BASE_MAGIC"]
 
@@ -155,22 +154,14 @@ def build_store(urls, categories=0, periods=0, block: int = BASE_BLOCK) -> tuple
     train the code, encode. Returns (store, codes) with codes as in UrlTree.insert_batch (0
     loaded or duplicate, < 0 rejected)."""
 
-    data, offsets = arrow_layout(urls)
-    out, oo, codes = canonicalize_batch(data, offsets, True, 10)
-    keys = out.split(b"\n")[:-1]
-    starts, ends = oo[:-1], oo[1:] - 1
-    too_long = (codes == 0) & (ends - starts > _avl.MAX_KEY_BYTES)
-    codes = codes.astype(np.int32)
-    codes[too_long] = -6
-    good = np.flatnonzero((codes == 0) & (ends > starts))
-    order = np.array(sorted(good.tolist(), key=keys.__getitem__), dtype=np.int64)
+    out, starts, ends, codes, order = sorted_keys(urls)
     buf = np.frombuffer(out, np.uint8) if out else np.zeros(0, np.uint8)
     n = len(starts)
     cats = np.broadcast_to(np.asarray(categories, np.uint32), (n,))
     pers = np.broadcast_to(np.asarray(periods, np.uint32), (n,))
     s = UrlStore()
     # code trained on the sorted keys, then the base encoded with it
-    sk = [keys[i] for i in order.tolist()]
+    sk = [out[starts[i]:ends[i]] for i in order.tolist()]
     so = np.zeros(len(sk) + 1, np.int64)
     if sk:
         np.cumsum([len(k) for k in sk], out=so[1:])
