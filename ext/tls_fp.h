@@ -69,42 +69,7 @@ static inline void tls_sb_list16(tls_sb *s, const uint8_t *p, tls_span sp, int s
  * length, 0 when it did not fit. JA3: SSLVersion,Ciphers,Extensions,EllipticCurves,
  * EllipticCurvePointFormats; JA3S: SSLVersion,Cipher,Extensions. Decimal, '-'-joined, GREASE
  * (RFC 8701) removed from every list. */
-static inline uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char *buf, uint32_t cap) {
-    tls_sb s = {buf, cap, 0, 0};
-    uint32_t q = h->exts.off, qe = q + h->exts.len, el, et, first = 1, k;
-    if (cap == 0) return 0;
-    /* an SSLv2-format ClientHello has no JA3: the reference reads TLS handshake records only (and
-       tshark's tls.handshake.ja3 is empty for it); see docs/TLS.md */
-    if (h->flags & TLSF_SSLV2) { buf[0] = 0; return 0; }
-    tls_sb_dec(&s, h->legacy_version);
-    tls_sb_c(&s, ',');
-    if (h->hs_type == 1)
-        tls_sb_list16(&s, p, h->ciphers, 1);
-    else
-        tls_sb_dec(&s, h->cipher);
-    tls_sb_c(&s, ',');
-    while (qe - q >= 4) {
-        et = tls_be16(p + q); el = tls_be16(p + q + 2);
-        if (qe - q - 4 < el) break;
-        q += 4 + el;
-        if (tls_is_grease(et)) continue;
-        if (!first) tls_sb_c(&s, '-');
-        tls_sb_dec(&s, et);
-        first = 0;
-    }
-    if (h->hs_type == 1) {
-        tls_sb_c(&s, ',');
-        tls_sb_list16(&s, p, h->groups, 1);
-        tls_sb_c(&s, ',');
-        for (k = 0; k < h->point_formats.len; k++) {
-            if (k) tls_sb_c(&s, '-');
-            tls_sb_dec(&s, p[h->point_formats.off + k]);
-        }
-    }
-    if (s.over) { buf[0] = 0; return 0; }
-    buf[s.n] = 0;
-    return s.n;
-}
+uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char *buf, uint32_t cap);
 
 /* MD5 of s[0:n] as 32 lower-case hex characters + NUL into out[33]; 0 on failure. */
 static inline int tls_md5_hex(const char *s, uint32_t n, char *out) {
@@ -163,93 +128,7 @@ static inline int tls_alnum(uint8_t c) {
  * not NULL, gets the JA4_r string (sorted lists, unhashed) within raw_cap. proto: 't' TCP,
  * 'q' QUIC. scratch: room for 2 * 32768 uint16 values; text: scratch characters, text_cap of
  * them (6 per list entry suffice). Returns 1, or 0 when something did not fit. */
-static inline int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
-                          char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap) {
-    uint16_t *ci = scratch, *ex = scratch + 32768;
-    uint32_t nci = 0, nex = 0, next_all = 0, k, v, q, qe, el;
-    char ver[2], a0 = '0', a1 = '0', hb[13], hc[13];
-    tls_sb s, rs = {0, 0, 0, 0};
-    uint32_t blen, clen;
-    /* JA4 is defined over a TLS ClientHello (2-byte cipher suites, extensions); an SSLv2-format
-       hello has neither form: no JA4 (docs/TLS.md) */
-    if (h->hs_type != 1 || (h->flags & TLSF_SSLV2)) return 0;
-    for (k = 0; k + 1 < h->ciphers.len && nci < 32768; k += 2) {
-        v = tls_be16(p + h->ciphers.off + k);
-        if (!tls_is_grease(v)) ci[nci++] = (uint16_t)v;
-    }
-    q = h->exts.off; qe = q + h->exts.len;
-    while (qe - q >= 4 && nex < 32768) {
-        v = tls_be16(p + q); el = tls_be16(p + q + 2);
-        if (qe - q - 4 < el) break;
-        q += 4 + el;
-        if (tls_is_grease(v)) continue;
-        next_all++;
-        if (v == 0 || v == 16) continue;       /* SNI and ALPN: counted, not hashed */
-        ex[nex++] = (uint16_t)v;
-    }
-    tls_sort16(ci, nci);
-    tls_sort16(ex, nex);
-    tls_ja4_version(h->version, ver);
-    /* first ALPN value: first and last character; hex digits of its first/last byte when either
-       is not alphanumeric */
-    if (h->alpn.len >= 1) {
-        uint32_t al = p[h->alpn.off];
-        if (al >= 1 && al <= h->alpn.len - 1) {
-            uint8_t f = p[h->alpn.off + 1], l = p[h->alpn.off + al];
-            /* The reference tool (FoxIO-LLC/ja4 python, whose published outputs the tests
-               check) writes "99" when the value's first or last byte is not alphanumeric; a
-               later revision of JA4.md prints hex digits instead. We follow the outputs. */
-            if (tls_alnum(f) && tls_alnum(l)) { a0 = (char)f; a1 = (char)l; }
-            else { a0 = '9'; a1 = '9'; }
-        }
-    }
-    /* b: sorted ciphers */
-    s = (tls_sb){text, text_cap, 0, 0};
-    for (k = 0; k < nci; k++) { if (k) tls_sb_c(&s, ','); tls_sb_hex4(&s, ci[k]); }
-    if (s.over) return 0;
-    blen = s.n;
-    if (!tls_sha12(text, blen, hb)) return 0;
-    if (raw) {
-        rs = (tls_sb){raw, raw_cap, 0, 0};
-        for (k = 0; k < blen; k++) tls_sb_c(&rs, text[k]);   /* a is written at the end */
-    }
-    /* c: sorted extensions (no SNI/ALPN) '_' signature algorithms in wire order */
-    s = (tls_sb){text, text_cap, 0, 0};
-    for (k = 0; k < nex; k++) { if (k) tls_sb_c(&s, ','); tls_sb_hex4(&s, ex[k]); }
-    if (h->sig_algs.len >= 2) {
-        int first = 1;
-        tls_sb_c(&s, '_');
-        for (k = 0; k + 1 < h->sig_algs.len; k += 2) {
-            v = tls_be16(p + h->sig_algs.off + k);
-            if (tls_is_grease(v)) continue;
-            if (!first) tls_sb_c(&s, ',');
-            tls_sb_hex4(&s, v);
-            first = 0;
-        }
-    }
-    if (s.over) return 0;
-    clen = s.n;
-    if (nex == 0) { memcpy(hc, "000000000000", 13); }
-    else if (!tls_sha12(text, clen, hc)) return 0;
-    out[0] = proto; out[1] = ver[0]; out[2] = ver[1];
-    out[3] = (h->flags & TLSF_SNI) ? 'd' : 'i';
-    if (nci > 99) nci = 99;
-    if (next_all > 99) next_all = 99;
-    out[4] = (char)('0' + nci / 10); out[5] = (char)('0' + nci % 10);
-    out[6] = (char)('0' + next_all / 10); out[7] = (char)('0' + next_all % 10);
-    out[8] = a0; out[9] = a1; out[10] = '_';
-    memcpy(out + 11, hb, 12); out[23] = '_';
-    memcpy(out + 24, hc, 12); out[36] = 0;
-    if (raw) {                 /* JA4_r: a _ sorted ciphers _ sorted extensions[_sigalgs] */
-        uint32_t need = 11 + blen + 1 + clen + 1;
-        if (need > raw_cap) { raw[0] = 0; return 1; }
-        memmove(raw + 11, raw, blen);
-        memcpy(raw, out, 11);
-        raw[11 + blen] = '_';
-        memcpy(raw + 12 + blen, text, clen);
-        raw[12 + blen + clen] = 0;
-    }
-    return 1;
-}
+int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
+                          char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap);
 
 #endif

@@ -1,6 +1,6 @@
 /* The static base of the URL store (issue 35): the sorted set of canonical URL keys in
  * front-coded blocks with a sampled index and a static symbol code for the key bytes.
- * Header-only C, no Python: ext/avl.pyx (urlstore.pxi) builds, maps and searches it without the
+ * C, no Python (the opening check in urlbase.c, the searches inline here): ext/avl.pyx (urlstore.pxi) builds, maps and searches it without the
  * GIL, and the fuzz target's corrupt inputs go through wt_base_open, which checks everything a
  * search relies on, so that a search of an accepted image never reads outside it.
  *
@@ -437,100 +437,8 @@ static inline uint64_t wt_base_dump(const WtBase *b, const uint64_t *tomb, uint8
 
 /* Check an image of size bytes at mem (8-byte aligned) and fill b; NULL or the reason. Decodes
  * every key once: O(image). crc is checked by the caller (Python's zlib). */
-static inline const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kbuf,
-                                       uint8_t *kbuf2, uint32_t *lens)
-{
-    const WtBaseHeader *h = (const WtBaseHeader *)mem;
-    size_t off[8];
-    uint64_t i, nkeys = 0, raw = 0;
-    uint32_t k, c, maxk = 0, nl = 0;
-    uint8_t *prev = kbuf2, *cur = kbuf, *tmp;
-    size_t prevn = 0;
-    if (size < sizeof(WtBaseHeader)) return "shorter than its header";
-    if (memcmp(h->magic, WT_BASE_MAGIC, 8) != 0) return "not a URL base (magic)";
-    if (h->block == 0 || h->block > 4096) return "bad block size";
-    if (wt_base_layout(h->n, h->block, h->pal_n, h->pal_bits, h->blob_bytes, off) != 0)
-        return "counts out of range";
-    if ((uint64_t)h->n_blocks != (h->n + h->block - 1) / h->block) return "block count does not match";
-    if (off[7] != size) return "size does not match its header";
-    if (h->max_key > WT_BASE_MAX_KEY) return "max_key too large";
-    if (h->pal_bits < 32 && h->pal_n > (1u << h->pal_bits) && h->pal_n > 1) return "palette larger than its index width";
-    if (h->n > 0 && h->pal_n == 0) return "empty palette";
-    b->h = h;
-    b->sym = mem + off[0];
-    b->symlen = mem + off[1];
-    b->palette = (const uint32_t *)(mem + off[2]);
-    b->heads = (const uint64_t *)(mem + off[3]);
-    b->offs = (const uint32_t *)(mem + off[4]);
-    b->payload = (const uint64_t *)(mem + off[5]);
-    b->blob = mem + off[6];
-    b->n = h->n; b->block = h->block; b->n_blocks = h->n_blocks; b->pal_bits = h->pal_bits;
-    b->max_key = h->max_key; b->image_bytes = size;
-    for (c = 0; c < 256; c++)
-        if (b->symlen[c] > 8 || (c == WT_BASE_ESC && b->symlen[c] != 0)) return "bad symbol length";
-    if (b->offs[0] != 0 || b->offs[b->n_blocks] != h->blob_bytes) return "block offsets do not cover the records";
-    for (k = 0; k < b->n_blocks; k++) {
-        const uint8_t *p, *end;
-        uint32_t cnt = (k + 1 < b->n_blocks) ? b->block : (uint32_t)(h->n - (uint64_t)k * b->block);
-        if (b->offs[k + 1] < b->offs[k]) return "block offsets decrease";
-        p = b->blob + b->offs[k];
-        end = b->blob + b->offs[k + 1];
-        for (i = 0; i < cnt; i++) {
-            uint32_t v, nc, l, pos, mm;
-            const uint8_t *ce;
-            int np;
-            p = wt_base_varint_chk(p, end, &v);
-            if (p == NULL) return "record header runs past its block";
-            p = wt_base_varint_chk(p, end, &nc);
-            if (p == NULL || nc > (size_t)(end - p)) return "record runs past its block";
-            l = v >> 1;
-            np = v & 1;
-            if (i == 0 && l != 0) return "first key of a block is not whole";
-            if (l > prevn) return "shared prefix longer than the previous key";
-            if (i > 0 && l > 0) memcpy(cur, prev, l);
-            pos = l;
-            ce = p + nc;
-            while (p < ce) {
-                c = *p++;
-                if (c == WT_BASE_ESC) {
-                    if (p >= ce) return "escape at the end of a record";
-                    if (pos >= WT_BASE_MAX_KEY) return "key too long";
-                    cur[pos++] = *p++;
-                } else {
-                    uint32_t L = b->symlen[c];
-                    if (L == 0) return "unused code";
-                    if (pos + L > WT_BASE_MAX_KEY) return "key too long";
-                    memcpy(cur + pos, b->sym + 8 * (size_t)c, L);
-                    pos += L;
-                }
-            }
-            if (pos == 0) return "empty key";
-            if (pos > h->max_key) return "key longer than max_key";
-            if (pos > maxk) maxk = pos;
-            raw += pos;
-            /* strictly ascending, and lcp with the previous key exactly l inside a block */
-            mm = 0;
-            while (mm < pos && mm < prevn && cur[mm] == prev[mm]) mm++;
-            if (nkeys > 0 && !(mm < pos && (mm == prevn || cur[mm] > prev[mm]))) return "keys not ascending";
-            if (i > 0 && mm != l) return "shared prefix not the exact lcp";
-            if (i == 0 && (b->heads[2 * k] != wt_base_head(cur, pos) || b->heads[2 * k + 1] != wt_base_head2(cur, pos)))
-                return "block head does not match its key";
-            /* np exact: the stack of lengths of the entries prev starts with (as in avl's _np_scan) */
-            while (nl > 0 && lens[nl - 1] > mm) nl--;
-            if (np != (nl == 0)) return "no-prefix flag wrong";
-            lens[nl++] = pos;
-            if (wt_base_payload_index(b, nkeys) >= (h->pal_n ? h->pal_n : 1)) return "payload index outside the palette";
-            tmp = prev; prev = cur; cur = tmp;
-            prevn = pos;
-            nkeys++;
-        }
-        if (p != end) return "bytes left at the end of a block";
-    }
-    if (maxk != h->max_key) return "max_key does not match the keys";
-    if (nkeys != h->n) return "key count does not match";
-    if (raw != h->raw_bytes) return "raw_bytes does not match the keys";
-    return NULL;
-}
+const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kbuf,
+                                       uint8_t *kbuf2, uint32_t *lens);
 
 /* ---- encoder (build) -------------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 # Cython view of urlcanon.h, the C canonicaliser (rules R1-R9 are documented in the header).
-# Header-only: every module that cimports this compiles its own static inline copy, so no symbol
-# crosses extension modules at run time. A later packet-side matcher cimports it the same way.
+# The code is urlcanon.c in the wtc static library (ext/meson.build), linked into each module
+# that calls it; no symbol crosses extension modules at run time.
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport uint8_t
 
