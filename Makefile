@@ -15,7 +15,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # network namespaces of the live tests.
 APT_PKGS := build-essential pkg-config libpcap-dev tshark httpry tcpdump iproute2
 # libssl-dev: OpenSSL's libcrypto (headers + pkg-config): SHA-1 of the Community ID column,
-# TLS fingerprints (MD5/SHA-256, ext/tls_fp.h) and QUIC Initial protection (ext/quic_crypto.h)
+# TLS fingerprints (MD5/SHA-256, ext/tls/tls_fp.h) and QUIC Initial protection (ext/tls/quic_crypto.h)
 APT_PKGS += libssl-dev
 # the TLS exchange truth generator (tests/tlsx/gen_truth.py, issue 33): real nginx serving
 # HTTP/1.1 and h2 over TLS in a network namespace, nghttp (nghttp2-client) for concurrent h2
@@ -60,7 +60,7 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	# marisa-trie: the static-trie peer of the URL tree benchmark (benchmarks/bench_urltree.py)
 	$(BIN)/pip install -q marisa-trie
 	# aioquic (and its cryptography): the real QUIC server/client of the netns test and an
-	# independent AES-GCM/HKDF reference for ext/quic_crypto.h's tests (issue 18)
+	# independent AES-GCM/HKDF reference for ext/tls/quic_crypto.h's tests (issue 18)
 	$(BIN)/pip install -q aioquic
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
 	$(BIN)/pip install -q nbclient nbformat ipykernel

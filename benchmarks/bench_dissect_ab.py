@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench_dissect_ab [REV_A [REV_B]]     # defaults: main HEAD
 
-Each revision's ext/dissect.pyx (with its .pxd/.h files) is taken with `git archive`, compiled
+Each revision's ext/walk/dissect.pyx (with its .pxd/.h files) is taken with `git archive`, compiled
 with the flags meson uses (-O3) into a temporary folder, and loaded in its own process together
 with that revision's message/packet dtypes (webtap/records/message.py, webtap/schema.py before
 2026-11-28; so struct sizes match). Every process dissects the same
@@ -75,15 +75,22 @@ def build(rev: str, dest: Path) -> Path:
     subprocess.run(["tar", "-x", "-C", str(src)], input=arch, check=True)
     (dest / "webtap" / "_ext").mkdir(parents=True)
     (dest / "webtap" / "schema.py").write_bytes((src / dtypes).read_bytes())
+    # ext/ is one flat folder up to 1eaf372 and folders by stage since (ext/walk/dissect.pyx ...);
+    # the hand-written C of the wtc library (ext/meson.build) is compiled in beside the module
+    ext = src / "ext"
+    dirs = [ext] + sorted(d for d in ext.rglob("*") if d.is_dir())
+    pyx = next(ext.rglob("dissect.pyx"))
+    own_c = sorted(p for p in ext.rglob("*.c"))
     c = src / "dissect.c"
     subprocess.run([sys.executable, "-m", "cython", "-3", "-X", "language_level=3", "-X", "cdivision=True",
                     "-X", "boundscheck=False", "-X", "wraparound=False", "-X", "initializedcheck=False",
-                    "--module-name", "webtap._ext.dissect", "-I", str(src / "ext"), str(src / "ext" / "dissect.pyx"),
+                    "--module-name", "webtap._ext.dissect", *[a for d in dirs for a in ("-I", str(d))], str(pyx),
                     "-o", str(c)], check=True)
     so = dest / "webtap" / "_ext" / ("dissect" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run(["cc", f"-I{src / 'ext'}", f"-I{np.get_include()}", f"-I{sysconfig.get_paths()['include']}",
+    subprocess.run(["cc", *[f"-I{d}" for d in dirs], f"-I{np.get_include()}", f"-I{sysconfig.get_paths()['include']}",
                     "-fvisibility=hidden", "-DNDEBUG", "-D_FILE_OFFSET_BITS=64", "-std=gnu11", "-O3", "-fPIC",
-                    "-DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION", "-w", "-shared", "-o", str(so), str(c)],
+                    "-DNPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION", "-w", "-shared", "-o", str(so), str(c),
+                    *map(str, own_c), "-lcrypto"],
                    check=True)
     return dest
 

@@ -57,7 +57,7 @@ def _load_batches(path, limit):
 
 
 def _boundary_prefixes(key: str):
-    """Every prefix of a key-form URL on a component boundary (ext/avl.pyx's rule), longest first."""
+    """Every prefix of a key-form URL on a component boundary (ext/url/avl.pyx's rule), longest first."""
     host_end = len(key)
     for i, c in enumerate(key):
         if c in ":/?":

@@ -1,5 +1,5 @@
 """Per-GET match time of the URL store (issue 35) vs the AVL tree alone, IN-PROCESS and paired:
-the GETs of the shared benchmark trace extracted once (ext/urlmatch.pyx extract, key form), a
+the GETs of the shared benchmark trace extracted once (ext/url/urlmatch.pyx extract, key form), a
 real list (ut1-history malware URLs) plus the hosts of every 20th GET (as bench_filter), both
 matchers built from the same entries, then `match_batch(keys, offsets, True, False, times)` --
 the URL analyzer's call, per-URL times -- alternating store / tree for R rounds.

@@ -54,7 +54,7 @@ def pct(a, q):
 
 
 def boundary(q: str, b: int) -> bool:
-    """Python copy of the component-boundary rule (ext/avl.pyx) for the marisa-trie peer."""
+    """Python copy of the component-boundary rule (ext/url/avl.pyx) for the marisa-trie peer."""
     host_end = len(q)
     for i, c in enumerate(q):
         if c in ":/?":
@@ -111,7 +111,7 @@ def main():
     ids, icodes = tree.insert_batch(data, offsets, timings=ins_t)
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    mapping = tree.optimize()            # pre-order ids and records (ext/avl.pyx, optimize)
+    mapping = tree.optimize()            # pre-order ids and records (ext/url/avl.pyx, optimize)
     optimize_s = time.perf_counter() - t0
     ids = np.where(ids > 0, mapping[np.maximum(ids, 0)], ids).astype(np.int32)
     assert len(tree) == n, (len(tree), n)
@@ -126,7 +126,7 @@ def main():
     for name, prefix in (("exact", False), ("prefix", True)):
         # latency: the per-URL times of the fastest of 3 timed runs (the 2 cores are shared, so
         # the best run is the one least disturbed); throughput: the fastest of 3 untimed runs,
-        # which match 16 URLs in lockstep (ext/avl.pyx, _match_group)
+        # which match 16 URLs in lockstep (ext/url/avl.pyx, _match_group)
         best_total, tm = float("inf"), None
         for _ in range(3):
             gc.collect()

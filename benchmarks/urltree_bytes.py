@@ -4,7 +4,7 @@
     BENCH_SET=all python -m benchmarks.urltree_bytes                     # + the two domain lists
 
 Works on the sorted unique canonical keys laid out as build_sorted lays them out (balanced,
-pre-order ids) and prints, per URL: the DiffURL bytes against the parent (what ext/avl.pyx
+pre-order ids) and prints, per URL: the DiffURL bytes against the parent (what ext/url/avl.pyx
 stores), against the better of the two flanking ancestors (the nearest ancestor below and above
 the key in key order; the parent is always one of them), and against the sorted predecessor (the
 floor of any front coding); the record header as stored; and how far the tails could shrink

@@ -81,7 +81,7 @@ CATEGORIES = {
                                        "version, webtap keeps the legacy version (checked on "
                                        "tshark's extension lengths)",
     "quic_fixed_bit_greased": "the hello's QUIC packet clears the fixed bit (RFC 9287, grease "
-                              "the QUIC bit); webtap's long-header parser (ext/quic_crypto.h) "
+                              "the QUIC bit); webtap's long-header parser (ext/tls/quic_crypto.h) "
                               "refuses such packets, tshark reads them",
     "tshark_other_protocol": "tshark dissects the frame as a protocol carrying TLS inside its "
                              "own framing (e.g. OpenVPN, PROXY); webtap sees no TLS record start",
@@ -181,7 +181,7 @@ def webtap_hellos(df: pd.DataFrame) -> pd.DataFrame:
 
 
 _CMP = {"ch": ("sni", "alpn", "versions", "ja3"), "sh": ("server_version", "cipher", "ja3s")}
-#: encapsulations webtap's walk (ext/l34.pxd) does not open; the ones it opens (GRE, ERSPAN,
+#: encapsulations webtap's walk (ext/walk/l34.pxd) does not open; the ones it opens (GRE, ERSPAN,
 #: VXLAN, Geneve, GTP-U, Teredo, AYIYA, IP-in-IP, PPPoE, MPLS, LLC/SNAP) explain nothing
 _ENCAPS = ("capwap.data", "l2tp", "cmd")
 _LINKS_NOT_DISSECTED = ("ppp", "wlan", "radiotap", "chdlc", "ppi")
@@ -429,7 +429,7 @@ def tshark_frame_flags(path: str, frames: list[int], tshark: str = "tshark") -> 
 
 
 def _quic_keys_known(version) -> bool:
-    """QUIC versions whose Initial keys webtap derives (ext/quic_crypto.h: v1, v2, draft-29)."""
+    """QUIC versions whose Initial keys webtap derives (ext/tls/quic_crypto.h: v1, v2, draft-29)."""
     try:
         v = int(str(version), 0)
     except ValueError:

@@ -45,7 +45,7 @@ RETIRE_MS = 20
 #: The kernel's symmetric flow hash (PACKET_FANOUT_HASH): every packet of a connection goes to
 #: one consumer, so a final response after a 1xx (keyed SEQ = the 1xx's SEQ + its length, a
 #: number Eq. 3 of its request cannot predict) still meets its request. 'eq3' (the paper's
-#: Eq. 3, ext/afpacket.pyx eq3_program) balances by transaction, not by connection, but a
+#: Eq. 3, ext/read/afpacket.pyx eq3_program) balances by transaction, not by connection, but a
 #: classic-BPF program has no state to remember where a 1xx went (the offline feeder keeps a
 #: route table for it), so such final responses may land elsewhere and come out unpaired: the
 #: records then differ from one process's (measured in tests/fanout on a trace with 100

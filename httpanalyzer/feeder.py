@@ -1,10 +1,10 @@
 """The packet feeder (paper section 2.1.4): one reader, N consumer processes, shared-memory rings.
 
 The parent reads and classifies (the cheap part: link/IP/TCP and the first payload bytes, the
-dissector's own rule, ext/classify.pxd) and drives a `FeederPairer` in place of the pairing
-table: each HTTP first packet goes to consumer Eq. 3 mod N (ext/hashes.pxd, ext/feeder.pyx),
+dissector's own rule, ext/run/classify.pxd) and drives a `FeederPairer` in place of the pairing
+table: each HTTP first packet goes to consumer Eq. 3 mod N (ext/pair/hashes.pxd, ext/run/feeder.pyx),
 stamped with the capture clock of the whole stream, through a single-producer/single-consumer
-ring in shared memory (ext/spsc.h). Each consumer dissects its packets, runs the ordinary
+ring in shared memory (ext/run/spsc.h). Each consumer dissects its packets, runs the ordinary
 pairing table and sends its records back as Arrow IPC batches over a pipe. Because a request and its
 response meet in the same consumer and every consumer's GC sees the single table's clock, the
 multiset of records equals the single-process run (docs/FEEDER.md has the argument and limits).
@@ -46,7 +46,7 @@ __all__ = ["FeederPairer", "ConsumerFailed", "default_consumers", "hash_eq1", "h
            "classify_packets", "FEED_DTYPE"]
 
 hash_eq1, hash_eq2, hash_eq3 = _fx.hash_eq1, _fx.hash_eq2, _fx.hash_eq3
-#: dtype of the reader's HTTP first packets (ext/feeder.pyx FeedPkt)
+#: dtype of the reader's HTTP first packets (ext/run/feeder.pyx FeedPkt)
 FEED_DTYPE = _fx.feed_dtype()
 #: dissector counters only parsing a message can tell: the consumers count these, the reader
 #: (classify_packets) counts every other one

@@ -1,4 +1,4 @@
-"""Thin facade over the Cython pairing table (ext/pairing.pyx): message batches in, Arrow record
+"""Thin facade over the Cython pairing table (ext/pair/pairing.pyx): message batches in, Arrow record
 batches out. The rules (which response pairs with which request, GC, caps) are documented in the
 extension's docstring and in docs/PAIRING.md."""
 from __future__ import annotations

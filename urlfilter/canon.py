@@ -1,4 +1,4 @@
-"""Canonical URL form (rules R1-R9, documented in ext/urlcanon.h and docs/urlfilter.md).
+"""Canonical URL form (rules R1-R9, documented in ext/url/urlcanon.h and docs/urlfilter.md).
 
 The C canonicaliser accepts only ASCII hosts; this module converts IDN host names (raw UTF-8) to
 punycode with Python's ``idna`` codec first, so ``bücher.de`` and ``xn--bcher-kva.de`` agree.
@@ -16,7 +16,7 @@ from webtap._ext.canon import CODES, canonicalize_batch, canonicalize_bytes, key
 __all__ = ["REASONS", "canonicalize", "to_key", "from_key", "canonicalize_many", "reason_of"]
 
 #: names of the C canonicaliser's return codes (urlcanon.h), plus the tree's own: the table of
-#: ext/canon.pyx, not a copy
+#: ext/url/canon.pyx, not a copy
 REASONS = CODES
 
 _AUTHORITY = re.compile(rb"^(\s*(?:[A-Za-z][A-Za-z0-9+.-]*://|//)?)([^/?#]*)(.*)$", re.S)

@@ -1,4 +1,4 @@
-"""Python facade of the compressed AVL URL tree (ext/avl.pyx; the design is in its docstring).
+"""Python facade of the compressed AVL URL tree (ext/url/avl.pyx; the design is in its docstring).
 
 ``UrlTree`` adds to the C tree: IDN hosts for single inserts, typed errors, and batch methods that
 take a pyarrow string/binary array, a NumPy array or any sequence of URLs. Batches are converted
@@ -20,7 +20,7 @@ TREE_NODE_DTYPE = _avl.TREE_NODE_DTYPE
 MAX_URLS = _avl.MAX_URLS
 from urlfilter.errors import TreeCorrupt  # noqa: E402,F401  (raised by the compiled tree)
 
-_BAD_HOST = -3          # CANON_BAD_HOST (ext/urlcanon.h): the only code urlfilter.canon retries
+_BAD_HOST = -3          # CANON_BAD_HOST (ext/url/urlcanon.h): the only code urlfilter.canon retries
 
 
 def arrow_layout(urls) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,5 @@
-"""Python facade of the URL store of issue 35: a static base (ext/urlbase.h, ext/urlstore.pxi)
-with the compressed AVL tree (ext/avl.pyx) as its dynamic delta; design and measurements in
+"""Python facade of the URL store of issue 35: a static base (ext/url/urlbase.h, ext/url/urlstore.pxi)
+with the compressed AVL tree (ext/url/avl.pyx) as its dynamic delta; design and measurements in
 docs/urlfilter.md ("The URL store: static base + AVL delta").
 
 ``UrlStore`` has the methods of ``urlfilter.tree.UrlTree`` that the manager, the analyzer and

@@ -7,7 +7,7 @@
     >>> batch.to_pandas()
 
 Spans in `msgs` point into `data`; a MessageBatch keeps `data` alive, so its columns can be built
-at any time. The work happens in ext/dissect.pyx without the GIL; nothing here loops over
+at any time. The work happens in ext/walk/dissect.pyx without the GIL; nothing here loops over
 messages in Python.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ class MessageBatch:
     tls_watch: that watch list (the capsule), so that a stage can tell its own candidates from
     another stage's.
     tcp_events: with dissect(tcp_events=True), the walk's TCP segments as TcpEvent records
-    (ext/message.pxd; a uint8 array), for stages that follow handshakes; None otherwise.
+    (ext/walk/message.pxd; a uint8 array), for stages that follow handshakes; None otherwise.
     """
 
     msgs: np.ndarray
@@ -206,7 +206,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
             if not 0 < int(port) < 65536:
                 raise ValueError(f"bad UDP port {port!r}")
             pairs.append((int(port), ENCAP_NAMES.index(kind)))
-    _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/l34.pxd l34_shared_cfg)
+    _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/walk/l34.pxd l34_shared_cfg)
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,

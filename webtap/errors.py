@@ -9,7 +9,7 @@ subclasses the builtin a caller would naturally catch.
 - :class:`CaptureError` (RuntimeError): libpcap or the OS refused an operation (opening an
   interface, injecting, a read error), with libpcap's own error text.
 - :class:`UrlFilterError`: the base of the URL tree's and urlfilter's errors; the tree itself is
-  a compiled module of the core (ext/avl.pyx), which raises :class:`TreeCorrupt`
+  a compiled module of the core (ext/url/avl.pyx), which raises :class:`TreeCorrupt`
   (RuntimeError) when its arrays violate an invariant (a bug, or a damaged snapshot file).
 """
 

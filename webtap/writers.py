@@ -1,7 +1,7 @@
 """Output writers of the extension table (webtap.clikit.OUTPUTS): line format, CSV, Parquet.
 
 Each takes Arrow record batches of any schema; no Python per record. The line format is written
-by C over the Arrow buffers (ext/textout.pyx); CSV and Parquet by pyarrow's writers. This module
+by C over the Arrow buffers (ext/out/textout.pyx); CSV and Parquet by pyarrow's writers. This module
 imports pyarrow's core only (pyarrow.compute would import pandas on its first call: ~0.2 s); the
 CLI layer imports it only when a run writes.
 

@@ -1,7 +1,7 @@
 """Which heavy modules a run of `httpanalyzer` loads, by output (issue 21: start-up and RSS).
 
 pyarrow 26's compute wrappers import pandas on their first call (~0.2 s and ~40 MB per run);
-so the text outputs are written by C (ext/textout.pyx) and Parquet from buffers. A text run
+so the text outputs are written by C (ext/out/textout.pyx) and Parquet from buffers. A text run
 (the default line output, .txt, .csv, JSON lines .jsonl, Zeek .log; `httpanalyzer` and
 `httpanalyzer tls` alike) loads pyarrow's core and numpy (the record columns), never pandas or
 pyarrow.compute; Parquet loads pyarrow.parquet but not pandas. Each run is a fresh interpreter

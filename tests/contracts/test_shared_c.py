@@ -1,7 +1,7 @@
-"""The shared C helpers have one home (issue 19): ext/util.h / ext/util.pxd for prefetch, the
-monotonic clock, address text, the UTF-8 check and the checked allocator; ext/hashes.pxd for the
-paper's three hash equations; ext/hellostream.pxd for the rules of a TLS hello split over TCP
-segments (the handshake records' and the URL filter's); ext/pendtable.pxd for the Eq. 2 pending
+"""The shared C helpers have one home (issue 19): ext/common/util.h / ext/common/util.pxd for prefetch, the
+monotonic clock, address text, the UTF-8 check and the checked allocator; ext/pair/hashes.pxd for the
+paper's three hash equations; ext/tls/hellostream.pxd for the rules of a TLS hello split over TCP
+segments (the handshake records' and the URL filter's); ext/pair/pendtable.pxd for the Eq. 2 pending
 table's index (pool, free list, cells, chains, age list: the HTTP pairing table's and the TLS
 hello table's); webtap._ext.canon.CODES for the canonicaliser's error names.
 
@@ -44,7 +44,7 @@ ONE_HOME = [
 ]
 
 # Files that still call malloc/calloc/realloc themselves, and why (every other module allocates
-# through ext/util.pxd's wt_alloc / wt_zalloc / wt_realloc).
+# through ext/common/util.pxd's wt_alloc / wt_zalloc / wt_realloc).
 RAW_ALLOC_ALLOWED = {
     "util.pxd": "the checked allocator itself",
     "pairing.pyx": "the text arena: a failed chunk allocation is the arena cap (the message is "
@@ -55,7 +55,7 @@ RAW_ALLOC_ALLOWED = {
                     "nogil extract loop, where a failed allocation drops that hello (counted) "
                     "instead of raising",
     "tls.pyx": "the TLS stage's records, reassembly table and scratch buffers, each result "
-               "checked by hand (MemoryError); its pending hellos are ext/pendtable.pxd's "
+               "checked by hand (MemoryError); its pending hellos are ext/pair/pendtable.pxd's "
                "index, allocated through wt_alloc / wt_realloc",
     "colbuild.c": "plain C called from nogil code: each growth is checked and returned as a "
                   "failure, which the TLS stage raises as MemoryError with the GIL back",
@@ -86,7 +86,7 @@ def test_helper_has_one_home(what, pattern, home):
 def test_allocations_go_through_the_checked_allocator():
     hits = _hits(r"(?<![\w.])(?:malloc|calloc|realloc)\s*\(")
     stray = {f: lines for f, lines in hits.items() if f not in RAW_ALLOC_ALLOWED}
-    assert not stray, f"malloc/calloc/realloc outside ext/util.pxd: {stray} (use wt_alloc/wt_zalloc/wt_realloc)"
+    assert not stray, f"malloc/calloc/realloc outside ext/common/util.pxd: {stray} (use wt_alloc/wt_zalloc/wt_realloc)"
 
 
 def test_canonicaliser_error_names_are_one_table():

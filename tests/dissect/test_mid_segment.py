@@ -1,4 +1,4 @@
-"""Messages that start inside a segment, after another message's end (ext/dissect.pyx
+"""Messages that start inside a segment, after another message's end (ext/walk/dissect.pyx
 _more_messages; docs/ACCURACY.md "Messages inside a segment"). Expected offsets come from RFC 9112
 section 6.3 (message body length) applied by hand to the bytes each test builds."""
 import numpy as np

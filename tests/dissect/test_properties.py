@@ -17,7 +17,7 @@ SEEDS = [
     (bytes(tcp4(b"GET /x HTTP/1.1\r\nHost: a\r\nUser-Agent: b\r\n\r\n")), 101),
 ]
 # One outcome per packet. Not outcomes: the totals and per-message flags below, and the
-# encapsulation counters (ext/message.pxd: packets whose walk crossed each layer, whatever their
+# encapsulation counters (ext/walk/message.pxd: packets whose walk crossed each layer, whatever their
 # outcome; encap_too_deep is counted not_ip too). Hypothesis found a mutated packet (NULL link,
 # IPv6, next header GRE, cut short) counted not_ip and encap_gre, which the old list, written
 # before the encapsulations, took for two outcomes.

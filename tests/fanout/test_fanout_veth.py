@@ -1,4 +1,4 @@
-"""Live capture through the kernel's fanout (httpanalyzer.fanout, ext/afpacket.pyx), for real:
+"""Live capture through the kernel's fanout (httpanalyzer.fanout, ext/read/afpacket.pyx), for real:
 a trace is replayed at a bounded rate into a veth pair inside a network namespace made for the
 test, N consumer processes capture it on AF_PACKET TPACKET_V3 rings joined to one fanout group,
 and their records must be exactly those of the offline one-process run of the same trace,
@@ -133,7 +133,7 @@ def _messages(trace):
 
 
 def test_fanout_eq3_is_the_papers_eq3(tmp_path, offline):
-    """The kernel's classic-BPF program computes exactly the feeder's Eq. 3 (ext/feeder.pyx,
+    """The kernel's classic-BPF program computes exactly the feeder's Eq. 3 (ext/run/feeder.pyx,
     an independent implementation in C over dissected messages): each consumer gets the HTTP
     messages whose Eq. 3 mod 2 is its number; on this trace the records equal one process's."""
     import numpy as np

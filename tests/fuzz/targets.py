@@ -25,7 +25,7 @@ TARGETS = ("source", "dissect", "encap", "http", "segment", "canon", "blacklist"
 
 
 # ---------------------------------------------------------------------------------------------
-# source: the pcap/pcapng reader (ext/source.pyx FileReader, webtap.capture for gzip)
+# source: the pcap/pcapng reader (ext/read/source.pyx FileReader, webtap.capture for gzip)
 
 def check_source(data: bytes) -> None:
     from webtap._ext import source as _source
@@ -98,7 +98,7 @@ def seeds_source(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# dissect: link -> IP -> TCP -> HTTP (ext/dissect.pyx dissect_batch, span/IP columns)
+# dissect: link -> IP -> TCP -> HTTP (ext/walk/dissect.pyx dissect_batch, span/IP columns)
 
 _LINKTYPES = (1, 101, 113, 276, 0, 108, 228, 229, 12, 14, 147, 239, 100, 9, 50, 51, 104)
 # 239 NFLOG, 100 LLC/SNAP, 9/50/51/104 PPP, PPP in HDLC framing, PPPoE without Ethernet, Cisco HDLC
@@ -149,7 +149,7 @@ def check_dissect(data: bytes) -> None:
         for f in SPAN_FIELDS:
             o, ln = int(row[f]["off"]), int(row[f]["len"])
             if ln:
-                # spans are packet-relative (ext/message.pxd) and lie inside the payload
+                # spans are packet-relative (ext/walk/message.pxd) and lie inside the payload
                 p0 = int(row["payload_off"])
                 assert p0 <= o and o + ln <= p0 + int(row["payload_caplen"]), f"span {f} outside the payload"
         # encapsulation: encap_depth codes, one per byte, each a known layer; outer version 0/4/6
@@ -189,7 +189,7 @@ def seeds_dissect(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# encap: the link/IP/TCP walk through tunnels (ext/l34.pxd, via ext/dissect.pyx l34_batch)
+# encap: the link/IP/TCP walk through tunnels (ext/walk/l34.pxd, via ext/walk/dissect.pyx l34_batch)
 
 _ENCAP_LINKTYPES = (1, 239, 100, 113, 101, 9, 50, 51, 104)
 
@@ -244,7 +244,7 @@ def seeds_encap(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# http: the first-line and header parser (ext/dissect.pyx parse_http_payload)
+# http: the first-line and header parser (ext/walk/dissect.pyx parse_http_payload)
 
 def check_http(data: bytes) -> None:
     from webtap.dissect import parse_http
@@ -291,7 +291,7 @@ def seeds_http(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# segment: the messages after a first one in one TCP segment (ext/dissect.pyx _more_messages)
+# segment: the messages after a first one in one TCP segment (ext/walk/dissect.pyx _more_messages)
 
 _SEG_SEQ = 0xFFFFFF00          # near the wrap: seq + offset must wrap modulo 2^32
 
@@ -356,7 +356,7 @@ def seeds_segment(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# canon: the URL canonicaliser (ext/urlcanon.h through ext/canon.pyx)
+# canon: the URL canonicaliser (ext/url/urlcanon.h through ext/url/canon.pyx)
 
 def check_canon(data: bytes) -> None:
     from webtap._ext import canon as _c
@@ -605,7 +605,7 @@ def seeds_tree(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# urlbase: the reader of the URL store's base image (ext/urlbase.h wt_base_open, issue 35). A
+# urlbase: the reader of the URL store's base image (ext/url/urlbase.h wt_base_open, issue 35). A
 # corrupt image must be refused with a ValueError naming the reason, never crash or let a
 # lookup read outside it; an accepted image must answer consistently (every key it lists is
 # found under its own id, in ascending order, and prefix matches equal the naive rule on its
@@ -737,8 +737,8 @@ def _first_packets(path: str, n: int):
 
 
 # ---------------------------------------------------------------------------------------------
-# tls / quic: the TLS hello parser (ext/tls_hello.h via parse_hello) and the TLS record stage
-# (ext/tls.pyx TlsTable: reassembly of split hellos, QUIC Initial decryption, CRYPTO gathering)
+# tls / quic: the TLS hello parser (ext/tls/tls_hello.h via parse_hello) and the TLS record stage
+# (ext/tls/tls.pyx TlsTable: reassembly of split hellos, QUIC Initial decryption, CRYPTO gathering)
 
 _TLS_STATUS = {"ok", "incomplete", "not_tls", "not_hello", "bad_length", "too_long", "bad_record"}
 
@@ -839,7 +839,7 @@ def seeds_tls(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# exchange: the TLS record walk and the exchange rules (ext/exchange.pyx, issue 33)
+# exchange: the TLS record walk and the exchange rules (ext/pair/exchange.pyx, issue 33)
 
 def check_exchange(data: bytes) -> None:
     """A TCP conversation: a ClientHello opens it, then the input's parts (split at FF 00 FF)
@@ -915,7 +915,7 @@ def check_quic(data: bytes) -> None:
     _frames_through_table(frames)
 
 # ---------------------------------------------------------------------------------------------
-# sni: the SNI pass of the URL filter (ext/urlmatch.pyx SniTable: TLS reassembly, QUIC Initial
+# sni: the SNI pass of the URL filter (ext/url/urlmatch.pyx SniTable: TLS reassembly, QUIC Initial
 # decryption and CRYPTO gathering, tls's ClientHello parser) and its two forges (issue 18)
 
 def check_sni(data: bytes) -> None:

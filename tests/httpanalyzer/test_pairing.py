@@ -1,4 +1,4 @@
-"""Each pairing rule of the table (ext/pairing.pyx), on HttpMsg batches built in numpy."""
+"""Each pairing rule of the table (ext/pair/pairing.pyx), on HttpMsg batches built in numpy."""
 import ipaddress
 
 import numpy as np

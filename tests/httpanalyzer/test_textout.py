@@ -1,4 +1,4 @@
-"""The C text writer (ext/textout.pyx) against the line format's written rule (webtap/writers.py
+"""The C text writer (ext/out/textout.pyx) against the line format's written rule (webtap/writers.py
 docstring), re-stated here in plain Python, one character at a time; and its decimal seconds
 against integer arithmetic. Arrays are built with from_buffers / pa.array of strings, sliced so
 that the arrays' offsets (validity bits not on a byte boundary) are exercised."""

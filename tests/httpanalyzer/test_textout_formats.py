@@ -1,4 +1,4 @@
-"""The C writers of JSON lines and Zeek rows (ext/textout.pyx: format_jsonl, format_zeek,
+"""The C writers of JSON lines and Zeek rows (ext/out/textout.pyx: format_jsonl, format_zeek,
 text_array) against references written here from the formats' rules, one byte at a time:
 
 * JSON strings as webtap/jsonl.py specifies them (RFC 8259 section 7, no more): ``\\\\``,

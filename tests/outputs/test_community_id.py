@@ -1,4 +1,4 @@
-"""The community_id column (computed in C, ext/communityid.pyx) against the reference
+"""The community_id column (computed in C, ext/out/communityid.pyx) against the reference
 implementation (the `communityid` package of the spec's authors) on every shared trace."""
 from __future__ import annotations
 

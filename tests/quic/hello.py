@@ -1,6 +1,6 @@
 """Builders for the SNI tests: TLS ClientHello bytes (RFC 8446 4.1.2 layout), TLS records, TCP
 and UDP frames (Ethernet, optional 802.1Q tag, IPv4 or IPv6) and protected QUIC client Initials
-(through ext/quic_crypto.h, checked against RFC 9001 in test_quic_crypto.py)."""
+(through ext/tls/quic_crypto.h, checked against RFC 9001 in test_quic_crypto.py)."""
 from __future__ import annotations
 
 import struct

@@ -1,4 +1,4 @@
-"""QUIC Initial protection (ext/quic_crypto.h through webtap._ext.quiccut) against the test
+"""QUIC Initial protection (ext/tls/quic_crypto.h through webtap._ext.quiccut) against the test
 vectors of RFC 9001 Appendix A (v1) and RFC 9369 Appendix A (v2), plus an independent
 reference (the `cryptography` package's HKDF and AES-GCM) on random inputs."""
 from __future__ import annotations

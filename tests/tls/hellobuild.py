@@ -1,5 +1,5 @@
 """TLS hellos and TCP packets built from the RFCs' wire formats (RFC 8446 4.1.2/4.1.3, RFC 6066,
-RFC 7301), independently of ext/tls_hello.h, so the tests can check the parser against them."""
+RFC 7301), independently of ext/tls/tls_hello.h, so the tests can check the parser against them."""
 from __future__ import annotations
 
 import struct

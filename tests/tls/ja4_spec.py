@@ -1,5 +1,5 @@
 """JA4 (TLS client) written in Python from the specification (FoxIO-LLC/ja4, JA4.md), with its
-own ClientHello walk: the independent implementation the C code (ext/tls_fp.h) is checked
+own ClientHello walk: the independent implementation the C code (ext/tls/tls_fp.h) is checked
 against on captures the reference tool has no published output for."""
 from __future__ import annotations
 

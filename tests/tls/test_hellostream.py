@@ -1,6 +1,6 @@
-"""The one set of split-hello rules (ext/hellostream.pxd) through both of its users: the handshake
-records (httpanalyzer.analyze_tls, ext/tls.pyx) and the URL filter's SNI pass (SniTable,
-ext/urlmatch.pyx). The same ClientHellos, cut at many byte offsets into 2 and 3 segments, with
+"""The one set of split-hello rules (ext/tls/hellostream.pxd) through both of its users: the handshake
+records (httpanalyzer.analyze_tls, ext/tls/tls.pyx) and the URL filter's SNI pass (SniTable,
+ext/url/urlmatch.pyx). The same ClientHellos, cut at many byte offsets into 2 and 3 segments, with
 retransmissions, gaps, overlapping resends, ChangeCipherSpec (or an alert and a heartbeat)
 before the hello and sequence
 numbers that wrap, go through both; each connection's outcome is known from how it was cut, and

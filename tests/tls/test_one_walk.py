@@ -1,6 +1,6 @@
-"""The TLS stage's messages come from the dissector's walk (ext/dissect.pyx, MSG_TLS / MSG_QUIC
-of ext/message.pxd): the HTTP messages of that walk do not change, split hellos complete whatever
-the batch boundaries (the watch list, ext/tls.pxd TlsWatch, carries their flows from one batch
+"""The TLS stage's messages come from the dissector's walk (ext/walk/dissect.pyx, MSG_TLS / MSG_QUIC
+of ext/walk/message.pxd): the HTTP messages of that walk do not change, split hellos complete whatever
+the batch boundaries (the watch list, ext/tls/tls.pxd TlsWatch, carries their flows from one batch
 to the next), and a watch list that fills up hands over every TCP payload instead of losing
 continuations."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The C hello parser (ext/tls_hello.h via webtap._ext.tls.parse_hello) against hellos built from
+"""The C hello parser (ext/tls/tls_hello.h via webtap._ext.tls.parse_hello) against hellos built from
 the RFCs in tests/tls/hellobuild.py."""
 from __future__ import annotations
 

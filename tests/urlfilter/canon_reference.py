@@ -1,5 +1,5 @@
 """An independent reference for the canonical URL form, written from the rules R1-R9 as
-docs/urlfilter.md and the header comment of ext/urlcanon.h state them (not from the C code, and
+docs/urlfilter.md and the header comment of ext/url/urlcanon.h state them (not from the C code, and
 not through urlfilter/canon.py, which wraps the same C function). Plain, slow Python with regular
 expressions and str methods: a second reading of the rules, so that the C canonicaliser and the
 rules can be checked against each other.

@@ -1,4 +1,4 @@
-"""URL analyzer + session controller (ext/urlmatch.pyx, urlfilter.analyzer/scan/timing).
+"""URL analyzer + session controller (ext/url/urlmatch.pyx, urlfilter.analyzer/scan/timing).
 
 Reference packets come from scapy: every forged frame must equal, byte for byte, the frame scapy
 builds from the same field values (so every field and both checksums are checked), and Linux's

@@ -1,4 +1,4 @@
-"""Canonical URL form: one test per rule of ext/urlcanon.h, plus properties."""
+"""Canonical URL form: one test per rule of ext/url/urlcanon.h, plus properties."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -156,7 +156,7 @@ def test_batch_agrees_with_single():
     assert (codes == 0).tolist() == [w != "" for w in want]
 
 
-# The header's fast path (_canon_fast in ext/urlcanon.h) must give byte-identical results to the
+# The header's fast path (_canon_fast in ext/url/urlcanon.h) must give byte-identical results to the
 # full rules wherever it answers. path=2 runs it alone (-100: it would fall back), path=1 the
 # full rules alone.
 FAST_ONLY_FALLBACK = -100

@@ -1,4 +1,4 @@
-"""IPv6 literal hosts are canonicalised (ext/urlcanon.h, RFC 5952), so that one address written
+"""IPv6 literal hosts are canonicalised (ext/url/urlcanon.h, RFC 5952), so that one address written
 two ways is one blacklist entry; Python's ipaddress is the independent reference (with RFC 5952
 section 5's rule for IPv4-mapped addresses, which ipaddress.compressed does not apply)."""
 from __future__ import annotations

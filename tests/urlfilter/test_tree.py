@@ -80,7 +80,7 @@ BOUNDARY_WANT = {
 
 
 def test_prefix_match_only_on_component_boundaries():
-    """Exact answers of the boundary rule (docs/urlfilter.md, ext/avl.pyx "Keys"), nested
+    """Exact answers of the boundary rule (docs/urlfilter.md, ext/url/avl.pyx "Keys"), nested
     entries that end inside a path segment included: a.com/abcd must not hit a.com/ab nor
     a.com/abc (a false hit forges a RST against an innocent page). The single-query path
     (_boundary_at) and the batch path (_is_boundary), in a small tree and in a deep one."""
@@ -535,7 +535,7 @@ NP_ALPHABET = ["a", "b", ".", "/", "?", "ab", "-", ":"]
 @given(st.lists(st.lists(st.sampled_from(NP_ALPHABET), min_size=1, max_size=6).map("".join).map(str.encode),
                 min_size=1, max_size=80))
 def test_no_prefix_flags_exact_after_inserts_optimize_and_bulk_build(keys):
-    """TreeNode's no-prefix flag (ext/avl.pyx, "Prefix match"): inserts keep it exact in both
+    """TreeNode's no-prefix flag (ext/url/avl.pyx, "Prefix match"): inserts keep it exact in both
     directions (a new key's flag from its neighbours and sub-searches; a new key clears the flags
     of the keys it is a prefix of), and so do optimize() and build_sorted()."""
     t = UrlTree()

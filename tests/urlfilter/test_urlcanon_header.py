@@ -1,4 +1,4 @@
-"""ext/urlcanon.h + ext/urlcanon.c are self-contained C (the URL modules link them from the wtc
+"""ext/url/urlcanon.h + ext/url/urlcanon.c are self-contained C (the URL modules link them from the wtc
 library and call them in their nogil loops). Compile a small C program with them alone and check
 it agrees with Python."""
 import shutil
@@ -10,6 +10,7 @@ import pytest
 from urlfilter.canon import canonicalize, to_key
 
 EXT = Path(__file__).resolve().parents[2] / "ext"
+INCLUDES = [f"-I{d}" for d in sorted(EXT.iterdir()) if d.is_dir()]
 
 PROGRAM = r"""
 #include <stdio.h>
@@ -34,7 +35,7 @@ def test_canon_compiles_alone_and_agrees(tmp_path):
     src = tmp_path / "t.c"
     src.write_text(PROGRAM)
     exe = tmp_path / "t"
-    subprocess.run(["cc", "-std=gnu11", "-O2", "-Wall", "-Werror", f"-I{EXT}", str(src), str(EXT / "urlcanon.c"), "-o", str(exe)], check=True)
+    subprocess.run(["cc", "-std=gnu11", "-O2", "-Wall", "-Werror", *INCLUDES, str(src), str(EXT / "url" / "urlcanon.c"), "-o", str(exe)], check=True)
     urls = ["HTTP://WWW.Example.com:80/a/./b/../c//d?x#y", "bank.com@evil.net", "a.com:99999/", "x.org/%7e%zz"]
     lines = subprocess.run([str(exe), *urls], capture_output=True, text=True, check=True).stdout.splitlines()
     for i, u in enumerate(urls):

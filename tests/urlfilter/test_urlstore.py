@@ -1,4 +1,4 @@
-"""The URL store of issue 35 (static base + AVL delta, urlfilter/urlstore.py, ext/urlbase.h):
+"""The URL store of issue 35 (static base + AVL delta, urlfilter/urlstore.py, ext/url/urlbase.h):
 every lookup equal to the compressed AVL tree's on the shared lists, a property test against a
 reference set under random insert/delete/merge sequences, and the snapshot's checks."""
 import gzip

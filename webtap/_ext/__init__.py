@@ -1,4 +1,4 @@
-"""Compiled Cython modules of webtap, built from ../../ext/*.pyx (see ext/meson.build).
+"""Compiled Cython modules of webtap, built from ../../ext/<stage>/*.pyx (see ext/meson.build).
 
 WEBTAP_EXT_DIR=<dir> loads the modules from <dir> instead (a separately built copy, e.g. the
 sanitizer build of ``make sanitize`` or the fuzzing build of ``make fuzz``, docs/ROBUSTNESS.md).

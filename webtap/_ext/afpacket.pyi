@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.afpacket (ext/afpacket.pyx): Live capture through the kernel's packet fanout: one AF_PACKET TPACKET_V3 ring per consumer."""
+"""Type stub of webtap._ext.afpacket (ext/read/afpacket.pyx): Live capture through the kernel's packet fanout: one AF_PACKET TPACKET_V3 ring per consumer."""
 from typing import Any
 
 class FanoutRing:

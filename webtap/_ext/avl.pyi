@@ -1,4 +1,4 @@
-# Type stubs of webtap._ext.avl (ext/avl.pyx): the compressed AVL URL tree.
+# Type stubs of webtap._ext.avl (ext/url/avl.pyx): the compressed AVL URL tree.
 import os
 import struct
 from typing import Any
@@ -70,7 +70,7 @@ class UrlTree:
 
 
 class UrlStore:
-    """Static base + AVL delta (ext/urlstore.pxi)."""
+    """Static base + AVL delta (ext/url/urlstore.pxi)."""
     def base_keys(self: Any, live: Any = ...) -> Any: ...
     def base_payloads(self: Any, idx: Any) -> Any: ...
     def build_from(self: Any, data: Any, starts: Any, ends: Any, order: Any, categories: Any, periods: Any, sym: Any, symlen: Any, block: Any = ...) -> Any: ...

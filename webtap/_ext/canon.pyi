@@ -1,4 +1,4 @@
-# Type stubs of webtap._ext.canon (ext/canon.pyx): the C canonical URL form (ext/urlcanon.h).
+# Type stubs of webtap._ext.canon (ext/url/canon.pyx): the C canonical URL form (ext/url/urlcanon.h).
 import numpy as np
 import numpy.typing as npt
 

@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.communityid (ext/communityid.pyx): Community ID v1 over columns."""
+"""Type stub of webtap._ext.communityid (ext/out/communityid.pyx): Community ID v1 over columns."""
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa

@@ -1,4 +1,4 @@
-"""Type stub for webtap._ext.dissect (ext/dissect.pyx)."""
+"""Type stub for webtap._ext.dissect (ext/walk/dissect.pyx)."""
 from typing import Any
 from typing import Literal
 

@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.exchange (ext/exchange.pyx): request/response exchanges inside TLS
+"""Type stub of webtap._ext.exchange (ext/pair/exchange.pyx): request/response exchanges inside TLS
 over TCP by the paper's ACK = SEQ rule (issue 33; httpanalyzer.tls_exchange)."""
 import numpy as np
 import numpy.typing as npt

@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.pairing (ext/pairing.pyx): the paper's request/response table."""
+"""Type stub of webtap._ext.pairing (ext/pair/pairing.pyx): the paper's request/response table."""
 import numpy as np
 import numpy.typing as npt
 

@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.quiccut (ext/quiccut.pyx): QUIC Initial protection from Python, and the URL filter's forged server Initial close."""
+"""Type stub of webtap._ext.quiccut (ext/url/quiccut.pyx): QUIC Initial protection from Python, and the URL filter's forged server Initial close."""
 from typing import Any
 
 CLOSE_ERROR: int

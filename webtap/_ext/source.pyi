@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.source (ext/source.pyx): the capture stage (pcap/pcapng reader,
+"""Type stub of webtap._ext.source (ext/read/source.pyx): the capture stage (pcap/pcapng reader,
 libpcap handles, BPF); it raises the core's exceptions, webtap.errors."""
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.textout (ext/textout.pyx): line format, JSON lines, Zeek rows,
+"""Type stub of webtap._ext.textout (ext/out/textout.pyx): line format, JSON lines, Zeek rows,
 value texts and decimal seconds written by C over Arrow buffers."""
 from typing import Literal, Sequence
 

@@ -1,4 +1,4 @@
-"""Type stub of webtap._ext.tls (ext/tls.pyx): TLS first flight (issue 17): ClientHello / ServerHello of any TCP stream -> handshake records."""
+"""Type stub of webtap._ext.tls (ext/tls/tls.pyx): TLS first flight (issue 17): ClientHello / ServerHello of any TCP stream -> handshake records."""
 from typing import Any
 
 class TlsTable:

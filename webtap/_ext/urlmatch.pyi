@@ -1,4 +1,4 @@
-# Type stubs of webtap._ext.urlmatch (ext/urlmatch.pyx): GET extraction, handshake table, forging.
+# Type stubs of webtap._ext.urlmatch (ext/url/urlmatch.pyx): GET extraction, handshake table, forging.
 from typing import Any
 import numpy as np
 import numpy.typing as npt

@@ -1,6 +1,6 @@
 """The TLS exchange record (issue 33): one request/response exchange inside TLS over TCP, paired
 by the paper's rule (the request's first packet's ACK = the response's first packet's SEQ) with
-no keys; ext/exchange.pyx emits XRecord rows (mirrored by EXCHANGE_RECORD_DTYPE) and
+no keys; ext/pair/exchange.pyx emits XRecord rows (mirrored by EXCHANGE_RECORD_DTYPE) and
 httpanalyzer.tls_exchange turns them into EXCHANGE_SCHEMA with the connection's handshake fields
 joined (docs/TLS.md "Exchanges"). Times in ns since the Unix epoch (UTC), durations ns, frame
 numbers tshark's (1-based)."""
@@ -17,7 +17,7 @@ __all__ = ["EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS", "EXCHANGE_FIELDS", "EXCH
 
 XF_TICKETS, XF_UNSYNCED, XF_EARLY = 1, 2, 4
 
-#: ext/exchange.pyx XRecord (a test asserts the sizes agree)
+#: ext/pair/exchange.pyx XRecord (a test asserts the sizes agree)
 EXCHANGE_RECORD_DTYPE = np.dtype([
     ("req_ts", "<i8"), ("resp_ts", "<i8"), ("req_frame", "<u8"), ("resp_frame", "<u8"),
     ("ch_frame", "<u8"), ("client_ip", "u1", (16,)), ("server_ip", "u1", (16,)),

@@ -2,7 +2,7 @@
 
 A record is one HTTP transaction seen through the first packet of its request and the first
 packet of its response (or only one of them: unmatched records are output too). The pairing
-table (ext/pairing.pyx) emits records as a TxnRecord struct array (numeric part, mirrored by
+table (ext/pair/pairing.pyx) emits records as a TxnRecord struct array (numeric part, mirrored by
 RECORD_DTYPE) plus one Arrow-layout string column per text field; `to_record_batch` turns that
 into a `pyarrow.RecordBatch` with one pyarrow call per column, and `to_pandas` gives the
 DataFrame dtypes. The writers (CSV, Parquet, the paper's line format) all read these batches.
@@ -23,7 +23,7 @@ from webtap.dissect import encap_text
 from webtap.records.columns import Codes, boolean, num, strings
 from webtap.writers import empty_batch_of
 
-#: ext/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
+#: ext/pair/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
 RECORD_DTYPE = np.dtype(
     [
         ("request_ts_ns", "<i8"),
@@ -46,7 +46,7 @@ RECORD_DTYPE = np.dtype(
         ("rflags", "<u2"),
         ("request_trace", "<u2"),
         ("response_trace", "<u2"),
-        # encapsulation, added at the end (ext/l34.pxd; docs/ACCURACY.md "Encapsulations")
+        # encapsulation, added at the end (ext/walk/l34.pxd; docs/ACCURACY.md "Encapsulations")
         ("encap", "<u8"),
         ("outer_src", "u1", (16,)),
         ("outer_dst", "u1", (16,)),
@@ -58,7 +58,7 @@ RECORD_DTYPE = np.dtype(
     align=True,
 )
 
-# ext/pairing.pxd RecOutcome / UnmatchedReason / RecFlags
+# ext/pair/pairing.pxd RecOutcome / UnmatchedReason / RecFlags
 OUTCOMES = ("paired", "request_only", "response_only")
 UNMATCHED_REASONS = (None, "gc", "end", "cap", "key_limit", "clock_reset")
 RF_URI_TRUNCATED = 1

@@ -1,4 +1,4 @@
-"""NumPy mirrors of the C structs that cross stage boundaries (ext/packet.pxd, ext/message.pxd).
+"""NumPy mirrors of the C structs that cross stage boundaries (ext/read/packet.pxd, ext/walk/message.pxd).
 
 Each dtype here is the Python face of one C struct, field for field, as scikit-learn's NODE_DTYPE
 mirrors its Node struct; tests/test_schema.py asserts that the sizes agree with sizeof() in C.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: ext/packet.pxd PacketRef: one captured packet of a batch.
+#: ext/read/packet.pxd PacketRef: one captured packet of a batch.
 PACKET_DTYPE = np.dtype(
     [
         ("ts_ns", "<i8"),
@@ -28,7 +28,7 @@ SPAN_DTYPE = np.dtype([("off", "<u4"), ("len", "<u4")], align=True)
 #: Names of the Span fields of HttpMsg, in struct order.
 SPAN_FIELDS = ("method", "uri", "version", "host", "user_agent", "reason")
 
-#: ext/message.pxd HttpMsg: the first packet of one HTTP request or response.
+#: ext/walk/message.pxd HttpMsg: the first packet of one HTTP request or response.
 MESSAGE_DTYPE = np.dtype(
     [
         ("ts_ns", "<i8"),
@@ -59,7 +59,7 @@ MESSAGE_DTYPE = np.dtype(
         ("tcp_flags", "u1"),
         ("ttl", "u1"),
         ("_reserved", "u1"),
-        # encapsulation (ext/message.pxd, added at the end; docs/ACCURACY.md "Encapsulations")
+        # encapsulation (ext/walk/message.pxd, added at the end; docs/ACCURACY.md "Encapsulations")
         ("encap", "<u8"),
         ("outer_src", "u1", (16,)),
         ("outer_dst", "u1", (16,)),
@@ -71,7 +71,7 @@ MESSAGE_DTYPE = np.dtype(
     align=True,
 )
 
-#: ext/l34.pxd EncapKind: ENCAP_NAMES[code] names one layer of HttpMsg.encap (one code per byte,
+#: ext/walk/l34.pxd EncapKind: ENCAP_NAMES[code] names one layer of HttpMsg.encap (one code per byte,
 #: outermost in the lowest byte); the `encap` text column joins them with commas ("gre,eth").
 ENCAP_NAMES = (
     None, "gre", "erspan", "eth", "vxlan", "geneve", "gtpu", "teredo", "ayiya",
@@ -81,11 +81,11 @@ ENCAP_NAMES = (
 #: UDP tunnels a user may name extra ports for (webtap.dissect.set_tunnel_ports).
 UDP_TUNNEL_KINDS = ("vxlan", "geneve", "gtpu", "teredo", "ayiya", "gre")
 
-# ext/message.pxd MsgKind
+# ext/walk/message.pxd MsgKind
 MSG_REQUEST = 1
 MSG_RESPONSE = 2
 
-# ext/message.pxd MsgFlags
+# ext/walk/message.pxd MsgFlags
 MSGF_URI_TRUNCATED = 1
 MSGF_HEADERS_INCOMPLETE = 2
 MSGF_PAYLOAD_TRUNCATED = 4
@@ -95,8 +95,8 @@ MSGF_BAD_VERSION = 32
 MSGF_BAD_STATUS = 64
 MSGF_MID_SEGMENT = 128
 
-#: ext/message.pxd MethodId: METHOD_NAMES[method_id] is the method token (None for METHOD_OTHER,
-#: i.e. responses). Ids 1-9 are the enum's; the rest follow ext/dissect.pyx's method table, which
+#: ext/walk/message.pxd MethodId: METHOD_NAMES[method_id] is the method token (None for METHOD_OTHER,
+#: i.e. responses). Ids 1-9 are the enum's; the rest follow ext/walk/dissect.pyx's method table, which
 #: a test checks against this tuple. Sources: RFC 9110 sec. 9, PATCH (RFC 5789), WebDAV (RFC 4918,
 #: 3253, 3648, 3744, 4791, 5842, 4437) and the non-standard methods tshark 4.0 also recognises
 #: (GENA NOTIFY/SUBSCRIBE/UNSUBSCRIBE, POLL, Exchange B*-methods, CCM_POST, MS-RPCH, MS-SSTP).
@@ -122,11 +122,11 @@ METHODS_UNKNOWN_TO_TSHARK = frozenset(
 #: Methods tshark files under http.notification instead of http.request (UPnP GENA).
 METHODS_TSHARK_NOTIFICATION = frozenset({"NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE"})
 
-# ext/packet.pxd PacketFlags
+# ext/read/packet.pxd PacketFlags
 PKTF_CAPLEN_GT_SNAPLEN = 1
 PKTF_CAPLEN_GT_WIRELEN = 2
 
-#: ext/message.pxd DissectReason, in enum order: the keys of the dissector's counters.
+#: ext/walk/message.pxd DissectReason, in enum order: the keys of the dissector's counters.
 DISSECT_REASONS = (
     "packets",
     "link_unsupported",
@@ -153,11 +153,11 @@ DISSECT_REASONS = (
     "length_unknown",
     "rest_not_http",
     "request_line_split",
-    # encapsulations: packets whose walk crossed each layer (ext/l34.pxd), whatever their outcome
+    # encapsulations: packets whose walk crossed each layer (ext/walk/l34.pxd), whatever their outcome
     "encap_too_deep",
 ) + tuple("encap_" + n for n in ENCAP_NAMES[1:])
 
-#: ext/packet.pxd SourceReason, in enum order: the keys of the capture stage's counters.
+#: ext/read/packet.pxd SourceReason, in enum order: the keys of the capture stage's counters.
 SOURCE_REASONS = (
     "packets",
     "captured_bytes",

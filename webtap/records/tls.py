@@ -1,7 +1,7 @@
 """The TLS/QUIC handshake record: one row per ClientHello/ServerHello pair (or a hello alone).
 
-TlsTable (ext/tls.pyx) emits records as TlsOut rows (their numeric part, mirrored by
-TLS_OUT_DTYPE) plus Arrow-layout text and list columns built in C (ext/colbuild.c);
+TlsTable (ext/tls/tls.pyx) emits records as TlsOut rows (their numeric part, mirrored by
+TLS_OUT_DTYPE) plus Arrow-layout text and list columns built in C (ext/out/colbuild.c);
 `to_table` turns them into a table of SCHEMA with one pyarrow call per column. Versions and
 cipher suites are written as tshark writes them (0x0304, 0x1301); list columns are Arrow lists
 (comma-joined in CSV and text output). Times are ns since the Unix epoch (UTC), durations ns,
@@ -19,7 +19,7 @@ from webtap.writers import empty_batch_of
 
 __all__ = ["TLS_OUT_DTYPE", "FIELDS", "COLUMNS", "SCHEMA", "to_table", "empty_table"]
 
-#: ext/tls.pyx TlsOut: the numeric part of an emitted record, field for field (a test compares
+#: ext/tls/tls.pyx TlsOut: the numeric part of an emitted record, field for field (a test compares
 #: the sizes and every offset with the C struct). The text leaves beside it in Arrow-layout
 #: columns (TlsTable.take).
 TLS_OUT_DTYPE = np.dtype([
@@ -151,7 +151,7 @@ def to_table(raw: np.ndarray, strings: dict) -> pa.Table:
         "outer_src_ip": text("outer_src_ip", outer),
         "outer_dst_ip": text("outer_dst_ip", outer),
         "tunnel_id": columns.num(r["tunnel_id"], valid=r["encap"] != 0),
-        # the same C function as the HTTP records' column (ext/communityid.pyx), per row protocol
+        # the same C function as the HTTP records' column (ext/out/communityid.pyx), per row protocol
         "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
                                      np.ascontiguousarray(r["server_ip"]), r["server_port"],
                                      r["ip_version"],

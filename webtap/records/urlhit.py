@@ -1,6 +1,6 @@
 """The URL filter's records: one row per URL looked up (a GET's Host + URI, a TLS ClientHello's or
 QUIC Initial's SNI) with the hit, the entry and the times, and the filter's connection timing rows
-(`urlfilter timing`: ext/urlmatch.pxd ConnTiming, mirrored by CONN_DTYPE). Times in ns since the
+(`urlfilter timing`: ext/url/urlmatch.pxd ConnTiming, mirrored by CONN_DTYPE). Times in ns since the
 Unix epoch (UTC), frame numbers tshark's (1-based)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 
 __all__ = ["CONN_DTYPE", "RECORD_SCHEMA"]
 
-#: ext/urlmatch.pxd ConnTiming
+#: ext/url/urlmatch.pxd ConnTiming
 CONN_DTYPE = np.dtype(
     [
         ("client_ip", "u1", (16,)),
@@ -41,7 +41,7 @@ RECORD_SCHEMA = pa.schema(
         ("src_port", pa.uint16()),
         ("dst_ip", pa.string()),          # server address
         ("dst_port", pa.uint16()),
-        ("url", pa.string()),             # canonical form (ext/urlcanon.h) of Host + URI; tls/quic:
+        ("url", pa.string()),             # canonical form (ext/url/urlcanon.h) of Host + URI; tls/quic:
                                           # the SNI host, ":port" unless 443 or 80
         ("hit", pa.bool_()),              # matched an entry active at the time
         ("entry_id", pa.int32()),         # URL store id of the matched entry (0: miss; renumbered by a merge)

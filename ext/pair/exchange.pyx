@@ -1,0 +1,792 @@
+# cython: freethreading_compatible = False
+"""Request/response exchanges inside TLS over TCP (issue 33): the paper's first-packet rule
+without reading the payload: a client burst (its first application-data packet with a new ACK)
+pairs with the server's first application-data packet whose SEQ equals that ACK.
+
+Fed with the dissector walk's TCP events (ext/walk/message.pxd TcpEvent, `dissect_batch(...,
+tcp_events=True)`): one per TCP segment, in packet order; the TLS record headers are read in
+place from the batch buffer (`payload_at`). No payload is decrypted: the stage follows each
+direction's record boundaries (type and length are in clear) to tell the handshake's flights,
+alerts and TLS 1.3 session tickets from application data. The rules, each with the case that
+shows it, are in docs/TLS.md "Exchanges".
+
+Two tables: the connections (a PendIndex keyed by the flow: per direction the record walk, the
+TLS version, the handshake's end, the last burst's ACK), and the waiting requests, the paper's
+Eq. 2 table (ext/pair/pendtable.pxd: collision chains in arrival order, capture-time GC, cap), keyed
+by the 4-tuple and the request's ACK; a server burst looks up its SEQ.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy, memset
+from libc.stdlib cimport free
+
+cimport numpy as cnp
+import numpy as np
+
+from message cimport TcpEvent
+from pendtable cimport (PendLinks, PendIndex, pt_cells_for, pt_init, pt_release_all, pt_at,
+                       pt_alloc, pt_free, pt_cell, pt_first, pt_oldest, pt_link, pt_unlink,
+                       pt_full, pt_grow)
+from hashes cimport eq1_of, eq2_hash, fold_ip
+from tls cimport tls_hello, tls_parse_payload, TLS_OK, TLS_HELLO_CAP, TLSF_HRR
+from util cimport wt_alloc, wt_realloc, wt_be16, wt_ip_text
+
+cnp.import_array()
+
+cdef enum:
+    TCP_FIN = 0x01
+    TCP_SYN = 0x02
+    TCP_RST = 0x04
+
+    REC_CCS = 20
+    REC_ALERT = 21
+    REC_HANDSHAKE = 22
+    REC_APP = 23
+
+    # a TLS 1.3 record of this length carries a 2-byte alert (+1 inner type + 16-byte AEAD tag):
+    # close_notify and the other alerts, never a request (RFC 8446 5.2, 6)
+    TLS13_ALERT_LEN = 19
+    # TLS 1.3 NewSessionTicket candidates: the server's first post-handshake records this long at
+    # most (lifetime, age_add, nonce, ticket, extensions + type + tag; OpenSSL's are ~250 bytes)
+    NST_MAX = 1024
+    # record length sanity (RFC 8446 5.2: 2^14 + 256 at most) for resynchronisation
+    REC_MAX = 16384 + 2048
+
+    # XRecord.reason
+    XR_MATCHED = 0
+    XR_GC = 1
+    XR_END = 2
+    XR_CAP = 3
+    XR_NO_REQUEST = 4
+
+    # XRecord.flags
+    XF_TICKETS = 1          # TLS 1.3 session tickets came between the request and the response
+    XF_UNSYNCED = 2         # a direction had lost its record boundaries (capture gap)
+    XF_EARLY = 4            # the request is TLS 1.3 early data (before the ServerHello)
+    XF_SAME_ACK_TAIL = 8    # (reserved)
+
+    # counters
+    XC_EVENTS = 0
+    XC_DATA
+    XC_CONNS
+    XC_CONN_CAP
+    XC_CONN_GC
+    XC_REQUESTS
+    XC_RESPONSES
+    XC_MATCHED
+    XC_NO_REQUEST
+    XC_GC
+    XC_END
+    XC_CAP
+    XC_REPEATED
+    XC_RETRANS
+    XC_GAPS
+    XC_RESYNC
+    XC_TICKET_RECORDS
+    XC_ALERTS
+    XC_HS_RECORDS
+    XC_EARLY
+    XC_N
+
+_COUNTER_NAMES = ("events", "data_segments", "connections", "connections_evicted_cap",
+                  "connections_gc", "requests", "responses", "matched", "responses_without_request",
+                  "unmatched_gc", "unmatched_end", "unmatched_cap", "repeated_request",
+                  "retransmissions", "gaps", "resynchronised", "ticket_records", "alert_records",
+                  "handshake_records", "early_data_requests")
+
+# One exchange record (httpanalyzer.tls.EXCHANGE_RECORD_DTYPE mirrors it; a test checks sizes)
+ctypedef struct XRecord:
+    int64_t req_ts
+    int64_t resp_ts
+    uint64_t req_frame          # 1-based; 0 when absent
+    uint64_t resp_frame
+    uint64_t ch_frame           # the connection's ClientHello frame (joins the handshake record)
+    uint8_t client_ip[16]
+    uint8_t server_ip[16]
+    uint16_t client_port
+    uint16_t server_port
+    uint32_t index              # the exchange's index in its connection (0-based)
+    uint32_t req_rec_len        # length of the request's first application-data record when its
+                                # header is in the request's first packet; else 0
+    uint32_t resp_rec_len
+    uint32_t key                # the request's ACK (= the response's SEQ)
+    uint16_t version            # the connection's TLS version as the stage saw it (0 unknown)
+    uint8_t ip_version
+    uint8_t reason
+    uint8_t flags
+    uint8_t has_req
+    uint8_t has_resp
+    uint8_t _pad
+    char client_ip_text[48]     # filled by take() (ext/common/util.h wt_ip_text)
+    char server_ip_text[48]
+
+
+ctypedef struct XDir:
+    uint32_t next_seq           # next byte expected (has_seq)
+    uint32_t rec_left           # bytes of the current record's body still to come
+    uint32_t last_ack           # ACK of this direction's last burst start (has_burst)
+    uint8_t hdr[5]              # a record header cut by the segment's end
+    uint8_t hdr_n
+    uint8_t cur_app             # the current record is application data
+    uint8_t has_seq
+    uint8_t synced              # record boundaries known
+    uint8_t has_burst
+    uint8_t ccs                 # ChangeCipherSpec seen
+    uint8_t fin                 # FIN seen
+    uint32_t n23                # type-23 records seen
+    int64_t hdr_ts              # the packet where a cut record header began (hdr_n > 0):
+    uint64_t hdr_frame          # the record's first packet, should it be application data
+    uint32_t hdr_ack
+
+
+ctypedef struct XConn:
+    PendLinks links             # first member (ext/pair/pendtable.pxd)
+    uint8_t cip[16]
+    uint8_t sip[16]
+    uint16_t cport
+    uint16_t sport
+    uint8_t ipv
+    uint8_t sh_seen             # ServerHello seen (version decided or not)
+    uint16_t version            # 0x0303 / 0x0304; 0 unknown
+    uint64_t ch_frame
+    int64_t last_ts
+    uint32_t n_ex               # exchanges (requests) so far
+    uint32_t s_hs_end           # TLS 1.3: server's handshake end (the ACK of the client's Finished)
+    uint8_t has_hs_end
+    uint8_t c_fin_seen          # TLS 1.3: the client's Finished record passed
+    uint8_t nst_state           # 1 first post-handshake server record expected, 2 candidates held
+    uint8_t unsynced            # a direction lost its record boundaries once
+    uint8_t had_early           # TLS 1.3 early data before the ServerHello
+    uint8_t eoed_seen           # its EndOfEarlyData passed
+    uint32_t nst_start          # SEQ where the candidate tickets start
+    uint32_t nst_len            # their record length
+    uint32_t nst_count
+    int64_t h_ts                # the first candidate's packet (a response if they were not tickets)
+    uint64_t h_frame
+    uint32_t h_ack
+    uint32_t h_reclen
+    XDir c
+    XDir s
+
+
+ctypedef struct XPend:
+    PendLinks links             # first member
+    uint8_t cip[16]
+    uint8_t sip[16]
+    uint16_t cport
+    uint16_t sport
+    uint8_t ipv
+    uint8_t flags
+    uint16_t version
+    uint32_t ack
+    uint32_t index
+    uint32_t rec_len
+    int64_t ts
+    uint64_t frame
+    uint64_t ch_frame
+
+
+def sizeof_exchange_record():
+    return sizeof(XRecord)
+
+
+def counter_names():
+    return _COUNTER_NAMES
+
+
+cdef inline bint _same_flow(const XConn *c, const uint8_t *a, uint16_t ap, const uint8_t *b,
+                            uint16_t bp, uint8_t ipv) noexcept nogil:
+    cdef int n = 4 if ipv == 4 else 16
+    return c.ipv == ipv and c.cport == ap and c.sport == bp and memcmp(c.cip, a, n) == 0 \
+        and memcmp(c.sip, b, n) == 0
+
+
+cdef inline bint _seq_lt(uint32_t a, uint32_t b) noexcept nogil:
+    return <int32_t>(a - b) < 0
+
+
+cdef inline bint _looks_record(const uint8_t *p, uint32_t n) noexcept nogil:
+    """A plausible TLS record header at p (for resynchronising after a gap)."""
+    return n >= 5 and 20 <= p[0] <= 23 and p[1] == 3 and p[2] <= 4 and wt_be16(p + 3) <= REC_MAX
+
+
+cdef class ExchangeTable:
+    cdef PendIndex cx            # connections
+    cdef XConn *conns
+    cdef PendIndex px            # waiting requests (Eq. 2)
+    cdef XPend *pend
+    cdef readonly int64_t gc_timeout_ns
+    cdef readonly int64_t max_pending
+    cdef readonly int64_t max_conns
+    cdef int64_t now
+    cdef XRecord *recs
+    cdef size_t nrec, rec_cap
+    cdef uint64_t cnt[<int>XC_N]
+    cdef uint8_t *scratch
+    cdef uint32_t *nst_cache     # learned ticket record length per server (direct-mapped)
+    cdef uint32_t *nst_tag
+
+    def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
+                  int64_t max_conns=1 << 16):
+        if max_pending < 1 or max_conns < 1:
+            raise ValueError("max_pending and max_conns must be >= 1")
+        self.gc_timeout_ns = <int64_t>(gc_timeout * 1e9)
+        self.max_pending = max_pending
+        self.max_conns = max_conns
+        self.now = 0
+        self.recs = NULL
+        self.nrec = self.rec_cap = 0
+        memset(self.cnt, 0, sizeof(self.cnt))
+        pt_init(&self.cx, sizeof(XConn), 256, <int32_t>max_conns,
+                pt_cells_for(max_conns, 256) if max_conns < 256 else 256, pt_cells_for(max_conns, 256))
+        pt_init(&self.px, sizeof(XPend), 256, <int32_t>max_pending,
+                pt_cells_for(max_pending, 256) if max_pending < 256 else 256, pt_cells_for(max_pending, 256))
+        self.conns = NULL
+        self.pend = NULL
+        self.scratch = <uint8_t *>wt_alloc(TLS_HELLO_CAP)
+        self.nst_cache = <uint32_t *>wt_alloc(4096 * sizeof(uint32_t))
+        self.nst_tag = <uint32_t *>wt_alloc(4096 * sizeof(uint32_t))
+        memset(self.nst_cache, 0, 4096 * sizeof(uint32_t))
+        memset(self.nst_tag, 0, 4096 * sizeof(uint32_t))
+
+    def __dealloc__(self):
+        pt_release_all(&self.cx)
+        pt_release_all(&self.px)
+        free(self.recs)
+        free(self.scratch)
+        free(self.nst_cache)
+        free(self.nst_tag)
+
+    # -----------------------------------------------------------------------------------------
+    # records out
+    cdef XRecord *_rec(self) except NULL nogil:
+        if self.nrec == self.rec_cap:
+            self.rec_cap = self.rec_cap * 2 if self.rec_cap else 1024
+            self.recs = <XRecord *>wt_realloc(self.recs, self.rec_cap * sizeof(XRecord))
+        cdef XRecord *r = &self.recs[self.nrec]
+        self.nrec += 1
+        memset(r, 0, sizeof(XRecord))
+        return r
+
+    cdef int _emit_pend(self, int32_t i, uint8_t reason) except -1 nogil:
+        cdef XPend *p = <XPend *>pt_at(&self.px, i)
+        cdef XRecord *r = self._rec()
+        r.req_ts = p.ts
+        r.req_frame = p.frame + 1
+        r.ch_frame = p.ch_frame
+        memcpy(r.client_ip, p.cip, 16)
+        memcpy(r.server_ip, p.sip, 16)
+        r.client_port = p.cport
+        r.server_port = p.sport
+        r.index = p.index
+        r.req_rec_len = p.rec_len
+        r.key = p.ack
+        r.version = p.version
+        r.ip_version = p.ipv
+        r.reason = reason
+        r.flags = p.flags
+        r.has_req = 1
+        return 0
+
+    cdef int _drop_pend(self, int32_t i, uint8_t reason) except -1 nogil:
+        self._emit_pend(i, reason)
+        pt_unlink(&self.px, i)
+        pt_free(&self.px, i)
+        self.cnt[XC_GC if reason == XR_GC else (XC_END if reason == XR_END else XC_CAP)] += 1
+        return 0
+
+    cdef int _gc(self) except -1 nogil:
+        cdef int32_t i
+        cdef XConn *c
+        while True:
+            i = pt_oldest(&self.px)
+            if i == -1 or self.now - pt_at(&self.px, i).stamp <= self.gc_timeout_ns:
+                break
+            self._drop_pend(i, XR_GC)
+        while True:
+            i = pt_oldest(&self.cx)
+            if i == -1:
+                break
+            c = <XConn *>pt_at(&self.cx, i)
+            if self.now - c.last_ts <= self.gc_timeout_ns:
+                if self.now - pt_at(&self.cx, i).stamp <= self.gc_timeout_ns:
+                    break
+                # active but stamped long ago: move it to the young end of the age list
+                pt_unlink(&self.cx, i)
+                pt_link(&self.cx, i, c.links.hash, c.last_ts)
+                continue
+            self._close_conn(i)
+            self.cnt[XC_CONN_GC] += 1
+        return 0
+
+    # -----------------------------------------------------------------------------------------
+    # connections
+    cdef int32_t _find_conn(self, const TcpEvent *e, bint *client) noexcept nogil:
+        cdef uint32_t h = eq1_of(e.src, e.src_port, e.dst, e.dst_port, e.ip_version)
+        cdef int32_t j = pt_first(&self.cx, pt_cell(&self.cx, h))
+        cdef XConn *c
+        while j != -1:
+            c = <XConn *>pt_at(&self.cx, j)
+            if _same_flow(c, e.src, e.src_port, e.dst, e.dst_port, e.ip_version):
+                client[0] = True
+                return j
+            if _same_flow(c, e.dst, e.dst_port, e.src, e.src_port, e.ip_version):
+                client[0] = False
+                return j
+            j = c.links.next
+        return -1
+
+    cdef int _close_conn(self, int32_t i) except -1 nogil:
+        cdef XConn *c = <XConn *>pt_at(&self.cx, i)
+        if c.nst_state == 2:
+            self._decide_tickets(c, True, 0, 0, 0, 0)
+        pt_unlink(&self.cx, i)
+        pt_free(&self.cx, i)
+        return 0
+
+    cdef int32_t _new_conn(self, const TcpEvent *e) except -2 nogil:
+        cdef int32_t i
+        cdef XConn *c
+        cdef uint32_t h = eq1_of(e.src, e.src_port, e.dst, e.dst_port, e.ip_version)
+        if self.cx.n >= self.max_conns:
+            self._close_conn(pt_oldest(&self.cx))
+            self.cnt[XC_CONN_CAP] += 1
+        i = pt_alloc(&self.cx)
+        c = <XConn *>pt_at(&self.cx, i)
+        memset(<uint8_t *>c + sizeof(PendLinks), 0, sizeof(XConn) - sizeof(PendLinks))
+        memcpy(c.cip, e.src, 16)
+        memcpy(c.sip, e.dst, 16)
+        c.cport = e.src_port
+        c.sport = e.dst_port
+        c.ipv = e.ip_version
+        c.ch_frame = e.pkt_index + 1
+        c.last_ts = e.ts_ns
+        pt_link(&self.cx, i, h, e.ts_ns)
+        if pt_full(&self.cx):
+            pt_grow(&self.cx)
+        self.cnt[XC_CONNS] += 1
+        return i
+
+    # -----------------------------------------------------------------------------------------
+    # the server cache of learned ticket lengths
+    cdef inline uint32_t _srv_hash(self, const XConn *c) noexcept nogil:
+        cdef uint32_t h = (fold_ip(c.sip, c.ipv) * 2654435761u) ^ (<uint32_t>c.sport * 40503u)
+        return h if h else 1
+
+    cdef inline uint32_t _learned(self, const XConn *c) noexcept nogil:
+        cdef uint32_t h = self._srv_hash(c)
+        return self.nst_cache[h >> 20] if self.nst_tag[h >> 20] == h else 0
+
+    cdef inline void _learn(self, const XConn *c, uint32_t ln) noexcept nogil:
+        cdef uint32_t h = self._srv_hash(c)
+        self.nst_tag[h >> 20] = h
+        self.nst_cache[h >> 20] = ln
+
+    # -----------------------------------------------------------------------------------------
+    # requests and responses
+    cdef int _request(self, XConn *c, uint32_t ack, int64_t ts, uint64_t pkt_index, uint32_t rec_len,
+                      uint8_t flags) except -1 nogil:
+        cdef uint32_t hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, ack, c.ipv)
+        cdef int32_t j = pt_first(&self.px, pt_cell(&self.px, hv)), i
+        cdef XPend *p
+        while j != -1:                 # the same connection and ACK waiting: a repeat
+            p = <XPend *>pt_at(&self.px, j)
+            if p.ack == ack and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
+                    and memcmp(p.cip, c.cip, 16) == 0 and memcmp(p.sip, c.sip, 16) == 0:
+                self.cnt[XC_REPEATED] += 1
+                return 0
+            j = p.links.next
+        if self.px.n >= self.max_pending:
+            self._drop_pend(pt_oldest(&self.px), XR_CAP)
+        i = pt_alloc(&self.px)
+        p = <XPend *>pt_at(&self.px, i)
+        memcpy(p.cip, c.cip, 16)
+        memcpy(p.sip, c.sip, 16)
+        p.cport = c.cport
+        p.sport = c.sport
+        p.ipv = c.ipv
+        p.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
+        p.version = c.version
+        p.ack = ack
+        p.index = c.n_ex
+        p.rec_len = rec_len
+        p.ts = ts
+        p.frame = pkt_index
+        p.ch_frame = c.ch_frame
+        c.n_ex += 1
+        pt_link(&self.px, i, hv, ts)
+        if pt_full(&self.px):
+            pt_grow(&self.px)
+        self.cnt[XC_REQUESTS] += 1
+        return 0
+
+    cdef int _response(self, XConn *c, uint32_t key, uint32_t key2, int64_t ts, uint64_t pkt_index,
+                       uint32_t rec_len, uint8_t flags) except -1 nogil:
+        """A server burst: its first application-data packet (ts, pkt_index), looked up by key
+        (its SEQ, or where the session tickets before it started) and then key2."""
+        cdef uint32_t hv, k
+        cdef int32_t j
+        cdef int t
+        cdef XPend *p
+        cdef XRecord *r
+        self.cnt[XC_RESPONSES] += 1
+        for t in range(2):
+            k = key if t == 0 else key2
+            if t == 1 and key2 == key:
+                break
+            hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, k, c.ipv)
+            j = pt_first(&self.px, pt_cell(&self.px, hv))
+            while j != -1:
+                p = <XPend *>pt_at(&self.px, j)
+                if p.ack == k and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
+                        and memcmp(p.cip, c.cip, 16) == 0 and memcmp(p.sip, c.sip, 16) == 0:
+                    self._emit_pend(j, XR_MATCHED)
+                    r = &self.recs[self.nrec - 1]
+                    r.resp_ts = ts
+                    r.resp_frame = pkt_index + 1
+                    r.resp_rec_len = rec_len
+                    r.has_resp = 1
+                    r.flags |= flags | (XF_UNSYNCED if c.unsynced else 0)
+                    r.version = c.version
+                    pt_unlink(&self.px, j)
+                    pt_free(&self.px, j)
+                    self.cnt[XC_MATCHED] += 1
+                    return 0
+                j = p.links.next
+        r = self._rec()
+        r.resp_ts = ts
+        r.resp_frame = pkt_index + 1
+        r.ch_frame = c.ch_frame
+        memcpy(r.client_ip, c.cip, 16)
+        memcpy(r.server_ip, c.sip, 16)
+        r.client_port = c.cport
+        r.server_port = c.sport
+        r.index = 0xFFFFFFFF
+        r.resp_rec_len = rec_len
+        r.key = key
+        r.version = c.version
+        r.ip_version = c.ipv
+        r.reason = XR_NO_REQUEST
+        r.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
+        r.has_resp = 1
+        self.cnt[XC_NO_REQUEST] += 1
+        return 0
+
+    cdef int _decide_tickets(self, XConn *c, bint at_end, int64_t ts, uint64_t pkt_index,
+                             uint32_t next_seq, uint32_t rec_len) except -1 nogil:
+        """Returns 1 when they were tickets, 0 when the first was the response."""
+        """TLS 1.3: the held candidate records after the handshake (all of length nst_len) were
+        session tickets when there were two or more of them, or one of the length this server's
+        tickets had before; then the response starts at the record after them (ts, pkt_index,
+        next_seq: none at the end); else the first candidate was the response."""
+        cdef uint32_t learned = self._learned(c)
+        c.nst_state = 0
+        if c.nst_count >= 2 or (learned != 0 and learned == c.nst_len):
+            if c.nst_count >= 2:
+                self._learn(c, c.nst_len)
+            self.cnt[XC_TICKET_RECORDS] += c.nst_count
+            if not at_end:
+                self._response(c, c.nst_start, next_seq, ts, pkt_index, rec_len, XF_TICKETS)
+            return 1
+        self._response(c, c.nst_start, c.nst_start, c.h_ts, c.h_frame, c.h_reclen, 0)
+        return 0
+
+    # -----------------------------------------------------------------------------------------
+    # the record walk of one in-order segment of one direction
+    cdef int _segment(self, XConn *c, bint client, const TcpEvent *e, const uint8_t *pl,
+                      uint32_t n) except -1 nogil:
+        cdef XDir *d = &c.c if client else &c.s
+        cdef uint32_t pos = 0, take, ln, rseq
+        cdef uint8_t typ
+        cdef const uint8_t *h
+        cdef bint app_any = False, app_boundary = False, is_app
+        cdef uint32_t app_rec_len = 0, app_seq = 0
+        cdef uint8_t xflags = 0
+        cdef bint early_hdr = False
+        cdef int64_t a_ts = e.ts_ns
+        cdef uint64_t a_frame = e.pkt_index
+        cdef uint32_t a_ack = e.ack
+        cdef tls_hello hello
+        cdef const uint8_t *msg
+        if not d.synced:
+            if _looks_record(pl, n):
+                d.synced = 1
+                d.rec_left = 0
+                d.hdr_n = 0
+                self.cnt[XC_RESYNC] += 1
+            else:
+                # boundaries unknown: every byte counts as application data (the paper's rule)
+                app_any = True
+                app_seq = e.seq
+                pos = n
+        while pos < n:
+            if d.rec_left > 0:
+                take = d.rec_left if d.rec_left < n - pos else n - pos
+                if d.cur_app and not app_any:
+                    app_any = True
+                    app_seq = e.seq + pos
+                d.rec_left -= take
+                pos += take
+                continue
+            # a record header (perhaps cut by the previous segment's end)
+            rseq = e.seq + pos - d.hdr_n
+            if d.hdr_n == 0:
+                d.hdr_ts = e.ts_ns
+                d.hdr_frame = e.pkt_index
+                d.hdr_ack = e.ack
+            while d.hdr_n < 5 and pos < n:
+                d.hdr[d.hdr_n] = pl[pos]
+                d.hdr_n += 1
+                pos += 1
+            if d.hdr_n < 5:
+                break
+            h = d.hdr
+            d.hdr_n = 0
+            typ = h[0]
+            ln = wt_be16(h + 3)
+            if typ < 20 or typ > 24 or h[1] != 3 or ln > REC_MAX:
+                d.synced = 0               # not a record: boundaries lost until one shows again
+                c.unsynced = 1
+                break
+            d.rec_left = ln
+            is_app = False
+            if typ == REC_APP:
+                d.n23 += 1
+                is_app = self._classify_app(c, client, e, ln, rseq)
+            elif typ == REC_CCS:
+                d.ccs = 1
+            elif typ == REC_ALERT:
+                self.cnt[XC_ALERTS] += 1
+            elif typ == REC_HANDSHAKE:
+                self.cnt[XC_HS_RECORDS] += 1
+                if not client and not c.sh_seen:
+                    # the ServerHello: the selected version (a HelloRetryRequest waits for the
+                    # next); one not read here (not at the segment's start, cut) leaves the
+                    # version to the record types (_classify_app)
+                    if rseq == e.seq and tls_parse_payload(pl + (pos - 5), n - (pos - 5), self.scratch,
+                                                           TLS_HELLO_CAP, &hello, &msg) == TLS_OK \
+                            and hello.hs_type == 2:
+                        if not (hello.flags & TLSF_HRR):
+                            c.sh_seen = 1
+                            c.version = hello.version
+                    else:
+                        c.sh_seen = 1
+            d.cur_app = is_app
+            if is_app and not app_any:
+                app_any = True
+                app_boundary = True
+                app_rec_len = ln
+                app_seq = rseq
+                # the packet where its header began is the record's first (a header may be cut
+                # by a segment's end)
+                early_hdr = d.hdr_frame != e.pkt_index
+                a_ts = d.hdr_ts
+                a_frame = d.hdr_frame
+                a_ack = d.hdr_ack
+            if c.nst_state == 3:       # a ticket candidate was just held: not application data yet
+                c.nst_state = 2
+        if not app_any:
+            return 0
+        if client:
+            if not d.has_burst or d.last_ack != a_ack:
+                d.has_burst = 1
+                d.last_ack = a_ack
+                if c.version == 0 and not c.sh_seen:
+                    xflags = XF_EARLY
+                    self.cnt[XC_EARLY] += 1
+                self._request(c, a_ack, a_ts, a_frame, app_rec_len if app_boundary else 0, xflags)
+        else:
+            if c.nst_state == 2:
+                # the record after the held candidates decides (it is application data here)
+                d.has_burst = 1
+                if self._decide_tickets(c, False, a_ts, a_frame, app_seq,
+                                        app_rec_len if app_boundary else 0):
+                    d.last_ack = a_ack
+                    return 0
+                d.last_ack = c.h_ack        # the held record was the response: this one may
+            if not d.has_burst or d.last_ack != a_ack:   # start the next burst
+                d.has_burst = 1
+                d.last_ack = a_ack
+                self._response(c, e.seq if not early_hdr else app_seq, app_seq, a_ts, a_frame,
+                               app_rec_len if app_boundary else 0, 0)
+        return 0
+
+    cdef bint _classify_app(self, XConn *c, bint client, const TcpEvent *e, uint32_t ln,
+                            uint32_t rseq) noexcept nogil:
+        """Whether a type-23 record starting at rseq carries application data (docs/TLS.md
+        "Exchanges": the handshake's own flights, alerts and TLS 1.3 tickets are not)."""
+        cdef uint32_t learned
+        if c.version == 0 and c.sh_seen == 0:
+            if client:
+                c.had_early = 1
+                return True            # before any ServerHello: TLS 1.3 early data
+            # a ServerHello not read (split): TLS 1.3 when the server encrypts before the client's CCS
+            c.version = 0x0303 if c.c.ccs else 0x0304
+            c.sh_seen = 1
+        if c.version == 0 and c.sh_seen:
+            c.version = 0x0303 if c.c.ccs else 0x0304
+        if c.version != 0x0304:
+            return True                # TLS <= 1.2: type 23 is application data only
+        if ln == TLS13_ALERT_LEN:
+            self.cnt[XC_ALERTS] += 1
+            return False
+        if client:
+            if c.had_early and not c.eoed_seen:
+                # after early data the client's first encrypted record is its EndOfEarlyData
+                c.eoed_seen = 1
+                self.cnt[XC_HS_RECORDS] += 1
+                return False
+            if not c.c_fin_seen:
+                # the client's first encrypted record after the ServerHello: its Finished; the
+                # packet's ACK is where the server's handshake flight ended
+                c.c_fin_seen = 1
+                c.s_hs_end = e.ack
+                c.has_hs_end = 1
+                c.nst_state = 1
+                self.cnt[XC_HS_RECORDS] += 1
+                return False
+            return True
+        if not c.has_hs_end or _seq_lt(rseq, c.s_hs_end):
+            self.cnt[XC_HS_RECORDS] += 1   # EncryptedExtensions .. Finished
+            return False
+        if c.nst_state == 1:
+            c.nst_state = 0
+            if ln <= NST_MAX:
+                c.nst_state = 3
+                c.nst_start = rseq
+                c.nst_len = ln
+                c.nst_count = 1
+                c.h_ts = c.s.hdr_ts            # the packet where its header began
+                c.h_frame = c.s.hdr_frame
+                c.h_ack = c.s.hdr_ack
+                c.h_reclen = ln
+                return False
+            return True
+        if c.nst_state == 2 and ln == c.nst_len:
+            c.nst_count += 1
+            c.nst_state = 3
+            return False
+        return True
+
+    # -----------------------------------------------------------------------------------------
+    def feed(self, const uint8_t[::1] events, const uint8_t[::1] data):
+        """One batch's TCP events (dissect_batch(tcp_events=True)) and its packet buffer."""
+        cdef Py_ssize_t n = events.shape[0] // sizeof(TcpEvent), k
+        cdef const TcpEvent *ev = <const TcpEvent *>&events[0] if n else NULL
+        cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
+        cdef uint64_t size = data.shape[0]
+        with nogil:
+            for k in range(n):
+                self._event(&ev[k], buf, size)
+        return None
+
+    cdef int _event(self, const TcpEvent *e, const uint8_t *buf, uint64_t size) except -1 nogil:
+        cdef bint client = False
+        cdef int32_t i
+        cdef XConn *c
+        cdef XDir *d
+        cdef const uint8_t *pl = NULL
+        cdef uint32_t n = e.payload_caplen, delta
+        cdef int32_t oi
+        self.cnt[XC_EVENTS] += 1
+        if e.ts_ns > self.now:
+            self.now = e.ts_ns
+            # the GC only when its oldest request or connection is past the window (the test
+            # inline: most events find nothing to collect)
+            oi = pt_oldest(&self.px)
+            if oi != -1 and self.now - pt_at(&self.px, oi).stamp > self.gc_timeout_ns:
+                self._gc()
+            else:
+                oi = pt_oldest(&self.cx)
+                if oi != -1 and (self.now - pt_at(&self.cx, oi).stamp > self.gc_timeout_ns
+                                 or self.now - (<XConn *>pt_at(&self.cx, oi)).last_ts > self.gc_timeout_ns):
+                    self._gc()
+        if e.payload_len == 0 and not (e.tcp_flags & (TCP_FIN | TCP_RST)):
+            return 0
+        if n and e.payload_at + n <= size:
+            pl = buf + e.payload_at
+        else:
+            n = 0
+        i = self._find_conn(e, &client)
+        if i == -1:
+            # a connection starts with its ClientHello: a handshake record whose message is type 1
+            if n >= 6 and pl[0] == REC_HANDSHAKE and pl[1] == 3 and pl[5] == 1:
+                i = self._new_conn(e)
+                client = True
+            else:
+                return 0
+        c = <XConn *>pt_at(&self.cx, i)
+        c.last_ts = e.ts_ns
+        if e.tcp_flags & TCP_RST:
+            self._close_conn(i)
+            return 0
+        d = &c.c if client else &c.s
+        if e.payload_len > 0:
+            self.cnt[XC_DATA] += 1
+            if not d.has_seq:
+                d.has_seq = 1
+                d.synced = 1
+                d.next_seq = e.seq
+            if e.seq != d.next_seq:
+                if _seq_lt(e.seq, d.next_seq):
+                    delta = d.next_seq - e.seq
+                    if delta >= e.payload_len:
+                        self.cnt[XC_RETRANS] += 1      # nothing new: a retransmission
+                        return 0
+                    # overlap: only the new bytes are walked (as the first packet of nothing)
+                    self.cnt[XC_RETRANS] += 1
+                    return 0
+                self.cnt[XC_GAPS] += 1
+                d.synced = 0
+                d.hdr_n = 0
+                d.rec_left = 0
+                c.unsynced = 1
+            d.next_seq = e.seq + e.payload_len
+            if n < e.payload_len:
+                # snaplen cut: the walk cannot follow the records past the captured bytes
+                self._segment(c, client, e, pl, n)
+                if d.rec_left < e.payload_len - n or d.hdr_n:
+                    d.synced = 0
+                    c.unsynced = 1
+                else:
+                    d.rec_left -= e.payload_len - n
+            else:
+                self._segment(c, client, e, pl, n)
+        if e.tcp_flags & TCP_FIN:
+            d.fin = 1
+            if c.c.fin and c.s.fin:
+                self._close_conn(i)
+        return 0
+
+    def flush(self):
+        """End of input: the held ticket candidates decided, every waiting request a record
+        with reason `end`."""
+        cdef int32_t i
+        with nogil:
+            while True:
+                i = pt_oldest(&self.cx)
+                if i == -1:
+                    break
+                self._close_conn(i)
+            while True:
+                i = pt_oldest(&self.px)
+                if i == -1:
+                    break
+                self._drop_pend(i, XR_END)
+
+    def take(self):
+        """The records made since the last take, as raw bytes (XRecord rows)."""
+        cdef size_t i
+        for i in range(self.nrec):
+            wt_ip_text(self.recs[i].client_ip, self.recs[i].ip_version != 4, self.recs[i].client_ip_text)
+            wt_ip_text(self.recs[i].server_ip, self.recs[i].ip_version != 4, self.recs[i].server_ip_text)
+        out = np.empty(self.nrec * sizeof(XRecord), dtype=np.uint8)
+        if self.nrec:
+            memcpy(cnp.PyArray_DATA(out), self.recs, self.nrec * sizeof(XRecord))
+        self.nrec = 0
+        return out
+
+    def counters(self):
+        d = {name: int(self.cnt[k]) for k, name in enumerate(_COUNTER_NAMES)}
+        d["pending"] = int(self.px.n)
+        d["open_connections"] = int(self.cx.n)
+        return d

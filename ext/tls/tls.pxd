@@ -1,0 +1,158 @@
+# TLS first flight, C-level API (issue 17). The parser is plain C in ext/tls/tls_hello.h (no
+# allocation, bounds-checked, spans into the message) and the fingerprints in ext/tls/tls_fp.h
+# (JA3/JA3S/JA4 with libcrypto's MD5/SHA-256). Any module may cimport this file; everything
+# declared here is a static inline C function compiled into the module that uses it (house
+# rule: no cdef functions through runtime cimports). A module that uses the tls_fp.h part
+# must link libcrypto (meson: dependency('libcrypto')).
+#
+# Typical use (e.g. the URL filter matching an SNI):
+#     cdef tls_hello h
+#     cdef const uint8_t *msg
+#     if tls_parse_payload(payload, n, scratch, TLS_HELLO_CAP, &h, &msg) == TLS_OK and h.hs_type == 1:
+#         sni = msg + h.sni.off, h.sni.len     (h.sni.len == 0: no SNI)
+#         alpn list = msg + h.alpn.off, h.alpn.len ((u8 len, name)*), versions = h.version,
+#         ECH = h.flags & TLSF_ECH
+from libc.stdint cimport uint8_t, uint16_t, uint32_t
+
+cdef extern from "tls_hello.h" nogil:
+    ctypedef struct tls_span:
+        uint32_t off              # offset from the handshake message's first byte
+        uint32_t len              # bytes; 0 when absent
+
+    ctypedef struct tls_hello:
+        uint8_t hs_type           # 1 ClientHello, 2 ServerHello
+        uint16_t flags            # TLSF_*
+        uint32_t hs_len           # declared handshake body length
+        uint16_t legacy_version   # client_version / server_version field
+        uint16_t version          # CH: highest non-GREASE supported_versions else legacy; SH: selected
+        uint16_t cipher           # SH: selected cipher suite
+        uint16_t n_exts           # extensions (GREASE included)
+        tls_span random
+        tls_span session_id
+        tls_span ciphers          # CH: cipher_suites body (2 bytes each); SH: the 2-byte cipher
+        tls_span compression
+        tls_span exts             # extensions block body: (type u16, len u16, data)*
+        tls_span sni              # first host_name of server_name
+        tls_span alpn             # protocol_name_list body: (len u8, name)*
+        tls_span versions         # CH: supported_versions body (2 bytes each); SH: 2 bytes
+        tls_span groups           # supported_groups body
+        tls_span point_formats    # ec_point_formats body (1 byte each)
+        tls_span sig_algs         # signature_algorithms body
+        tls_span key_share        # CH: client_shares body; SH: the entry
+
+    enum:
+        TLS_OK
+        TLS_INCOMPLETE            # message continues past the bytes given
+        TLS_NOT_TLS               # not a TLS handshake record starting a hello
+        TLS_NOT_HELLO
+        TLS_BAD_LENGTH            # a length disagrees with its container
+        TLS_TOO_LONG              # declared length above the cap
+        TLS_BAD_RECORD            # a non-handshake record inside the message
+
+    enum:
+        TLSF_HRR
+        TLSF_ECH
+        TLSF_SNI
+        TLSF_ALPN
+        TLSF_SUPPORTED_VERSIONS
+        TLSF_NO_EXTENSIONS
+        TLSF_EXT_TRUNCATED
+        TLSF_TRAILING
+        TLSF_ESNI
+        TLSF_SSLV2                # SSLv2-format ClientHello: spans index the record, 3-byte specs
+
+    uint32_t tls_be16(const uint8_t *p)
+    uint32_t tls_be24(const uint8_t *p)
+    int tls_is_grease(uint32_t v)
+    int tls_looks_hello(const uint8_t *p, uint32_t n)
+    uint32_t tls_hello_start(const uint8_t *p, uint32_t n, int *hs_type)
+    uint32_t tls_sslv2_hello_len(const uint8_t *p, uint32_t n)
+    int tls_skippable_record(const uint8_t *p, uint32_t n)
+    int tls_parse_sslv2(const uint8_t *p, uint32_t n, tls_hello *h)
+    int tls_gather(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap, uint32_t *out_len,
+                   uint32_t *hs_len)
+    int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h)
+    int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                          tls_hello *h, const uint8_t **msg)
+    uint32_t tls_key_share_groups(const uint8_t *p, const tls_hello *h, uint16_t *out, uint32_t cap)
+
+cdef extern from "tls_fp.h" nogil:
+    uint32_t tls_ext_types(const uint8_t *p, const tls_hello *h, uint16_t *out, uint32_t cap)
+    uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char *buf, uint32_t cap)
+    int tls_md5_hex(const char *s, uint32_t n, char *out)
+    int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch, char *text,
+                uint32_t text_cap, char *out, char *raw, uint32_t raw_cap)
+
+cdef enum:
+    TLS_HELLO_CAP = 16384         # largest handshake message reassembled / gathered (bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The TLS stage's watch list, read by the dissector's walk (ext/walk/dissect.pyx): the flows (one
+# direction) whose split hello the stage is reassembling, so that the one pass over the packets
+# hands the stage their next segments as MSG_TLS messages (ext/walk/message.pxd) even when those do
+# not start a hello. A set of 64-bit flow hashes (open addressing, 0 = empty): a false positive
+# only hands the stage a segment it ignores. The dissector adds the flow of every hello start
+# that does not end in its first record and segment (the stage may start reassembling it while
+# the batch is still being walked); the stage rebuilds the set from its reassembly table after
+# each batch. When more flows arrive in one batch than the set takes, `overflow` makes the walk
+# hand over every TCP payload until the next rebuild (correct, only slower).
+# ---------------------------------------------------------------------------------------------
+from libc.stdint cimport uint64_t
+
+ctypedef struct TlsWatch:
+    uint64_t *keys            # cap slots
+    uint32_t cap              # a power of two
+    uint32_t n                # slots in use
+    uint32_t overflow         # 1: hand every TCP payload to the stage
+    uint64_t udp              # UDP datagrams the walk located (the stage reads and clears it)
+
+
+cdef inline uint64_t tls_flow_hash(const uint8_t *src, uint16_t sport, const uint8_t *dst,
+                                   uint16_t dport, uint8_t ipv) noexcept nogil:
+    """One direction of a flow (addresses 4 or 16 bytes as ipv says) -> nonzero 64-bit hash."""
+    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((<uint64_t>sport << 16) | dport) ^ (<uint64_t>ipv << 40)
+    cdef int i, n = 4 if ipv == 4 else 16
+    for i in range(n):
+        h = (h ^ src[i]) * 0x100000001B3ULL
+    for i in range(n):
+        h = (h ^ dst[i]) * 0x100000001B3ULL
+    h ^= h >> 29
+    return h if h else 1
+
+
+cdef inline bint tls_watch_has(const TlsWatch *w, uint64_t k) noexcept nogil:
+    cdef uint32_t m = w.cap - 1, i = <uint32_t>(k ^ (k >> 32)) & m
+    while w.keys[i]:
+        if w.keys[i] == k:
+            return True
+        i = (i + 1) & m
+    return False
+
+
+cdef inline void tls_watch_add(TlsWatch *w, uint64_t k) noexcept nogil:
+    cdef uint32_t m = w.cap - 1, i = <uint32_t>(k ^ (k >> 32)) & m
+    if w.overflow:
+        return
+    while w.keys[i]:
+        if w.keys[i] == k:
+            return
+        i = (i + 1) & m
+    if 2 * (w.n + 1) > w.cap:
+        w.overflow = 1           # at most half full: probes stay short
+        return
+    w.keys[i] = k
+    w.n += 1
+
+
+cdef inline bint tls_hello_fits(const uint8_t *p, uint32_t n) noexcept nogil:
+    """Whether the hello starting p[0:n] (a handshake record at offset 0, or an SSLv2-format
+    ClientHello) ends inside its first record and inside these bytes: then the stage never
+    reassembles it (an SSLv2 hello is never reassembled: it always "fits")."""
+    cdef uint32_t rl
+    if n > 0 and p[0] & 0x80:
+        return True
+    if n < 9:
+        return False
+    rl = tls_be16(p + 3)
+    return 5 + rl <= n and 4 + tls_be24(p + 6) <= rl

@@ -1,0 +1,566 @@
+/* The static base of the URL store (issue 35): the sorted set of canonical URL keys in
+ * front-coded blocks with a sampled index and a static symbol code for the key bytes.
+ * C, no Python (the opening check in urlbase.c, the searches inline here): ext/url/avl.pyx (urlstore.pxi) builds, maps and searches it without the
+ * GIL, and the fuzz target's corrupt inputs go through wt_base_open, which checks everything a
+ * search relies on, so that a search of an accepted image never reads outside it.
+ *
+ * Image layout (little-endian; every section 8-byte aligned; the snapshot file is this image):
+ *
+ *   WtBaseHeader (64 B)
+ *   symbols    256 x 8 B: the bytes of symbol c (1..8 used)          } the static code
+ *   symlen     256 x 1 B: length of symbol c (0: code c unused)      }
+ *   palette    pal_n x (uint32 category, uint32 period)
+ *   heads      n_blocks x 2 uint64: bytes 0-7 and 8-15 of each block's first key, each
+ *              big-endian as an integer (zero padded), so comparing heads compares the keys'
+ *              first 16 bytes
+ *   offs       (n_blocks + 1) x uint32: byte offset of each block in the record bytes
+ *   payload    ceil(n * pal_bits / 64) x uint64: key i's palette index, pal_bits bits each
+ *   records    blob_bytes: per key, varint (lcp << 1 | np), varint (code bytes), code bytes
+ *
+ * A key is key(i-1)[:lcp] + decode(codes); the first key of a block has lcp 0 (a block decodes
+ * on its own). np = 1: no other key of the base is a proper prefix of this one (the AVL tree's
+ * no-prefix flag, same use). A code byte c < 255 stands for symbol c; 255 is an escape: the next
+ * byte is literal.
+ */
+#ifndef WEBTAP_URLBASE_H
+#define WEBTAP_URLBASE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "urlcanon.h"
+#include "util.h"
+
+#define WT_BASE_MAGIC "WTURLB01"
+#define WT_BASE_ESC 255
+#define WT_BASE_MAX_KEY 65536
+
+typedef struct {
+    char magic[8];
+    uint64_t n;            /* keys */
+    uint64_t blob_bytes;   /* bytes of the record section */
+    uint64_t tag;          /* the caller's number (urlfilter: the store's replayed change sequence) */
+    uint32_t block;        /* keys per block (>= 1) */
+    uint32_t n_blocks;     /* ceil(n / block) */
+    uint32_t pal_n;        /* palette entries */
+    uint32_t pal_bits;     /* bits per key in payload (0..32) */
+    uint32_t max_key;      /* longest key, bytes */
+    uint32_t crc32;        /* CRC-32 of the image with this field 0 (checked by the loader) */
+    uint64_t raw_bytes;    /* sum of the key lengths */
+} WtBaseHeader;
+
+typedef struct {
+    const WtBaseHeader *h;
+    const uint8_t *sym;      /* 256 x 8 */
+    const uint8_t *symlen;   /* 256 */
+    const uint32_t *palette; /* pal_n x 2 */
+    const uint64_t *heads;
+    const uint32_t *offs;
+    const uint64_t *payload;
+    const uint8_t *blob;
+    uint64_t n;
+    uint32_t block, n_blocks, pal_bits, max_key;
+    size_t image_bytes;
+} WtBase;
+
+static inline size_t wt_base_align8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+/* Byte sizes of the sections for given counts: returns the image size, fills section offsets. */
+static inline int wt_base_layout(uint64_t n, uint32_t block, uint32_t pal_n, uint32_t pal_bits,
+                                 uint64_t blob_bytes, size_t off[8])
+{
+    uint64_t nb;
+    if (block == 0) return -1;
+    nb = (n + block - 1) / block;
+    if (nb > 0xFFFFFFF0u || n > 0x7FFFFFFFu || pal_bits > 32 || pal_n > 0x1000000u ||
+        blob_bytes > 0xFFFFFFF0u)
+        return -1;
+    off[0] = sizeof(WtBaseHeader);
+    off[1] = off[0] + 256 * 8;                          /* symlen */
+    off[2] = wt_base_align8(off[1] + 256);              /* palette */
+    off[3] = wt_base_align8(off[2] + (size_t)pal_n * 8); /* heads */
+    off[4] = off[3] + (size_t)nb * 16;                  /* offs */
+    off[5] = wt_base_align8(off[4] + ((size_t)nb + 1) * 4); /* payload */
+    off[6] = off[5] + (size_t)((n * pal_bits + 63) / 64) * 8; /* records */
+    off[7] = wt_base_align8(off[6] + (size_t)blob_bytes);    /* end */
+    return 0;
+}
+
+static inline uint64_t wt_base_head(const uint8_t *k, size_t n)
+{
+    uint64_t h = 0;
+    size_t i;
+    if (n >= 8) {
+        (void)h;
+        return wt_rd64(k, 1);           /* big-endian read (util.h): k's first 8 bytes in order */
+    }
+    for (i = 0; i < 8; i++)
+        h = (h << 8) | (i < n ? k[i] : 0);
+    return h;
+}
+
+static inline uint64_t wt_base_head2(const uint8_t *k, size_t n)
+{
+    return n > 8 ? wt_base_head(k + 8, n - 8) : 0;
+}
+
+/* Varint reader bounded by end: NULL when the varint runs past end or exceeds 32 bits. */
+static inline const uint8_t *wt_base_varint_chk(const uint8_t *p, const uint8_t *end, uint32_t *v)
+{
+    uint32_t r = 0;
+    int shift = 0;
+    while (p < end) {
+        uint8_t b = *p++;
+        if (shift == 28 && (b & 0x70)) return NULL;
+        r |= (uint32_t)(b & 0x7f) << shift;
+        if (b < 0x80) { *v = r; return p; }
+        shift += 7;
+        if (shift > 28) return NULL;
+    }
+    return NULL;
+}
+
+static inline const uint8_t *wt_base_varint(const uint8_t *p, uint32_t *v)
+{
+    uint32_t r = p[0];
+    int shift = 7;
+    if (r < 0x80) { *v = r; return p + 1; }
+    r &= 0x7f;
+    for (;;) {
+        p++;
+        r |= (uint32_t)(p[0] & 0x7f) << shift;
+        if (p[0] < 0x80) { *v = r; return p + 1; }
+        shift += 7;
+    }
+}
+
+static inline uint32_t wt_base_payload_index(const WtBase *b, uint64_t i)
+{
+    uint64_t bit, w;
+    uint32_t s, r;
+    if (b->pal_bits == 0) return 0;
+    bit = i * b->pal_bits;
+    w = bit >> 6;
+    s = (uint32_t)(bit & 63);
+    r = (uint32_t)(b->payload[w] >> s);
+    if (s + b->pal_bits > 64) r |= (uint32_t)(b->payload[w + 1] << (64 - s));
+    return b->pal_bits == 32 ? r : (r & ((1u << b->pal_bits) - 1));
+}
+
+/* Decode codes[0..nc) after out[0..pos) (the shared prefix); returns the key length or -1 when
+ * it would exceed cap. */
+static inline ptrdiff_t wt_base_decode_codes(const WtBase *b, const uint8_t *codes, uint32_t nc,
+                                             uint8_t *out, size_t pos, size_t cap)
+{
+    const uint8_t *e = codes + nc;
+    while (codes < e) {
+        uint8_t c = *codes++;
+        if (c == WT_BASE_ESC) {
+            if (pos + 1 > cap) return -1;
+            out[pos++] = *codes++;
+        } else {
+            uint32_t L = b->symlen[c];
+            if (pos + 8 > cap) {
+                if (pos + L > cap) return -1;
+                memcpy(out + pos, b->sym + 8 * (size_t)c, L);
+            } else {
+                memcpy(out + pos, b->sym + 8 * (size_t)c, 8);
+            }
+            pos += L;
+        }
+    }
+    return (ptrdiff_t)pos;
+}
+
+/* Compare the key whose bytes are q[0..start) + decode(codes) with q[0..qn). Returns -1 (key <
+ * q), 0 (equal) or 1 (key > q) and sets *m = lcp(key, q) and *klen = the key's length when it was
+ * decoded to the end (a key that is a prefix of q; else *klen = 0). */
+static inline int wt_base_cmp_codes(const WtBase *b, const uint8_t *codes, uint32_t nc,
+                                    const uint8_t *q, size_t qn, size_t start, size_t *m, size_t *klen)
+{
+    const uint8_t *e = codes + nc;
+    size_t pos = start;
+    *klen = 0;
+    while (codes < e) {
+        uint8_t c = *codes++;
+        const uint8_t *s;
+        uint32_t L, j;
+        uint8_t lit;
+        if (c == WT_BASE_ESC) { lit = *codes++; s = &lit; L = 1; }
+        else { s = b->sym + 8 * (size_t)c; L = b->symlen[c]; }
+        if (pos + 8 <= qn && c != WT_BASE_ESC) {
+            uint64_t x, y;
+            memcpy(&x, s, 8);
+            memcpy(&y, q + pos, 8);
+            x ^= y;
+            if (L < 8) x &= (((uint64_t)1) << (8 * L)) - 1;
+            if (x) {
+                j = (uint32_t)(__builtin_ctzll(x) >> 3);
+                *m = pos + j;
+                return s[j] < q[pos + j] ? -1 : 1;
+            }
+        } else {
+            for (j = 0; j < L; j++) {
+                if (pos + j >= qn) { *m = pos + j; return 1; }      /* q is a proper prefix of key */
+                if (s[j] != q[pos + j]) {
+                    *m = pos + j;
+                    return s[j] < q[pos + j] ? -1 : 1;
+                }
+            }
+        }
+        pos += L;
+    }
+    *m = pos;
+    *klen = pos;
+    return pos == qn ? 0 : -1;                                   /* key is a prefix of q */
+}
+
+/* Full comparison of the first key of block k with q. */
+static inline int wt_base_cmp_first(const WtBase *b, uint32_t k, const uint8_t *q, size_t qn,
+                                    size_t *m, size_t *klen)
+{
+    const uint8_t *p = b->blob + b->offs[k];
+    uint32_t v, nc;
+    p = wt_base_varint(p, &v);
+    p = wt_base_varint(p, &nc);
+    return wt_base_cmp_codes(b, p, nc, q, qn, 0, m, klen);
+}
+
+typedef struct {
+    int64_t pred;     /* index of the greatest key <= q, -1 when none */
+    size_t m;         /* lcp(q, key(pred)) */
+    int is_prefix;    /* key(pred) == q[:m] (a prefix of q, or q itself when m == qn) */
+    int np;           /* the no-prefix flag of pred */
+} WtBasePred;
+
+/* The greatest key <= q[0..qn). */
+static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, WtBasePred *r)
+{
+    uint64_t qh = wt_base_head(q, qn), qh2 = wt_base_head2(q, qn);
+    uint32_t lo = 0, hi = b->n_blocks, a, z, k, i;
+    size_t m, klen, mm;
+    const uint8_t *p, *end;
+    int c;
+    uint32_t v, nc;
+    const uint64_t *H = b->heads;
+    r->pred = -1; r->m = 0; r->is_prefix = 0; r->np = 0;
+    if (b->n == 0) return;
+    /* heads: [a, z) are the blocks whose 16-byte head equals q's (lower and upper bound) */
+    {
+        uint32_t len = b->n_blocks, base = 0;
+        while (len > 1) {
+            uint32_t half = len / 2, mid = base + half;
+            wt_prefetch_keep(&H[2 * (base + half / 2)]);
+            wt_prefetch_keep(&H[2 * (mid + half / 2)]);
+            base = (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] < qh2)) ? mid : base;
+            len -= half;
+        }
+        a = base + (H[2 * base] < qh || (H[2 * base] == qh && H[2 * base + 1] < qh2));
+    }
+    z = a;
+    while (z < b->n_blocks && H[2 * z] == qh && H[2 * z + 1] == qh2) {
+        z++;
+        if (z - a == 8) {                  /* a long run of equal heads: binary search its end */
+            lo = z; hi = b->n_blocks;
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] <= qh2)) lo = mid + 1; else hi = mid;
+            }
+            z = lo;
+            break;
+        }
+    }
+    /* the last block in [a, z) whose first key is <= q, else a - 1 */
+    lo = a; hi = z;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (wt_base_cmp_first(b, mid, q, qn, &m, &klen) <= 0) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0) return;                 /* q is below every key */
+    k = lo - 1;
+    p = b->blob + b->offs[k];
+    end = b->blob + b->offs[k + 1];
+    for (i = 64; p + i < end; i += 64) wt_prefetch(p + i);
+    /* first key of the block: <= q by the choice of k */
+    p = wt_base_varint(p, &v);
+    p = wt_base_varint(p, &nc);
+    c = wt_base_cmp_codes(b, p, nc, q, qn, 0, &m, &klen);
+    p += nc;
+    r->pred = (int64_t)k * b->block;
+    r->m = m; r->np = v & 1;
+    r->is_prefix = klen > 0;             /* keys are never empty: decoded to the end = a prefix of q */
+    if (c == 0) return;
+    i = 1;
+    while (p < end) {
+        uint32_t l;
+        if ((p[0] | p[1]) < 0x80) {       /* both header varints one byte: the common case */
+            v = p[0]; nc = p[1]; p += 2;
+        } else {
+            p = wt_base_varint(p, &v);
+            p = wt_base_varint(p, &nc);
+        }
+        l = v >> 1;
+        if (l > m) {                      /* agrees with the previous key beyond q: still < q */
+            p += nc;
+            r->pred = (int64_t)k * b->block + i;
+            r->is_prefix = 0; r->np = v & 1;  /* lcp stays m; longer than m, so not a prefix */
+            i++;
+            continue;
+        }
+        if (l < m) break;                 /* leaves the previous key (which equals q there) upwards */
+        c = wt_base_cmp_codes(b, p, nc, q, qn, l, &mm, &klen);
+        if (c > 0) break;
+        p += nc;
+        r->pred = (int64_t)k * b->block + i;
+        r->m = mm; r->np = v & 1;
+        r->is_prefix = klen > 0;
+        if (c == 0) return;
+        m = mm;
+        i++;
+    }
+}
+
+/* Is q[:b] a component prefix of q (0 < b < qn)? Same rule as ext/url/avl.pyx's _is_boundary: '.'
+ * inside the host (not an IPv6 literal), the end of the host, '/' in the path, the first '?'. */
+static inline int wt_base_boundary(const uint8_t *q, size_t b, size_t host_end, size_t qpos)
+{
+    if (b < host_end) return q[b] == '.' && q[0] != '[';
+    if (b == host_end) return 1;
+    if (b > qpos) return 0;
+    return q[b] == '/' || b == qpos;
+}
+
+/* The greatest boundary of q that is < t (0 when none). */
+static inline size_t wt_base_boundary_below(const uint8_t *q, size_t t, size_t host_end, size_t qpos)
+{
+    while (t > 1) {
+        t--;
+        if (wt_base_boundary(q, t, host_end, qpos)) return t;
+    }
+    return 0;
+}
+
+static inline int wt_base_dead(const uint64_t *tomb, int64_t i)
+{
+    return tomb != NULL && ((tomb[i >> 6] >> (i & 63)) & 1);
+}
+
+/* Longest live key (tomb: deleted bits, may be NULL) that equals q or is a prefix of q on a
+ * component boundary; -1 when none; *len = its length. An entry p that is a proper prefix of q
+ * lies between p and q in key order, so every key in between starts with p: it is pred(q) or a
+ * proper prefix of pred(q) no longer than lcp(q, pred). np(pred) = 1 ends the search; else the
+ * next candidate is the greatest boundary below, searched the same way (each round shorter). */
+static inline int64_t wt_base_lpm(const WtBase *b, const uint64_t *tomb, const uint8_t *q, size_t qn,
+                                  int exact_only, size_t *len)
+{
+    WtBasePred r;
+    size_t t = qn, host_end, qpos;
+    if (qn == 0 || b->n == 0) return -1;
+    wt_base_pred(b, q, qn, &r);
+    if (r.pred < 0) return -1;
+    if (r.is_prefix && r.m == qn) {
+        if (!wt_base_dead(tomb, r.pred)) { *len = qn; return r.pred; }
+        if (exact_only) return -1;
+    } else if (exact_only) {
+        return -1;
+    }
+    if (!r.is_prefix && r.np) return -1;     /* the usual miss: no boundary work */
+    host_end = webtap_host_len(q, qn);
+    qpos = host_end;
+    while (qpos < qn && q[qpos] != '?') qpos++;
+    for (;;) {
+        /* r is pred(q[:t]) */
+        if (r.is_prefix) {
+            if (r.m < qn && wt_base_boundary(q, r.m, host_end, qpos) && !wt_base_dead(tomb, r.pred)) {
+                *len = r.m;
+                return r.pred;
+            }
+            if (r.np) return -1;
+            t = wt_base_boundary_below(q, r.m, host_end, qpos);
+        } else {
+            if (r.np) return -1;
+            t = wt_base_boundary_below(q, r.m + 1, host_end, qpos);
+        }
+        if (t == 0) return -1;
+        wt_base_pred(b, q, t, &r);
+        if (r.pred < 0) return -1;
+    }
+}
+
+/* Key i into out (cap bytes, cap >= max_key + 8); returns its length. */
+static inline ptrdiff_t wt_base_key(const WtBase *b, uint64_t i, uint8_t *out, size_t cap)
+{
+    uint32_t k = (uint32_t)(i / b->block), j, v, nc, l;
+    const uint8_t *p = b->blob + b->offs[k];
+    ptrdiff_t n = 0;
+    for (j = 0; j <= (uint32_t)(i % b->block); j++) {
+        p = wt_base_varint(p, &v);
+        p = wt_base_varint(p, &nc);
+        l = v >> 1;
+        n = wt_base_decode_codes(b, p, nc, out, l, cap);
+        if (n < 0) return -1;
+        p += nc;
+    }
+    return n;
+}
+
+/* Every key in order into data (raw_bytes) with offs[n + 1] (offs[0] = 0); keys whose tomb bit
+ * is set are skipped unless keep_dead. Returns the number of keys written. */
+static inline uint64_t wt_base_dump(const WtBase *b, const uint64_t *tomb, uint8_t *data, int64_t *offs,
+                                    uint64_t *idx, uint8_t *kbuf)
+{
+    uint32_t k, j, v, nc, l;
+    uint64_t i = 0, w = 0;
+    ptrdiff_t n = 0;
+    int64_t o = 0;
+    offs[0] = 0;
+    for (k = 0; k < b->n_blocks; k++) {
+        const uint8_t *p = b->blob + b->offs[k], *end = b->blob + b->offs[k + 1];
+        for (j = 0; p < end; j++, i++) {
+            p = wt_base_varint(p, &v);
+            p = wt_base_varint(p, &nc);
+            l = v >> 1;
+            n = wt_base_decode_codes(b, p, nc, kbuf, l, WT_BASE_MAX_KEY + 16);
+            p += nc;
+            if (wt_base_dead(tomb, (int64_t)i)) continue;
+            memcpy(data + o, kbuf, (size_t)n);
+            o += n;
+            idx[w] = i;
+            offs[++w] = o;
+        }
+    }
+    return w;
+}
+
+/* ---- the loader's checks: everything a search or decode relies on ---------------------- */
+
+/* Check an image of size bytes at mem (8-byte aligned) and fill b; NULL or the reason. Decodes
+ * every key once: O(image). crc is checked by the caller (Python's zlib). */
+const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kbuf,
+                                       uint8_t *kbuf2, uint32_t *lens);
+
+/* ---- encoder (build) -------------------------------------------------------------------- */
+
+typedef struct {
+    uint8_t sym[256 * 8];
+    uint8_t symlen[256];
+    int16_t single[256];        /* code of the 1-byte symbol b, -1 when none (escape) */
+    uint16_t start[65537];      /* symbols of >= 2 bytes by their first two bytes: */
+    uint8_t codes[256];         /* codes[start[p]..start[p + 1]), longest first */
+} WtBaseCoder;
+
+/* symbols: codes 0..nsym-1 (nsym <= 255), lengths 1..8. */
+static inline void wt_base_coder_init(WtBaseCoder *cd, const uint8_t *sym, const uint8_t *symlen, int nsym)
+{
+    int c, L;
+    uint32_t p, cnt[65536], o = 0;
+    memset(cd, 0, sizeof(*cd));
+    memset(cnt, 0, sizeof(cnt));
+    for (c = 0; c < 256; c++) cd->single[c] = -1;
+    for (c = 0; c < nsym && c < 255; c++) {
+        cd->symlen[c] = symlen[c];
+        memcpy(cd->sym + 8 * c, sym + 8 * c, 8);
+        if (symlen[c] == 1 && cd->single[sym[8 * c]] < 0) cd->single[sym[8 * c]] = (int16_t)c;
+        if (symlen[c] >= 2) cnt[(uint32_t)sym[8 * c] << 8 | sym[8 * c + 1]]++;
+    }
+    for (p = 0; p < 65536; p++) { cd->start[p] = (uint16_t)o; o += cnt[p]; cnt[p] = 0; }
+    cd->start[65536] = (uint16_t)o;
+    for (L = 8; L >= 2; L--)
+        for (c = 0; c < nsym && c < 255; c++)
+            if (cd->symlen[c] == L) {
+                p = (uint32_t)cd->sym[8 * c] << 8 | cd->sym[8 * c + 1];
+                cd->codes[cd->start[p] + cnt[p]++] = (uint8_t)c;
+            }
+}
+
+/* Greedy longest-match code of s[0..n) into out (room for 2n bytes); returns the code bytes. */
+static inline size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, size_t n, uint8_t *out)
+{
+    size_t i = 0, o = 0;
+    while (i < n) {
+        int done = 0;
+        if (i + 1 < n) {
+            uint32_t p = (uint32_t)s[i] << 8 | s[i + 1], j;
+            for (j = cd->start[p]; j < cd->start[p + 1]; j++) {
+                uint8_t c = cd->codes[j];
+                uint32_t L = cd->symlen[c];
+                if (L <= n - i && memcmp(cd->sym + 8 * (size_t)c + 2, s + i + 2, L - 2) == 0) {
+                    out[o++] = c;
+                    i += L;
+                    done = 1;
+                    break;
+                }
+            }
+        }
+        if (!done) {
+            if (cd->single[s[i]] >= 0) {
+                out[o++] = (uint8_t)cd->single[s[i]];
+            } else {
+                out[o++] = WT_BASE_ESC;
+                out[o++] = s[i];
+            }
+            i++;
+        }
+    }
+    return o;
+}
+
+static inline uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
+{
+    while (v >= 0x80) { *p++ = (uint8_t)(v | 0x80); v >>= 7; }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* ---- the delta's host filter ---------------------------------------------------------------
+ * An entry e that equals q or is a prefix of q on a component boundary consists of whole host
+ * labels of q: so if e's host has two labels or more, e and q share their first two labels (the
+ * host up to its second '.', or all of it); if it has one, e's host is q's first label. sig2 /
+ * sig1 are hashes of those strings ([IPv6] hosts have no label boundaries: one label). The
+ * store sets the bit of each delta entry's signature; a query whose sig1 and sig2 bits are both
+ * clear has no candidate in the delta, which is then not searched. Returns 1 when k's host has
+ * a '.' (sig2 valid). */
+static inline uint64_t wt_fnv(const uint8_t *k, size_t n, uint64_t h)
+{
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= k[i]; h *= 0x100000001b3ULL; }
+    return h ^ (h >> 29);
+}
+
+static inline int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
+{
+    size_t he = webtap_host_len(k, n), d1 = he, d2 = he, i;
+    int has1 = 0;
+    if (n && k[0] != '[') {
+        for (i = 0; i < he; i++)
+            if (k[i] == '.') {
+                if (!has1) { d1 = i; has1 = 1; } else { d2 = i; break; }
+            }
+    }
+    *s1 = wt_fnv(k, d1, 0xcbf29ce484222325ULL);
+    *s2 = has1 ? wt_fnv(k, d2, 0x84222325cbf29ce4ULL) : 0;
+    return has1;
+}
+
+#define WT_DFILT_BITS (1u << 20)
+
+static inline void wt_dfilt_add(uint64_t *f, const uint8_t *k, size_t n)
+{
+    uint64_t s1, s2, h;
+    h = wt_host_sigs(k, n, &s1, &s2) ? s2 : s1;
+    h &= WT_DFILT_BITS - 1;
+    f[h >> 6] |= (uint64_t)1 << (h & 63);
+}
+
+static inline int wt_dfilt_maybe(const uint64_t *f, const uint8_t *k, size_t n)
+{
+    uint64_t s1, s2;
+    int two = wt_host_sigs(k, n, &s1, &s2);
+    s1 &= WT_DFILT_BITS - 1;
+    if ((f[s1 >> 6] >> (s1 & 63)) & 1) return 1;
+    if (two) { s2 &= WT_DFILT_BITS - 1; return (int)((f[s2 >> 6] >> (s2 & 63)) & 1); }
+    return 0;
+}
+
+#endif

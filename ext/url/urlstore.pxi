@@ -1,0 +1,899 @@
+# The URL store of issue 35: a static base (ext/url/urlbase.h: the sorted keys in front-coded
+# blocks, a sampled index and a static symbol code) with the compressed AVL tree of this module
+# as its dynamic delta. Included by ext/url/avl.pyx, so that its nogil loops call the tree's C
+# methods directly.
+#
+# * A key lives in exactly one place: the live base (its base bit not in the tombstones) or the
+#   delta tree. insert: a key live in either is a duplicate; anything else goes to the tree (a
+#   deleted base key too: the base never changes). delete: from the tree, else a tombstone bit.
+# * Lookups ask both: exact = the tree's or the live base's; prefix = the longer of the tree's
+#   answer and the base's (ext/url/urlbase.h wt_base_lpm, which skips dead keys).
+# * Ids: base key i is i + 1; tree id x is n_base + x. A merge renumbers (as optimize() does
+#   for the tree; the SQLite store never keeps ids).
+# * merge() folds the tree and the tombstones into a new base (sequential decode, a two-way
+#   merge, encode: O(n)); save() merges first, so a snapshot file is a base image alone, mapped
+#   read-only by load().
+from libc.string cimport memmove
+
+cdef extern from "urlbase.h" nogil:
+    ctypedef struct WtBaseHeader:
+        char magic[8]
+        uint64_t n
+        uint64_t blob_bytes
+        uint64_t tag
+        uint32_t block
+        uint32_t n_blocks
+        uint32_t pal_n
+        uint32_t pal_bits
+        uint32_t max_key
+        uint32_t crc32
+        uint64_t raw_bytes
+    ctypedef struct WtBase:
+        const WtBaseHeader *h
+        const uint8_t *sym
+        const uint8_t *symlen
+        const uint32_t *palette
+        uint64_t n
+        uint32_t block, n_blocks, pal_bits, max_key
+        size_t image_bytes
+    ctypedef struct WtBaseCoder:
+        pass
+    int wt_base_layout(uint64_t n, uint32_t block, uint32_t pal_n, uint32_t pal_bits,
+                       uint64_t blob_bytes, size_t *off)
+    uint64_t wt_base_head(const uint8_t *k, size_t n)
+    uint64_t wt_base_head2(const uint8_t *k, size_t n)
+    int64_t wt_base_lpm(const WtBase *b, const uint64_t *tomb, const uint8_t *q, size_t qn,
+                        int exact_only, size_t *len)
+    ptrdiff_t wt_base_key(const WtBase *b, uint64_t i, uint8_t *out, size_t cap)
+    uint64_t wt_base_dump(const WtBase *b, const uint64_t *tomb, uint8_t *data, int64_t *offs,
+                          uint64_t *idx, uint8_t *kbuf)
+    const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kbuf,
+                             uint8_t *kbuf2, uint32_t *lens)
+    uint32_t wt_base_payload_index(const WtBase *b, uint64_t i)
+    void wt_base_coder_init(WtBaseCoder *cd, const uint8_t *sym, const uint8_t *symlen, int nsym)
+    size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, size_t n, uint8_t *out)
+    uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
+    int WT_BASE_MAX_KEY
+    void wt_dfilt_add(uint64_t *f, const uint8_t *k, size_t n)
+    int wt_dfilt_maybe(const uint64_t *f, const uint8_t *k, size_t n)
+    int WT_DFILT_BITS
+
+BASE_MAGIC = b"WTURLB01"
+BASE_HEADER = struct.Struct("<8sQQQIIIIIIQ")       # WtBaseHeader (ext/url/urlbase.h)
+BASE_BLOCK = 32                                     # keys per front-coded block (docs/urlfilter.md)
+cdef uint64_t MAX_BASE = 0x7FFFFFFF - MAX_ID        # ids n_base + tree id must fit int32
+
+
+def sizeof_base_header():
+    return sizeof(WtBaseHeader)
+
+
+def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods,
+               const uint8_t[::1] sym, const uint8_t[::1] symlen, uint32_t block=BASE_BLOCK,
+               uint64_t tag=0):
+    """The image of a base (ext/url/urlbase.h) holding the keys data[starts[o]:ends[o]] for o in
+    order (ascending, none empty; ValueError otherwise; of equal keys the first listed is kept,
+    as UrlTree.build_sorted does) with payloads
+    categories[o], periods[o]; sym/symlen: the static code (256 x 8 bytes, 256 lengths; code 255
+    unused). Returns a bytearray (8-byte aligned in a NumPy buffer)."""
+    cdef int64_t[::1] st = np.ascontiguousarray(starts, dtype=np.int64)
+    cdef int64_t[::1] en = np.ascontiguousarray(ends, dtype=np.int64)
+    cdef int64_t[::1] od0 = np.ascontiguousarray(order, dtype=np.int64)
+    cdef Py_ssize_t n = od0.shape[0], i, m = 0
+    cdef size_t off[8]
+    cdef int64_t a, b_, la, lb
+    cdef int c0
+    if en.shape[0] != st.shape[0]:
+        raise ValueError("starts and ends differ in length")
+    for i in range(n):
+        a = od0[i]
+        if a < 0 or a >= st.shape[0]:
+            raise ValueError("order holds an index out of range")
+        if st[a] < 0 or en[a] <= st[a] or en[a] > data.shape[0]:
+            raise ValueError(f"key {a}: empty or outside the data")
+    # among equal keys the first listed wins (a stable sort gives the first inserted, as the tree)
+    uniq_a = np.zeros(n, np.int64)
+    cdef int64_t[::1] od = uniq_a
+    cdef const uint8_t *dp0 = &data[0] if data.shape[0] else <const uint8_t *>b""
+    for i in range(n):
+        a = od0[i]
+        if i > 0:
+            b_ = od0[i - 1]
+            la, lb = en[a] - st[a], en[b_] - st[b_]
+            c0 = memcmp(dp0 + st[b_], dp0 + st[a], <size_t>(la if la < lb else lb))
+            if c0 == 0:
+                c0 = -1 if lb < la else (1 if lb > la else 0)
+            if c0 > 0:
+                raise ValueError(f"order is not ascending at position {i}")
+            if c0 == 0:
+                continue
+        od[m] = a
+        m += 1
+    n = m
+    od = uniq_a[:m]
+    cat_a = np.ascontiguousarray(np.broadcast_to(np.asarray(categories, np.uint32), (len(st),)))[uniq_a[:m]] if n else np.zeros(0, np.uint32)
+    per_a = np.ascontiguousarray(np.broadcast_to(np.asarray(periods, np.uint32), (len(st),)))[uniq_a[:m]] if n else np.zeros(0, np.uint32)
+    if sym.shape[0] != 256 * 8 or symlen.shape[0] != 256 or symlen[255] != 0:
+        raise ValueError("symbol table: 256 x 8 bytes and 256 lengths, code 255 unused")
+    if block < 1 or block > 4096:
+        raise ValueError("block size 1..4096")
+    if <uint64_t>n > MAX_BASE:
+        raise OverflowError(f"more than {MAX_BASE} keys")
+    pairs = (cat_a.astype(np.uint64) << np.uint64(32)) | per_a.astype(np.uint64)
+    pal, inv = np.unique(pairs, return_inverse=True)
+    if n == 0:
+        pal = np.zeros(0, np.uint64)
+    cdef uint32_t pal_n = len(pal), pal_bits = 0
+    while pal_n > 1 and (1 << pal_bits) < pal_n:
+        pal_bits += 1
+    cdef uint32_t[::1] pidx = np.ascontiguousarray(inv, dtype=np.uint32).reshape(-1) if n else np.zeros(0, np.uint32)
+    cdef uint32_t nb = <uint32_t>((n + block - 1) // block) if n else 0
+    heads_a = np.zeros(2 * nb, np.uint64)
+    offs_a = np.zeros(nb + 1, np.uint32)
+    payload_a = np.zeros((n * pal_bits + 63) // 64 + 1, np.uint64)
+    cdef uint64_t[::1] heads = heads_a, payload = payload_a
+    cdef uint32_t[::1] offs = offs_a
+    # worst case per key: two varints and two code bytes per key byte
+    cdef int64_t total = 0, maxlen = 0, kn
+    for i in range(n):
+        kn = en[od[i]] - st[od[i]]
+        if kn > WT_BASE_MAX_KEY:
+            raise ValueError(f"key {i}: longer than {WT_BASE_MAX_KEY} bytes")
+        total += kn
+        if kn > maxlen:
+            maxlen = kn
+    rec_a = np.zeros(2 * total + 10 * n + 16, np.uint8)
+    cdef uint8_t[::1] rec = rec_a
+    cdef WtBaseCoder *cd = <WtBaseCoder *>wt_alloc(sizeof(WtBaseCoder))
+    cdef int nsym = 255
+    cdef uint32_t *lens = NULL
+    cdef uint32_t nl = 0, lcp, j, v
+    cdef const uint8_t *k
+    cdef const uint8_t *prev = NULL
+    cdef size_t prevn = 0, o = 0, nc
+    cdef uint8_t *p
+    cdef bint bad = False
+    cdef uint64_t bit, w, s_
+    cdef const uint8_t *dp = &data[0] if data.shape[0] else <const uint8_t *>b""
+    try:
+        wt_base_coder_init(cd, &sym[0], &symlen[0], nsym)
+        lens = <uint32_t *>wt_alloc((maxlen + 2) * sizeof(uint32_t))
+        with nogil:
+            for i in range(n):
+                k = dp + st[od[i]]
+                kn = en[od[i]] - st[od[i]]
+                lcp = 0
+                while prev != NULL and lcp < <uint32_t>kn and lcp < prevn and k[lcp] == prev[lcp]:
+                    lcp += 1
+                if prev != NULL and not (lcp < <uint32_t>kn and (lcp == prevn or k[lcp] > prev[lcp])):
+                    bad = True
+                    break
+                while nl > 0 and lens[nl - 1] > lcp:
+                    nl -= 1
+                v = 1 if nl == 0 else 0
+                lens[nl] = <uint32_t>kn
+                nl += 1
+                if i % block == 0:
+                    heads[2 * (i // block)] = wt_base_head(k, kn)
+                    heads[2 * (i // block) + 1] = wt_base_head2(k, kn)
+                    offs[i // block] = <uint32_t>o
+                    lcp = 0
+                p = &rec[o]
+                p = wt_base_put_varint(p, (lcp << 1) | v)
+                nc = wt_base_encode(cd, k + lcp, kn - lcp, p + 5)
+                memmove(wt_base_put_varint(p, <uint32_t>nc), p + 5, nc)
+                p = wt_base_put_varint(p, <uint32_t>nc) + nc
+                o = p - &rec[0]
+                if pal_bits:
+                    bit = <uint64_t>i * pal_bits
+                    w = bit >> 6
+                    s_ = bit & 63
+                    payload[w] |= (<uint64_t>pidx[i]) << s_
+                    if s_ + pal_bits > 64:
+                        payload[w + 1] |= (<uint64_t>pidx[i]) >> (64 - s_)
+                prev = k
+                prevn = kn
+            if nb:
+                offs[nb] = <uint32_t>o
+    finally:
+        free(cd)
+        free(lens)
+    if bad:
+        raise ValueError("keys not ascending (or duplicates)")
+    if o > 0xFFFFFFF0U:
+        raise OverflowError("record bytes above 4 GiB")
+    if wt_base_layout(n, block, pal_n, pal_bits, o, off) != 0:
+        raise OverflowError("base counts out of range")
+    img_a = np.zeros(off[7] // 8, np.uint64)
+    img = img_a.view(np.uint8)
+    BASE_HEADER.pack_into(img, 0, BASE_MAGIC, n, o, tag, block, nb, pal_n, pal_bits, maxlen if n else 0, 0, total)
+    img[off[0]:off[0] + 2048] = np.frombuffer(sym, np.uint8)
+    img[off[1]:off[1] + 256] = np.frombuffer(symlen, np.uint8)
+    palv = np.zeros(2 * pal_n, np.uint32)
+    palv[0::2] = (pal >> np.uint64(32)).astype(np.uint32)
+    palv[1::2] = (pal & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    img[off[2]:off[2] + 8 * pal_n] = palv.view(np.uint8)
+    img[off[3]:off[3] + 16 * nb] = heads_a.view(np.uint8)
+    img[off[4]:off[4] + 4 * (nb + 1)] = offs_a.view(np.uint8) if nb else np.zeros(4, np.uint8)
+    pw = (n * pal_bits + 63) // 64
+    img[off[5]:off[5] + 8 * pw] = payload_a[:pw].view(np.uint8)
+    img[off[6]:off[6] + o] = rec_a[:o]
+    crc = zlib.crc32(img)
+    BASE_HEADER.pack_into(img, 0, BASE_MAGIC, n, o, tag, block, nb, pal_n, pal_bits, maxlen if n else 0, crc, total)
+    return img
+
+
+cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
+    a[i >> 6] |= (<uint64_t>1) << (i & 63)
+
+
+cdef class UrlStore:
+    """Static base + compressed AVL delta (see the top of ext/url/urlstore.pxi). Ids: > 0 hit; the
+    *_key methods take canonical key form, the others canonicalise."""
+    cdef readonly UrlTree delta
+    cdef WtBase base
+    cdef object _image            # NumPy array or mmap holding the base image
+    cdef const uint8_t[::1] _iv
+    cdef readonly bint mapped
+    cdef uint64_t *tomb           # deleted base keys (bit i: key i), NULL until the first delete
+    cdef readonly uint64_t n_dead
+    cdef uint8_t *kbuf            # scratch for decoded keys (MAX_KEY + 16)
+    cdef uint64_t *dfilt          # host filter of the delta (ext/url/urlbase.h), NULL while it is empty
+    cdef public uint64_t tag
+
+    def __cinit__(self):
+        self.delta = UrlTree()
+        self.kbuf = <uint8_t *>wt_alloc(MAX_KEY + 16)
+        memset(&self.base, 0, sizeof(WtBase))
+        self.tag = 0
+
+    def __init__(self):
+        self._set_image(build_base(np.zeros(0, np.uint8), [], [], [], 0, 0, _EMPTY_SYM, _EMPTY_LEN), False)
+
+    def __dealloc__(self):
+        free(self.tomb)
+        free(self.kbuf)
+        free(self.dfilt)
+
+    cdef _set_image(self, img, bint mapped):
+        cdef const uint8_t[::1] v = img if not mapped else img
+        cdef uint32_t *lens
+        cdef uint8_t *k2
+        cdef WtBase b
+        cdef const char *err
+        cdef const WtBaseHeader *h
+        if v.shape[0] < sizeof(WtBaseHeader):
+            raise ValueError("not a URL base (too short)")
+        h = <const WtBaseHeader *>&v[0]
+        lens = <uint32_t *>wt_alloc((WT_BASE_MAX_KEY + 2) * sizeof(uint32_t))
+        k2 = <uint8_t *>wt_alloc(WT_BASE_MAX_KEY + 16)
+        try:
+            with nogil:
+                err = wt_base_open(&b, &v[0], v.shape[0], self.kbuf, k2, lens)
+        finally:
+            free(lens)
+            free(k2)
+        if err != NULL:
+            raise ValueError(f"URL base corrupt: {err.decode()}")
+        if b.n > MAX_BASE:
+            raise ValueError("URL base corrupt: too many keys")
+        self.base = b
+        self._image = img
+        self._iv = v
+        self.mapped = mapped
+        free(self.tomb)
+        self.tomb = NULL
+        self.n_dead = 0
+        self.tag = h.tag
+
+    # ---- the C core -----------------------------------------------------------------------
+    cdef int64_t _find(self, const uint8_t *q, size_t qn) noexcept nogil:
+        cdef uint32_t x = 0
+        cdef size_t ln
+        cdef int64_t i
+        if self.delta.count and (self.dfilt == NULL or wt_dfilt_maybe(self.dfilt, q, qn)):
+            x = self.delta._search(self.delta.root, q, qn, 0, 0)
+            if x:
+                return <int64_t>self.base.n + x
+        i = wt_base_lpm(&self.base, self.tomb, q, qn, 1, &ln)
+        return i + 1 if i >= 0 else 0
+
+    cdef int64_t _prefix(self, const uint8_t *q, size_t qn, uint8_t *buf) noexcept nogil:
+        """Longest live entry equal to q or a prefix of q on a boundary; buf: MAX_KEY + 16 bytes
+        of scratch (the caller's: readers may run concurrently)."""
+        cdef uint32_t x = 0
+        cdef size_t ln = 0
+        cdef Rec r
+        cdef int64_t i
+        i = wt_base_lpm(&self.base, self.tomb, q, qn, 0, &ln)
+        if self.delta.count and (self.dfilt == NULL or wt_dfilt_maybe(self.dfilt, q, qn)):
+            x = self.delta._prefix(q, qn)
+        if x == 0:
+            return i + 1 if i >= 0 else 0
+        if i < 0:
+            return <int64_t>self.base.n + x
+        _read_rec(self.delta.blob + self.delta.dataptr[x], x, &r)   # key length = cPrefix + DiffURL
+        return <int64_t>self.base.n + x if <size_t>(r.cp + r.dlen) > ln else i + 1
+
+    cdef int _insert(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period, int64_t *hit) except -2 nogil:
+        """1 inserted, 0 present (hit = its id), TREE_TOO_LONG; OverflowError when the delta's
+        ids are used up (2^28 - 1: merge() first)."""
+        cdef uint32_t x = 0
+        cdef int64_t i
+        cdef size_t ln
+        cdef int rc
+        if kn > MAX_KEY:
+            return TREE_TOO_LONG
+        i = wt_base_lpm(&self.base, self.tomb, k, kn, 1, &ln)
+        if i >= 0:
+            hit[0] = i + 1
+            return 0
+        if self.dfilt == NULL:
+            self.dfilt = <uint64_t *>wt_alloc(WT_DFILT_BITS // 8)
+            memset(self.dfilt, 0, WT_DFILT_BITS // 8)
+        rc = self.delta._insert_key(k, kn, cat, period, &x)
+        if rc == TREE_TOO_LONG:
+            return rc
+        wt_dfilt_add(self.dfilt, k, kn)
+        hit[0] = <int64_t>self.base.n + x
+        return rc
+
+    cdef int64_t _delete(self, const uint8_t *k, size_t kn) except -1 nogil:
+        cdef uint32_t x = 0
+        cdef int64_t i
+        cdef size_t ln
+        if self.delta.count:
+            x = self.delta._delete_key(k, kn)
+            if x:
+                return <int64_t>self.base.n + x
+        i = wt_base_lpm(&self.base, self.tomb, k, kn, 1, &ln)
+        if i < 0:
+            return 0
+        if self.tomb == NULL:
+            self.tomb = <uint64_t *>wt_alloc(((self.base.n + 63) // 64) * 8 + 8)
+            memset(self.tomb, 0, ((self.base.n + 63) // 64) * 8 + 8)
+        _set_bit(self.tomb, <uint64_t>i)
+        self.n_dead += 1
+        return i + 1
+
+    cdef inline bint _base_id(self, int64_t uid) noexcept nogil:
+        return 0 < uid <= <int64_t>self.base.n and not (self.tomb != NULL and
+                                                       (self.tomb[(uid - 1) >> 6] >> ((uid - 1) & 63)) & 1)
+
+    # ---- Python API (the UrlTree methods the manager, analyzer and tests use) -------------
+    def __len__(self):
+        return self.base.n - self.n_dead + self.delta.count
+
+    @property
+    def n_base(self):
+        return self.base.n
+
+    @property
+    def height(self):
+        """Height of the delta tree (the base has none: blocks and a sorted index)."""
+        return self.delta.height
+
+    def insert_key(self, const uint8_t[::1] key, uint32_t category=0, uint32_t period=0):
+        """Insert a key (canonical key form). Returns (id, created)."""
+        cdef int64_t hit = 0
+        cdef int rc
+        if category >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        if key.shape[0] == 0:
+            raise ValueError("empty key")
+        rc = self._insert(&key[0], key.shape[0], category, period, &hit)
+        if rc == TREE_TOO_LONG:
+            raise ValueError(f"key longer than {MAX_KEY} bytes")
+        return hit, bool(rc)
+
+    def insert(self, url, uint32_t category=0, uint32_t period=0):
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self.delta._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, url)
+        return self.insert_key((<char *>self.delta.qbuf)[:n], category, period)
+
+    def delete_key(self, const uint8_t[::1] key):
+        """Remove a key; returns its id, or 0 when absent."""
+        if key.shape[0] == 0:
+            return 0
+        return self._delete(&key[0], key.shape[0])
+
+    def delete(self, url):
+        cdef const uint8_t[::1] u = _as_bytes(url)
+        cdef ptrdiff_t n = self.delta._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, url)
+        return self.delete_key((<char *>self.delta.qbuf)[:n])
+
+    def delete_id(self, int64_t uid):
+        key = self.get_key(uid)
+        if key is None:
+            return False
+        return self.delete_key(key) == uid
+
+    def get_key(self, int64_t uid):
+        """Key of id uid (bytes), or None."""
+        cdef ptrdiff_t n
+        if uid > <int64_t>self.base.n:
+            return self.delta.get_key(<uint32_t>(uid - self.base.n)) if uid - <int64_t>self.base.n <= MAX_ID else None
+        if not self._base_id(uid):
+            return None
+        n = wt_base_key(&self.base, uid - 1, self.kbuf, MAX_KEY + 16)
+        return (<char *>self.kbuf)[:n]
+
+    def get(self, int64_t uid):
+        key = self.get_key(uid)
+        return None if key is None else key_to_url(key)
+
+    def payload(self, int64_t uid):
+        """(category, period) of id uid, or None."""
+        cdef uint32_t j
+        if uid > <int64_t>self.base.n:
+            return self.delta.payload(<uint32_t>(uid - self.base.n)) if uid - <int64_t>self.base.n <= MAX_ID else None
+        if not self._base_id(uid):
+            return None
+        j = wt_base_payload_index(&self.base, uid - 1)
+        return self.base.palette[2 * j], self.base.palette[2 * j + 1]
+
+    def set_payload(self, int64_t uid, uint32_t category, uint32_t period):
+        """Change the payload of id uid; returns its id afterwards: a base key whose payload
+        changes moves to the delta (the base is never written), so it gets a new id."""
+        if category >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        if uid > <int64_t>self.base.n:
+            if uid - <int64_t>self.base.n > MAX_ID:
+                raise KeyError(uid)
+            self.delta.set_payload(<uint32_t>(uid - self.base.n), category, period)
+            return uid
+        old = self.payload(uid)
+        if old is None:
+            raise KeyError(uid)
+        if old == (category, period):
+            return uid
+        key = self.get_key(uid)
+        self.delete_key(key)
+        return self.insert_key(key, category, period)[0]
+
+    def rekey(self, int64_t uid, new_url):
+        """Give id uid's entry a new URL (payload kept); returns its new id. KeyError if uid is
+        unknown or the new URL is another entry's; ValueError if it has no canonical form."""
+        cdef const uint8_t[::1] u = _as_bytes(new_url)
+        cdef ptrdiff_t n
+        old = self.get_key(uid)
+        if old is None:
+            raise KeyError(uid)
+        n = self.delta._canon_q(&u[0] if u.shape[0] else <const uint8_t *>b"", u.shape[0])
+        if n < 0:
+            raise _canon_error(n, new_url)
+        if n > MAX_KEY:
+            raise ValueError(f"key longer than {MAX_KEY} bytes")
+        new = (<char *>self.delta.qbuf)[:n]
+        if new == old:
+            return uid
+        other = self.find_key(new)
+        if other:
+            raise KeyError(f"{key_to_url(new)!r} already has id {other}")
+        cat, period = self.payload(uid)
+        self.delete_key(old)
+        return self.insert_key(new, cat, period)[0]
+
+    def find_key(self, key):
+        cdef bytes k = _qbytes(key)
+        return self._find(<const uint8_t *>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k))
+
+    def prefix_key(self, key):
+        cdef bytes k = _qbytes(key)
+        return self._prefix(<const uint8_t *>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), self.kbuf)
+
+    def find(self, url):
+        """Exact match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
+        cdef bytes u = _qbytes(url)
+        cdef ptrdiff_t n = self.delta._canon_q(<const uint8_t *>PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
+        if n < 0:
+            return <int>n
+        return self._find(self.delta.qbuf, n)
+
+    def match(self, url):
+        """Prefix match after canonicalisation: id, 0 (miss) or -code (no canonical form)."""
+        cdef bytes u = _qbytes(url)
+        cdef ptrdiff_t n = self.delta._canon_q(<const uint8_t *>PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u))
+        if n < 0:
+            return <int>n
+        return self._prefix(self.delta.qbuf, n, self.kbuf)
+
+    def match_batch(self, const uint8_t[::1] data, offsets, bint prefix=True, bint canonical=True,
+                    timings=None):
+        """As UrlTree.match_batch (int32 ids, > 0 hit, 0 miss, < 0 CANON_* code; timings: per
+        URL ns, canonicalisation included, one clock read per URL), without the GIL."""
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        res = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] out = res
+        cdef int64_t s, e, maxlen = 0
+        cdef ptrdiff_t k
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf = NULL
+        cdef uint8_t *scratch = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        cdef int64_t t0 = 0, t1
+        if n <= 0:
+            return res
+        maxlen = _longest_span(off, n, data.shape[0])
+        try:
+            with nogil:
+                buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
+                scratch = <uint8_t *>wt_alloc(MAX_KEY + 16)
+                t0 = wt_now_ns() if timed else 0
+                for i in range(n):
+                    s, e = off[i], off[i + 1]
+                    if canonical:
+                        k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
+                        if k < 0:
+                            out[i] = <int32_t>k
+                        else:
+                            out[i] = <int32_t>(self._prefix(buf, k, scratch) if prefix else self._find(buf, k))
+                    else:
+                        out[i] = <int32_t>(self._prefix(base + s, e - s, scratch) if prefix
+                                           else self._find(base + s, e - s))
+                    if timed:
+                        t1 = wt_now_ns()
+                        tv[i] = t1 - t0
+                        t0 = t1
+        finally:
+            free(buf)
+            free(scratch)
+        return res
+
+    def insert_batch(self, const uint8_t[::1] data, offsets, categories=0, periods=0, bint canonical=True,
+                     timings=None):
+        """As UrlTree.insert_batch: (ids, codes); codes 0 inserted, 1 present, < 0 rejected."""
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (max(n, 0),)).copy()
+        cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (max(n, 0),)).copy()
+        if n > 0 and np.asarray(cats).max() >= 0x80000000:
+            raise OverflowError("category ids are below 2^31")
+        ids_a = np.zeros(max(n, 0), dtype=np.int32)
+        codes_a = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] ids = ids_a, codes = codes_a
+        cdef int64_t s, e, maxlen = 0, hit
+        cdef ptrdiff_t k
+        cdef int rc = 0
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef const uint8_t *kp
+        cdef uint8_t *buf = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        cdef int64_t t0 = 0
+        if n <= 0:
+            return ids_a, codes_a
+        maxlen = _longest_span(off, n, data.shape[0])
+        self.delta._own()
+        try:
+            with nogil:
+                buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
+                for i in range(n):
+                    if timed:
+                        t0 = wt_now_ns()
+                    s, e = off[i], off[i + 1]
+                    if canonical:
+                        k = webtap_canon(base + s, e - s, buf, 3 * maxlen + 16, CANON_KEY)
+                        if k < 0:
+                            codes[i] = <int32_t>k
+                            continue
+                        kp = buf
+                    else:
+                        kp = base + s
+                        k = e - s
+                        if k == 0:
+                            codes[i] = -1
+                            continue
+                    rc = self._insert(kp, k, cats[i], pers[i], &hit)
+                    if rc == TREE_TOO_LONG:
+                        codes[i] = TREE_TOO_LONG
+                        continue
+                    ids[i] = <int32_t>hit
+                    codes[i] = 0 if rc == 1 else TREE_DUPLICATE
+                    if timed:
+                        tv[i] = wt_now_ns() - t0
+        finally:
+            free(buf)
+        return ids_a, codes_a
+
+    def delete_batch(self, const uint8_t[::1] data, offsets, timings=None):
+        """As UrlTree.delete_batch: ids of the removed entries (0 absent, < 0 CANON_* code)."""
+        cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
+        cdef Py_ssize_t n = off.shape[0] - 1, i
+        res = np.zeros(max(n, 0), dtype=np.int32)
+        cdef int32_t[::1] out = res
+        cdef int64_t maxlen = 0, t0 = 0
+        cdef ptrdiff_t k
+        cdef const uint8_t *base = &data[0] if data.shape[0] else <const uint8_t *>b""
+        cdef uint8_t *buf = NULL
+        cdef int64_t[::1] tv = _timing_view(timings, n)
+        cdef bint timed = timings is not None
+        if n <= 0:
+            return res
+        maxlen = _longest_span(off, n, data.shape[0])
+        self.delta._own()
+        try:
+            with nogil:
+                buf = <uint8_t *>wt_alloc(3 * maxlen + 16)
+                for i in range(n):
+                    if timed:
+                        t0 = wt_now_ns()
+                    k = webtap_canon(base + off[i], off[i + 1] - off[i], buf, 3 * maxlen + 16, CANON_KEY)
+                    out[i] = <int32_t>k if k < 0 else <int32_t>self._delete(buf, k)
+                    if timed:
+                        tv[i] = wt_now_ns() - t0
+        finally:
+            free(buf)
+        return res
+
+    def payload_batch(self, ids):
+        """(category, period) uint32 arrays for an array of ids (0 / negative / dead -> 0, 0)."""
+        cdef int32_t[::1] a = np.ascontiguousarray(ids, dtype=np.int32)
+        cat_a = np.zeros(a.shape[0], dtype=np.uint32)
+        per_a = np.zeros(a.shape[0], dtype=np.uint32)
+        cdef uint32_t[::1] cat = cat_a, per = per_a
+        cdef Py_ssize_t i
+        cdef uint32_t j
+        cdef int64_t nb = self.base.n
+        dmask = np.asarray(a) > nb
+        if dmask.any():
+            dc, dp = self.delta.payload_batch(np.where(dmask, np.asarray(a) - nb, 0).astype(np.int32))
+            cat_a[dmask] = dc[dmask]
+            per_a[dmask] = dp[dmask]
+        with nogil:
+            for i in range(a.shape[0]):
+                if a[i] > 0 and a[i] <= nb and self._base_id(a[i]):
+                    j = wt_base_payload_index(&self.base, a[i] - 1)
+                    cat[i] = self.base.palette[2 * j]
+                    per[i] = self.base.palette[2 * j + 1]
+        return cat_a, per_a
+
+    # ---- whole-store operations -----------------------------------------------------------
+    def base_keys(self, bint live=True):
+        """(data uint8, offsets int64, base indices uint64) of the base's keys in order (the dead
+        ones left out when live)."""
+        cdef uint64_t n = self.base.n, w
+        data_a = np.zeros(self.base.h.raw_bytes + 16, np.uint8)
+        offs_a = np.zeros(n + 1, np.int64)
+        idx_a = np.zeros(n + 1, np.uint64)
+        cdef uint8_t[::1] d = data_a
+        cdef int64_t[::1] o = offs_a
+        cdef uint64_t[::1] ix = idx_a
+        cdef uint8_t *scratch = <uint8_t *>wt_alloc(MAX_KEY + 32)
+        try:
+            with nogil:
+                w = wt_base_dump(&self.base, self.tomb if live else NULL, &d[0], &o[0], &ix[0], scratch)
+        finally:
+            free(scratch)
+        return data_a, offs_a[:w + 1], idx_a[:w]
+
+    def base_payloads(self, idx):
+        """(category, period) arrays of base indices idx."""
+        cdef uint64_t[::1] ix = np.ascontiguousarray(idx, dtype=np.uint64)
+        cat_a = np.zeros(ix.shape[0], np.uint32)
+        per_a = np.zeros(ix.shape[0], np.uint32)
+        cdef uint32_t[::1] c = cat_a, p = per_a
+        cdef Py_ssize_t i
+        cdef uint32_t j
+        with nogil:
+            for i in range(ix.shape[0]):
+                j = wt_base_payload_index(&self.base, ix[i])
+                c[i] = self.base.palette[2 * j]
+                p[i] = self.base.palette[2 * j + 1]
+        return cat_a, per_a
+
+    def symbols(self):
+        """The base's static code: (sym 256 x 8 bytes, symlen 256) as uint8 arrays (copies)."""
+        sym = np.frombuffer((<const char *>self.base.sym)[:2048], np.uint8).copy()
+        ln = np.frombuffer((<const char *>self.base.symlen)[:256], np.uint8).copy()
+        return sym, ln
+
+    def merge_with(self, sym, symlen, uint32_t block=BASE_BLOCK):
+        """Fold the delta and the tombstones into a new base coded with sym/symlen (the
+        facade's merge() chooses them). Ids are renumbered (key order, 1-based)."""
+        bd, bo, bix = self.base_keys(True)
+        bc, bp = self.base_payloads(bix)
+        ids = self.delta.ids()
+        dkeys = [self.delta.get_key(x) for x in ids]
+        dc, dp = self.delta.payload_batch(ids.astype(np.int32)) if len(ids) else (np.zeros(0, np.uint32),) * 2
+        dd = np.frombuffer(b"".join(dkeys), np.uint8) if dkeys else np.zeros(0, np.uint8)
+        do = np.zeros(len(dkeys) + 1, np.int64)
+        if dkeys:
+            np.cumsum([len(k) for k in dkeys], out=do[1:])
+        nbk = len(bo) - 1
+        data = np.concatenate([bd[:bo[-1]], dd])
+        starts = np.concatenate([bo[:-1], do[:-1] + bo[-1]])
+        ends = np.concatenate([bo[1:], do[1:] + bo[-1]])
+        cats = np.concatenate([bc, dc]).astype(np.uint32)
+        pers = np.concatenate([bp, dp]).astype(np.uint32)
+        order = _merge_order(data, starts, ends, nbk)
+        img = build_base(data, starts, ends, order, cats, pers, sym, symlen, block, self.tag)
+        self._set_image(img, False)
+        self.delta = UrlTree()
+        free(self.dfilt)
+        self.dfilt = NULL
+
+    def build_from(self, const uint8_t[::1] data, starts, ends, order, categories, periods,
+                   sym, symlen, uint32_t block=BASE_BLOCK):
+        """Replace everything by a base of the given sorted keys (build_base's arguments)."""
+        self._set_image(build_base(data, starts, ends, order, categories, periods, sym, symlen, block,
+                                   self.tag), False)
+        self.delta = UrlTree()
+        free(self.dfilt)
+        self.dfilt = NULL
+
+    def merge(self):
+        """Fold the delta and the tombstones into a new base with the current code table
+        (urlfilter.urlstore.UrlStore.merge retrains it when the set has grown)."""
+        sym, ln = self.symbols()
+        self.merge_with(sym, ln)
+
+    def stats(self):
+        """Sizes in bytes: the base image (index, code table, palette, payload indices, records),
+        the delta tree (its paper_bytes), the tombstones; `held_bytes` = everything the matcher
+        holds for its data (the three), `allocated_bytes` adds the delta's slack and scratch."""
+        ds = self.delta.stats()
+        tomb = ((self.base.n + 63) // 64) * 8 + 8 if self.tomb != NULL else 0
+        filt = WT_DFILT_BITS // 8 if self.dfilt != NULL else 0
+        nb = self.base.n_blocks
+        h = self.base.h
+        return {
+            "urls": len(self),
+            "height": ds["height"],           # of the delta tree
+            "base_urls": self.base.n,
+            "dead": self.n_dead,
+            "delta_urls": self.delta.count,
+            "base_bytes": self.base.image_bytes,
+            "base_record_bytes": h.blob_bytes,
+            "base_index_bytes": nb * 20 + 4,
+            "base_payload_bytes": (self.base.n * self.base.pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
+            "base_raw_key_bytes": h.raw_bytes,
+            "delta_bytes": ds["paper_bytes"],
+            "tomb_bytes": tomb,
+            "delta_filter_bytes": filt,
+            "held_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb + filt,
+            "paper_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb + filt,
+            "allocated_bytes": self.base.image_bytes + ds["allocated_bytes"] + tomb + filt + MAX_KEY + 16,
+            "mapped": bool(self.mapped),
+        }
+
+    def save(self, path, uint64_t tag=0):
+        """Merge (when the delta or tombstones are not empty), then write the base image
+        atomically (write + rename), tag and CRC-32 in its header."""
+        if self.delta.count or self.n_dead:
+            self.merge()
+        self.tag = tag
+        img = np.frombuffer(self._image, np.uint8)
+        hdr = bytearray(img[:BASE_HEADER.size].tobytes())
+        f = list(BASE_HEADER.unpack_from(hdr, 0))
+        f[3] = tag
+        f[9] = 0
+        BASE_HEADER.pack_into(hdr, 0, *f)
+        crc = zlib.crc32(img[BASE_HEADER.size:], zlib.crc32(hdr))
+        f[9] = crc
+        BASE_HEADER.pack_into(hdr, 0, *f)
+        tmp = os.fspath(path) + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(hdr)
+            fh.write(img[BASE_HEADER.size:])
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path, bint verify=True):
+        """Map a snapshot read-only (shared by every process that loads it). verify: check the
+        CRC-32 too; the structure is always checked (one pass over the keys), so a damaged or
+        hostile file gives ValueError, never a read outside it."""
+        cdef UrlStore s = cls.__new__(cls)
+        with open(path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
+        if mm is None or len(mm) < BASE_HEADER.size:
+            if mm is not None:
+                mm.close()
+            raise ValueError(f"{path}: not a URL store snapshot (too short)")
+        if mm[:8] != BASE_MAGIC:
+            magic = mm[:8]
+            mm.close()
+            if magic[:5] == b"WTAVL":
+                raise ValueError(f"{path}: an older URL tree snapshot ({magic.decode('ascii', 'replace')}), "
+                                 f"this version reads {BASE_MAGIC.decode()}: rebuild it")
+            raise ValueError(f"{path}: not a URL store snapshot")
+        if verify:
+            whole = memoryview(mm)
+            crc = BASE_HEADER.unpack_from(whole, 0)[9]
+            hdr = bytearray(whole[:BASE_HEADER.size])
+            struct.pack_into("<I", hdr, 52, 0)
+            got = zlib.crc32(whole[BASE_HEADER.size:], zlib.crc32(hdr))
+            whole.release()
+            if got != crc:
+                mm.close()
+                raise ValueError(f"{path}: URL store snapshot damaged (CRC-32 {got:08x}, header says {crc:08x})")
+        try:
+            s._set_image(mm, True)
+        except ValueError as e:
+            mm.close()
+            raise ValueError(f"{path}: {e}") from None
+        return s
+
+    @classmethod
+    def from_image(cls, image):
+        """A store over a base image in memory (bytes-like; checked as load() checks a file,
+        without the CRC). For tests and the fuzz target."""
+        cdef UrlStore s = cls.__new__(cls)
+        a = np.frombuffer(image, np.uint8)
+        b = np.zeros((len(a) + 7) // 8, np.uint64).view(np.uint8)[:len(a)]
+        b[:] = a
+        s._set_image(b, False)
+        return s
+
+    def ids(self):
+        """Live ids in key order."""
+        return np.array([i for _, i in self.keys_with_ids()], dtype=np.int64)
+
+    def keys_with_ids(self):
+        """[(key, id)] of every live entry in key order (tests and export, not hot paths)."""
+        d, o, ix = self.base_keys(True)
+        out = [(bytes(d[o[j]:o[j + 1]]), int(ix[j]) + 1) for j in range(len(ix))]
+        nb = self.base.n
+        out += [(self.delta.get_key(x), nb + int(x)) for x in self.delta.ids()]
+        out.sort()
+        return out
+
+    def keys(self):
+        return [k for k, _ in self.keys_with_ids()]
+
+    def check(self):
+        """The delta's invariants (UrlTree.check), and no delta key live in the base. Raises
+        TreeCorrupt; returns the number of live entries."""
+        cdef size_t ln
+        cdef bytes k
+        self.delta.check()
+        for x in self.delta.ids():
+            k = self.delta.get_key(x)
+            if wt_base_lpm(&self.base, self.tomb, <const uint8_t *>PyBytes_AS_STRING(k),
+                           PyBytes_GET_SIZE(k), 1, &ln) >= 0:
+                raise TreeCorrupt(f"key {k!r} both in the delta and live in the base")
+        return len(self)
+
+
+def _merge_order(data, starts, ends, Py_ssize_t nb):
+    """Order of the union of two ascending runs of keys (0..nb-1 and nb..n-1) as one ascending
+    sequence: a two-way merge by byte comparison."""
+    cdef const uint8_t[::1] d = np.ascontiguousarray(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
+    cdef int64_t[::1] st = np.ascontiguousarray(starts, np.int64)
+    cdef int64_t[::1] en = np.ascontiguousarray(ends, np.int64)
+    cdef Py_ssize_t n = st.shape[0], i = 0, j = nb, w = 0
+    res = np.zeros(n, np.int64)
+    cdef int64_t[::1] out = res
+    cdef int64_t la, lb
+    cdef int c
+    with nogil:
+        while i < nb and j < n:
+            la = en[i] - st[i]
+            lb = en[j] - st[j]
+            c = memcmp(&d[st[i]], &d[st[j]], <size_t>(la if la < lb else lb))
+            if c < 0 or (c == 0 and la < lb):
+                out[w] = i
+                i += 1
+            else:
+                out[w] = j
+                j += 1
+            w += 1
+        while i < nb:
+            out[w] = i
+            i += 1
+            w += 1
+        while j < n:
+            out[w] = j
+            j += 1
+            w += 1
+    return res
+
+
+_EMPTY_SYM = np.zeros(2048, np.uint8)
+_EMPTY_LEN = np.zeros(256, np.uint8)

@@ -1,0 +1,187 @@
+# The dissect stage's output contract: an HTTP message batch.
+#
+# One fixed-size HttpMsg per packet whose TCP payload starts an HTTP request or response (the
+# paper's "first packet" of a message). Text fields are Spans, (offset, length) pairs into the
+# packet (relative to the packet's first byte, which sits at `pkt_offset` in the batch buffer):
+# the dissector never copies packet bytes. Every later stage (pairing, URL matching, forging)
+# reads this struct; webtap.records.message.MESSAGE_DTYPE mirrors it and a test asserts the sizes agree.
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+ctypedef struct Span:
+    uint32_t off         # offset of the first byte, from the start of the packet
+    uint32_t len         # length in bytes; 0 when the field is absent
+
+ctypedef struct HttpMsg:
+    int64_t ts_ns        # capture time of the packet, ns since the Unix epoch
+    uint64_t pkt_index   # 0-based position of the packet in the trace (tshark frame.number - 1)
+    uint64_t pkt_offset  # byte offset of the packet's first byte in the batch buffer
+    uint8_t src_ip[16]   # source address; IPv4 in bytes 0-3 and zeros after, IPv6 all 16 bytes
+    uint8_t dst_ip[16]   # destination address, same layout
+    uint32_t seq         # TCP sequence number (host order)
+    uint32_t ack         # TCP acknowledgement number (host order)
+    uint16_t src_port    # TCP source port (host order)
+    uint16_t dst_port    # TCP destination port (host order)
+    uint16_t window      # TCP window field, unscaled (host order)
+    uint16_t ip_off      # offset of the IP header from the start of the packet
+    uint16_t tcp_off     # offset of the TCP header from the start of the packet
+    uint16_t vlan        # outermost 802.1Q VLAN id, or 0xFFFF when untagged
+    uint32_t payload_off    # offset of the TCP payload from the start of the packet (of the
+                            # message's first byte when it starts mid-segment: MSGF_MID_SEGMENT)
+    uint32_t payload_caplen # payload bytes present in the capture (up to the next message's
+                            # first byte when another message follows in the segment)
+    uint32_t payload_len    # payload bytes on the wire, from the IP length fields (likewise)
+    Span method          # request method token (requests only)
+    Span uri             # request-target as sent (requests only)
+    Span version         # "HTTP/1.x" of the request line or of the status line
+    Span host            # Host header value, trimmed of surrounding whitespace
+    Span user_agent      # User-Agent header value, trimmed
+    Span reason          # reason phrase of a response, may be empty
+    uint16_t status      # response status code (100-999); 0 for requests
+    uint16_t flags       # MSGF_* bits below
+    uint16_t linktype    # LINKTYPE_* of the packet
+    uint8_t kind         # MSG_REQUEST or MSG_RESPONSE
+    uint8_t method_id    # METHOD_* value of the request method; METHOD_OTHER for responses
+    uint8_t ip_version   # 4 or 6
+    uint8_t tcp_flags    # TCP flag bits (FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20 ...)
+    uint8_t ttl          # IPv4 TTL or IPv6 hop limit
+    uint8_t _reserved    # zero
+    # Encapsulation (ext/walk/l34.pxd; docs/ACCURACY.md "Encapsulations"). Added at the end.
+    uint64_t encap           # layers crossed (EncapKind, one per byte, outermost lowest); 0: none
+    uint8_t outer_src[16]    # source address of the outermost IP header carrying a tunnel
+    uint8_t outer_dst[16]    # its destination (layout as src_ip); zeros when outer_ip_version is 0
+    uint32_t tunnel_id       # VNI (VXLAN, Geneve), GRE key, ERSPAN session, GTP-U TEID, PPPoE
+                             # session or bottom MPLS label of the outermost such layer; else 0
+    uint8_t outer_ip_version # 4 or 6; 0 when no IP header carries the packet's tunnel
+    uint8_t encap_depth      # number of layers in encap
+    uint16_t seg_off         # offset of the message's first byte in its TCP payload: 0, or
+                             # where a message inside a segment starts (MSGF_MID_SEGMENT): seq
+                             # - seg_off is the packet's SEQ (docs/PAIRING.md)
+
+cdef enum MsgKind:
+    MSG_REQUEST = 1
+    MSG_RESPONSE = 2
+    # The TLS stage's messages (issue 17), from the same walk when the caller asks for them
+    # (dissect_batch's tls_watch), in their own array beside the HTTP messages: the HTTP stages
+    # never see them. No text spans: the stage parses the hello from the payload span
+    # (payload_off, payload_caplen) in place, and keeps only what a waiting hello needs.
+    MSG_TLS = 3          # a TCP payload that starts a TLS hello (ClientHello / ServerHello,
+                         # after at most four ChangeCipherSpec records), or the next segment of a
+                         # flow whose split hello the stage reassembles (ext/tls/tls.pxd TlsWatch)
+    MSG_QUIC = 4         # a UDP datagram whose payload starts with a QUIC long header; the
+                         # addresses, ports and payload are the UDP datagram's (seq/ack unused)
+
+# The TCP events of the walk (issue 29's one walk): one per TCP segment whose fixed header is in
+# the capture (L34.tcp_ok), in packet order, when the caller asks for them (dissect_batch's
+# tcp_events): what a per-connection stage that watches handshakes needs (urlfilter's timing
+# table, ext/url/urlmatch.pyx ConnTable.feed_events) without walking the packets again.
+ctypedef struct TcpEvent:
+    int64_t ts_ns
+    uint8_t src[16]          # IPv4 in the first 4 bytes, the rest zero
+    uint8_t dst[16]
+    uint32_t seq
+    uint32_t ack
+    uint32_t payload_len     # on the wire
+    uint16_t src_port
+    uint16_t dst_port
+    uint8_t tcp_flags
+    uint8_t ip_version
+    uint8_t _pad[6]
+    # added for the TLS exchange stage (issue 33, ext/pair/exchange.pyx), which reads the TLS record
+    # headers in the payload in place
+    uint64_t pkt_index       # 0-based position of the packet in the trace (frame.number - 1)
+    uint64_t payload_at      # offset of the TCP payload's first byte in the batch buffer
+    uint32_t payload_caplen  # payload bytes present in the capture
+    uint32_t _pad2
+
+cdef enum MsgFlags:
+    MSGF_URI_TRUNCATED = 1        # the request line had no end in the packet: URI cut at packet end
+    MSGF_HEADERS_INCOMPLETE = 2   # the header block did not end in this packet (no empty line)
+    MSGF_PAYLOAD_TRUNCATED = 4    # caplen cut the TCP payload short of its wire length
+    MSGF_HOST_REPEATED = 8        # more than one Host header (the first is kept)
+    MSGF_LINE_TOO_LONG = 16       # a header line exceeded the per-line bound and was not parsed
+    MSGF_BAD_VERSION = 32         # the HTTP version token (request or status line) is not HTTP/d.d
+    MSGF_BAD_STATUS = 64          # status line whose code is not exactly three digits (status = 0)
+    MSGF_MID_SEGMENT = 128        # the message starts after another message's end in its segment
+                                  # (seq, payload_* are from its first byte; docs/PAIRING.md)
+
+# Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
+# 5323, 5842) and the few non-standard ones common in real traffic. METHOD_OTHER: responses.
+cdef enum MethodId:
+    METHOD_OTHER = 0
+    METHOD_GET = 1
+    METHOD_HEAD = 2
+    METHOD_POST = 3
+    METHOD_PUT = 4
+    METHOD_DELETE = 5
+    METHOD_CONNECT = 6
+    METHOD_OPTIONS = 7
+    METHOD_TRACE = 8
+    METHOD_PATCH = 9
+    # WebDAV and friends: ids 10 and up, named in webtap.records.message.METHOD_NAMES
+
+# Why a packet produced no message, or what was odd about it. Index into DissectCounters.n.
+cdef enum DissectReason:
+    DR_PACKETS = 0            # packets offered to the dissector
+    DR_LINK_UNSUPPORTED       # link type webtap does not dissect
+    DR_LINK_TRUNCATED         # link header cut short
+    DR_NOT_IP                 # ethertype / family is not IPv4 or IPv6 (ARP, ...)
+    DR_IP_TRUNCATED           # IP header cut short
+    DR_IP_BAD_HEADER          # bad version, header length or total length
+    DR_IP_FRAGMENT            # a fragment (first or later): flagged and skipped
+    DR_NOT_TCP                # IP payload is not TCP
+    DR_TCP_TRUNCATED          # TCP header cut short
+    DR_TCP_BAD_OFFSET         # TCP data offset < 5 or past the end of the packet
+    DR_NO_PAYLOAD             # TCP segment without payload (SYN, pure ACK, ...)
+    DR_NOT_HTTP               # payload does not start an HTTP request or response
+    DR_HTTP_REQUEST           # request first packets found
+    DR_HTTP_RESPONSE          # response first packets found
+    DR_URI_TRUNCATED          # requests whose URI was cut by the end of the packet
+    DR_HEADERS_INCOMPLETE     # messages whose header block continues in a later packet
+    DR_LINE_TOO_LONG          # header lines over the per-line bound (not parsed)
+    DR_PAYLOAD_TRUNCATED      # messages whose payload was cut by the snaplen
+    # Messages after another in one segment (ext/walk/dissect.pyx _more_messages; docs/ACCURACY.md
+    # "Messages inside a segment"), and why no further message was looked for.
+    DR_MID_REQUEST            # requests found after another message's end in the same segment
+    DR_MID_RESPONSE           # responses found likewise
+    DR_BODY_CONTINUES         # messages whose body (known length or chunks) runs past the segment
+    DR_LENGTH_UNKNOWN         # messages followed in their segment by bytes whose extent the
+                              # packet cannot tell (bad Content-Length, a request's Transfer-
+                              # Encoding without chunked, bad chunks, an unparsed long header
+                              # line) or that the snaplen cut
+    DR_REST_NOT_HTTP          # a message's end is known and the bytes after it start no message
+    DR_LINE_SPLIT             # a whole payload that is only the beginning of a request or status
+                              # line ("G", then the rest): not read (no reassembly)
+    # Encapsulations (ext/walk/l34.pxd EncapKind): packets whose walk crossed each layer, whatever
+    # their outcome; DR_ENC_GRE + kind - 1, in EncapKind order.
+    DR_ENCAP_TOO_DEEP         # walks given up after L34_MAX_ENCAP layers (counted not_ip too)
+    DR_ENC_GRE
+    DR_ENC_ERSPAN
+    DR_ENC_ETH
+    DR_ENC_VXLAN
+    DR_ENC_GENEVE
+    DR_ENC_GTPU
+    DR_ENC_TEREDO
+    DR_ENC_AYIYA
+    DR_ENC_4IN4
+    DR_ENC_6IN4
+    DR_ENC_4IN6
+    DR_ENC_6IN6
+    DR_ENC_PPPOE
+    DR_ENC_MPLS
+    DR_ENC_LLC
+    DR_ENC_WLAN
+    DR_ENC_PPP
+    DR_N                      # number of counters
+
+ctypedef struct DissectCounters:
+    uint64_t n[<int>DR_N]    # n[reason]: packets (or messages) counted under each DissectReason
+
+
+cdef inline bint same_ip(const uint8_t *a, const uint8_t *b) noexcept nogil:
+    """Whether two 16-byte address fields of HttpMsg (IPv4 in bytes 0-3, zeros after) are equal;
+    the one comparison the pairing table and the feeder both make."""
+    cdef int i
+    for i in range(16):
+        if a[i] != b[i]:
+            return False
+    return True
