@@ -1,4 +1,4 @@
-"""TLS handshake records (issue 17): traces -> capture -> TLS first flight (ext/tls.pyx: parse,
+"""TLS handshake records (issue 17): traces -> capture -> TLS first flight (ext/tls/tls.pyx: parse,
 bounded reassembly of split hellos, Eq. 2 pairing) -> Arrow record batches -> DataFrame.
 
     import httpanalyzer
@@ -34,7 +34,7 @@ from webtap.writers import empty_batch_of
 
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE",
            "EXCHANGE_COLUMNS", "EXCHANGE_FIELDS", "EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS",
-           "EXCHANGE_SCHEMA"]
+           "EXCHANGE_SCHEMA", "ExchangeStage"]
 
 class TlsRun:
     """One TLS record stage over a stream of packet batches (several traces in a row)."""
@@ -222,7 +222,7 @@ class ExchangeRun:
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_conns: int = 1 << 16):
         if sizeof_exchange_record() != EXCHANGE_RECORD_DTYPE.itemsize:
-            raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/exchange.pyx XRecord")
+            raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/pair/exchange.pyx XRecord")
         self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
                                    max_conns=max_conns)
         self._raw: list = []
@@ -246,6 +246,23 @@ class ExchangeRun:
 
     def counters(self) -> dict:
         return self.table.counters()
+
+
+class ExchangeStage:
+    """ExchangeRun as a stage of webtap.pipeline.Pipeline: it asks the walk for the TCP events
+    with payload, FIN or RST (tcp_events = 2); its records are taken at the end (finish)."""
+
+    tcp_events = 2
+
+    def __init__(self, run: ExchangeRun):
+        self.run = run
+        self.raw = None
+
+    def feed(self, batch, mb):
+        self.run.feed(mb.tcp_events, batch.data)
+
+    def finish(self):
+        self.raw = self.run.finish()
 
 
 def open_exchange_output(run, path: str):

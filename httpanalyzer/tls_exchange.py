@@ -1,6 +1,6 @@
 """Request/response exchanges inside TLS over TCP (issue 33): the paper's first-packet rule
 (the request's first packet carries the ACK that the response's first packet carries as its
-SEQ) applied to encrypted traffic, without keys. The C stage (ext/exchange.pyx) reads the walk's
+SEQ) applied to encrypted traffic, without keys. The C stage (ext/pair/exchange.pyx) reads the walk's
 TCP events (one walk with the HTTP and TLS stages); this module turns its fixed-width records
 into Arrow columns (schema: webtap.records.exchange) and joins each connection's
 handshake fields (SNI, ALPN, version, JA4) from the TLS handshake records.
@@ -16,13 +16,11 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-import numpy as np
 import pyarrow as pa
 
-from httpanalyzer.tls import (ExchangeRun, TlsRun, empty_exchange_table, open_exchange_output,
-                              sort_table)
-from webtap._ext.dissect import dissect_batch
-from webtap.capture import open_trace
+from httpanalyzer.tls import (ExchangeRun, ExchangeStage, TlsRun, TlsStage, empty_exchange_table,
+                              open_exchange_output, sort_table)
+from webtap.pipeline import Pipeline
 from webtap.records.exchange import EXCHANGE_SCHEMA, exchange_table
 
 __all__ = ["ExchangeRun", "analyze_exchanges", "iter_exchanges", "exchange_table", "EXCHANGE_SCHEMA",
@@ -33,34 +31,21 @@ __all__ = ["ExchangeRun", "analyze_exchanges", "iter_exchanges", "exchange_table
 def iter_exchanges(traces, bpf: str | None = None, gc_timeout: float = 60.0,
                    max_pending: int = 1 << 15, counters: dict | None = None,
                    warnings: list | None = None) -> tuple[pa.Table, pa.Table]:
-    """(exchanges, handshakes) of the traces (read in the order given), from one walk over the
-    packets for both stages."""
-
-    if isinstance(traces, (str, os.PathLike)):
-        traces = [traces]
+    """(exchanges, handshakes) of the traces (read in the order given): the TLS stage and the
+    exchange stage of one pipeline (webtap.pipeline), one walk over the packets for both.
+    warnings: receives each trace's damage ('path: what')."""
     tls = TlsRun(gc_timeout=gc_timeout)
-    ex = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
-    tabs = []
-    for t in traces:
-        with open_trace(t, bpf=bpf, progress=False) as tr:
-            try:
-                for batch in tr:
-                    _, _, msgs, ev = dissect_batch(batch.packets, batch.data, None, tls.watch, 2)
-                    tab = tls.feed(batch.packets, batch.data, msgs)
-                    if tab is not None:
-                        tabs.append(tab)
-                    ex.feed(ev, batch.data)
-            finally:
-                if warnings is not None:
-                    warnings.extend(f"{t}: {w}" for w in tr.warnings)
-    tab = tls.finish()
-    if tab is not None:
-        tabs.append(tab)
+    ex = ExchangeStage(ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending))
+    pipe = Pipeline(traces, [TlsStage(tls), ex], bpf=bpf)
+    try:
+        tabs = list(pipe.outputs())
+    finally:
+        if warnings is not None:
+            warnings.extend(pipe.totals.warnings)
     hs = sort_table(pa.concat_tables(tabs)) if tabs else None
-    raw = ex.finish()
     if counters is not None:
-        counters.update(ex.counters())           # after the flush: `unmatched_end` counted
-    return exchange_table(raw, hs), hs
+        counters.update(ex.run.counters())        # after the flush: `unmatched_end` counted
+    return exchange_table(ex.raw, hs), hs
 
 
 def analyze_exchanges(traces: str | os.PathLike | Iterable, bpf: str | None = None,

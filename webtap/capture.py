@@ -1,6 +1,6 @@
 """Capture stage, Python side: open a trace or an interface and iterate packet batches.
 
-A :class:`Batch` is the capture stage's output contract (ext/packet.pxd): ``packets``, a NumPy
+A :class:`Batch` is the capture stage's output contract (ext/read/packet.pxd): ``packets``, a NumPy
 array of :data:`webtap.records.message.PACKET_DTYPE`, and ``data``, one uint8 array holding the bytes;
 packet *i* is ``data[packets['offset'][i] : packets['offset'][i] + packets['caplen'][i]]``.
 Both are views without a copy: for offline files ``data`` is one chunk of the file (4 MiB by
@@ -613,7 +613,16 @@ class LiveCapture:
         return _counters_dict(self._h.counters)
 
     def close(self) -> None:
+        """Release the handle; libpcap's last received / dropped counts stay in `last_stats`."""
+        if self._h is not None:
+            try:
+                self.last_stats = self._h.stats()
+            except Exception:   # an interface that vanished has no statistics left to give
+                pass
         self._h = None
+
+    #: libpcap's counts when the capture was closed ({} before, or when it could not say)
+    last_stats: dict = {}
 
     def __enter__(self) -> "LiveCapture":
         return self

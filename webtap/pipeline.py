@@ -7,7 +7,8 @@
     print(p.executor, p.why)       # which executor ran, and why it was chosen
 
 - **Sources**: trace files, read in the order given as one stream (an unreadable one is skipped
-  and listed in `totals.unreadable` when `skip_unreadable`), or one live interface (`live`).
+  and listed in `totals.unreadable` when `skip_unreadable`), or one live interface (`live`;
+  `on_ready` once its filter is in place, `tick` before every read, traffic or not).
 - **The walk**: webtap.dissect.dissect once per packet batch, with what the stages ask of it: the
   first stage that has a `tls_watch` (the TLS stage's watch list) gets the TLS and QUIC messages
   in the same walk (MessageBatch.tls); a stage with `tcp_events = True` (the URL filter's timing
@@ -73,7 +74,7 @@ class Pipeline:
     def __init__(self, sources, stages: Iterable = (), *, bpf: str | None = None,
                  live: bool = False, executor: str | None = None, progress: bool | None = False,
                  skip_unreadable: bool = False, totals: Totals | None = None,
-                 dissector=None, on_source=None, on_ready=None, **open_kw):
+                 dissector=None, on_source=None, on_ready=None, tick=None, **open_kw):
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
         self.sources = [os.fspath(s) for s in sources]
@@ -94,6 +95,7 @@ class Pipeline:
         self.totals.executor = f"{self.executor}: {self.why}"
         self.on_source = on_source
         self.on_ready = on_ready
+        self.tick = tick
         self.open_kw = open_kw
         self.walk = dissector if dissector is not None else self._walk()
 
@@ -116,6 +118,8 @@ class Pipeline:
                   skip_unreadable=self.skip_unreadable, on_source=self.on_source, **self.open_kw)
         if self.live and self.on_ready is not None:
             kw["on_ready"] = self.on_ready
+        if self.live and self.tick is not None:
+            kw["tick"] = self.tick
         if self.executor == "inline":
             yield from messages(self.sources, dissector=self.walk, **kw)
             return

@@ -65,7 +65,7 @@ def open_source(src: str | os.PathLike, bpf: str | None = None, live: bool = Fal
 
 def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str | None = None,
              totals: Totals | None = None, live: bool = False, progress: bool | None = None,
-             skip_unreadable: bool = False, dissector=None, on_source=None,
+             skip_unreadable: bool = False, dissector=None, on_source=None, tick=None,
              **kw) -> Iterator[tuple[Batch, MessageBatch]]:
     """Yield (packet batch, HTTP message batch) for every batch of every source.
 
@@ -76,6 +76,9 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
     `totals.unreadable` and the others are still read; a bad BPF filter always raises, since
     it would fail for every file. on_source: called with each source once it is open (a Trace
     or LiveCapture), e.g. to read its format and interfaces after the pass (webtap info).
+    tick: for a live source, called before every read (at least every read timeout, traffic or
+    not): timers and status lines of a live command; a true answer ends the capture as stop()
+    does (what the kernel holds is still read).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -84,11 +87,11 @@ def messages(sources: str | os.PathLike | Iterable[str | os.PathLike], bpf: str 
     # the run's context is taken now, where the caller runs, not when the generator first
     # resumes (read_ahead resumes it in its own thread)
     return _messages(current(), sources, bpf, totals, live, progress, skip_unreadable, dissector,
-                     on_source, kw)
+                     on_source, tick, kw)
 
 
 def _messages(ctx: RunContext, sources, bpf, totals, live, progress, skip_unreadable, dissector,
-              on_source, kw) -> Iterator[tuple[Batch, MessageBatch]]:
+              on_source, tick, kw) -> Iterator[tuple[Batch, MessageBatch]]:
     for src in sources:
         try:
             s = open_source(src, bpf=bpf, live=live, progress=progress, **kw)
@@ -102,7 +105,10 @@ def _messages(ctx: RunContext, sources, bpf, totals, live, progress, skip_unread
         if live and isinstance(s, LiveCapture):
             # a Ctrl-C of the command line (which does not interrupt a live run) ends the
             # capture at its next read, after what the kernel already holds
-            s.stop_check = lambda: ctx.stop_requested
+            if tick is None:
+                s.stop_check = lambda: ctx.stop_requested
+            else:
+                s.stop_check = lambda: ctx.stop_requested or bool(tick())
         if on_source is not None:
             on_source(s)
         with s:
