@@ -1,18 +1,15 @@
 # The QUIC Initial first flight, shared by the handshake records (ext/tls/tls.pyx, TlsTable) and the
 # pass-by filter's SNI pass (ext/url/urlmatch.pyx, SniTable): locating the UDP datagram behind the
-# link layer, walking the frames of an opened Initial (PADDING, PING, ACK skipped; CRYPTO
-# reported) and gathering CRYPTO data into a bounded buffer with its coverage bitmap. Packet
-# protection itself is ext/quic_crypto.h. Each table keeps its own buffers, caps and counters.
-#
-# House rule (ext/walk/l34.pxd): everything here is `cdef inline ... noexcept nogil`, compiled into
-# each module that cimports it.
+# link layer (quic_udp_locate, below: it rides on the walk's l34_parse) and, in C
+# (ext/tls/quic_initial.h / .c, the wtc library), walking the frames of an opened Initial
+# (PADDING, PING, ACK skipped; CRYPTO listed) and gathering CRYPTO data into a bounded buffer
+# with its coverage bitmap. Packet protection itself is ext/tls/quic_crypto.h. Each table keeps
+# its own connection lookup, buffers, caps and counters.
 from libc.stddef cimport size_t
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
 
 from l34 cimport L34, L34Cfg, be16, l34_parse
 from message cimport DR_NOT_TCP
-from quic_crypto cimport quic_varint
 
 
 cdef inline bint quic_udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype,
@@ -67,107 +64,29 @@ cdef inline bint quic_udp_locate(const uint8_t *p, uint32_t caplen, uint16_t lin
     return True
 
 
-cdef inline bint quic_skip_ack(const uint8_t *b, size_t n, size_t *fo, bint ecn) noexcept nogil:
-    """Skip an ACK frame's body at b[fo] (RFC 9000 19.3): largest, delay, range count, first
-    range, count x (gap, length), and the three ECN counts of type 0x03. At most 256 ranges."""
-    cdef uint64_t v, ranges = 0, i, total
-    cdef size_t k
-    for i in range(4):
-        k = quic_varint(b + fo[0], n - fo[0], &v)
-        if k == 0:
-            return False
-        fo[0] += k
-        if i == 2:
-            ranges = v
-    if ranges > 256:
-        return False
-    total = 2 * ranges + (3 if ecn else 0)
-    for i in range(total):
-        k = quic_varint(b + fo[0], n - fo[0], &v)
-        if k == 0:
-            return False
-        fo[0] += k
-    return True
-
-
-cdef enum:
-    QF_END = 0         # no frame left: fo == n
-    QF_CRYPTO = 1      # a CRYPTO frame: coff/clen set, its data at b[fo:fo+clen] (inside b)
-    QF_OTHER = 2       # another frame type (CONNECTION_CLOSE, ...): fo at its type byte
-    QF_BAD_ACK = 3     # an ACK frame that does not parse (fo where the walk stopped)
-    QF_BAD_OFFSET = 4  # CRYPTO offset varint cut (fo after the type byte)
-    QF_BAD_LENGTH = 5  # CRYPTO length varint cut (fo after the offset) or longer than the
-                       # packet (fo after the length)
-
-
-cdef inline int quic_next_crypto(const uint8_t *b, size_t n, size_t *fo, uint64_t *coff,
-                                 uint64_t *clen) noexcept nogil:
-    """The next CRYPTO frame of an opened Initial's payload b[0:n] from b[fo], skipping PADDING,
-    PING and ACK frames (the frames an Initial may carry besides CONNECTION_CLOSE, RFC 9000
-    17.2.2). Returns a QF_* code; the caller advances fo by clen after using the data."""
-    cdef uint8_t ftype
-    cdef size_t k
-    cdef uint64_t w
-    while fo[0] < n:
-        ftype = b[fo[0]]
-        if ftype == 0x00:                              # PADDING: runs of zeros, 8 at a time
-            fo[0] += 1
-            while fo[0] + 8 <= n:
-                memcpy(&w, b + fo[0], 8)
-                if w != 0:
-                    break
-                fo[0] += 8
-            continue
-        if ftype == 0x01:                              # PING
-            fo[0] += 1
-            continue
-        if ftype == 0x02 or ftype == 0x03:             # ACK (ranges skipped)
-            fo[0] += 1
-            if not quic_skip_ack(b, n, fo, ftype == 0x03):
-                return QF_BAD_ACK
-            continue
-        if ftype != 0x06:
-            return QF_OTHER
-        fo[0] += 1
-        k = quic_varint(b + fo[0], n - fo[0], coff)
-        if k == 0:
-            return QF_BAD_OFFSET
-        fo[0] += k
-        k = quic_varint(b + fo[0], n - fo[0], clen)
-        if k == 0:
-            return QF_BAD_LENGTH
-        fo[0] += k
-        if clen[0] > n - fo[0]:
-            return QF_BAD_LENGTH
-        return QF_CRYPTO
-    return QF_END
-
-
-cdef inline void quic_crypto_put(uint8_t *buf, uint8_t *have, uint64_t coff, const uint8_t *data,
-                                 uint64_t clen) noexcept nogil:
-    """CRYPTO data of stream offsets [coff, coff+clen) into buf, marked in the coverage bitmap
-    have (one bit per byte). The caller has checked coff + clen against its buffer's size."""
-    cdef uint64_t x
-    memcpy(buf + coff, data, clen)
-    for x in range(coff, coff + clen):
-        have[x >> 3] |= <uint8_t>(1 << (x & 7))
-
-
-cdef inline uint32_t quic_crypto_whole(const uint8_t *buf, const uint8_t *have, uint32_t cap,
-                                       uint32_t base) noexcept nogil:
-    """Length of the whole handshake message (4-byte header + body) at stream offset base of a
-    CRYPTO buffer of cap bytes with coverage bitmap have; 0 while bytes are missing, 0xFFFFFFFF
-    when the message cannot fit under the cap."""
-    cdef uint32_t need, i
-    if base + 4 > cap:
-        return 0
-    for i in range(base, base + 4):
-        if not (have[i >> 3] & (1 << (i & 7))):
-            return 0
-    need = 4 + ((<uint32_t>buf[base + 1] << 16) | (<uint32_t>buf[base + 2] << 8) | buf[base + 3])
-    if need > cap - base:
-        return 0xFFFFFFFFu
-    for i in range(base, base + need):
-        if not (have[i >> 3] & (1 << (i & 7))):
-            return 0
-    return need
+cdef extern from "quic_initial.h" nogil:
+    enum:
+        QF_END
+        QF_CRYPTO
+        QF_OTHER
+        QF_BAD_ACK
+        QF_BAD_OFFSET
+        QF_BAD_LENGTH
+        QF_BEYOND
+        QF_MANY
+        QUIC_MAX_FRAMES
+        QUIC_PACKET_FRAMES
+    ctypedef struct quic_frame:
+        uint32_t pos
+        uint32_t coff
+        uint32_t len
+    int quic_next_crypto(const uint8_t *b, size_t n, size_t *fo, uint64_t *coff, uint64_t *clen)
+    int quic_crypto_frames(const uint8_t *plain, size_t pl, uint32_t cap, quic_frame *fr, int max,
+                           int *nf, size_t *stop)
+    void quic_frames_put(uint8_t *buf, uint8_t *have, const uint8_t *plain, const quic_frame *fr,
+                         int nf)
+    void quic_crypto_put(uint8_t *buf, uint8_t *have, uint64_t coff, const uint8_t *data,
+                         uint64_t clen)
+    uint32_t quic_crypto_whole(const uint8_t *buf, const uint8_t *have, uint32_t cap, uint32_t base)
+    const uint8_t *quic_frames_message(const uint8_t *plain, const quic_frame *fr, int nf,
+                                       uint8_t *scratch, uint32_t cap, uint32_t *need)

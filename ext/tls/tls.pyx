@@ -9,8 +9,8 @@ from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport malloc, free
 
 from tls cimport *
-from quic_initial cimport (quic_next_crypto, quic_crypto_put, quic_crypto_whole,
-                          QF_CRYPTO, QF_BAD_ACK, QF_BAD_LENGTH)
+from quic_initial cimport (quic_frame, quic_crypto_frames, quic_frames_put, quic_crypto_whole,
+                          QF_BEYOND, QF_BAD_ACK, QF_BAD_LENGTH, QUIC_MAX_FRAMES)
 from hellostream cimport (HelloStream, hs_start, hs_offer, hs_may_start, HS_STREAM_CAP, HS_MORE,
                           HS_WHOLE, HS_RETRANSMISSION, HS_GAP, HS_CUT, HS_TOO_LONG, HS_MALFORMED,
                           HS_NOT_HELLO)
@@ -660,6 +660,7 @@ cdef class TlsTable:
     # 256-byte array here: an Initial with a token over ~250 bytes wrote past it into the
     # table's other fields (found by the quic fuzz target; tests/fuzz/regressions/quic)
     cdef uint8_t *qhdr
+    cdef quic_frame *qframes        # the CRYPTO frames of the Initial being read (quic_initial.h)
     cdef TlsWatch watch_
     cdef object _watch_capsule
 
@@ -689,6 +690,7 @@ cdef class TlsTable:
         self.q = <QConn *>calloc(max_quic, sizeof(QConn))
         self.qplain = <uint8_t *>malloc(65536 + 64)
         self.qhdr = <uint8_t *>malloc(65536 + 64)
+        self.qframes = <quic_frame *>malloc(QUIC_MAX_FRAMES * sizeof(quic_frame))
         self.watch_.cap = 4096
         while self.watch_.cap < 4 * max_reassembly and self.watch_.cap < (1 << 26):
             self.watch_.cap *= 2
@@ -696,7 +698,7 @@ cdef class TlsTable:
         if self.watch_.keys == NULL:
             raise MemoryError()
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
-        if self.q == NULL or self.qplain == NULL or self.qhdr == NULL:
+        if self.q == NULL or self.qplain == NULL or self.qhdr == NULL or self.qframes == NULL:
             raise MemoryError()
         if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
                 or self.text == NULL or self.ja3buf == NULL):
@@ -733,6 +735,7 @@ cdef class TlsTable:
         free(self.q)
         free(self.qplain)
         free(self.qhdr)
+        free(self.qframes)
         free(self.watch_.keys)
 
     # ---- records -------------------------------------------------------------------------
@@ -1193,8 +1196,8 @@ cdef class TlsTable:
         cdef size_t n, off = 0, hl = 0, pl = 0, fo
         cdef quic_long_hdr_t h
         cdef quic_keys_t tmpc
-        cdef uint64_t pn, coff, clen
-        cdef int r, rc, fr
+        cdef uint64_t pn
+        cdef int r, rc, fr, nf
         cdef int32_t ci
         cdef bint from_client = True, got
         cdef QConn *c
@@ -1256,20 +1259,17 @@ cdef class TlsTable:
             c.stamp = self.now
             q = &c.c if from_client else &c.s
             got = False
-            fo = 0
-            while not q.done:
-                fr = quic_next_crypto(self.qplain, pl, &fo, &coff, &clen)
-                if fr != QF_CRYPTO:                       # the end, CONNECTION_CLOSE or other: stop
-                    if fr == QF_BAD_ACK or fr == QF_BAD_LENGTH:
-                        self.cnt[<int>TC_QUIC_MALFORMED] += 1
-                    break
-                if coff >= TLS_HELLO_CAP or clen > TLS_HELLO_CAP - coff:
+            if not q.done:
+                # the CRYPTO frames up to the end, a CONNECTION_CLOSE or another frame type, or
+                # a bad frame (quic_initial.h: the one gatherer of the TLS stage and the filter)
+                fr = quic_crypto_frames(self.qplain, pl, TLS_HELLO_CAP, self.qframes, QUIC_MAX_FRAMES, &nf, &fo)
+                quic_frames_put(q.buf, q.have, self.qplain, self.qframes, nf)
+                got = nf > 0
+                if fr == QF_BEYOND:
                     self.cnt[<int>TC_QUIC_CRYPTO_BEYOND] += 1
                     q.done = 1                           # given up: no hello this side
-                    break
-                quic_crypto_put(q.buf, q.have, coff, self.qplain + fo, clen)
-                fo += clen
-                got = True
+                elif fr == QF_BAD_ACK or fr == QF_BAD_LENGTH:
+                    self.cnt[<int>TC_QUIC_MALFORMED] += 1
             if got:
                 if q.packets == 0:
                     q.ts = ts

@@ -3,7 +3,7 @@
  *
  * Declarations and the one-line byte-class helpers here; the code in urlcanon.c, compiled once
  * into the wtc static library and linked into the modules that call it (no symbol crosses
- * extension modules at run time). Declared for Cython in ext/urlcanon.pxd.
+ * extension modules at run time). Declared for Cython in ext/url/urlcanon.pxd.
  *
  * Rules (each has a test in tests/urlfilter/test_canon.py); input is raw bytes, no decoding:
  *   R1  Leading and trailing ASCII white space is removed. Any other byte <= 0x20 or 0x7f (NUL,

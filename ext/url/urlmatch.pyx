@@ -685,7 +685,7 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # server's port when it is neither 443 nor 80 (as https://host:8443/ names it), so the tree's domain
 # entries cover subdomains and every port, an entry host:port matches that port, and path entries
 # never match. The ClientHello parser is tls's
-# (ext/tls/tls.pxd); QUIC Initial decryption is ext/quic_crypto.h. Each lookup leaves as one HttpMsg
+# (ext/tls/tls.pxd); QUIC Initial decryption is ext/tls/quic_crypto.h. Each lookup leaves as one HttpMsg
 # row (the packet that completed the ClientHello: addresses, ports, TCP seq/ack/len, for the
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
 from tls cimport tls_hello, tls_parse_payload, tls_hello_start, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP, TLSF_ECH, tls_parse_hello
@@ -697,7 +697,9 @@ from quic_crypto cimport (
     QUIC_PT_VERSION_NEG, QUIC_MAX_CID,
 )
 from quic_close cimport quic_forge_close_as, QUIC_CLOSE_MAX
-from quic_initial cimport quic_udp_locate, quic_next_crypto, quic_crypto_put, quic_crypto_whole, QF_CRYPTO
+from quic_initial cimport (quic_udp_locate, quic_frame, quic_crypto_frames, quic_frames_put, quic_crypto_whole,
+                          quic_frames_message, QF_END, QF_BAD_LENGTH, QUIC_MAX_FRAMES,
+                          QUIC_PACKET_FRAMES)
 from hellostream cimport (HelloStream, hs_start, hs_offer, hs_may_start, HS_STREAM_CAP, HS_MORE,
                           HS_WHOLE, HS_RETRANSMISSION, HS_GAP, HS_CUT, HS_TOO_LONG, HS_MALFORMED,
                           HS_NOT_HELLO)
@@ -749,7 +751,6 @@ cdef enum:
     SNIF_SPLIT = 2
     SNIF_SERVER_CID = 4    # QUIC: completed by an Initial under the server's chosen CID
     MAX_SNI = 255
-    QF_KEEP = 16           # CRYPTO frames of one QUIC packet noted before it goes to a slot
     QUIC_PER_TUPLE = 4     # QUIC hellos waiting under different DCIDs for one client 4-tuple
 
 
@@ -963,6 +964,7 @@ cdef class SniTable:
     cdef readonly uint64_t evicted
     cdef uint8_t *scratch
     cdef uint8_t *plain
+    cdef quic_frame *frames         # the CRYPTO frames of the Initial being read (quic_initial.h)
     cdef uint8_t *qmsg          # a QUIC ClientHello put together from one packet's frames
     cdef uint8_t *hdr
     cdef HttpMsg *undec         # Initials that did not open with client keys (server Initials)
@@ -982,6 +984,7 @@ cdef class SniTable:
         self.slots = <HelloSlot *>calloc(c, sizeof(HelloSlot))
         self.scratch = <uint8_t *>malloc(TLS_HELLO_CAP)
         self.plain = <uint8_t *>malloc(65536 + 64)
+        self.frames = <quic_frame *>malloc(QUIC_MAX_FRAMES * sizeof(quic_frame))
         self.hdr = <uint8_t *>malloc(65536 + 64)      # header incl. token: < one datagram
         self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
         # the watch list holds at most the waiting TLS slots (<= cap / 2): at most half full
@@ -990,7 +993,7 @@ cdef class SniTable:
             self.watch_.cap *= 2
         self.watch_.keys = <uint64_t *>calloc(self.watch_.cap, sizeof(uint64_t))
         if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL \
-                or self.qmsg == NULL or self.watch_.keys == NULL:
+                or self.frames == NULL or self.qmsg == NULL or self.watch_.keys == NULL:
             raise MemoryError()
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         self.idle_ns = idle_ns
@@ -1004,6 +1007,7 @@ cdef class SniTable:
             free(self.slots)
         free(self.scratch)
         free(self.plain)
+        free(self.frames)
         free(self.hdr)
         free(self.qmsg)
         free(self.undec)
@@ -1384,33 +1388,28 @@ cdef class SniTable:
         return NULL
 
     cdef HelloSlot *_quic_slot(self, const HttpMsg *m, const uint8_t *dcid, uint8_t dcid_len,
-                               const size_t *fpos, const uint32_t *fcoff, const uint32_t *flen,
                                int nf) noexcept nogil:
-        """The slot of (addresses, DCID), created when new, with the nf CRYPTO frames noted so
-        far (data in self.plain) put in. NULL: the table is full."""
+        """The slot of (addresses, DCID), created when new, with this packet's nf CRYPTO frames
+        (self.frames, data in self.plain) put in. NULL: the table is full."""
         cdef HelloSlot *e = self._slot(m, PROTO_QUIC, dcid, dcid_len, True, m.ts_ns)
-        cdef int j
         if e == NULL:
             return NULL
         e.t_last = m.ts_ns
-        for j in range(nf):
-            quic_crypto_put(e.buf, e.have, fcoff[j], self.plain + fpos[j], flen[j])
+        quic_frames_put(e.buf, e.have, self.plain, self.frames, nf)
         return e
 
     cdef int _udp(self, const uint8_t *p, HttpMsg *m, uint64_t *cnt, _Out *o) noexcept nogil:
         cdef const uint8_t *d = p + m.payload_off
-        cdef size_t n = m.payload_caplen, off = 0, pl = 0, hl = 0, fo, k
+        cdef size_t n = m.payload_caplen, off = 0, pl = 0, hl = 0, fo
         cdef quic_long_hdr_t h
         cdef quic_keys_t ck
-        cdef uint64_t pn, coff, clen
+        cdef uint64_t pn
         cdef int r, rc, fr
+        cdef bint bad
         cdef HelloSlot *e
         cdef tls_hello th
         cdef const uint8_t *msg
         cdef uint32_t first_off = m.payload_off, need = 0
-        cdef size_t fpos[QF_KEEP]
-        cdef uint32_t fcoff[QF_KEEP]
-        cdef uint32_t flen[QF_KEEP]
         cdef int nf
         cdef const uint8_t *odcid              # the DCID whose keys open this connection's Initials
         cdef uint8_t odlen, sflags
@@ -1473,44 +1472,29 @@ cdef class SniTable:
                 continue
             cnt[<int>SN_QUIC_INITIAL] += 1
             m.payload_off = first_off + <uint32_t>off   # the Initial the close answers
-            # The CRYPTO frames: noted (at most QF_KEEP) while the packet may hold the whole
-            # ClientHello by itself (the common case: no slot, no copy when one frame holds it),
-            # else gathered in the slot of (addresses, DCID) with the earlier packets' parts.
+            # The CRYPTO frames (quic_initial.h: the one gatherer of the filter and the TLS
+            # stage). A packet of a few frames may hold the whole ClientHello by itself (the
+            # common case: no slot, no copy when one frame holds it); else the frames go to the
+            # slot of (addresses, DCID) with the earlier packets' parts.
             e = NULL
-            nf = 0
-            fo = 0
-            while True:
-                fr = quic_next_crypto(self.plain, pl, &fo, &coff, &clen)
-                if fr != QF_CRYPTO:                       # the end (fo == pl) or a bad frame
-                    break
-                if coff + clen > TLS_HELLO_CAP:
-                    fo = pl + 1                           # beyond the bound: mark bad
-                    break
-                if e == NULL and nf < QF_KEEP:
-                    fpos[nf] = fo
-                    fcoff[nf] = <uint32_t>coff
-                    flen[nf] = <uint32_t>clen
-                    nf += 1
-                else:
-                    if e == NULL:
-                        e = self._quic_slot(m, odcid, odlen, fpos, fcoff, flen, nf)
-                        if e == NULL:
-                            fo = pl + 1
-                            break
-                    quic_crypto_put(e.buf, e.have, coff, self.plain + fo, clen)
-                fo += clen
-            if fo != pl:
+            fr = quic_crypto_frames(self.plain, pl, TLS_HELLO_CAP, self.frames, QUIC_MAX_FRAMES, &nf, &fo)
+            # bad: a frame that does not parse before the payload's end, or one past the cap
+            bad = fr > QF_BAD_LENGTH or (fr != QF_END and fo != pl)
+            if not bad and nf > QUIC_PACKET_FRAMES:
+                e = self._quic_slot(m, odcid, odlen, nf)
+                bad = e == NULL                          # no room for the hello's parts
+            if bad:
                 cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
-                if e == NULL and nf and self.used:      # as when its parts were put in
+                if e == NULL and nf and self.used:      # parts held from earlier packets
                     e = self._slot(m, PROTO_QUIC, odcid, odlen, False, 0)
                 if e != NULL:
                     self._drop(e)
                 return 0
             msg = NULL
             if e == NULL and nf:
-                msg = _crypto_in_packet(self.plain, fpos, fcoff, flen, nf, self.qmsg, &need)
+                msg = quic_frames_message(self.plain, self.frames, nf, self.qmsg, TLS_HELLO_CAP, &need)
                 if msg == NULL:
-                    e = self._quic_slot(m, odcid, odlen, fpos, fcoff, flen, nf)
+                    e = self._quic_slot(m, odcid, odlen, nf)
                     if e == NULL:
                         cnt[<int>SN_QUIC_CRYPTO_BAD] += 1
                         return 0
@@ -1532,58 +1516,6 @@ cdef class SniTable:
                     return r
             off += h.end                # h.end is relative to the packet at d + off
         return 0
-
-
-cdef const uint8_t *_crypto_in_packet(const uint8_t *plain, const size_t *fpos, const uint32_t *fcoff,
-                                      const uint32_t *flen, int nf, uint8_t *buf,
-                                      uint32_t *need) noexcept nogil:
-    """The whole handshake message at CRYPTO offset 0 when this packet's nf frames (data at
-    plain + fpos, stream offsets fcoff, lengths flen) hold all of it: a pointer into plain when
-    one frame does, else into buf (TLS_HELLO_CAP bytes) where the frames are put in stream order;
-    its length in need. NULL: bytes are missing (earlier or later packets hold them)."""
-    cdef int order[QF_KEEP]
-    cdef int i, j, t
-    cdef uint32_t have = 0, end
-    for i in range(nf):                        # insertion sort of a few frames by offset
-        order[i] = i
-        j = i
-        while j > 0 and fcoff[order[j - 1]] > fcoff[order[j]]:
-            t = order[j]
-            order[j] = order[j - 1]
-            order[j - 1] = t
-            j -= 1
-    for i in range(nf):                        # the bytes from 0 on without a hole
-        if fcoff[order[i]] > have:
-            break
-        end = fcoff[order[i]] + flen[order[i]]
-        if end > have:
-            have = end
-    if have < 4:
-        return NULL
-    # the 4-byte header lies in the first frame(s): read it through buf when it is split
-    for i in range(nf):
-        j = order[i]
-        if fcoff[j] == 0 and flen[j] >= 4:
-            end = 4 + ((<uint32_t>plain[fpos[j] + 1] << 16) | (<uint32_t>plain[fpos[j] + 2] << 8)
-                       | plain[fpos[j] + 3])
-            if end > have:
-                return NULL
-            need[0] = end
-            if flen[j] >= end:
-                return plain + fpos[j]
-            break
-    else:
-        end = 0
-    for i in range(nf):
-        j = order[i]
-        if fcoff[j] < have:
-            memcpy(buf + fcoff[j], plain + fpos[j], flen[j])
-    if end == 0:
-        end = 4 + ((<uint32_t>buf[1] << 16) | (<uint32_t>buf[2] << 8) | buf[3])
-        if end > have:
-            return NULL
-        need[0] = end
-    return buf
 
 
 cdef inline bint _crypto_whole(HelloSlot *e) noexcept nogil:

@@ -48,12 +48,12 @@ cnp.import_array()
 
 # Bounds. Work per packet is linear in its captured bytes whatever they hold; these bound the
 # loops that could otherwise be driven by hostile headers. (VLAN tags and IPv6 extension headers
-# are bounded in ext/walk/l34.pxd, method tokens in ext/httpmethods.h.)
+# are bounded in ext/walk/l34.pxd, method tokens in ext/walk/httpmethods.h.)
 cdef enum:
     MAX_HEADER_LINE = 8192     # header lines longer than this are flagged, not parsed (nginx's
                                # default large_client_header_buffers size)
 
-# Link types: LINKTYPE_* of ext/read/packet.pxd, walked by ext/l34.pxd. Methods: ext/walk/httpmethods.h
+# Link types: LINKTYPE_* of ext/read/packet.pxd, walked by ext/walk/l34.pxd. Methods: ext/walk/httpmethods.h
 # (index = MethodId; mirrors webtap.records.message.METHOD_NAMES, a test checks).
 
 

@@ -2,7 +2,7 @@
 # (ext/walk/dissect.pyx, which then parses the message) and the feeder's reader (ext/run/feeder.pyx,
 # which only routes the packet) share, so both always take the same packets for messages.
 # Inline functions only (house rule for .pxd sharing); the method table is static C data in
-# ext/httpmethods.h.
+# ext/walk/httpmethods.h.
 from libc.stdint cimport uint8_t, uint32_t
 from libc.string cimport memcmp
 
