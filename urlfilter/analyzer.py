@@ -28,6 +28,7 @@ import pyarrow as pa
 from webtap._ext import dissect as _dissect
 from webtap._ext import urlmatch as _um
 from webtap.dissect import dissect
+from webtap.records import columns
 from webtap.records.urlhit import CONN_DTYPE, RECORD_SCHEMA
 
 __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_REASONS",
@@ -38,6 +39,7 @@ FILTER_REASONS = _um.FILTER_REASONS
 SNI_REASONS = _um.SNI_REASONS
 assert not set(FILTER_REASONS) & set(SNI_REASONS), "GET and SNI reasons share one counters dict"
 PROTO_NAMES = _um.PROTO_NAMES
+_PROTO_CODES = columns.Codes(PROTO_NAMES)
 
 #: The lookup counters of a pass, each named for what it counts, in the order the summary of
 #: `urlfilter scan`, its plot title and the demo print them (summary_line())
@@ -124,12 +126,6 @@ def load_blacklist(path: str | os.PathLike) -> Blacklist:
     tree = mgr.load_tree()
     mgr.save_snapshot()
     return Blacklist(tree, mgr.store.categories(), mgr, p)
-
-
-def _strings(buf: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(pa.large_string(), len(offsets) - 1,
-                                 [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(buf)]
-                                 ).cast(pa.string())
 
 
 class UrlAnalyzer:
@@ -323,56 +319,59 @@ class UrlAnalyzer:
                 first_all)
 
     def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged):
+        """The lookups' records (RECORD_SCHEMA), every column built from numpy buffers with the
+        records kit (webtap.records.columns): no pa.array over objects and no pyarrow.compute
+        call, each of which would import pandas (~0.3-0.5 s of a scan)."""
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))
         if len(sel) == 0:
             return None
         if self.conns is not None:
             self._pending.append((m[rows[sel]].copy(),))
         sub = m[rows[sel]]
-        url = _strings(_um.flip_keys(keys, offs), offs)
+        url = columns.gather(offs, _um.flip_keys(keys, offs), sel)
         if sni is not None:
-            sni_a = _strings(sni[0], sni[1])
-            ech = (flags & 1).astype(bool)
+            sni_a = columns.gather(sni[1], sni[0], sel)
+            ech = (flags & 1).astype(bool)[sel]
         else:
-            sni_a = pa.nulls(len(rows), pa.string())
-            ech = np.zeros(len(rows), bool)
-        if len(sel) != len(rows):
-            idx = pa.array(sel)
-            url, sni_a = url.take(idx), sni_a.take(idx)
+            sni_a = columns.strings(np.zeros(len(sel) + 1, np.int32), np.zeros(0, np.uint8),
+                                    valid=np.zeros(len(sel), bool))
+            ech = np.zeros(len(sel), bool)
         hid = np.where(hit, ids, 0)[sel].astype(np.int32)
         uniq = np.unique(hid[hid > 0])
         tree = self.blacklist.tree
         # One Python call per distinct entry hit in the batch (not per packet): their text.
-        text = {int(u): tree.get(int(u)) for u in uniq}
         catn = self.blacklist.categories
-        ctext = {int(u): catn.get(int(c), str(int(c)) if c else None)
-                 for u, c in zip(uniq, tree.payload_batch(uniq)[0])} if len(uniq) else {}
-        entry = pa.array([text.get(int(x)) for x in uniq], pa.string())
-        category = pa.array([ctext.get(int(x)) for x in uniq], pa.string())
-        pos = np.searchsorted(uniq, hid)
-        mask = hid == 0
-        entries = entry.take(pa.array(np.where(mask, 0, pos), mask=mask)) if len(uniq) else pa.nulls(len(hid), pa.string())
-        categories = category.take(pa.array(np.where(mask, 0, pos), mask=mask)) if len(uniq) else pa.nulls(len(hid), pa.string())
-        names = pa.array(PROTO_NAMES, pa.string())
+        cat_ids = tree.payload_batch(uniq)[0] if len(uniq) else []
+        e_text = [tree.get(int(u)) for u in uniq]
+        e_offs, e_data = columns.texts(e_text)
+        e_valid = np.array([t is not None for t in e_text], bool)
+        c_offs, c_data = columns.texts([catn.get(int(c), str(int(c)) if c else None) for c in cat_ids])
+        c_valid = np.array([bool(c) or int(c) in catn for c in cat_ids], bool)
+        pos = np.searchsorted(uniq, hid) if len(uniq) else np.zeros(len(hid), np.int64)
+        found = hid != 0
+        pos = np.where(found, pos, 0)
+        entries = columns.gather(e_offs, e_data, pos, valid=found & (e_valid[pos] if len(uniq) else found))
+        categories = columns.gather(c_offs, c_data, pos,
+                                    valid=found & (c_valid[pos] if len(uniq) else found))
         return pa.RecordBatch.from_arrays(
             [
-                pa.array(sub["ts_ns"]),
-                pa.array(sub["pkt_index"] + 1),
+                columns.num(sub["ts_ns"]),
+                columns.num(sub["pkt_index"] + 1, pa.uint64()),
                 _dissect.ip_to_arrow(sub, "src_ip"),
-                pa.array(sub["src_port"]),
+                columns.num(sub["src_port"], pa.uint16()),
                 _dissect.ip_to_arrow(sub, "dst_ip"),
-                pa.array(sub["dst_port"]),
+                columns.num(sub["dst_port"], pa.uint16()),
                 url,
-                pa.array(hit[sel]),
-                pa.array(hid),
+                columns.boolean(hit[sel]),
+                columns.num(hid, pa.int32()),
                 entries,
                 categories,
-                pa.array(match_ns[sel]),
-                pa.array(forge_ns[sel]),
-                pa.array(forged[sel]),
-                names.take(pa.array(proto[sel].astype(np.int64))),
+                columns.num(match_ns[sel], pa.int64()),
+                columns.num(forge_ns[sel], pa.int64()),
+                columns.num(forged[sel], pa.int8()),
+                _PROTO_CODES.column(proto[sel].astype(np.int64)),
                 sni_a,
-                pa.array(ech[sel]),
+                columns.boolean(ech),
             ],
             schema=RECORD_SCHEMA,
         )

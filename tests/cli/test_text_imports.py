@@ -114,3 +114,47 @@ def test_one_pass_without_handshakes_loads_no_pandas(tmp_path, tls_args):
         import pyarrow.parquet as pq
         assert pq.read_table(out).num_rows == 0
     assert not [m for m in res["mods"] if m.startswith(("pandas", "pyarrow.compute"))], res["mods"]
+
+
+SCAN_PROBE = """
+import json, sys
+from urlfilter.cli import main
+rc = main(sys.argv[1:])
+mods = sorted(m for m in sys.modules if m.split(".")[0] in ("pandas", "pyarrow", "numpy"))
+print(json.dumps({"rc": rc, "mods": mods}), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("out", ["hits.parquet", "hits.csv"])
+def test_url_scan_with_hits_loads_no_pandas(tmp_path, out):
+    """`urlfilter scan` builds its records (entries, categories, SNI, proto) from buffers: a scan
+    with hits loads neither pandas nor pyarrow.compute (they were 0.3-0.5 s of every scan). The
+    hosts blacklisted are tshark's view of the trace's requests, so the scan has hits."""
+    import shutil
+
+    trace = require_shared(TRACES / "ndpi" / "1kxun.pcap")
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark not installed")
+    hosts = subprocess.run(["tshark", "-n", "-r", str(trace), "-Y", "http.request", "-T", "fields",
+                            "-e", "http.host"], capture_output=True, text=True, check=True).stdout.split()
+    assert hosts
+    (tmp_path / "bl.txt").write_text("\n".join(sorted(set(hosts))[:5]) + "\n")
+    db = str(tmp_path / "bl.db")
+    subprocess.run([sys.executable, "-m", "urlfilter", "--db", db, "import", str(tmp_path / "bl.txt"),
+                    "--format", "list", "--category", "test"], check=True, capture_output=True)
+    p = subprocess.run([sys.executable, "-c", SCAN_PROBE, "--db", db, "scan", str(trace), "-o", out],
+                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       check=True)
+    res = json.loads(p.stderr.strip().splitlines()[-1])
+    assert res["rc"] == 0
+    assert not [m for m in res["mods"] if m.startswith(NEVER)], res["mods"]
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(tmp_path / out) if out.endswith(".parquet") else pcsv.read_csv(tmp_path / out)
+    hit = t.column("hit").to_pylist()
+    assert any(hit)
+    entries = t.column("entry").to_pylist()
+    cats = t.column("category").to_pylist()
+    assert all((e is not None) == h for e, h in zip(entries, hit)) or out.endswith(".csv")
+    assert {c for c, h in zip(cats, hit) if h} == {"test"}

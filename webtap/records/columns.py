@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["bitmap", "num", "boolean", "strings", "fixed_text", "string_list", "u16_list", "hex16",
-           "Codes", "call"]
+__all__ = ["bitmap", "num", "boolean", "strings", "gather", "texts", "fixed_text", "string_list",
+           "u16_list", "hex16", "Codes", "call"]
 
 
 def bitmap(valid, n: int):
@@ -45,6 +45,44 @@ def strings(offsets: np.ndarray, data: np.ndarray, valid=None, nonempty: bool = 
     bits, nulls = bitmap(valid, n)
     return pa.Array.from_buffers(pa.string(), n, [bits, pa.py_buffer(offsets), pa.py_buffer(data)],
                                  null_count=nulls)
+
+
+def gather(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray, valid=None) -> pa.Array:
+    """A string column of the strings idx (of the set data[offsets[i]:offsets[i + 1]]), in that
+    order; null where not valid (those rows take no bytes, whatever their idx). A take without
+    pyarrow.compute."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    idx = np.asarray(idx, dtype=np.int64)
+    n = len(idx)
+    if n == 0:
+        return strings(np.zeros(1, np.int32), np.zeros(0, np.uint8))
+    if valid is not None:
+        valid = np.asarray(valid, dtype=bool)
+        idx = np.where(valid, idx, 0)
+    if len(offsets) < 2:                        # no strings: every row must be null
+        if valid is None or valid.any():
+            raise IndexError("gather from an empty string set")
+        return strings(np.zeros(n + 1, np.int32), np.zeros(0, np.uint8), valid)
+    start = offsets[idx]
+    lens = offsets[idx + 1] - start
+    if valid is not None:
+        lens = np.where(valid, lens, 0)
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=out[1:])
+    # byte k of the result comes from data[start[row] + (k - out[row])]
+    src = np.repeat(start - out[:-1], lens) + np.arange(out[-1], dtype=np.int64)
+    body = np.asarray(data, dtype=np.uint8)[src]
+    if out[-1] >= 2**31:                        # pragma: no cover - a 2 GiB batch of text
+        raise OverflowError("a string column of 2 GiB or more")
+    return strings(out.astype(np.int32), body, valid)
+
+
+def texts(items) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 offsets, bytes) of a few Python strings (None as empty), for gather()."""
+    enc = [(x or "").encode() for x in items]
+    offs = np.zeros(len(enc) + 1, np.int64)
+    np.cumsum([len(e) for e in enc], out=offs[1:])
+    return offs, np.frombuffer(b"".join(enc), np.uint8)
 
 
 def fixed_text(col: np.ndarray, valid=None, nonempty: bool = False) -> pa.Array:
