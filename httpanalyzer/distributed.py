@@ -96,8 +96,8 @@ def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
         info: dict = {}
         got = []
         try:
-            for off, state, npk, gz in plan_chunks(p, bpf, chunk_packets, chunk_bytes,
-                                                   single, info, progress=progress):
+            for off, state, npk, gz, _ in plan_chunks(p, bpf, chunk_packets, chunk_bytes,
+                                                      single, info, progress=progress):
                 if single:
                     yield Chunk(n, p, i, off, state, npk, gz)
                     n += 1

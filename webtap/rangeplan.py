@@ -61,7 +61,7 @@ class Irregular(Exception):
 
 def ranges(size: int, workers: int, chunk_bytes: int | None = None) -> list[tuple[int, int]]:
     """Byte ranges [lo, hi) covering a file of `size` bytes. chunk_bytes: ranges of that size
-    (the last shorter). None: from the size and the number of workers -- one range per worker
+    starting at its multiples (the last shorter). None: from the size and the number of workers -- one range per worker
     (more, a multiple of the workers, when ranges would exceed MAX_RANGE), a single range when
     the file is smaller than MIN_SPLIT per worker."""
     if size <= 0:
@@ -69,7 +69,7 @@ def ranges(size: int, workers: int, chunk_bytes: int | None = None) -> list[tupl
     if chunk_bytes is not None:
         if chunk_bytes <= 0:
             raise ValueError("chunk_bytes must be positive")
-        n = -(-size // chunk_bytes)
+        return [(lo, min(lo + chunk_bytes, size)) for lo in range(0, size, chunk_bytes)]
     else:
         w = max(1, int(workers))
         n = -(-size // MAX_RANGE)
