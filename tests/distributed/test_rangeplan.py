@@ -11,10 +11,9 @@ and a Simple Packet Block (both planned sequentially instead), gzip.
 from __future__ import annotations
 
 import gzip
-import os
+import shutil
 import struct
 
-import numpy as np
 import pytest
 
 from httpanalyzer import distributed as D
@@ -121,12 +120,15 @@ def test_ranges_from_size_and_workers():
     assert len(rs) == 1600 and rs[-1][1] == 387 << 30 and all(h - l <= 256 * M for l, h in rs)
 
 
-def test_every_shared_trace_in_ranges(traces, tmp_path):
-    """Every shared trace, planned in ranges of a sixth of the file and, for the small ones, of
-    1500 bytes (about a packet each): the records and counters of one process. The check must
-    have re-planned some ranges (a wrong guess, or a range inside one record)."""
+@pytest.mark.parametrize("part", range(3))
+def test_every_shared_trace_in_ranges(traces, tmp_path, part):
+    """Every shared trace (a third per test, for xdist), planned in ranges of a sixth of the
+    file and, for the small ones, of 1500 bytes (about a packet each): the records and counters
+    of one process. The check must have re-planned some ranges (a wrong guess, or a range
+    inside one record)."""
     resurveyed = planned = tiny = 0
-    for k, p in enumerate(traces):
+    mine = traces[part::3]
+    for k, p in enumerate(mine):
         size = p.stat().st_size
         res, _ = same([str(p)], tmp_path, chunk_bytes=max(64, size // 6 + 1))
         planned += res.plan_stats.get("ranges", 0)
@@ -137,10 +139,8 @@ def test_every_shared_trace_in_ranges(traces, tmp_path):
             resurveyed += res.plan_stats.get("resurveyed", 0)
         if k % 20 == 19:
             for f in tmp_path.iterdir():
-                import shutil
-
                 shutil.rmtree(f)
-    assert planned > 5 * len(traces) // 2 and resurveyed > 20 and tiny > 50
+    assert planned > 5 * len(mine) // 2 and resurveyed > 20 and tiny > 30
 
 
 def test_a_fake_record_chain_at_a_range_start(http_frames, tmp_path):
