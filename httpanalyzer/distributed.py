@@ -51,8 +51,9 @@ from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext.pairing import PairingTable
 from webtap import rangeplan
-from webtap.capture import ChunkStart, counter_warnings, open_trace, plan_chunks, read_chunk
-from webtap.dissect import dissect
+from webtap.capture import ChunkStart, counter_warnings, open_trace, plan_chunks
+from webtap.pipeline import Pipeline
+from webtap.rangeplan import FileRange
 from webtap.errors import BpfError
 from webtap.records import http as records
 from webtap.writers import with_pandas_metadata
@@ -318,12 +319,9 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             table.feed(msgs, data)
 
     post: list = []
-    for packets, buf in read_chunk(ch.path, ChunkStart(ch.start, ch.state, ch.npackets, ch.gzip,
-                                                       ch.end), bpf, totals):
-        st["packets"] += len(packets)
-        mb = dissect(packets, buf)
-        for k, v in mb.counters.items():
-            totals["dissect"][k] = totals["dissect"].get(k, 0) + v
+
+    def on_batch(batch, mb):
+        st["packets"] += len(batch.packets)
         msgs = mb.msgs
         if len(msgs):
             st["msgs"] += len(msgs)
@@ -336,6 +334,15 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             b = pairer.take()
             if b.num_rows:
                 post.append(b)
+
+    # the one Pipeline (webtap.pipeline): this chunk of the file as its source, the dissector's
+    # walk, the chunk's pairing as its stage
+    src = FileRange(ch.path, ChunkStart(ch.start, ch.state, ch.npackets, ch.gzip, ch.end), bpf)
+    pipe = Pipeline([src], [_EachBatch(on_batch)], executor="inline")
+    pipe.run()
+    totals["source"] = src.counters
+    totals["dissect"] = dict(pipe.totals.dissect)
+    totals["warnings"] = src.warnings
     if not st["ckpt"]:
         window_recs = pairer.take()
     end_state = table.export_pending()
@@ -352,6 +359,19 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
         warnings=totals["warnings"], messages=st["msgs"], msg_first_ts=st["mfirst"],
         msg_max_ts=st["mmax"], packets=st["packets"], seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0, post_rows=rows)
+
+
+class _EachBatch:
+    """A Pipeline stage handing each (packet batch, its messages) to a function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def feed(self, batch, mb):
+        self.fn(batch, mb)
+
+    def finish(self):
+        return None
 
 
 def _remove(out_dir: str, index: int, name: str) -> None:

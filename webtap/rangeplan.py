@@ -34,11 +34,11 @@ import numpy as np
 
 from webtap._ext import rangescan
 from webtap._ext import source as _source
-from webtap.capture import ChunkStart
+from webtap.capture import Batch, ChunkStart, read_chunk
 from webtap.errors import NotACapture
 from webtap.records.message import PACKET_DTYPE
 
-__all__ = ["ranges", "survey", "check", "Survey", "Irregular", "head", "MIN_SPLIT",
+__all__ = ["ranges", "survey", "check", "Survey", "Irregular", "head", "FileRange", "MIN_SPLIT",
            "MAX_RANGE", "FMT_PCAP", "FMT_PCAPNG"]
 
 FMT_PCAP = 1
@@ -229,3 +229,35 @@ def check(path: str, surveys: Iterable[Survey],
         index += s.count
         prev_end = s.end
         prev_swap = s.swap_end
+
+
+class FileRange:
+    """A source for webtap.pipeline.Pipeline: the packets of one chunk of a file (the file from
+    chunk.start, its reader resumed from chunk.state, to chunk.end or chunk.npackets), opened
+    by path where it is read. Iterates Batch objects like a Trace; `counters` and `warnings`
+    are the chunk's reader's (they add up over the chunks to one reader's over the file)."""
+
+    def __init__(self, path: str, chunk: ChunkStart, bpf: str | None = None):
+        self.path = os.fspath(path)
+        self.chunk = chunk
+        self.bpf = bpf
+        self._totals: dict = {"source": {}, "warnings": []}
+        self.warnings: list = self._totals["warnings"]
+
+    def __iter__(self):
+        for packets, buf in read_chunk(self.path, self.chunk, self.bpf, self._totals):
+            yield Batch(packets, buf, self.path)
+
+    @property
+    def counters(self) -> dict:
+        return dict(self._totals["source"])
+
+    def __enter__(self) -> "FileRange":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def __str__(self) -> str:
+        end = "end" if self.chunk.end < 0 else self.chunk.end
+        return f"{self.path}[{self.chunk.start}:{end}]"
