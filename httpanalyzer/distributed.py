@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from httpanalyzer.errors import OverlappingTraces
+from httpanalyzer.errors import OverlappingTraces, WorkersLost
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext.pairing import PairingTable
@@ -497,11 +497,6 @@ class _InProcess:
 
     def workers(self) -> int:
         return 1
-
-
-class WorkersLost(RuntimeError):
-    """A task's workers died more often than the scheduler allows (Dask's KilledWorker): the
-    run fails (exit 1 in the CLI; no dataset is left behind)."""
 
 
 def _result(fut):

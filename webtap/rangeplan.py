@@ -35,7 +35,7 @@ import numpy as np
 from webtap._ext import rangescan
 from webtap._ext import source as _source
 from webtap.capture import Batch, ChunkStart, read_chunk
-from webtap.errors import NotACapture
+from webtap.errors import NotACapture, WebtapError
 from webtap.records.message import PACKET_DTYPE
 
 __all__ = ["ranges", "survey", "check", "Survey", "Irregular", "head", "FileRange", "MIN_SPLIT",
@@ -55,7 +55,7 @@ MAX_RANGE = 256 << 20
 MIN_SPLIT = 16 << 20
 
 
-class Irregular(Exception):
+class Irregular(WebtapError, ValueError):
     """A range of the file cannot be read apart from what precedes it (module docstring)."""
 
 
