@@ -197,6 +197,9 @@ def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = No
 
 # ------------------------------------------------------------------------------ the map step
 
+#: records a chunk's table holds before they are taken as one Arrow batch
+TAKE_EVERY = 65536
+
 @dataclass
 class ChunkResult:
     index: int
@@ -330,16 +333,20 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             mx = int(mts.max())
             st["mmax"] = mx if st["mmax"] is None else max(st["mmax"], mx)
         feed(msgs, mb.data)
-        if st["ckpt"]:
-            b = pairer.take()
-            if b.num_rows:
-                post.append(b)
+        # records after the checkpoint are taken every TAKE_EVERY records waiting and at the
+        # end (one Arrow batch per take: per packet batch they cost more than they hold)
+        if st["ckpt"] and table.records_waiting >= TAKE_EVERY:
+            post.append(pairer.take())
 
     # the one Pipeline (webtap.pipeline): this chunk of the file as its source, the dissector's
     # walk, the chunk's pairing as its stage
     src = FileRange(ch.path, ChunkStart(ch.start, ch.state, ch.npackets, ch.gzip, ch.end), bpf)
     pipe = Pipeline([src], [_EachBatch(on_batch)], executor="inline")
     pipe.run()
+    if st["ckpt"]:
+        b = pairer.take()
+        if b.num_rows:
+            post.append(b)
     totals["source"] = src.counters
     totals["dissect"] = dict(pipe.totals.dissect)
     totals["warnings"] = src.warnings
