@@ -641,21 +641,42 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
         res.seconds["plan"] = time.perf_counter() - t0
 
     results: dict[int, ChunkResult] = {}
-    for r in ex.map_chunks(analyze_chunk, planned(), out_dir, bpf, opts, progress=progress):
-        results[r.index] = r
-    # the map overlaps the plan (chunks are submitted as the scan finds them)
-    res.seconds["map"] = time.perf_counter() - t0
-    summary.unreadable.extend(unreadable)
-    res.chunks = len(chunks)
+    arrivals = ex.map_chunks(analyze_chunk, planned(), out_dir, bpf, opts, progress=progress)
+    t_map = t0
+    busy = [0.0]        # the client's own repair time (it overlaps the map of later chunks)
 
-    t0 = time.perf_counter()
-    multi = len(paths) > 1
-    if multi:
-        _check_order(chunks, results)
+    def arrive() -> bool:
+        nonlocal t_map
+        r = next(arrivals, None)
+        if r is None:
+            return False
+        results[r.index] = r
+        t_map = time.perf_counter()
+        return True
+
+    def in_order():
+        """The chunks in stream order, each once its map result is here: one trace's chunks are
+        repaired as their results arrive; several traces' order is checked on all first."""
+        if len(paths) > 1:
+            while arrive():
+                pass
+            _check_order(chunks, results)
+        k = 0
+        while True:
+            while k >= len(chunks) or chunks[k].index not in results:
+                if not arrive():
+                    if k >= len(chunks):
+                        return
+                    raise RuntimeError(f"no result for chunk {k}")
+            t = time.perf_counter()
+            yield chunks[k]
+            busy[0] += time.perf_counter() - t
+            k += 1
+
     pairing: dict = {}
     E = (np.empty(0, np.uint8), np.empty(0, np.uint8))
     clock = None
-    for ch in chunks:
+    for ch in in_order():
         r = results[ch.index]
         valid = r.first_event is None or clock is None or r.first_event >= clock
         if not valid or r.seeded:
@@ -702,6 +723,12 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
         if r.end_clock is not None:
             clock = r.end_clock
         results[ch.index] = r
+    # the map overlaps the plan (chunks are submitted as the surveys are checked) and the
+    # repair overlaps the map (each chunk is repaired as soon as its predecessors are)
+    res.seconds["map"] = t_map - t0
+    summary.unreadable.extend(unreadable)
+    res.chunks = len(chunks)
+    t0 = time.perf_counter()
     # End of the stream: what still waits leaves as unmatched records (reason 'end').
     last = chunks[-1].index if chunks else 0
     p = _seeded_pairer(opts, E, clock, 0)
@@ -710,7 +737,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     c = p.counters()
     for k in ("request_unmatched_end", "response_unmatched_end", "final_response_missing"):
         pairing[k] = pairing.get(k, 0) + c.get(k, 0)
-    res.seconds["repair"] = time.perf_counter() - t0
+    res.seconds["repair"] = busy[0] + time.perf_counter() - t0
 
     per_file: dict = {}
     for ch in chunks:
