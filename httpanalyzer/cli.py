@@ -231,7 +231,11 @@ def _main_dask(a, run) -> int:
         import pyarrow.dataset as ds
 
         dataset = ds.dataset(target, format="parquet", partitioning="hive")
-        for batch in dataset.to_batches():
+        # a dataset output is only counted here: the columns the summary reads, not the records
+        cols = None if not dataset_out else (
+            ["matched", "interim", "outcome", "status", "method", "response_time"] if a.summary
+            else ["matched"])
+        for batch in dataset.to_batches(columns=cols):
             batch = batch.drop_columns(["chunk"]) if "chunk" in batch.schema.names else batch
             summary.add(batch)
             if not dataset_out:

@@ -207,3 +207,21 @@ def test_workers_lost_is_exit_1(jumpy, tmp_path):
     assert lines == [lines[-1]] and lines[0].startswith("httpanalyzer: error: Dask workers died "
                                                         "running survey"), proc.stderr
     assert (out / "earlier.parquet").read_bytes() == b"earlier"
+
+
+def test_summary_names_the_executor(cluster, traces_dir, tmp_path, capsys):
+    """--summary says which executor ran and why (as the feeder and fanout do), and its table
+    is the one-process table: the dataset is counted from the columns the summary reads."""
+    from httpanalyzer import cli
+
+    client, _ = cluster
+    src = str(traces_dir / "acandeias-intrusiondetection" / "blackholev2.pcap")
+    assert cli.main([src, "-o", str(tmp_path / "one.parquet"), "--summary", "--no-progress",
+                     "--consumers", "0"]) == 0
+    one = capsys.readouterr().out
+    assert cli.main([src, "-o", str(tmp_path / "d.parquet"), "--summary", "--no-progress",
+                     "--dask", client.scheduler.address]) == 0
+    dist = capsys.readouterr().out
+    assert "\nExecutor: dask: 2 workers; byte ranges planned by the workers" in dist
+    table = one.split("\nExecutor:")[0]
+    assert dist.startswith(table) and "records" in table
