@@ -220,7 +220,7 @@ def _main_dask(a, run) -> int:
             res = distributed.run(a.traces, target, scheduler=a.dask, bpf=a.bpf,
                                   gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                                   chunk_packets=a.chunk_packets,
-                                  chunk_bytes=int((a.chunk_mb or 256) * (1 << 20)),
+                                  chunk_bytes=int(a.chunk_mb * (1 << 20)) if a.chunk_mb else None,
                                   progress=progress, headers=a.headers)
         except distributed.OverlappingTraces as e:
             raise clikit.UsageError(clikit.describe(e)) from None
@@ -231,7 +231,11 @@ def _main_dask(a, run) -> int:
         import pyarrow.dataset as ds
 
         dataset = ds.dataset(target, format="parquet", partitioning="hive")
-        for batch in dataset.to_batches():
+        # a dataset output is only counted here: the columns the summary reads, not the records
+        cols = None if not dataset_out else (
+            ["matched", "interim", "outcome", "status", "method", "response_time"] if a.summary
+            else ["matched"])
+        for batch in dataset.to_batches(columns=cols):
             batch = batch.drop_columns(["chunk"]) if "chunk" in batch.schema.names else batch
             summary.add(batch)
             if not dataset_out:
@@ -247,6 +251,7 @@ def _main_dask(a, run) -> int:
         print(f"\nDask: {res.chunks} chunks, {res.boundaries_replayed} boundaries replayed "
               f"({res.replayed_messages} messages), {res.reruns} chunks re-run; seconds: "
               + ", ".join(f"{k} {v:.2f}" for k, v in res.seconds.items()), file=dest)
+        print(f"Executor: {summary.executor}", file=dest)
     return 0
 
 

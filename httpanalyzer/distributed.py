@@ -46,19 +46,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from httpanalyzer.errors import OverlappingTraces
+from httpanalyzer.errors import OverlappingTraces, WorkersLost
 from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext.pairing import PairingTable
-from webtap.capture import ChunkStart, counter_warnings, plan_chunks, read_chunk
-from webtap.dissect import dissect
+from webtap import rangeplan
+from webtap.capture import ChunkStart, counter_warnings, open_trace, plan_chunks
+from webtap.pipeline import Pipeline
+from webtap.rangeplan import FileRange
 from webtap.errors import BpfError
 from webtap.records import http as records
 from webtap.writers import with_pandas_metadata
 
-__all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "parse_scheduler"]
+__all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "WorkersLost",
+           "parse_scheduler"]
 
-#: Default chunk size for the plan (bytes of the file); boundaries fall on the next batch end.
+#: Chunk size of the sequential plan (bytes of the file) when none is chosen; boundaries fall
+#: on the next batch end. The parallel plan sizes its ranges from the file and the workers
+#: (webtap.rangeplan.ranges).
 DEFAULT_CHUNK_BYTES = 256 << 20
 
 # ----------------------------------------------------------------------------------- the plan
@@ -74,6 +79,8 @@ class Chunk:
     state: tuple | None         # FileReader.export_state() there; None: the file's start
     npackets: int               # packets (passing the BPF filter) in the chunk; -1: to the end
     gzip: bool = False
+    end: int = -1               # parallel plan: where the chunk's last record ends; -1: none
+    host: str | None = None     # the worker that surveyed the range (its pages are cached there)
 
 
 def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
@@ -90,8 +97,8 @@ def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
         info: dict = {}
         got = []
         try:
-            for off, state, npk, gz in plan_chunks(p, bpf, chunk_packets, chunk_bytes,
-                                                   single, info, progress=progress):
+            for off, state, npk, gz, _ in plan_chunks(p, bpf, chunk_packets, chunk_bytes,
+                                                      single, info, progress=progress):
                 if single:
                     yield Chunk(n, p, i, off, state, npk, gz)
                     n += 1
@@ -114,6 +121,70 @@ def iter_plan(paths: Iterable, unreadable: list, bpf: str | None = None,
             n += 1
 
 
+def _first_ts(path: str, bpf: str | None) -> int | None:
+    """The time of the file's first packet passing the filter (orders several traces)."""
+    with open_trace(path, bpf=bpf, progress=False) as t:
+        for b in t:
+            if len(b):
+                return int(b.packets["ts_ns"][0])
+    return None
+
+
+def _scan_plan(path: str, bpf: str | None, chunk_bytes: int) -> list:
+    """The sequential plan of one file (run on a worker when its ranges cannot be planned
+    apart: webtap.rangeplan.Irregular)."""
+    return list(plan_chunks(path, bpf, None, chunk_bytes, True, {}))
+
+
+def iter_range_plan(paths: Iterable, unreadable: list, ex, bpf: str | None = None,
+                    chunk_bytes: int | None = None, stats: dict | None = None) -> Iterator[Chunk]:
+    """Chunks of every trace in stream order, planned in parallel (webtap.rangeplan): the
+    client reads each file's first 28 bytes; workers survey the byte ranges by path and the
+    client checks that they meet, re-planning a wrong guess. A gzip'd trace is one chunk; a
+    trace with records the reader reads only in sequence (corrupt ones) is planned by the
+    sequential scan, on a worker. Traces that cannot be read go to `unreadable`."""
+    stats = stats if stats is not None else {}
+    paths = [os.fspath(p) for p in paths]
+    single = len(paths) == 1
+    workers = ex.workers()
+    files = []
+    for i, p in enumerate(paths):
+        try:
+            size, gz = rangeplan.head(p, bpf)
+        except BpfError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:
+            unreadable.append(f"{p}: {exc}")
+            continue
+        rs = [] if gz else rangeplan.ranges(size, workers, chunk_bytes)
+        # every survey of every file is submitted now: they run in parallel on the workers
+        surveys = ex.many(rangeplan.survey, [(p, lo, hi) for lo, hi in rs])
+        first = None if single else ex.many(_first_ts, [(p, bpf)])
+        files.append((i, p, gz, surveys, first))
+    planned = []
+    for i, p, gz, surveys, first in files:
+        if gz:
+            got = [(ChunkStart(0, None, -1, True), None)]
+        else:
+            try:
+                got = list(rangeplan.check(
+                    p, surveys, lambda lo, hi, st, sw, p=p: ex.one(rangeplan.survey, p, lo, hi, st, sw),
+                    stats))
+            except rangeplan.Irregular:
+                stats["sequential"] = stats.get("sequential", 0) + 1
+                got = [(c, None) for c in ex.one(_scan_plan, p, bpf,
+                                                 chunk_bytes or DEFAULT_CHUNK_BYTES)]
+        ts = None if first is None else next(iter(first))
+        planned.append((ts, i, p, got))
+    if not single:
+        planned.sort(key=lambda f: (f[0] if f[0] is not None else np.iinfo(np.int64).max, f[1]))
+    n = 0
+    for _, i, p, got in planned:
+        for c, host in got:
+            yield Chunk(n, p, i, c.start, c.state, c.npackets, c.gzip, c.end, host)
+            n += 1
+
+
 def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = None,
          chunk_bytes: int = DEFAULT_CHUNK_BYTES,
          progress: bool = False) -> tuple[list[Chunk], list[str]]:
@@ -125,6 +196,9 @@ def plan(paths: Iterable, bpf: str | None = None, chunk_packets: int | None = No
 
 
 # ------------------------------------------------------------------------------ the map step
+
+#: records a chunk's table holds before they are taken as one Arrow batch
+TAKE_EVERY = 65536
 
 @dataclass
 class ChunkResult:
@@ -248,12 +322,9 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             table.feed(msgs, data)
 
     post: list = []
-    for packets, buf in read_chunk(ch.path, ChunkStart(ch.start, ch.state, ch.npackets, ch.gzip),
-                                   bpf, totals):
-        st["packets"] += len(packets)
-        mb = dissect(packets, buf)
-        for k, v in mb.counters.items():
-            totals["dissect"][k] = totals["dissect"].get(k, 0) + v
+
+    def on_batch(batch, mb):
+        st["packets"] += len(batch.packets)
         msgs = mb.msgs
         if len(msgs):
             st["msgs"] += len(msgs)
@@ -262,10 +333,23 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
             mx = int(mts.max())
             st["mmax"] = mx if st["mmax"] is None else max(st["mmax"], mx)
         feed(msgs, mb.data)
-        if st["ckpt"]:
-            b = pairer.take()
-            if b.num_rows:
-                post.append(b)
+        # records after the checkpoint are taken every TAKE_EVERY records waiting and at the
+        # end (one Arrow batch per take: per packet batch they cost more than they hold)
+        if st["ckpt"] and table.records_waiting >= TAKE_EVERY:
+            post.append(pairer.take())
+
+    # the one Pipeline (webtap.pipeline): this chunk of the file as its source, the dissector's
+    # walk, the chunk's pairing as its stage
+    src = FileRange(ch.path, ChunkStart(ch.start, ch.state, ch.npackets, ch.gzip, ch.end), bpf)
+    pipe = Pipeline([src], [_EachBatch(on_batch)], executor="inline")
+    pipe.run()
+    if st["ckpt"]:
+        b = pairer.take()
+        if b.num_rows:
+            post.append(b)
+    totals["source"] = src.counters
+    totals["dissect"] = dict(pipe.totals.dissect)
+    totals["warnings"] = src.warnings
     if not st["ckpt"]:
         window_recs = pairer.take()
     end_state = table.export_pending()
@@ -282,6 +366,19 @@ def analyze_chunk(ch: Chunk, out_dir: str, bpf: str | None, table_options: dict,
         warnings=totals["warnings"], messages=st["msgs"], msg_first_ts=st["mfirst"],
         msg_max_ts=st["mmax"], packets=st["packets"], seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0, post_rows=rows)
+
+
+class _EachBatch:
+    """A Pipeline stage handing each (packet batch, its messages) to a function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def feed(self, batch, mb):
+        self.fn(batch, mb)
+
+    def finish(self):
+        return None
 
 
 def _remove(out_dir: str, index: int, name: str) -> None:
@@ -360,6 +457,8 @@ class DistributedResult:
     reruns_clock: int = 0                 # the clock ran back over the boundary
     reruns_mismatch: int = 0              # replayed table != the chunk's own at its checkpoint
     replayed_messages: int = 0
+    planner: str = "ranges"               # 'ranges' (parallel) or 'scan' (sequential)
+    plan_stats: dict = field(default_factory=dict)  # ranges, resurveyed, sequential (files)
     seconds: dict = field(default_factory=dict)   # plan, map, repair, total
     chunk_seconds: list = field(default_factory=list)      # wall time of each chunk's task
     chunk_cpu_seconds: list = field(default_factory=list)  # its CPU time
@@ -399,6 +498,24 @@ class _InProcess:
     def one(self, fn, *args):
         return fn(*args)
 
+    def many(self, fn, arglist):
+        """fn(*args) for each, in order (here: computed as the results are taken)."""
+        return (fn(*a) for a in arglist)
+
+    def workers(self) -> int:
+        return 1
+
+
+def _result(fut):
+    """fut.result(), a KilledWorker told as WorkersLost (one line: which task, how often)."""
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return fut.result()
+    except KilledWorker as e:
+        raise WorkersLost(f"Dask workers died running {str(fut.key).split('-')[0]} (more often "
+                          "than the scheduler's distributed.scheduler.allowed-failures)") from e
+
 
 class _OnDask:
     def __init__(self, client):
@@ -409,7 +526,10 @@ class _OnDask:
 
         # `chunks` may be the plan itself, still scanning: each chunk is submitted as soon as
         # it is known, so the workers start while the client scans on
-        futs = [self.client.submit(fn, ch, *args, pure=False) for ch in chunks]
+        futs = [self.client.submit(fn, ch, *args, pure=False,
+                                   **({"workers": [ch.host], "allow_other_workers": True}
+                                      if getattr(ch, "host", None) else {}))
+                for ch in chunks]
         bar = None
         if progress:
             from tqdm import tqdm
@@ -417,7 +537,7 @@ class _OnDask:
             bar = tqdm(total=len(futs), unit="chunk", desc="dask map", file=sys.stderr)
         try:
             for fut in as_completed(futs):
-                res = fut.result()
+                res = _result(fut)
                 fut.release()
                 if bar is not None:
                     bar.update(1)
@@ -427,17 +547,33 @@ class _OnDask:
                 bar.close()
 
     def one(self, fn, *args):
-        return self.client.submit(fn, *args, pure=False).result()
+        return _result(self.client.submit(fn, *args, pure=False))
+
+    def many(self, fn, arglist):
+        """fn(*args) for each, submitted now (they run in parallel), taken in order."""
+        futs = [self.client.submit(fn, *a, pure=False) for a in arglist]
+        return (_result(f) for f in futs)
+
+    def workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
 
 
 def run(paths, out_dir: str, scheduler=None, bpf: str | None = None, gc_timeout: float = 60.0,
-        chunk_packets: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-        progress: bool | None = False, overwrite: bool = True,
+        chunk_packets: int | None = None, chunk_bytes: int | None = None,
+        progress: bool | None = False, overwrite: bool = True, planner: str | None = None,
         **table_options) -> DistributedResult:
     """Analyse traces as chunks on Dask and write the records as a Parquet dataset partitioned
     by chunk (``out_dir/chunk=NNNNNN/*.parquet``). scheduler: None (tasks run in this process),
     a dask.distributed Client, 'local[:N]' or a scheduler address. Workers must see the traces
-    and out_dir at the same paths (one machine, or a shared file system)."""
+    and out_dir at the same paths (one machine, or a shared file system).
+    planner: 'ranges' (byte ranges surveyed by the workers, webtap.rangeplan: the default) or
+    'scan' (the client's sequential header scan; the one for chunk_packets). chunk_bytes: the
+    size of a chunk; None: from the file's size and the number of workers ('ranges'),
+    DEFAULT_CHUNK_BYTES ('scan')."""
+    if planner is None:
+        planner = "scan" if chunk_packets else "ranges"
+    if planner not in ("ranges", "scan") or (planner == "ranges" and chunk_packets):
+        raise ValueError(f"planner {planner!r}: 'ranges' (without chunk_packets) or 'scan'")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
@@ -466,7 +602,8 @@ def run(paths, out_dir: str, scheduler=None, bpf: str | None = None, gc_timeout:
             client = scheduler
         ex = _OnDask(client)
     try:
-        return _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start)
+        return _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start,
+                    planner)
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)      # no partial dataset left behind
         raise
@@ -476,36 +613,70 @@ def run(paths, out_dir: str, scheduler=None, bpf: str | None = None, gc_timeout:
             owned.close()
 
 
-def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start):
+def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_start,
+         planner="ranges"):
     summary = Summary()
-    res = DistributedResult(out_dir=out_dir, summary=summary)
+    res = DistributedResult(out_dir=out_dir, summary=summary, planner=planner)
+    workers = ex.workers()
+    summary.executor = (f"dask: {workers} worker{'s' if workers != 1 else ''}"
+                        f"{' (in this process)' if isinstance(ex, _InProcess) else ''}; "
+                        + ("byte ranges planned by the workers, chunks of one trace mapped "
+                           "over them, boundaries repaired here" if planner == "ranges" else
+                           "chunks planned by a header scan here, mapped over the workers, "
+                           "boundaries repaired here"))
     t0 = time.perf_counter()
     chunks: list[Chunk] = []
     unreadable: list = []
 
     def planned():
-        for ch in iter_plan(paths, unreadable, bpf=bpf, chunk_packets=chunk_packets,
-                            chunk_bytes=chunk_bytes, progress=progress):
+        if planner == "ranges":
+            it = iter_range_plan(paths, unreadable, ex, bpf=bpf, chunk_bytes=chunk_bytes,
+                                 stats=res.plan_stats)
+        else:
+            it = iter_plan(paths, unreadable, bpf=bpf, chunk_packets=chunk_packets,
+                           chunk_bytes=chunk_bytes or DEFAULT_CHUNK_BYTES, progress=progress)
+        for ch in it:
             chunks.append(ch)
             yield ch
         res.seconds["plan"] = time.perf_counter() - t0
 
     results: dict[int, ChunkResult] = {}
-    for r in ex.map_chunks(analyze_chunk, planned(), out_dir, bpf, opts, progress=progress):
-        results[r.index] = r
-    # the map overlaps the plan (chunks are submitted as the scan finds them)
-    res.seconds["map"] = time.perf_counter() - t0
-    summary.unreadable.extend(unreadable)
-    res.chunks = len(chunks)
+    arrivals = ex.map_chunks(analyze_chunk, planned(), out_dir, bpf, opts, progress=progress)
+    t_map = t0
+    busy = [0.0]        # the client's own repair time (it overlaps the map of later chunks)
 
-    t0 = time.perf_counter()
-    multi = len(paths) > 1
-    if multi:
-        _check_order(chunks, results)
+    def arrive() -> bool:
+        nonlocal t_map
+        r = next(arrivals, None)
+        if r is None:
+            return False
+        results[r.index] = r
+        t_map = time.perf_counter()
+        return True
+
+    def in_order():
+        """The chunks in stream order, each once its map result is here: one trace's chunks are
+        repaired as their results arrive; several traces' order is checked on all first."""
+        if len(paths) > 1:
+            while arrive():
+                pass
+            _check_order(chunks, results)
+        k = 0
+        while True:
+            while k >= len(chunks) or chunks[k].index not in results:
+                if not arrive():
+                    if k >= len(chunks):
+                        return
+                    raise RuntimeError(f"no result for chunk {k}")
+            t = time.perf_counter()
+            yield chunks[k]
+            busy[0] += time.perf_counter() - t
+            k += 1
+
     pairing: dict = {}
     E = (np.empty(0, np.uint8), np.empty(0, np.uint8))
     clock = None
-    for ch in chunks:
+    for ch in in_order():
         r = results[ch.index]
         valid = r.first_event is None or clock is None or r.first_event >= clock
         if not valid or r.seeded:
@@ -552,6 +723,12 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
         if r.end_clock is not None:
             clock = r.end_clock
         results[ch.index] = r
+    # the map overlaps the plan (chunks are submitted as the surveys are checked) and the
+    # repair overlaps the map (each chunk is repaired as soon as its predecessors are)
+    res.seconds["map"] = t_map - t0
+    summary.unreadable.extend(unreadable)
+    res.chunks = len(chunks)
+    t0 = time.perf_counter()
     # End of the stream: what still waits leaves as unmatched records (reason 'end').
     last = chunks[-1].index if chunks else 0
     p = _seeded_pairer(opts, E, clock, 0)
@@ -560,7 +737,7 @@ def _run(paths, out_dir, ex, bpf, opts, chunk_packets, chunk_bytes, progress, t_
     c = p.counters()
     for k in ("request_unmatched_end", "response_unmatched_end", "final_response_missing"):
         pairing[k] = pairing.get(k, 0) + c.get(k, 0)
-    res.seconds["repair"] = time.perf_counter() - t0
+    res.seconds["repair"] = busy[0] + time.perf_counter() - t0
 
     per_file: dict = {}
     for ch in chunks:

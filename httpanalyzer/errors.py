@@ -5,6 +5,8 @@ naturally catch.
   (httpanalyzer.feeder); it carries the consumer's traceback.
 - :class:`OverlappingTraces` (ValueError): the traces given to the distributed analyzer overlap
   in time (httpanalyzer.distributed).
+- :class:`WorkersLost` (RuntimeError): Dask gave up on a task of the distributed analyzer, its
+  workers having died more often than the scheduler allows (exit 1 in the CLI).
 - :class:`TsharkError` (RuntimeError): tshark, editcap or capinfos failed (httpanalyzer.tshark);
   the message names the tool.
 
@@ -33,6 +35,11 @@ class ConsumerFailed(HttpAnalyzerError, RuntimeError):
 
 class OverlappingTraces(HttpAnalyzerError, ValueError):
     """Several traces overlap in capture time: one stream would interleave them."""
+
+
+class WorkersLost(HttpAnalyzerError, RuntimeError):
+    """Dask's KilledWorker for a task of httpanalyzer.distributed: its workers died more often
+    than distributed.scheduler.allowed-failures; the message names the task."""
 
 
 class TsharkError(HttpAnalyzerError, RuntimeError):

@@ -653,6 +653,8 @@ class ChunkStart(NamedTuple):
     state: tuple | None     # FileReader.export_state() there; None: the file's start
     npackets: int           # packets (passing the BPF filter) in the chunk; -1: to the end
     gzip: bool              # the file is gzip'd (then there is one chunk, from 0)
+    end: int = -1           # byte offset where the chunk's last record ends (webtap.rangeplan);
+                            # the reader sees the file as ending there. -1: no such bound
 
 
 def open_at(path: str | os.PathLike, start: int, warnings: list):
@@ -666,6 +668,22 @@ def open_at(path: str | os.PathLike, start: int, warnings: list):
         return f, _GzipStream(f, warnings), True
     f.seek(start)
     return f, f, False
+
+
+class _Bounded:
+    """The next `left` bytes of a file, then its end (a chunk planned by byte range ends at a
+    record boundary: the reader meets the end of the file there, as after a last record)."""
+
+    def __init__(self, f, left: int):
+        self.f = f
+        self.left = left
+
+    def readinto(self, view) -> int:
+        if self.left <= 0:
+            return 0
+        got = self.f.readinto(view[: self.left] if len(view) > self.left else view)
+        self.left -= got
+        return got
 
 
 def plan_chunks(path: str | os.PathLike, bpf: str | None = None, chunk_packets: int | None = None,
@@ -769,6 +787,8 @@ def read_chunk(path: str | os.PathLike, chunk: ChunkStart, bpf: str | None = Non
     totals = totals if totals is not None else {"source": {}, "warnings": []}
     warnings = totals["warnings"]
     f, stream, gz = open_at(path, chunk.start, warnings)
+    if chunk.end >= 0 and not gz:
+        stream = _Bounded(f, chunk.end - chunk.start)
     try:
         pool = ChunkPool()
         buf = pool.get(chunk_size)

@@ -8,7 +8,9 @@
 
 - **Sources**: trace files, read in the order given as one stream (an unreadable one is skipped
   and listed in `totals.unreadable` when `skip_unreadable`), or one live interface (`live`;
-  `on_ready` once its filter is in place, `tick` before every read, traffic or not).
+  `on_ready` once its filter is in place, `tick` before every read, traffic or not), or source
+  objects that open themselves (webtap.rangeplan.FileRange: bytes a..b of a file, the Dask
+  map's source).
 - **The walk**: webtap.dissect.dissect once per packet batch, with what the stages ask of it: the
   first stage that has a `tls_watch` (the TLS stage's watch list) gets the TLS and QUIC messages
   in the same walk (MessageBatch.tls); a stage with `tcp_events = True` (the URL filter's timing
@@ -77,7 +79,8 @@ class Pipeline:
                  dissector=None, on_source=None, on_ready=None, tick=None, **open_kw):
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
-        self.sources = [os.fspath(s) for s in sources]
+        # paths, or source objects that open themselves (webtap.rangeplan.FileRange: a chunk)
+        self.sources = [os.fspath(s) if isinstance(s, (str, os.PathLike)) else s for s in sources]
         self.stages = list(stages)
         self.bpf = bpf
         self.live = live

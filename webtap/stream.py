@@ -60,6 +60,8 @@ def open_source(src: str | os.PathLike, bpf: str | None = None, live: bool = Fal
     capture once it is open and filtered (LiveCapture), e.g. to print its readiness line."""
     if live:
         return open_live(str(src), bpf=bpf, on_ready=on_ready, **kw)
+    if not isinstance(src, (str, os.PathLike)):
+        return src          # a source object that opens itself (webtap.rangeplan.FileRange)
     return open_trace(src, bpf=bpf, progress=progress, **kw)
 
 

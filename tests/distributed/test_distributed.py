@@ -382,8 +382,8 @@ def test_cli_chunk_mb_sets_the_chunks(cluster, traces, tmp_path):
         got = pd.read_parquet(out)
         assert len(got) == len(want) > 30
         assert sorted(map(str, got["uri"].tolist())) == sorted(map(str, want["uri"].tolist()))
-    # 3.9 MB in 0.25 MiB steps, each rounded up to the end of a read batch (~2 MB of this
-    # trace): two chunks; in 64 MiB steps: one
+    # 3.9 MB in 0.25 MiB byte ranges (the parallel plan, docs/DISTRIBUTED.md): several chunks
+    # (16 ranges; those holding records); in 64 MiB ranges: one
     assert len(chunks["64"]) == 1 and len(chunks["0.25"]) > 1, chunks
     # a usage error: exit 2 (docs/CLI.md), one line naming the option
     assert cli.main([str(src), "--dask", addr, "--chunk-mb", "0", "-o", str(tmp_path / "x.csv")]) == 2

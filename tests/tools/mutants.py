@@ -229,6 +229,17 @@ MUTANTS = [
            "valid = True",
            (f"{DIST}::test_repair_rerun_when_the_clock_runs_back_over_a_boundary",),
            "repair: the clock running back over a boundary not seen"),
+    # ---- the parallel plan (webtap/rangeplan.py, issue 36)
+    Mutant("R1", "webtap/rangeplan.py",
+           "elif s.start != prev_end or (fmt == FMT_PCAPNG and s.swap != prev_swap):",
+           "elif False:",
+           ("tests/distributed/test_rangeplan.py::test_a_fake_record_chain_at_a_range_start",),
+           "plan: a range accepted without meeting the previous one (a fake chain trusted)"),
+    Mutant("R2", "webtap/rangeplan.py",
+           "        if not s.regular:", "        if False:",
+           ("tests/distributed/test_rangeplan.py::"
+            "test_corrupt_record_and_simple_packet_block_are_planned_sequentially",),
+           "plan: a range the reader reads only in sequence planned apart"),
 ]
 
 
