@@ -36,10 +36,12 @@ from webtap.records.message import (
     METHOD_NAMES,
     MSG_REQUEST,
     MSGF_HEADERS_INCOMPLETE,
+    MSGF_PAYLOAD_TRUNCATED,
     TCP_EVENT_DTYPE,
 )
 
-__all__ = ["TcpLog", "AbuseRun", "collect", "connections", "rates", "parse_rate", "limit_req",
+__all__ = ["TcpLog", "AbuseRun", "collect", "connections", "first_request_of", "rates",
+           "parse_rate", "parse_window", "limit_req",
            "slow_http", "SLOW_KINDS", "LIMIT_REQ_OUTCOMES"]
 
 LIMIT_REQ_OUTCOMES = _abuse.LIMIT_REQ_OUTCOMES
@@ -393,7 +395,7 @@ def rates(run: AbuseRun, window_s=1.0, by=("client_ip",)) -> pd.DataFrame:
     conns = run.conns.copy()
     if "host" in by:
         # the Host of a connection: its first request's (records joined on the 4-tuple + time)
-        conns["host"] = _conn_hosts(conns, req)
+        conns["host"] = first_request_of(conns, req, "host")
     both = pd.concat([req[list(by)].astype(object), conns[list(by)].astype(object)],
                      ignore_index=True)
     codes, keys = _groups(both, by)
@@ -430,14 +432,15 @@ def rates(run: AbuseRun, window_s=1.0, by=("client_ip",)) -> pd.DataFrame:
                            kind="stable").reset_index(drop=True)
 
 
-def _conn_hosts(conns: pd.DataFrame, req: pd.DataFrame) -> np.ndarray:
-    """Host of each connection's first request (by 4-tuple, the first request at or after the
-    connection's start); '' when it has none."""
+def first_request_of(conns: pd.DataFrame, req: pd.DataFrame, column: str = "host") -> np.ndarray:
+    """A record column (host, uri, user_agent, ...) of each connection's first request (by
+    4-tuple, the first request at or after the connection's start); '' when it has none."""
     hosts = np.full(len(conns), "", object)
     if not len(req) or not len(conns):
         return hosts
     k = ["client_ip", "client_port", "server_ip", "server_port"]
-    r = req[k + ["request_ts", "host"]].copy()
+    r = req[k + ["request_ts"]].copy()
+    r["value"] = req[column].astype(object)
     r["t"] = r["request_ts"].astype("int64")
     r["client_port"] = r["client_port"].astype("int64")
     r["server_port"] = r["server_port"].astype("int64")
@@ -448,7 +451,7 @@ def _conn_hosts(conns: pd.DataFrame, req: pd.DataFrame) -> np.ndarray:
     j = pd.merge_asof(r, c, left_on="t", right_on="start_ts", by=k, direction="backward")
     j = j[j["row"].notna()]
     j = j.drop_duplicates("row", keep="first")
-    hosts[j["row"].astype(int).to_numpy()] = j["host"].fillna("").astype(str).to_numpy()
+    hosts[j["row"].astype(int).to_numpy()] = j["value"].fillna("").astype(str).to_numpy()
     return hosts
 
 
@@ -524,15 +527,18 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
 
     * wait_s: per connection, the longest wait of a request for the server's first byte after it
       (to the end of the connection when none came);
-    * slowloris: a request whose header block did not end in its first packet, and that waited
-      >= stall_s (the server waits for the rest of its headers);
-    * slow_body: a POST/PUT/PATCH whose header block ended in its first packet, that waited >=
+    * slowloris: a request whose header block did not end in its first packet (the segment
+      ended first, not the capture's snaplen), and that waited >= stall_s (the server waits for
+      the rest of its headers);
+    * slow_body: a POST/PUT/PATCH not counted as above (its header block ended in its first
+      packet, or the snaplen hides where it ended), that waited >=
       stall_s while the client sent more data segments after it, at less than min_body_rate
       bytes/s over the wait (a body that trickles);
     * slow_read: the client advertised a zero window for >= zero_window_s in total;
     * idle_keepalive: after the server's data, the connection stayed open >= idle_s without the
       client sending data (a kept-alive connection held idle: to the next client data segment,
-      or to the FIN/RST, or to the end of the trace).
+      or to the FIN/RST, or to the end of the trace), and not a slow reader (whose server is
+      blocked on the zero window, not idle).
     * slow: any of the four."""
     c = run.conns.copy()
     nc = len(c)
@@ -570,11 +576,13 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     byts = cbytes[np.maximum(stop - 1, 0)] - cbytes[rq]
     rate = np.where(wait > 0, byts / np.maximum(wait, 1e-9), np.inf)
     msg = run.request_msgs[e["req"][rq]]
-    incomplete = (msg["flags"] & MSGF_HEADERS_INCOMPLETE) != 0
+    # the header block cut by the end of the segment (not by the capture's snaplen: then the
+    # packet cannot tell, and the request is no slowloris candidate)
+    cut = ((msg["flags"] & MSGF_HEADERS_INCOMPLETE) != 0) & ((msg["flags"] & MSGF_PAYLOAD_TRUNCATED) == 0)
     body = _BODY_METHODS[msg["method_id"]]
     stalled = wait >= stall_s
-    loris = incomplete & stalled
-    slowbody = ~incomplete & body & stalled & (segs >= 1) & (rate < min_body_rate)
+    loris = cut & stalled
+    slowbody = ~cut & body & stalled & (segs >= 1) & (rate < min_body_rate)
     for name, v in (("slowloris", loris), ("slow_body", slowbody)):
         flag = np.zeros(nc, bool)
         flag[rconn[v]] = True
@@ -612,7 +620,8 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
         gap = np.where(cand, np.maximum(nts - ts[di], 0) / 1e9, 0.0)
         np.maximum.at(idle, dconn, gap)
     c["idle_s"] = idle
-    c["idle_keepalive"] = idle >= idle_s
+    # a slow reader's connection is silent too, but the server is blocked on its window, not idle
+    c["idle_keepalive"] = (idle >= idle_s) & ~c["slow_read"].to_numpy(bool)
     c["slow"] = c[list(SLOW_KINDS)].any(axis=1)
     c.attrs.pop("_events", None)
     c.attrs["thresholds"] = {"stall_s": stall_s, "min_body_rate": min_body_rate,
