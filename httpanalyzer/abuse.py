@@ -335,8 +335,11 @@ def parse_window(text) -> float:
 
 def _groups(frame: pd.DataFrame, by) -> tuple[np.ndarray, pd.DataFrame]:
     keys = frame[list(by)].astype(object).where(frame[list(by)].notna(), "")
-    codes, uniq = pd.MultiIndex.from_frame(keys).factorize()
-    return codes.astype(np.int64), uniq.to_frame(index=False)
+    if not len(keys):
+        return np.zeros(0, np.int64), keys.reset_index(drop=True)
+    codes = keys.groupby(list(by), sort=False).ngroup().to_numpy(np.int64)
+    _, first = np.unique(codes, return_index=True)
+    return codes, keys.iloc[first].reset_index(drop=True)
 
 
 def _peak(group: np.ndarray, t: np.ndarray, width: int, ngroups: int):
