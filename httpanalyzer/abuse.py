@@ -630,3 +630,169 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     c.attrs["thresholds"] = {"stall_s": stall_s, "min_body_rate": min_body_rate,
                              "zero_window_s": zero_window_s, "idle_s": idle_s}
     return c
+
+
+# ---------------------------------------------------------------- command line
+
+CLI_EPILOG = """examples:
+  httpanalyzer abuse rates trace.pcap --window 1s -o rates.parquet
+  httpanalyzer abuse rates trace.pcap --by client,host -o rates.csv
+  httpanalyzer abuse limit-req trace.pcap --rate 10r/s --burst 5 -o lr.csv
+  httpanalyzer abuse limit-req trace.pcap --rate 30r/m --burst 3 --nodelay
+  httpanalyzer abuse slow trace.pcap --stall 5 --flagged -o slow.csv
+
+Exit codes: 0 success, 1 nothing could be read or the run failed, 2 usage error, 130/143
+interrupted (docs/CLI.md). The rules and their checks against nginx and slowhttptest:
+docs/ABUSE.md."""
+
+
+def _rate_arg(text: str) -> str:
+    import argparse
+
+    try:
+        parse_rate(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _window_arg(text: str) -> float:
+    import argparse
+
+    try:
+        v = parse_window(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v > 1e9:
+        raise argparse.ArgumentTypeError(f"must be <= 1e9 s: {text!r}")
+    return v
+
+
+def build_parser():
+    import argparse
+
+    from webtap import clikit
+
+    ap = argparse.ArgumentParser(
+        prog="httpanalyzer abuse",
+        description="Abuse analytics from the first packets (issue 34): per-client rates over "
+                    "sliding windows, a replay of nginx's limit_req, slow-HTTP indicators. One "
+                    "pass over the traces (HTTP records and the walk's TCP events).",
+        epilog=CLI_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True, metavar="{rates,limit-req,slow}")
+
+    def common(p):
+        p.add_argument("traces", nargs="+", metavar="TRACE",
+                       help="pcap / pcapng files (gzip'd too; '-' for stdin); several form one "
+                            "stream in time order")
+        p.add_argument("-f", "--filter", dest="bpf", metavar="BPF", help="BPF filter (tcpdump syntax)")
+        p.add_argument("-o", "--output", metavar="OUT",
+                       help=clikit.output_help("rows") + "; default: lines on stdout")
+        clikit.add_gc_timeout(p, "a message")
+        clikit.add_common(p)
+        clikit.files(p, inputs=("traces",), outputs={"output": "-"})
+
+    p = sub.add_parser("rates", help="per client (or client and Host): requests/s, new and "
+                                     "concurrent connections over sliding windows",
+                       description=rates.__doc__)
+    common(p)
+    p.add_argument("--window", type=_window_arg, default=1.0, metavar="DUR",
+                   help="sliding window: 1s, 500ms, 2m, or seconds (default 1s)")
+    p.add_argument("--by", choices=("client", "client,host"), default="client",
+                   help="group by client address, or by client address and Host (default client)")
+    p = sub.add_parser("limit-req", help="replay nginx's limit_req keyed by client address: "
+                                         "passed / delayed / rejected per request",
+                       description=limit_req.__doc__)
+    common(p)
+    p.add_argument("--rate", type=_rate_arg, required=True, metavar="RATE",
+                   help="the zone's rate= (e.g. 10r/s, 30r/m)")
+    p.add_argument("--burst", type=clikit.number(int, 0, 1 << 40), default=0, metavar="N",
+                   help="limit_req burst= (default 0)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--nodelay", action="store_true", help="limit_req nodelay")
+    g.add_argument("--delay", type=clikit.number(int, 0, 1 << 40), default=None, metavar="N",
+                   help="limit_req delay= (two-stage limiting)")
+    p.add_argument("--clock-offset-us", type=clikit.number(int, -10**9, 10**9), default=0,
+                   metavar="US", help="shift nginx's ms clock from the capture's (default 0)")
+    p = sub.add_parser("slow", help="per connection: slowloris, slow body, slow read and idle "
+                                    "keep-alive indicators", description=slow_http.__doc__)
+    common(p)
+    p.add_argument("--stall", type=clikit.positive_float, default=5.0, metavar="S",
+                   help="a request that waits this long for the server's first byte (default 5)")
+    p.add_argument("--min-body-rate", type=clikit.positive_float, default=1000.0, metavar="B",
+                   help="a body trickling below this many bytes/s is slow (default 1000)")
+    p.add_argument("--zero-window", type=clikit.positive_float, default=2.0, metavar="S",
+                   help="seconds of zero window advertised by the client (default 2)")
+    p.add_argument("--idle", type=clikit.positive_float, default=5.0, metavar="S",
+                   help="seconds a connection stays open without client data after the "
+                        "server's (default 5)")
+    p.add_argument("--flagged", action="store_true", help="only the connections with a flag")
+    return ap
+
+
+def _ts_cols(df: pd.DataFrame, names) -> pd.DataFrame:
+    df = df.copy()
+    for n in names:
+        v = df[n].to_numpy(np.int64)
+        df[n] = pd.to_datetime(np.where(v >= 0, v, 0), utc=True).where(v >= 0)
+    return df
+
+
+def handle(a, run) -> int:
+    import pyarrow as pa
+
+    from httpanalyzer.stream import Summary
+    from webtap import clikit
+    from webtap.capture import compile_filter
+    from webtap.errors import BpfError
+
+    a.traces = [clikit.trace_path(t) for t in a.traces]
+    if a.bpf:
+        try:
+            compile_filter(a.bpf)
+        except BpfError as e:
+            raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
+    o = run.output(a.output or "-")
+    summary = Summary()
+    run.packets = lambda: max(summary.packets, run.ctx.packets)
+    ab = collect(a.traces, bpf=a.bpf, gc_timeout=a.gc_timeout, summary=summary)
+    run.warn_traces(summary.warnings)
+    for u in summary.unreadable:
+        run.error(clikit.what_where(u))
+    if summary.unreadable and len(summary.unreadable) == len(a.traces):
+        raise clikit.Exit(1)
+    if a.what == "rates":
+        df = rates(ab, window_s=a.window,
+                   by=("client_ip",) if a.by == "client" else ("client_ip", "host"))
+        run.note(f"{len(df)} {'clients' if a.by == 'client' else 'client/Host pairs'}, "
+                 f"window {a.window:g} s")
+    elif a.what == "limit-req":
+        lr = limit_req(ab.requests, rate=a.rate, burst=a.burst, nodelay=a.nodelay,
+                       delay=a.delay, clock_offset_us=a.clock_offset_us)
+        cols = ["request_ts", "client_ip", "client_port", "server_ip", "server_port", "method",
+                "host", "uri", "status", "limit_req", "excess", "delay_ms"]
+        df = lr[cols]
+        counts = df["limit_req"].value_counts()
+        run.note(f"{len(df)} requests: " + ", ".join(f"{counts.get(k, 0)} {k}"
+                                                       for k in LIMIT_REQ_OUTCOMES))
+    else:
+        df = slow_http(ab, stall_s=a.stall, min_body_rate=a.min_body_rate,
+                       zero_window_s=a.zero_window, idle_s=a.idle)
+        df = _ts_cols(df, ["start_ts", "end_ts", "first_request_ts"])
+        df.attrs = {}
+        run.note(f"{len(df)} connections: " + ", ".join(f"{int(df[k].sum())} {k}"
+                                                          for k in SLOW_KINDS))
+        if a.flagged:
+            df = df[df["slow"]]
+    df = df.reset_index(drop=True)
+    df.attrs = {}
+    o.write(pa.Table.from_pandas(df, preserve_index=False))
+    o.commit()
+    return 0
+
+
+def cli(argv=None) -> int:
+    """`httpanalyzer abuse {rates,limit-req,slow} TRACE... [options]`"""
+    from webtap import clikit
+
+    return clikit.main("httpanalyzer abuse", build_parser(), handle, list(argv or []))
