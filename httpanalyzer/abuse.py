@@ -25,13 +25,21 @@ slowhttptest.
 """
 from __future__ import annotations
 
+import argparse
+import ipaddress
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from httpanalyzer.stream import Summary, iter_record_batches
+from webtap import clikit
 from webtap._ext import abuse as _abuse
+from webtap.capture import compile_filter
+from webtap.errors import BpfError
+from webtap.records import http as records
 from webtap.records.message import (
     METHOD_NAMES,
     MSG_REQUEST,
@@ -136,10 +144,6 @@ class AbuseRun:
 def collect(sources, bpf: str | None = None, gc_timeout: float = 60.0, summary=None,
             progress=False) -> AbuseRun:
     """One pass over the traces: the HTTP records and the walk's TCP events (TcpLog)."""
-    from httpanalyzer.stream import iter_record_batches
-    from webtap.records import http as records
-    import pyarrow as pa
-
     log = TcpLog()
     batches = list(iter_record_batches(sources, bpf=bpf, gc_timeout=gc_timeout, summary=summary,
                                        progress=progress, consumers=0, packet_hook=log))
@@ -159,8 +163,6 @@ def requests_of(df: pd.DataFrame) -> pd.DataFrame:
 def _ip_text(raw: np.ndarray, version: np.ndarray) -> np.ndarray:
     """16-byte address fields as text (IPv4 dotted, IPv6 RFC 5952); one string per distinct
     address."""
-    import ipaddress
-
     out = np.empty(len(raw), object)
     if not len(raw):
         return out
@@ -647,8 +649,6 @@ docs/ABUSE.md."""
 
 
 def _rate_arg(text: str) -> str:
-    import argparse
-
     try:
         parse_rate(text)
     except ValueError as e:
@@ -657,8 +657,6 @@ def _rate_arg(text: str) -> str:
 
 
 def _window_arg(text: str) -> float:
-    import argparse
-
     try:
         v = parse_window(text)
     except ValueError as e:
@@ -669,9 +667,7 @@ def _window_arg(text: str) -> float:
 
 
 def build_parser():
-    import argparse
 
-    from webtap import clikit
 
     ap = argparse.ArgumentParser(
         prog="httpanalyzer abuse",
@@ -739,13 +735,6 @@ def _ts_cols(df: pd.DataFrame, names) -> pd.DataFrame:
 
 
 def handle(a, run) -> int:
-    import pyarrow as pa
-
-    from httpanalyzer.stream import Summary
-    from webtap import clikit
-    from webtap.capture import compile_filter
-    from webtap.errors import BpfError
-
     a.traces = [clikit.trace_path(t) for t in a.traces]
     if a.bpf:
         try:
@@ -793,6 +782,4 @@ def handle(a, run) -> int:
 
 def cli(argv=None) -> int:
     """`httpanalyzer abuse {rates,limit-req,slow} TRACE... [options]`"""
-    from webtap import clikit
-
     return clikit.main("httpanalyzer abuse", build_parser(), handle, list(argv or []))
