@@ -667,8 +667,6 @@ def _window_arg(text: str) -> float:
 
 
 def build_parser():
-
-
     ap = argparse.ArgumentParser(
         prog="httpanalyzer abuse",
         description="Abuse analytics from the first packets (issue 34): per-client rates over "
