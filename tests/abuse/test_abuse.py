@@ -260,3 +260,76 @@ def test_tcp_event_dtype_mirrors_the_struct_and_carries_the_window(run):
     # slow reader's reopened window (5000) and the RSTs (0 by the builder, 2 of them)
     assert sorted(set(w.tolist())) == [0, 5000, 64240]
     assert int((w == 0).sum()) == 4 and int((w == 5000).sum()) == 1
+
+
+# ------------------------------------------------------------------ properties
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def _reference_limit_req(keys, times, rate, burst, delay):
+    """nginx's lookup / account / expiry written out plainly (dicts and a list for the LRU
+    queue), as the independent reference of the C loop."""
+    nodes: dict = {}            # key -> [excess, last]
+    lru: list = []              # most recently used first
+    out = []
+
+    def cdiv(a, b):             # C integer division (truncation toward zero)
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
+
+    for k, now in zip(keys, times):
+        if k in nodes:
+            lru.remove(k)
+            lru.insert(0, k)
+            ex, last = nodes[k]
+            ms = now - last
+            ms = 1 if ms < -60000 else (0 if ms < 0 else ms)
+            e = max(ex - cdiv(rate * ms, 1000) + 1000, 0)
+            if e > burst:
+                out.append((2, e, 0))
+                continue
+            nodes[k] = [e, now if ms else last]
+            d = cdiv((e - delay) * 1000, rate) if e > delay else 0
+            out.append((1 if d else 0, e, d))
+            continue
+        for _ in range(2):
+            if not lru:
+                break
+            t = lru[-1]
+            ms = abs(now - nodes[t][1])
+            if ms < 60000 or nodes[t][0] - cdiv(rate * ms, 1000) > 0:
+                break
+            lru.pop()
+            del nodes[t]
+        nodes[k] = [0, now]
+        lru.insert(0, k)
+        out.append((0, 0, 0))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 70_000)), max_size=60),
+       st.sampled_from([16, 500, 1000, 4000, 10_000]), st.integers(0, 5), st.integers(0, 3),
+       st.booleans(), st.booleans())
+def test_limit_req_matches_the_plain_reference(reqs, rate, burst, delay, nodelay, sort):
+    keys = [k for k, _ in reqs]
+    times = [t for _, t in reqs]
+    if sort:
+        times = sorted(times)               # also out-of-order clocks when not sorted
+    dl = (1 << 62) if nodelay else 1000 * delay
+    o, e, d = _abuse.limit_req(np.array(keys, np.int64), np.array(times, np.int64), 4, rate,
+                               1000 * burst, dl)
+    assert list(zip(o.tolist(), e.tolist(), d.tolist())) == \
+        _reference_limit_req(keys, times, rate, 1000 * burst, dl)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), max_size=60),
+       st.integers(1, 20))
+def test_window_counts_match_brute_force(ev, width):
+    ev = sorted(ev)
+    g = np.array([a for a, _ in ev], np.int64)
+    t = np.array([b for _, b in ev], np.int64)
+    want = [sum(1 for a2, b2 in ev if a2 == a and b - width < b2 <= b) for a, b in ev]
+    assert _abuse.window_counts(g, t, width).tolist() == want
