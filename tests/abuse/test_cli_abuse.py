@@ -72,3 +72,58 @@ def test_usage_and_run_errors(trace, tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1].startswith("httpanalyzer abuse: error:")
     assert out.read_text() == "earlier\n"
+
+
+def test_sigterm_keeps_the_tables_so_far(trace, tmp_path):
+    """A trace on a FIFO whose writer stays: SIGTERM ends the input; the tables over what was
+    read go to OUT.partial.csv, exit 143 (docs/CLI.md)."""
+    import fcntl
+    import os
+    import signal
+    import termios
+    import threading
+    import time
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    data = open(trace, "rb").read()
+    done = threading.Event()
+
+    wfd = []
+
+    def writer():
+        with open(fifo, "wb") as f:
+            wfd.append(f.fileno())
+            f.write(data)
+            f.flush()
+            done.wait(60)
+
+    th = threading.Thread(target=writer)
+    th.start()
+    out = tmp_path / "r.csv"
+    p = subprocess.Popen(CMD + ["rates", str(fifo), "-o", str(out)], stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        # stop it once it has read the whole trace and gone idle waiting for more: nothing left
+        # in the pipe, and no CPU time spent over half a second
+        t0 = time.monotonic()
+        last, still = None, 0
+        while time.monotonic() - t0 < 60 and still < 5:
+            time.sleep(0.1)
+            left = bytearray(4)
+            if wfd:
+                fcntl.ioctl(wfd[0], termios.FIONREAD, left)
+            stat = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
+            cpu = int(stat[11]) + int(stat[12])
+            still = still + 1 if (wfd and int.from_bytes(left, "little") == 0 and cpu == last) else 0
+            last = cpu
+        p.send_signal(signal.SIGTERM)
+        err = p.communicate(timeout=60)[1]
+    finally:
+        done.set()
+        th.join(10)
+    assert p.returncode == 143, err
+    assert "interrupted by SIGTERM" in err
+    assert not out.exists()
+    df = pd.read_csv(tmp_path / "r.partial.csv").set_index("client_ip")
+    assert df.loc["10.9.0.1", "requests"] == 4
