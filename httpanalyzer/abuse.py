@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -39,6 +40,7 @@ from webtap import clikit
 from webtap._ext import abuse as _abuse
 from webtap.capture import compile_filter
 from webtap.errors import BpfError
+from webtap.figures import save_figures
 from webtap.records import http as records
 from webtap.records.message import (
     METHOD_NAMES,
@@ -683,6 +685,9 @@ def build_parser():
         p.add_argument("-o", "--output", metavar="OUT",
                        help=clikit.output_help("rows") + "; default: lines on stdout")
         clikit.add_gc_timeout(p, "a message")
+        p.add_argument("--plots", metavar="DIR",
+                       help="also write the table's figure as PNG to DIR "
+                            "(httpanalyzer.abuse_plot)")
         clikit.add_common(p)
         clikit.files(p, inputs=("traces",), outputs={"output": "-"})
 
@@ -739,6 +744,8 @@ def handle(a, run) -> int:
             compile_filter(a.bpf)
         except BpfError as e:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
+    if a.plots is not None and os.path.exists(a.plots) and not os.path.isdir(a.plots):
+        raise clikit.UsageError(f"--plots needs a folder, {a.plots}")
     o = run.output(a.output or "-")
     summary = Summary()
     run.packets = lambda: max(summary.packets, run.ctx.packets)
@@ -748,9 +755,14 @@ def handle(a, run) -> int:
         run.error(clikit.what_where(u))
     if summary.unreadable and len(summary.unreadable) == len(a.traces):
         raise clikit.Exit(1)
+    figs = {}
     if a.what == "rates":
         df = rates(ab, window_s=a.window,
                    by=("client_ip",) if a.by == "client" else ("client_ip", "host"))
+        if a.plots:
+            from httpanalyzer.abuse_plot import rates_figure      # matplotlib: only when asked
+
+            figs["abuse_rates"] = rates_figure(df)
         run.note(f"{len(df)} {'clients' if a.by == 'client' else 'client/Host pairs'}, "
                  f"window {a.window:g} s")
     elif a.what == "limit-req":
@@ -759,12 +771,20 @@ def handle(a, run) -> int:
         cols = ["request_ts", "client_ip", "client_port", "server_ip", "server_port", "method",
                 "host", "uri", "status", "limit_req", "excess", "delay_ms"]
         df = lr[cols]
+        if a.plots:
+            from httpanalyzer.abuse_plot import limit_req_figure
+
+            figs["abuse_limit_req"] = limit_req_figure(lr)
         counts = df["limit_req"].value_counts()
         run.note(f"{len(df)} requests: " + ", ".join(f"{counts.get(k, 0)} {k}"
                                                        for k in LIMIT_REQ_OUTCOMES))
     else:
         df = slow_http(ab, stall_s=a.stall, min_body_rate=a.min_body_rate,
                        zero_window_s=a.zero_window, idle_s=a.idle)
+        if a.plots:
+            from httpanalyzer.abuse_plot import slow_figure
+
+            figs["abuse_slow"] = slow_figure(df)
         df = _ts_cols(df, ["start_ts", "end_ts", "first_request_ts"])
         df.attrs = {}
         run.note(f"{len(df)} connections: " + ", ".join(f"{int(df[k].sum())} {k}"
@@ -775,6 +795,9 @@ def handle(a, run) -> int:
     df.attrs = {}
     o.write(pa.Table.from_pandas(df, preserve_index=False))
     o.commit()
+    if figs:
+        for p in save_figures(figs, a.plots):
+            run.note(f"wrote {p}")
     return 0
 
 

@@ -333,3 +333,17 @@ def test_window_counts_match_brute_force(ev, width):
     t = np.array([b for _, b in ev], np.int64)
     want = [sum(1 for a2, b2 in ev if a2 == a and b - width < b2 <= b) for a, b in ev]
     assert _abuse.window_counts(g, t, width).tolist() == want
+
+
+def test_figures_are_labelled(run):
+    from httpanalyzer import abuse_plot
+    from tests.figcheck import assert_labelled
+
+    lr = abuse.limit_req(run.requests, rate="1r/s")
+    for fig in (abuse_plot.rates_figure(abuse.rates(run)), abuse_plot.limit_req_figure(lr),
+                abuse_plot.slow_figure(abuse.slow_http(run))):
+        assert_labelled(fig)
+    # the limit_req figure's legend counts the outcomes
+    labels = [t.get_text() for t in abuse_plot.limit_req_figure(lr).axes[0].get_legend().get_texts()]
+    counts = lr["limit_req"].value_counts()
+    assert labels == [f"{k} ({counts.get(k, 0)})" for k in abuse.LIMIT_REQ_OUTCOMES]

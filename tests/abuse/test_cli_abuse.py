@@ -49,8 +49,9 @@ def test_limit_req_and_slow(trace, tmp_path):
     assert list(a.excess) == [0.0, 0.9, 0.71, 0.0]
     assert "requests:" in r.stderr
     out = tmp_path / "s.csv"
-    r = _run("slow", trace, "--flagged", "-o", out)
+    r = _run("slow", trace, "--flagged", "-o", out, "--plots", tmp_path / "figs")
     assert r.returncode == 0, r.stderr
+    assert (tmp_path / "figs" / "abuse_slow.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     df = pd.read_csv(out)
     assert sorted(df.client_port) == [41001, 41002, 41003, 41004]
 
@@ -62,6 +63,7 @@ def test_usage_and_run_errors(trace, tmp_path):
                  ["rates", trace, "--window", "0s"],
                  ["slow", trace, "--stall", "-1"],
                  ["rates", trace, "-o", tmp_path / "x.unknown"],
+                 ["rates", trace, "--plots", trace],
                  ["nothing", trace]):
         r = _run(*args)
         assert r.returncode == 2, (args, r.stderr)
