@@ -164,8 +164,9 @@ def _categorise(sim, keys, truth_kind, truth_exc, sim_kind, conf) -> dict:
     * "after": a later request of a client whose two buckets have diverged that way;
     * "unexplained": none of these.
     And the excess nginx logged, for a request of a client not diverged: off by at most
-    CLOCK_MS + the lag of this request or of the client's previous one ("excess_unexplained"
-    counts the others)."""
+    CLOCK_MS + the largest lag of this request and the client's earlier accounted ones (the
+    excess telescopes back to the last time the bucket was empty: its error is the difference of
+    two lags; "excess_unexplained" counts the others)."""
     leak = abuse.parse_rate(conf["rate"]) / 1000            # milli-requests per ms
     exc = np.round(sim["excess"].to_numpy() * 1000)
     nginx_exc = np.round(truth_exc * 1000)
@@ -199,7 +200,7 @@ def _categorise(sim, keys, truth_kind, truth_exc, sim_kind, conf) -> dict:
             if off > CLOCK_MS + max(lag[j], prev_lag.get(client, 0.0)):
                 cats["excess_unexplained"] += 1
         if truth_kind[j] != "rejected":
-            prev_lag[client] = lag[j]           # the accounted request the next one leaks from
+            prev_lag[client] = max(prev_lag.get(client, 0.0), lag[j])     # accounted ones
     return cats
 
 
