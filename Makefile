@@ -21,6 +21,9 @@ APT_PKGS += libssl-dev
 # HTTP/1.1 and h2 over TLS in a network namespace, nghttp (nghttp2-client) for concurrent h2
 # streams, curl for HTTP/1.1 and h2 (both write SSLKEYLOGFILE; nghttp through a preload shim)
 APT_PKGS += nginx nghttp2-client curl
+# the slow-HTTP attacks the abuse indicators are checked against (tests/abuse, issue 34):
+# slowloris, slow body and slow read against nginx in a network namespace
+APT_PKGS += slowhttptest
 
 # Python packages: the build requirements (editable installs rebuild in this venv) and the
 # runtime/test dependencies declared in pyproject.toml.

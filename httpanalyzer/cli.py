@@ -4,7 +4,9 @@ reassembly (first request packet <-> first response packet, as Vega et al. 2017)
 subcommands:
   httpanalyzer TRACE... [options]     records of the traces (this help)
   httpanalyzer tls TRACE...           TLS and QUIC handshake records (httpanalyzer tls --help)
-  httpanalyzer compare TRACE...       accuracy against tshark (httpanalyzer compare --help)"""
+  httpanalyzer compare TRACE...       accuracy against tshark (httpanalyzer compare --help)
+  httpanalyzer abuse WHAT TRACE...    per-client rates, nginx limit_req replay, slow-HTTP
+                                      indicators (httpanalyzer abuse --help)"""
 from __future__ import annotations
 
 import argparse
@@ -408,6 +410,11 @@ def main(argv=None) -> int:
         from httpanalyzer import tls
 
         return tls.cli(args[1:])
+    if args[:1] == ["abuse"]:
+        # `httpanalyzer abuse {rates,limit-req,slow} TRACE...` (issue 34)
+        from httpanalyzer import abuse
+
+        return abuse.cli(args[1:])
     if args[:1] == ["compare"] and "--tls" in args[1:]:
         # `httpanalyzer compare --tls TRACE...` (issue 17): TLS handshakes against tshark
         from httpanalyzer import compare_tls

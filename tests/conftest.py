@@ -137,7 +137,8 @@ def missing_prerequisites() -> list[str]:
             missing.append(f"shared data folder {d}")
             break
     for tool in ("tshark", "mergecap", "httpry", "tcpdump", "ip", "tc", "bridge", "cc",
-                 "nginx", "nghttp", "curl"):          # the last three: tests/tlsx/gen_truth.py
+                 "nginx", "nghttp", "curl",           # these three: tests/tlsx/gen_truth.py
+                 "slowhttptest"):                     # tests/abuse (issue 34)
         if shutil.which(tool) is None:
             missing.append(f"{tool} on PATH")
     if os.geteuid() != 0:

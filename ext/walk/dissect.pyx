@@ -745,6 +745,7 @@ cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts, uint64_t inde
     e.dst_port = l.dst_port
     e.tcp_flags = l.tcp_flags
     e.ip_version = l.ip_version
+    e.window = l.window
 
 
 def tcp_event_size():

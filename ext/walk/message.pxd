@@ -85,7 +85,8 @@ ctypedef struct TcpEvent:
     uint16_t dst_port
     uint8_t tcp_flags
     uint8_t ip_version
-    uint8_t _pad[6]
+    uint16_t window          # TCP window field, unscaled (issue 34: zero-window readers)
+    uint8_t _pad[4]
     # added for the TLS exchange stage (issue 33, ext/pair/exchange.pyx), which reads the TLS record
     # headers in the payload in place
     uint64_t pkt_index       # 0-based position of the packet in the trace (frame.number - 1)

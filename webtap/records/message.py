@@ -71,6 +71,31 @@ MESSAGE_DTYPE = np.dtype(
     align=True,
 )
 
+#: ext/walk/message.pxd TcpEvent: one TCP segment of the walk (dissect(tcp_events=True).tcp_events is
+#: a uint8 buffer of these; `.view(TCP_EVENT_DTYPE)` reads it). `window` is the TCP window field,
+#: unscaled (issue 34's zero-window readers).
+TCP_EVENT_DTYPE = np.dtype(
+    [
+        ("ts_ns", "<i8"),
+        ("src", "u1", (16,)),
+        ("dst", "u1", (16,)),
+        ("seq", "<u4"),
+        ("ack", "<u4"),
+        ("payload_len", "<u4"),
+        ("src_port", "<u2"),
+        ("dst_port", "<u2"),
+        ("tcp_flags", "u1"),
+        ("ip_version", "u1"),
+        ("window", "<u2"),
+        ("_pad", "u1", (4,)),
+        ("pkt_index", "<u8"),
+        ("payload_at", "<u8"),
+        ("payload_caplen", "<u4"),
+        ("_pad2", "<u4"),
+    ],
+    align=True,
+)
+
 #: ext/walk/l34.pxd EncapKind: ENCAP_NAMES[code] names one layer of HttpMsg.encap (one code per byte,
 #: outermost in the lowest byte); the `encap` text column joins them with commas ("gre,eth").
 ENCAP_NAMES = (
