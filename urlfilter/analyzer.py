@@ -135,18 +135,23 @@ class UrlAnalyzer:
     on_forged: callback(frames uint8, offsets int64, ts_ns int64 per frame, linktypes per frame).
     handshakes: keep the per-connection table the timing condition needs.
     keep_records: keep every record batch (scan, timing); a live run keeps only counts.
+    records_at_end: feed returns None and the records are built in large batches (at
+    RECORDS_EVERY lookups and at the end): scan and timing, which read table() after the run.
     """
 
     def __init__(self, blacklist, *, forge: bool = True, verify_checksums: bool = True,
                  on_forged: Callable | None = None, handshakes: bool = True,
                  keep_records: bool = True, idle_ns: int = 0, hits_only: bool = False,
-                 time_forge_all: bool = False, sni: bool = True):
+                 time_forge_all: bool = False, sni: bool = True, records_at_end: bool = False):
         self.blacklist = blacklist if isinstance(blacklist, Blacklist) else Blacklist(blacklist)
         self.forge = forge
         self.verify = verify_checksums
         self.on_forged = on_forged
         self.conns = _um.ConnTable(idle_ns=idle_ns) if handshakes else None
         self.keep_records = keep_records
+        self.records_at_end = records_at_end      # feed returns None; table() has the records
+        self._parts: list[dict] = []
+        self._nparts = 0
         self.hits_only = hits_only
         self.time_forge_all = time_forge_all   # timing report: forge time of misses too
         self.counters = dict.fromkeys(FILTER_REASONS, 0)
@@ -255,12 +260,28 @@ class UrlAnalyzer:
                            np.concatenate([f[2] for f in frames]), np.concatenate([f[3] for f in frames]))
         if not self.keep_records or not out:
             return None
-        rbs = [rb for rb in (self._records(*o[:-1]) for o in out) if rb is not None]
-        if not rbs:
+        parts = [r for r in (self._rows(*o[:-1]) for o in out) if r is not None]
+        if not parts:
             return None
-        rb = rbs[0] if len(rbs) == 1 else pa.Table.from_batches(rbs).combine_chunks().to_batches()[0]
+        if self.records_at_end:
+            # Arrow once per RECORDS_EVERY lookups, not per batch: the build has a fixed cost
+            # per call (~25 pyarrow calls), a fifth of a scan when paid per packet batch
+            self._parts.extend(parts)
+            self._nparts += sum(len(p["hid"]) for p in parts)
+            if self._nparts >= self.RECORDS_EVERY:
+                self._take_parts()
+            return None
+        rb = self._batch(parts)
         self.batches.append(rb)
         return rb
+
+    #: lookups gathered as numpy columns before they become one record batch (records_at_end)
+    RECORDS_EVERY = 1 << 16
+
+    def _take_parts(self) -> None:
+        if self._parts:
+            self.batches.append(self._batch(self._parts))
+            self._parts, self._nparts = [], 0
 
     def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames, dcids):
         """Match and forge one kind of lookup (proto 0 http, else per row 1 tls / 2 quic).
@@ -318,41 +339,51 @@ class UrlAnalyzer:
         return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged,
                 first_all)
 
-    def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged):
-        """The lookups' records (RECORD_SCHEMA), every column built from numpy buffers with the
-        records kit (webtap.records.columns): no pa.array over objects and no pyarrow.compute
-        call, each of which would import pandas (~0.3-0.5 s of a scan)."""
+    def _rows(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns,
+              forged) -> dict | None:
+        """One part's records as numpy columns (the selected lookups); None when none."""
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))
         if len(sel) == 0:
             return None
-        if self.conns is not None:
-            self._pending.append((m[rows[sel]].copy(),))
         sub = m[rows[sel]]
-        url = columns.gather(offs, _um.flip_keys(keys, offs), sel)
+        if self.conns is not None:
+            self._pending.append((sub.copy(),))
         if sni is not None:
-            sni_a = columns.gather(sni[1], sni[0], sel)
+            sni_b = columns.gather_bytes(sni[1], sni[0], sel)
+            has_sni = np.ones(len(sel), bool)
             ech = (flags & 1).astype(bool)[sel]
         else:
-            sni_a = columns.strings(np.zeros(len(sel) + 1, np.int32), np.zeros(0, np.uint8),
-                                    valid=np.zeros(len(sel), bool))
+            sni_b = (np.zeros(len(sel) + 1, np.int64), np.zeros(0, np.uint8))
+            has_sni = np.zeros(len(sel), bool)
             ech = np.zeros(len(sel), bool)
-        hid = np.where(hit, ids, 0)[sel].astype(np.int32)
+        return {"sub": sub, "url": columns.gather_bytes(offs, _um.flip_keys(keys, offs), sel),
+                "sni": sni_b, "has_sni": has_sni, "ech": ech, "hit": hit[sel],
+                "hid": np.where(hit, ids, 0)[sel].astype(np.int32), "match_ns": match_ns[sel],
+                "forge_ns": forge_ns[sel], "forged": forged[sel], "proto": proto[sel].astype(np.int64)}
+
+    def _batch(self, parts: list) -> pa.RecordBatch:
+        """The records (RECORD_SCHEMA) of parts from _rows, every column built from numpy buffers
+        with the records kit (webtap.records.columns): no pa.array over objects and no
+        pyarrow.compute call, each of which would import pandas (~0.3-0.5 s of a scan)."""
+        def cat(k):
+            return parts[0][k] if len(parts) == 1 else np.concatenate([p[k] for p in parts])
+        sub, hid = cat("sub"), cat("hid")
         uniq = np.unique(hid[hid > 0])
         tree = self.blacklist.tree
-        # One Python call per distinct entry hit in the batch (not per packet): their text.
+        # One Python call per distinct entry hit (not per packet): their text and category.
         catn = self.blacklist.categories
         cat_ids = tree.payload_batch(uniq)[0] if len(uniq) else []
         e_text = [tree.get(int(u)) for u in uniq]
         e_offs, e_data = columns.texts(e_text)
-        e_valid = np.array([t is not None for t in e_text], bool)
         c_offs, c_data = columns.texts([catn.get(int(c), str(int(c)) if c else None) for c in cat_ids])
-        c_valid = np.array([bool(c) or int(c) in catn for c in cat_ids], bool)
-        pos = np.searchsorted(uniq, hid) if len(uniq) else np.zeros(len(hid), np.int64)
+        e_ok = np.array([t is not None for t in e_text] + [False], bool)
+        c_ok = np.array([bool(c) or int(c) in catn for c in cat_ids] + [False], bool)
         found = hid != 0
+        pos = np.where(found, np.searchsorted(uniq, hid), len(uniq))
+        e_valid, c_valid = found & e_ok[pos], found & c_ok[pos]
         pos = np.where(found, pos, 0)
-        entries = columns.gather(e_offs, e_data, pos, valid=found & (e_valid[pos] if len(uniq) else found))
-        categories = columns.gather(c_offs, c_data, pos,
-                                    valid=found & (c_valid[pos] if len(uniq) else found))
+        url = columns.concat_bytes(p["url"] for p in parts)
+        sni = columns.concat_bytes(p["sni"] for p in parts)
         return pa.RecordBatch.from_arrays(
             [
                 columns.num(sub["ts_ns"]),
@@ -361,23 +392,24 @@ class UrlAnalyzer:
                 columns.num(sub["src_port"], pa.uint16()),
                 _dissect.ip_to_arrow(sub, "dst_ip"),
                 columns.num(sub["dst_port"], pa.uint16()),
-                url,
-                columns.boolean(hit[sel]),
+                columns.text_column(*url),
+                columns.boolean(cat("hit")),
                 columns.num(hid, pa.int32()),
-                entries,
-                categories,
-                columns.num(match_ns[sel], pa.int64()),
-                columns.num(forge_ns[sel], pa.int64()),
-                columns.num(forged[sel], pa.int8()),
-                _PROTO_CODES.column(proto[sel].astype(np.int64)),
-                sni_a,
-                columns.boolean(ech),
+                columns.gather(e_offs, e_data, pos, valid=e_valid),
+                columns.gather(c_offs, c_data, pos, valid=c_valid),
+                columns.num(cat("match_ns"), pa.int64()),
+                columns.num(cat("forge_ns"), pa.int64()),
+                columns.num(cat("forged"), pa.int8()),
+                _PROTO_CODES.column(cat("proto")),
+                columns.text_column(*sni, valid=cat("has_sni")),
+                columns.boolean(cat("ech")),
             ],
             schema=RECORD_SCHEMA,
         )
 
     def finish(self) -> None:
         """Join every record with its connection's handshake times (timing condition)."""
+        self._take_parts()
         if self.conns is not None and self._pending:
             for (sub,) in self._pending:
                 self.timing_rows.append(
@@ -387,6 +419,7 @@ class UrlAnalyzer:
 
     # -- results -------------------------------------------------------------------------------
     def table(self) -> pa.Table:
+        self._take_parts()              # an interrupted run's records so far too
         return pa.Table.from_batches(self.batches, schema=RECORD_SCHEMA)
 
     def to_pandas(self):

@@ -93,7 +93,7 @@ def scan(traces, blacklist, *, forged_out=None, verify_checksums: bool = False, 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     writer = ForgedPcapWriter(forged_out) if forged_out else None
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, on_forged=writer,
-                     handshakes=handshakes, sni=sni)
+                     handshakes=handshakes, sni=sni, records_at_end=True)
     # a file that cannot be read (missing, not a capture) is skipped and listed in
     # totals.unreadable; the others are still scanned (docs/ROBUSTNESS.md, exit codes)
 

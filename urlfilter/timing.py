@@ -72,7 +72,7 @@ def timing(traces, blacklist, *, t_proc_ns=None, bpf: str | None = None,
 
     bl = blacklist if isinstance(blacklist, Blacklist) else load_blacklist(blacklist)
     an = UrlAnalyzer(bl, forge=True, verify_checksums=verify_checksums, handshakes=True,
-                     time_forge_all=True)
+                     time_forge_all=True, records_at_end=True)
     try:
         totals = Pipeline(traces, [an], bpf=bpf, progress=progress,
                           skip_unreadable=with_totals).run()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["bitmap", "num", "boolean", "strings", "gather", "texts", "fixed_text", "string_list",
-           "u16_list", "hex16", "Codes", "call"]
+__all__ = ["bitmap", "num", "boolean", "strings", "gather", "gather_bytes", "concat_bytes",
+           "text_column", "texts", "fixed_text", "string_list", "u16_list", "hex16", "Codes", "call"]
 
 
 def bitmap(valid, n: int):
@@ -47,22 +47,20 @@ def strings(offsets: np.ndarray, data: np.ndarray, valid=None, nonempty: bool = 
                                  null_count=nulls)
 
 
-def gather(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray, valid=None) -> pa.Array:
-    """A string column of the strings idx (of the set data[offsets[i]:offsets[i + 1]]), in that
-    order; null where not valid (those rows take no bytes, whatever their idx). A take without
-    pyarrow.compute."""
+def gather_bytes(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray,
+                 valid=None) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 offsets, bytes) of the strings idx of the set data[offsets[i]:offsets[i + 1]], in
+    that order; rows not valid take no bytes, whatever their idx."""
     offsets = np.asarray(offsets, dtype=np.int64)
     idx = np.asarray(idx, dtype=np.int64)
     n = len(idx)
-    if n == 0:
-        return strings(np.zeros(1, np.int32), np.zeros(0, np.uint8))
     if valid is not None:
         valid = np.asarray(valid, dtype=bool)
         idx = np.where(valid, idx, 0)
     if len(offsets) < 2:                        # no strings: every row must be null
-        if valid is None or valid.any():
+        if n and (valid is None or valid.any()):
             raise IndexError("gather from an empty string set")
-        return strings(np.zeros(n + 1, np.int32), np.zeros(0, np.uint8), valid)
+        return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
     start = offsets[idx]
     lens = offsets[idx + 1] - start
     if valid is not None:
@@ -71,10 +69,31 @@ def gather(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray, valid=None) -
     np.cumsum(lens, out=out[1:])
     # byte k of the result comes from data[start[row] + (k - out[row])]
     src = np.repeat(start - out[:-1], lens) + np.arange(out[-1], dtype=np.int64)
-    body = np.asarray(data, dtype=np.uint8)[src]
-    if out[-1] >= 2**31:                        # pragma: no cover - a 2 GiB batch of text
+    return out, np.asarray(data, dtype=np.uint8)[src]
+
+
+def gather(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray, valid=None) -> pa.Array:
+    """A string column of the strings idx (of the set data[offsets[i]:offsets[i + 1]]), in that
+    order; null where not valid. A take without pyarrow.compute."""
+    out, body = gather_bytes(offsets, data, idx, valid)
+    return text_column(out, body, valid)
+
+
+def text_column(offsets: np.ndarray, data: np.ndarray, valid=None) -> pa.Array:
+    """strings() over int64 offsets (from gather_bytes / concat_bytes)."""
+    if offsets[-1] >= 2**31:                    # pragma: no cover - a 2 GiB batch of text
         raise OverflowError("a string column of 2 GiB or more")
-    return strings(out.astype(np.int32), body, valid)
+    return strings(np.asarray(offsets).astype(np.int32), data, valid)
+
+
+def concat_bytes(parts) -> tuple[np.ndarray, np.ndarray]:
+    """One (int64 offsets, bytes) string set of several, in order."""
+    parts = list(parts)
+    if not parts:
+        return np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    base = np.cumsum([0] + [int(o[-1]) for o, _ in parts[:-1]])
+    offs = np.concatenate([parts[0][0][:1]] + [o[1:] + b for (o, _), b in zip(parts, base)])
+    return offs.astype(np.int64), np.concatenate([d for _, d in parts])
 
 
 def texts(items) -> tuple[np.ndarray, np.ndarray]:
