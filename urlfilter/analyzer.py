@@ -31,7 +31,7 @@ from webtap.dissect import dissect
 from webtap.records.urlhit import CONN_DTYPE, RECORD_SCHEMA
 
 __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_REASONS",
-           "LOOKUP_COUNTERS", "summary_line",
+           "LOOKUP_COUNTERS", "summary_line", "policy_line", "DECISIONS", "POLICY_COUNTERS",
            "RECORD_SCHEMA", "CONN_DTYPE"]
 
 FILTER_REASONS = _um.FILTER_REASONS
@@ -63,6 +63,14 @@ def summary_line(c: dict) -> str:
             f"{c['quic_lookups']} QUIC SNIs looked up, {c['quic_hits']} QUIC SNI hits; "
             f"total {c['lookups']} lookups, {c['hits']} hits, {c['forged_frames']} frames forged")
 
+def policy_line(c: dict) -> str:
+    """The policy's counters (issue 34) in one line."""
+    per = c["rule_ns"] / c["rule_lookups"] if c["rule_lookups"] else 0.0
+    return (f"{c['blocked']} blacklist hits cut, {c['allowed']} let through by the allow list; "
+            f"rules: {c['rule_cut']} cut, {c['rule_allow']} allowed, {c['rule_log']} logged "
+            f"({c['rule_lookups']} lookups, {per:.0f} ns each in the rule pass)")
+
+
 @dataclass
 class Blacklist:
     """A tree plus what names its categories; `store` is set when it came from an SQLite store
@@ -73,6 +81,8 @@ class Blacklist:
     manager: object = None
     path: Path | None = None
     mtime: float = 0.0
+    #: the allow list and rules (urlfilter.policy.Policy, issue 34); None or empty: none
+    policy: object = None
 
     def active(self, periods: np.ndarray, at: float | None = None) -> np.ndarray:
         if self.manager is None or len(periods) == 0:
@@ -87,6 +97,9 @@ class Blacklist:
             self.manager.refresh()
             self.tree = self.manager.tree
             self.categories = self.manager.store.categories()
+            from urlfilter.policy import Policy
+
+            self.policy = Policy.from_store(self.manager.store)
             return True
         if self.path is not None:
             m = self.path.stat().st_mtime
@@ -120,10 +133,29 @@ def load_blacklist(path: str | os.PathLike) -> Blacklist:
         return Blacklist(_load_snapshot(p), {}, None, p, p.stat().st_mtime)
     if not magic.startswith(b"SQLite format 3"):
         raise ValueError(f"{p}: neither an SQLite store nor a tree snapshot")
+    from urlfilter.policy import Policy
+
     mgr = UrlManager(p)
     tree = mgr.load_tree()
     mgr.save_snapshot()
-    return Blacklist(tree, mgr.store.categories(), mgr, p)
+    return Blacklist(tree, mgr.store.categories(), mgr, p, policy=Policy.from_store(mgr.store))
+
+
+#: the `decision` column's values by code (0: nothing cut or let through by a list or rule)
+DECISIONS = (None, "blacklist", "exception", "rule_cut", "rule_allow")
+#: counters of the policy (issue 34), in every pass's counters (0 without a policy)
+POLICY_COUNTERS = ("blocked", "allowed", "rule_cut", "rule_log", "rule_allow", "rule_lookups",
+                   "rule_ns")
+
+
+def _gather(keys: np.ndarray, offs: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The keys idx of (keys, offs), packed: (bytes, offsets), without a loop per key."""
+    starts = offs[idx]
+    lens = offs[idx + 1] - starts
+    noff = np.zeros(len(idx) + 1, np.int64)
+    np.cumsum(lens, out=noff[1:])
+    pos = np.repeat(starts - noff[:-1], lens) + np.arange(noff[-1], dtype=np.int64)
+    return np.ascontiguousarray(keys[pos]), noff
 
 
 def _strings(buf: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -166,6 +198,9 @@ class UrlAnalyzer:
         # one set of lookup counters, named for what they count (issue 30; LOOKUP_COUNTERS):
         # `extracted` is get_lookups under its older name, `hits` = get_hits + sni_hits
         self.counters.update(lookups=0, get_lookups=0, get_hits=0, sni_lookups=0, sni_hits=0)
+        # the policy's (issue 34): blacklist hits cut (blocked) and let through by the allow
+        # list (allowed); lookups decided or logged by a rule; the rule pass's time
+        self.counters.update(dict.fromkeys(POLICY_COUNTERS, 0))
         self.last_frame_index = np.zeros(0, np.int64)
         self.batches: list[pa.RecordBatch] = []
         self.timing_rows: list[np.ndarray] = []     # ConnTiming of each record's connection
@@ -233,6 +268,11 @@ class UrlAnalyzer:
                 self.counters[name] += v
             if len(rows):
                 out.append(self._part(m, msgs.data, rows, keys, offs, 0, None, None, frames, None))
+        if self.sni is not None:
+            pol = self.blacklist.policy
+            want = pol is not None and pol.wants_ja4
+            if self.sni.want_ja4 != want:   # JA4 per ClientHello only for rules on JA4
+                self.sni.want_ja4 = want
         if self.sni is not None and len(pk):
             if getattr(msgs, "tls", None) is not None and msgs.tls_watch is self.sni.watch:
                 # the candidates of the dissector's one walk (dissector() above)
@@ -248,7 +288,8 @@ class UrlAnalyzer:
                     self.server_initials.append(u[["ts_ns", "src_ip", "dst_ip", "src_port", "dst_port"]].copy())
             if len(sm):
                 out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
-                                      (sni, soff), flags, frames, self.sni.last_dcids))
+                                      (sni, soff), flags, frames, self.sni.last_dcids,
+                                      self.sni.last_ja4))
         if out:
             # first frame of each hit, in record order (http hits, then tls/quic hits by row)
             self.last_frame_index = np.concatenate([o[-1][o[9]] for o in out]).astype(np.int64)
@@ -266,14 +307,51 @@ class UrlAnalyzer:
         self.batches.append(rb)
         return rb
 
-    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames, dcids):
+    def _policy(self, m, data, rows, keys, offs, proto, sni, ja4, hit):
+        """Apply the allow list and the rules (urlfilter.policy: rules first, first match wins;
+        then the allow list over the blacklist's hits). Returns (hit, rule int32, decision
+        uint8: DECISIONS)."""
+        n = len(rows)
+        pol = self.blacklist.policy
+        c = self.counters
+        if pol is None or pol.empty:
+            c["blocked"] += int(hit.sum())
+            return hit, np.zeros(n, np.int32), np.where(hit, 1, 0).astype(np.uint8)
+        exc = np.zeros(n, bool)
+        if pol.allow is not None and hit.any():
+            hi = np.flatnonzero(hit)        # only the blacklist's hits are looked up again
+            exc[hi] = pol.allowed(*_gather(keys, offs, hi))
+        if pol.rules is not None:
+            rule, act, ns = pol.rules.match(m, data, rows, keys, offs, proto, sni, ja4)
+            c["rule_lookups"] += n
+            c["rule_ns"] += int(ns)
+        else:
+            rule, act = np.zeros(n, np.int32), np.zeros(n, np.uint8)
+        cut, allow = act == 1, act == 3
+        decided = cut | allow
+        c["rule_cut"] += int(cut.sum())
+        c["rule_allow"] += int(allow.sum())
+        c["rule_log"] += int((act == 2).sum())
+        listed = hit & ~decided
+        c["allowed"] += int((listed & exc).sum())
+        c["blocked"] += int((listed & ~exc).sum())
+        decision = np.zeros(n, np.uint8)
+        decision[listed & ~exc] = 1
+        decision[listed & exc] = 2
+        decision[cut] = 3
+        decision[allow] = 4
+        return np.where(decided, cut, listed & ~exc), rule, decision
+
+    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames, dcids, ja4=None):
         """Match and forge one kind of lookup (proto 0 http, else per row 1 tls / 2 quic).
-        dcids: SniTable.last_dcids (the DCID whose keys protect each QUIC connection)."""
+        dcids: SniTable.last_dcids (the DCID whose keys protect each QUIC connection); ja4:
+        SniTable.last_ja4 (rules on JA4)."""
         def forge_quic(m, data, rows):
             return _um.forge_quic(m, data, rows, dcids)
 
         n = len(rows)
         ids, cats, hit, match_ns = self._lookup(keys, offs, n)
+        hit, rule, decision = self._policy(m, data, rows, keys, offs, proto, sni, ja4, hit)
         nh = int(hit.sum())
         self.counters["hits"] += nh
         self.counters["misses"] += n - nh
@@ -320,9 +398,10 @@ class UrlAnalyzer:
                 if sel.any():
                     forge_ns[sel] = fn(m, data, rows[sel])[2]
         return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged,
-                first_all)
+                rule, decision, first_all)
 
-    def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged):
+    def _records(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns, forged,
+                 rule, decision):
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))
         if len(sel) == 0:
             return None
@@ -373,6 +452,8 @@ class UrlAnalyzer:
                 names.take(pa.array(proto[sel].astype(np.int64))),
                 sni_a,
                 pa.array(ech[sel]),
+                pa.array(rule[sel]),
+                pa.array(DECISIONS, pa.string()).take(pa.array(decision[sel].astype(np.int64))),
             ],
             schema=RECORD_SCHEMA,
         )
