@@ -120,7 +120,7 @@ def _parser():
     s.add_argument("action", choices=["add", "delete", "list", "import"],
                    help="add URL..., delete URL..., list, import PATH... (a list file, .gz too, "
                         "a UT1 folder such as liste_blanche or exceptions_liste_bu)")
-    s.add_argument("items", nargs="*", metavar="URL|PATH")
+    s.add_argument("items", nargs="*", metavar="URL|PATH", help="the URLs or list paths of the action")
     s.add_argument("--limit", type=clikit.positive_int, metavar="N", help="list: at most N entries")
     s.add_argument("--json", action="store_true", help="import: one JSON object per file")
     s = cmd("rules", "rules across layers (issue 34): first match wins, cut | log | allow")
@@ -128,7 +128,8 @@ def _parser():
                    help="load FILE (replaces every rule), add RULE... (one argument per rule), "
                         "delete N... (positions), list (numbered, rule-file syntax), clear, "
                         "check FILE (parse only, no store)")
-    s.add_argument("items", nargs="*", metavar="FILE|RULE|N")
+    s.add_argument("items", nargs="*", metavar="FILE|RULE|N",
+                   help="the rule file, the rules (one argument each) or rule numbers of the action")
     s.add_argument("--at", type=clikit.positive_int, metavar="N",
                    help="add: insert before rule N (default: after the last)")
     s = cmd("scan", "match the GETs of traces offline", blacklist_alias=True)
