@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from urlfilter.policy import Policy
 from webtap._ext import dissect as _dissect
 from webtap._ext import urlmatch as _um
 from webtap.dissect import dissect
@@ -97,8 +98,6 @@ class Blacklist:
             self.manager.refresh()
             self.tree = self.manager.tree
             self.categories = self.manager.store.categories()
-            from urlfilter.policy import Policy
-
             self.policy = Policy.from_store(self.manager.store)
             return True
         if self.path is not None:
@@ -133,8 +132,6 @@ def load_blacklist(path: str | os.PathLike) -> Blacklist:
         return Blacklist(_load_snapshot(p), {}, None, p, p.stat().st_mtime)
     if not magic.startswith(b"SQLite format 3"):
         raise ValueError(f"{p}: neither an SQLite store nor a tree snapshot")
-    from urlfilter.policy import Policy
-
     mgr = UrlManager(p)
     tree = mgr.load_tree()
     mgr.save_snapshot()

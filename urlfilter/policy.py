@@ -38,6 +38,8 @@ import numpy as np
 
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, UrlFilterError
+from urlfilter.importers import _read, _ut1_files, split_lines
+from urlfilter.tree import build_tree
 from webtap._ext import urlpolicy as _up
 
 __all__ = ["Rule", "RuleError", "parse_rules", "parse_rule", "compile_rules", "CompiledRules",
@@ -385,8 +387,6 @@ def reference_match(rules: list[Rule], *, client: str, port: int, key: bytes, pr
 def read_allow_file(path) -> tuple[list[str], dict[str, list[int]]]:
     """Canonical entries of one list file (plain or .gz, UT1's domains/urls), in order, and the
     rejected lines {reason: [line numbers]} (comments and blanks are not listed)."""
-    from urlfilter.importers import _read, split_lines
-
     packed, offsets, is_comment = split_lines(_read(Path(path)))
     urls, codes = canon.canonicalize_many(packed, offsets)
     ok, rejected = [], {}
@@ -403,8 +403,6 @@ def read_allow_file(path) -> tuple[list[str], dict[str, list[int]]]:
 def allow_files(path) -> list[Path]:
     """The list files of an allow-list PATH: a file, a UT1 category folder (domains, urls,
     .gz too), or a folder of them (UT1's liste_blanche and exceptions_liste_bu)."""
-    from urlfilter.importers import _ut1_files
-
     p = Path(path)
     if p.is_file():
         return [p]
@@ -417,8 +415,6 @@ class Policy:
     be empty (None). `empty`: nothing to apply, and the pass does no extra work at all."""
 
     def __init__(self, rules: list[Rule] | None = None, allow_urls=()):
-        from urlfilter.tree import build_tree
-
         self.rule_list = list(rules or [])
         self.rules = compile_rules(self.rule_list) if self.rule_list else None
         allow_urls = list(allow_urls)

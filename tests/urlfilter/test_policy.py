@@ -393,3 +393,22 @@ def test_scan_without_policy_counts_blocked_and_no_rules(tmp_path, angler):
     t = res.table.to_pandas()
     assert (t.rule == 0).all() and set(t.decision.dropna()) == {"blacklist"}
     assert Policy().empty
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(
+    st.text(max_size=40),
+    st.builds(lambda a, k, v: f"{a} {k}={v}", st.sampled_from(["cut", "log", "allow", "CUT", "drop"]),
+              st.sampled_from(["client", "port", "url", "ua", "sni", "ja4", "ext", "proto", "x"]),
+              st.text(alphabet='ab.,:/"\\ 0123456789-#', max_size=20))), max_size=8))
+def test_parser_on_any_text_gives_rules_or_one_line_error(lines):
+    text = "\n".join(lines)
+    try:
+        rules = parse_rules(text, "f")
+    except RuleError as e:
+        assert "\n" not in str(e) and str(e).startswith(f"f:{e.line}: ")
+        assert 1 <= e.line <= max(1, len(text.splitlines()))
+        return
+    for r in rules:          # a parsed rule compiles and prints as a rule that parses the same
+        assert parse_rule(str(r)).conds == r.conds
+    compile_rules(rules)
