@@ -20,7 +20,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from netns import Topology, can_build  # noqa: E402
-from test_live_netns import DELAY_S, PEERS, PY, URLFILTER, _filter, _servers, _stop  # noqa: E402
+from test_live_netns import DELAY_S, PEERS, PY, URLFILTER, _filter, _servers, _stop, _wait_reload  # noqa: E402
 
 why = can_build()
 pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
@@ -62,6 +62,10 @@ def test_live_allow_list_and_rules(tmp_path):
                   "rule_allow": _fetch(t, "/rule-allowed/x", "evil.test"),
                   "other_cidr": _fetch(t, "/x", "other.test"),
                   "clean": _fetch(t, "/x", "clean.test")}
+        # a rule added while the filter runs (one history row) applies after its reload
+        uf("rules", "add", "cut url=late.test", "--at", "1")
+        _wait_reload(flt)
+        cut["late_rule"] = _fetch(t, "/x", "late.test")
         out, err = _stop(flt)
         for k, r in cut.items():
             assert r["bytes"] == 0 and not r["body"] and r["end"] in ("eof", "reset"), (k, r)
@@ -70,10 +74,11 @@ def test_live_allow_list_and_rules(tmp_path):
             assert r["body"] and r["end"] == "eof" and r["elapsed_s"] >= DELAY_S, (k, r)
         stats = json.loads(out.strip().splitlines()[-1])
         c = stats["counters"]
-        assert stats["hits"] == 3 and stats["injected"] == 6 and stats["inject_failed"] == 0, stats
-        assert (c["blocked"], c["allowed"], c["rule_cut"], c["rule_allow"]) == (1, 1, 2, 1), c
+        assert stats["hits"] == 4 and stats["injected"] == 8 and stats["inject_failed"] == 0, stats
+        assert (c["blocked"], c["allowed"], c["rule_cut"], c["rule_allow"]) == (1, 1, 3, 1), c
         hits = pd.read_csv(hits_csv).set_index("src_port")
-        assert len(hits) == 3
+        assert len(hits) == 4
+        assert hits.loc[cut["late_rule"]["client_port"], ["rule", "decision"]].tolist() == [1, "rule_cut"]
         assert hits.loc[cut["blacklist"]["client_port"], "decision"] == "blacklist"
         assert hits.loc[cut["cidr"]["client_port"], ["rule", "decision"]].tolist() == [1, "rule_cut"]
         assert hits.loc[cut["ua"]["client_port"], ["rule", "decision"]].tolist() == [2, "rule_cut"]
