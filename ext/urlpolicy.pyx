@@ -24,7 +24,7 @@ A rule is a conjunction of conditions; a condition holds when any of its values 
 * PROTO: the lookup's protocol (0 http, 1 tls, 2 quic) is the value.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
-from libc.string cimport memcmp
+from libc.string cimport memchr, memcmp
 
 import numpy as np
 
@@ -98,15 +98,28 @@ cdef inline bint _eq_ci(const uint8_t *a, const uint8_t *lower, size_t n) noexce
     return True
 
 
-cdef inline bint _contains_ci(const uint8_t *h, size_t hn, const uint8_t *lower, size_t n) noexcept nogil:
-    cdef size_t i
+cdef inline bint _find_ci(const uint8_t *h, size_t hn, const uint8_t *v, size_t n) noexcept nogil:
+    """v[:n] (lower case) occurs in h[:hn], ASCII case-insensitively: memchr (vectorised in libc)
+    for each case of the first byte, then the rest compared. No per-byte loop over h."""
+    cdef const uint8_t *p
+    cdef const uint8_t *end = h + hn
+    cdef uint8_t c = v[0]
+    cdef int k
     if n == 0:
         return True
-    if n > hn:
-        return False
-    for i in range(hn - n + 1):
-        if _lower(h[i]) == lower[0] and _eq_ci(h + i + 1, lower + 1, n - 1):
-            return True
+    for k in range(2):
+        if k == 1:
+            if not (97 <= c <= 122):
+                break
+            c -= 32
+        p = h
+        while <size_t>(end - p) >= n:
+            p = <const uint8_t *>memchr(p, c, <size_t>(end - p) - n + 1)
+            if p == NULL:
+                break
+            if _eq_ci(p + 1, v + 1, n - 1):
+                return True
+            p += 1
     return False
 
 
@@ -182,7 +195,7 @@ cdef bint _cond(const Cond *c, const Val *vals, const uint8_t *blob, _Row *r) no
                 if wt_base_boundary(r.key, L, r.host_end, r.qpos):
                     return True
         elif c.kind == K_UA:
-            if r.ua != NULL and _contains_ci(r.ua, r.ua_n, blob + v.off, v.len):
+            if r.ua != NULL and _find_ci(r.ua, r.ua_n, blob + v.off, v.len):
                 return True
         elif c.kind == K_SNI:
             if r.sni != NULL:

@@ -52,6 +52,8 @@ KEYS = tuple(_up.KINDS)
 PROTOS = {"http": 0, "tls": 1, "quic": 2}
 _JA4 = re.compile(r"^[tqd][0-9s]{2}[di][0-9]{2}[0-9]{2}[0-9a-z]{2}_[0-9a-f]{12}_[0-9a-f]{12}$")
 MAX_RULES = 100_000
+#: the order compile_rules tests a rule's conditions in (cheapest first)
+COST_ORDER = ("proto", "port", "client", "ja4", "sni", "url", "ext", "ua")
 
 
 class RuleError(UrlFilterError, ValueError):
@@ -272,7 +274,9 @@ def compile_rules(rules: list[Rule]) -> CompiledRules:
     for i, r in enumerate(rules):
         ra[i]["action"] = ACTIONS[r.action]
         ra[i]["c0"] = len(conds)
-        for k, vs in r.conds.items():
+        # a conjunction holds in any order: the cheap tests first, so that a rule that fails
+        # fails before a User-Agent is searched
+        for k, vs in sorted(r.conds.items(), key=lambda kv: COST_ORDER.index(kv[0])):
             kinds.add(k)
             v0 = len(vals)
             for v in vs:
