@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from urlfilter.policy import Policy
 from webtap._ext import dissect as _dissect
 from webtap._ext import urlmatch as _um
 from webtap.dissect import dissect
@@ -32,7 +33,7 @@ from webtap.records import columns
 from webtap.records.urlhit import CONN_DTYPE, RECORD_SCHEMA
 
 __all__ = ["UrlAnalyzer", "Blacklist", "load_blacklist", "FILTER_REASONS", "SNI_REASONS",
-           "LOOKUP_COUNTERS", "summary_line",
+           "LOOKUP_COUNTERS", "summary_line", "policy_line", "DECISIONS", "POLICY_COUNTERS",
            "RECORD_SCHEMA", "CONN_DTYPE"]
 
 FILTER_REASONS = _um.FILTER_REASONS
@@ -65,6 +66,14 @@ def summary_line(c: dict) -> str:
             f"{c['quic_lookups']} QUIC SNIs looked up, {c['quic_hits']} QUIC SNI hits; "
             f"total {c['lookups']} lookups, {c['hits']} hits, {c['forged_frames']} frames forged")
 
+def policy_line(c: dict) -> str:
+    """The policy's counters (issue 34) in one line."""
+    per = c["rule_ns"] / c["rule_lookups"] if c["rule_lookups"] else 0.0
+    return (f"{c['blocked']} blacklist hits cut, {c['allowed']} let through by the allow list; "
+            f"rules: {c['rule_cut']} cut, {c['rule_allow']} allowed, {c['rule_log']} logged "
+            f"({c['rule_lookups']} lookups, {per:.0f} ns each in the rule pass)")
+
+
 @dataclass
 class Blacklist:
     """A tree plus what names its categories; `store` is set when it came from an SQLite store
@@ -75,6 +84,8 @@ class Blacklist:
     manager: object = None
     path: Path | None = None
     mtime: float = 0.0
+    #: the allow list and rules (urlfilter.policy.Policy, issue 34); None or empty: none
+    policy: object = None
 
     def active(self, periods: np.ndarray, at: float | None = None) -> np.ndarray:
         if self.manager is None or len(periods) == 0:
@@ -89,6 +100,7 @@ class Blacklist:
             self.manager.refresh()
             self.tree = self.manager.tree
             self.categories = self.manager.store.categories()
+            self.policy = Policy.from_store(self.manager.store)
             return True
         if self.path is not None:
             m = self.path.stat().st_mtime
@@ -125,7 +137,15 @@ def load_blacklist(path: str | os.PathLike) -> Blacklist:
     mgr = UrlManager(p)
     tree = mgr.load_tree()
     mgr.save_snapshot()
-    return Blacklist(tree, mgr.store.categories(), mgr, p)
+    return Blacklist(tree, mgr.store.categories(), mgr, p, policy=Policy.from_store(mgr.store))
+
+
+#: the `decision` column's values by code (0: nothing cut or let through by a list or rule)
+DECISIONS = (None, "blacklist", "exception", "rule_cut", "rule_allow")
+_DECISION_CODES = columns.Codes(DECISIONS)
+#: counters of the policy (issue 34), in every pass's counters (0 without a policy)
+POLICY_COUNTERS = ("blocked", "allowed", "rule_cut", "rule_log", "rule_allow", "rule_lookups",
+                   "rule_ns")
 
 
 class UrlAnalyzer:
@@ -167,6 +187,9 @@ class UrlAnalyzer:
         # one set of lookup counters, named for what they count (issue 30; LOOKUP_COUNTERS):
         # `extracted` is get_lookups under its older name, `hits` = get_hits + sni_hits
         self.counters.update(lookups=0, get_lookups=0, get_hits=0, sni_lookups=0, sni_hits=0)
+        # the policy's (issue 34): blacklist hits cut (blocked) and let through by the allow
+        # list (allowed); lookups decided or logged by a rule; the rule pass's time
+        self.counters.update(dict.fromkeys(POLICY_COUNTERS, 0))
         self.last_frame_index = np.zeros(0, np.int64)
         self.batches: list[pa.RecordBatch] = []
         self.timing_rows: list[np.ndarray] = []     # ConnTiming of each record's connection
@@ -234,6 +257,11 @@ class UrlAnalyzer:
                 self.counters[name] += v
             if len(rows):
                 out.append(self._part(m, msgs.data, rows, keys, offs, 0, None, None, frames, None))
+        if self.sni is not None:
+            pol = self.blacklist.policy
+            want = pol is not None and pol.wants_ja4
+            if self.sni.want_ja4 != want:   # JA4 per ClientHello only for rules on JA4
+                self.sni.want_ja4 = want
         if self.sni is not None and len(pk):
             if getattr(msgs, "tls", None) is not None and msgs.tls_watch is self.sni.watch:
                 # the candidates of the dissector's one walk (dissector() above)
@@ -249,7 +277,8 @@ class UrlAnalyzer:
                     self.server_initials.append(u[["ts_ns", "src_ip", "dst_ip", "src_port", "dst_port"]].copy())
             if len(sm):
                 out.append(self._part(sm, data, np.arange(len(sm)), skeys, skoff, proto,
-                                      (sni, soff), flags, frames, self.sni.last_dcids))
+                                      (sni, soff), flags, frames, self.sni.last_dcids,
+                                      self.sni.last_ja4))
         if out:
             # first frame of each hit, in record order (http hits, then tls/quic hits by row)
             self.last_frame_index = np.concatenate([o[-1][o[9]] for o in out]).astype(np.int64)
@@ -283,14 +312,52 @@ class UrlAnalyzer:
             self.batches.append(self._batch(self._parts))
             self._parts, self._nparts = [], 0
 
-    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames, dcids):
+    def _policy(self, m, data, rows, keys, offs, proto, sni, ja4, hit):
+        """Apply the allow list and the rules (urlfilter.policy: rules first, first match wins;
+        then the allow list over the blacklist's hits). Returns (hit, rule int32, decision
+        uint8: DECISIONS)."""
+        n = len(rows)
+        pol = self.blacklist.policy
+        c = self.counters
+        if pol is None or pol.empty:
+            c["blocked"] += int(hit.sum())
+            return hit, np.zeros(n, np.int32), np.where(hit, 1, 0).astype(np.uint8)
+        exc = np.zeros(n, bool)
+        if pol.allow is not None and hit.any():
+            hi = np.flatnonzero(hit)        # only the blacklist's hits are looked up again
+            hoffs, hkeys = columns.gather_bytes(offs, keys, hi)
+            exc[hi] = pol.allowed(hkeys, hoffs)
+        if pol.rules is not None:
+            rule, act, ns = pol.rules.match(m, data, rows, keys, offs, proto, sni, ja4)
+            c["rule_lookups"] += n
+            c["rule_ns"] += int(ns)
+        else:
+            rule, act = np.zeros(n, np.int32), np.zeros(n, np.uint8)
+        cut, allow = act == 1, act == 3
+        decided = cut | allow
+        c["rule_cut"] += int(cut.sum())
+        c["rule_allow"] += int(allow.sum())
+        c["rule_log"] += int((act == 2).sum())
+        listed = hit & ~decided
+        c["allowed"] += int((listed & exc).sum())
+        c["blocked"] += int((listed & ~exc).sum())
+        decision = np.zeros(n, np.uint8)
+        decision[listed & ~exc] = 1
+        decision[listed & exc] = 2
+        decision[cut] = 3
+        decision[allow] = 4
+        return np.where(decided, cut, listed & ~exc), rule, decision
+
+    def _part(self, m, data, rows, keys, offs, proto, sni, flags, frames, dcids, ja4=None):
         """Match and forge one kind of lookup (proto 0 http, else per row 1 tls / 2 quic).
-        dcids: SniTable.last_dcids (the DCID whose keys protect each QUIC connection)."""
+        dcids: SniTable.last_dcids (the DCID whose keys protect each QUIC connection); ja4:
+        SniTable.last_ja4 (rules on JA4)."""
         def forge_quic(m, data, rows):
             return _um.forge_quic(m, data, rows, dcids)
 
         n = len(rows)
         ids, cats, hit, match_ns = self._lookup(keys, offs, n)
+        hit, rule, decision = self._policy(m, data, rows, keys, offs, proto, sni, ja4, hit)
         nh = int(hit.sum())
         self.counters["hits"] += nh
         self.counters["misses"] += n - nh
@@ -337,10 +404,10 @@ class UrlAnalyzer:
                 if sel.any():
                     forge_ns[sel] = fn(m, data, rows[sel])[2]
         return (m, rows, keys, offs, proto_a, sni, flags, ids, cats, hit, match_ns, forge_ns, forged,
-                first_all)
+                rule, decision, first_all)
 
     def _rows(self, m, rows, keys, offs, proto, sni, flags, ids, cats, hit, match_ns, forge_ns,
-              forged) -> dict | None:
+              forged, rule, decision) -> dict | None:
         """One part's records as numpy columns (the selected lookups); None when none."""
         sel = np.flatnonzero(hit) if self.hits_only else np.arange(len(rows))
         if len(sel) == 0:
@@ -359,7 +426,8 @@ class UrlAnalyzer:
         return {"sub": sub, "url": columns.gather_bytes(offs, _um.flip_keys(keys, offs), sel),
                 "sni": sni_b, "has_sni": has_sni, "ech": ech, "hit": hit[sel],
                 "hid": np.where(hit, ids, 0)[sel].astype(np.int32), "match_ns": match_ns[sel],
-                "forge_ns": forge_ns[sel], "forged": forged[sel], "proto": proto[sel].astype(np.int64)}
+                "forge_ns": forge_ns[sel], "forged": forged[sel], "proto": proto[sel].astype(np.int64),
+                "rule": rule[sel].astype(np.int32), "decision": decision[sel].astype(np.int64)}
 
     def _batch(self, parts: list) -> pa.RecordBatch:
         """The records (RECORD_SCHEMA) of parts from _rows, every column built from numpy buffers
@@ -403,6 +471,8 @@ class UrlAnalyzer:
                 _PROTO_CODES.column(cat("proto")),
                 columns.text_column(*sni, valid=cat("has_sni")),
                 columns.boolean(cat("ech")),
+                columns.num(cat("rule"), pa.int32()),
+                _DECISION_CODES.column(cat("decision"), valid=cat("decision") != 0),
             ],
             schema=RECORD_SCHEMA,
         )

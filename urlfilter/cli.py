@@ -8,13 +8,23 @@ subcommands (urlfilter COMMAND --help for each):
   urlfilter [--db DB] match [--json] URL...
   urlfilter [--db DB] stats [--json]
   urlfilter [--db DB] export CSV | backup PATH | snapshot
+  urlfilter [--db DB] allow add URL... | delete URL... | list | import PATH...
+  urlfilter [--db DB] rules load FILE | add RULE... [--at N] | delete N... | list | clear | check FILE
   urlfilter [--db DB] scan TRACE... [-o OUT] [--forged-out forged.pcap] [--plots DIR]
   urlfilter [--db DB] run -i IFACE [--inject-iface IFACE2] [--duration S] [-o HITS]
   urlfilter [--db DB] timing TRACE... [--t-proc-us US] [-o OUT] [--plots DIR] [--json]
 
 DB: a store made with `urlfilter --db DB import ...` (scan, run and timing also take its
 snapshot DB.tree). --db may come before or after the command; --blacklist is an old spelling.
-Only import and add create a store; the other commands refuse one that does not exist.
+Only import, add, allow add/import and rules load/add create a store; the other commands
+refuse one that does not exist.
+
+Policy (docs/urlfilter.md "Allow list and rules"): rules first (first match wins: cut, allow,
+or log and go on to the lists), then the allow list over the blacklist's hits, then the
+blacklist. A rule: ACTION [KEY=VALUE[,VALUE...]]... with ACTION cut|log|allow and KEY client
+(address/CIDR), port (N or N-M, server), url (prefix, as an entry), ua (User-Agent substring),
+sni (name or parent domain), ja4, ext (path extension), proto (http|tls|quic), e.g.
+  cut client=10.0.0.0/8 ua=curl          allow url=example.com/help        log ext=exe,msi
 """
 from __future__ import annotations
 
@@ -106,6 +116,22 @@ def _parser():
     s.add_argument("path", metavar="PATH", help="where the copy goes")
     clikit.files(s, inputs=("db",), outputs=("path",))
     cmd("snapshot", "rebuild and save the tree snapshot (DB.tree)")
+    s = cmd("allow", "the allow list: exceptions that override the blacklist (issue 34)")
+    s.add_argument("action", choices=["add", "delete", "list", "import"],
+                   help="add URL..., delete URL..., list, import PATH... (a list file, .gz too, "
+                        "a UT1 folder such as liste_blanche or exceptions_liste_bu)")
+    s.add_argument("items", nargs="*", metavar="URL|PATH", help="the URLs or list paths of the action")
+    s.add_argument("--limit", type=clikit.positive_int, metavar="N", help="list: at most N entries")
+    s.add_argument("--json", action="store_true", help="import: one JSON object per file")
+    s = cmd("rules", "rules across layers (issue 34): first match wins, cut | log | allow")
+    s.add_argument("action", choices=["load", "add", "delete", "list", "clear", "check"],
+                   help="load FILE (replaces every rule), add RULE... (one argument per rule), "
+                        "delete N... (positions), list (numbered, rule-file syntax), clear, "
+                        "check FILE (parse only, no store)")
+    s.add_argument("items", nargs="*", metavar="FILE|RULE|N",
+                   help="the rule file, the rules (one argument each) or rule numbers of the action")
+    s.add_argument("--at", type=clikit.positive_int, metavar="N",
+                   help="add: insert before rule N (default: after the last)")
     s = cmd("scan", "match the GETs of traces offline", blacklist_alias=True)
     s.add_argument("traces", nargs="+", metavar="TRACE", type=clikit.trace_path,
                    help="pcap / pcapng files (gzip'd too; '-' for stdin), read as one stream")
@@ -233,6 +259,7 @@ def _handle(args, run) -> int:
     import sqlite3
 
     from urlfilter.errors import InvalidUrl, StoreError, UrlFilterError
+    from urlfilter.policy import RuleError
 
     run.quiet = bool(getattr(args, "quiet", False))
     if args.cmd in ("scan", "run", "timing"):
@@ -241,18 +268,25 @@ def _handle(args, run) -> int:
 
     if args.cmd == "import":
         args.paths = _importable(args, run)    # before the store is opened (or made)
+    if args.cmd in ("allow", "rules"):
+        pre = _policy_precheck(args, run)      # usage errors before any store is opened
+        if pre is not None:
+            return pre
     db = _db_path(args)
     made = not os.path.exists(db)              # this command makes the store (import, add)
-    mgr = _open_manager(args, create=args.cmd in ("import", "add"))
+    creates = args.cmd in ("import", "add") or (
+        args.cmd == "allow" and args.action in ("add", "import")) or (
+        args.cmd == "rules" and args.action in ("load", "add"))
+    mgr = _open_manager(args, create=creates)
     ok = False
     try:
         rc = _run(mgr, args, run)
-        ok = rc == 0 or args.cmd not in ("import", "add")
+        ok = rc == 0 or not creates
         return rc
     except InvalidUrl as e:
         raise clikit.UsageError(str(e)) from None
     except (ValueError, StoreError) as e:
-        if args.cmd != "add":
+        if args.cmd != "add" and not isinstance(e, RuleError):
             raise
         raise clikit.UsageError(clikit.describe(e)) from None    # a bad --daily / --from
     except sqlite3.Error as e:
@@ -400,12 +434,15 @@ def _run(mgr, args, run) -> int:
                    "allocated_bytes_per_url": round(st["allocated_bytes"] / st["urls"], 2) if st["urls"] else 0.0,
                    "store_urls": mgr.store.count(), "by_category": mgr.store.by_category(),
                    # entries an SNI can never match (issue 18: TLS/QUIC carry the host only)
-                   "path_only": mgr.store.path_only()})
+                   "path_only": mgr.store.path_only(),
+                   # the policy (issue 34)
+                   "allow_urls": mgr.store.allow_count(), "rules": len(mgr.store.rules())})
         if args.json:
             print(json.dumps(st), file=out)
         else:
             print(f"urls {st['urls']} (store {st['store_urls']}), {st['bytes_per_url']} bytes/URL "
-                  f"(paper's definition), {st['allocated_bytes_per_url']} allocated, height {st['height']}", file=out)
+                  f"(paper's definition), {st['allocated_bytes_per_url']} allocated, height {st['height']}; "
+                  f"allow list {st['allow_urls']}, rules {st['rules']}", file=out)
             for k, v in st["by_category"].items():
                 print(f"  {k}\t{v}", file=out)
         return 0
@@ -414,6 +451,8 @@ def _run(mgr, args, run) -> int:
         (mgr.store.export_csv if args.cmd == "export" else mgr.store.backup)(o.target)
         o.commit()
         return 0
+    if args.cmd in ("allow", "rules"):
+        return _policy_cmd(mgr, args, run, out)
     if args.cmd == "snapshot":
         if mgr.snapshot is not None and mgr.snapshot.exists():
             mgr.snapshot.unlink()
@@ -422,6 +461,151 @@ def _run(mgr, args, run) -> int:
         print(f"saved {mgr.snapshot}", file=out)
         return 0
     raise clikit.UsageError(f"unknown command {args.cmd}")
+
+
+def _policy_precheck(args, run):
+    """Usage errors of `allow` / `rules` (before a store is opened), and `rules check`, which
+    needs none: its exit code, or None to go on."""
+    from urlfilter.policy import read_rules_file
+
+    need = {("allow", "add"): "URL", ("allow", "delete"): "URL", ("allow", "import"): "PATH",
+            ("rules", "load"): "FILE", ("rules", "add"): "RULE", ("rules", "delete"): "N",
+            ("rules", "check"): "FILE"}.get((args.cmd, args.action))
+    if need and not args.items:
+        raise clikit.UsageError(f"{args.cmd} {args.action} needs {need}")
+    if not need and args.items:
+        raise clikit.UsageError(f"{args.cmd} {args.action} takes no arguments, {args.items[0]}")
+    if args.cmd == "rules" and args.action in ("load", "check") and len(args.items) != 1:
+        raise clikit.UsageError(f"rules {args.action} takes one FILE, {args.items[1]}")
+    if args.cmd == "rules" and args.action in ("load", "check"):
+        args.rule_list = _read_rules(args.items[0])
+        if args.action == "check":
+            print(f"{args.items[0]}: {len(args.rule_list)} rules, ok", file=sys.stdout)
+            return 0
+    if args.cmd == "rules" and args.action == "add":
+        from urlfilter.policy import RuleError, parse_rule
+
+        args.rule_list = []
+        for i, t in enumerate(args.items, 1):
+            try:
+                r = parse_rule(t, 0, f"rule {i}")
+            except RuleError as e:
+                raise clikit.UsageError(str(e)) from None
+            if r is None:
+                raise clikit.UsageError(f"rule {i}: empty rule, {t!r}")
+            args.rule_list.append(r)
+    if args.cmd == "rules" and args.action == "delete":
+        try:
+            args.positions = [int(x) for x in args.items]
+        except ValueError:
+            raise clikit.UsageError(f"rules delete takes rule numbers, {args.items}") from None
+    if args.cmd == "allow" and args.action == "import":
+        import os
+
+        for p in args.items:
+            if not os.path.exists(p):
+                raise clikit.RunError(f"no such file or folder, {p}")
+    return None
+
+
+def _read_rules(path):
+    """The rules of a rule file; one error line (FILE:LINE: reason) and exit 2 when bad."""
+    import os
+
+    from urlfilter.policy import RuleError, read_rules_file
+
+    if os.path.isdir(path):
+        raise clikit.UsageError(f"a rule file, not a folder, {path}")
+    try:
+        return read_rules_file(path)
+    except RuleError as e:
+        raise clikit.UsageError(str(e)) from None
+    except OSError as e:
+        raise clikit.UsageError(f"cannot read the rule file ({e.strerror}), {path}") from None
+
+
+def _policy_cmd(mgr, args, run, out) -> int:
+    """urlfilter allow ... / rules ... (issue 34)."""
+    from urlfilter import canon
+    from urlfilter.errors import InvalidUrl
+    from urlfilter.policy import allow_files, read_allow_file
+
+    st = mgr.store
+    if args.cmd == "allow":
+        if args.action == "add":
+            urls = []
+            for u in args.items:
+                try:
+                    urls.append(canon.canonicalize(u))
+                except InvalidUrl as e:
+                    raise clikit.UsageError(f"not a URL ({e.reason}), {u}") from None
+            for u in urls:
+                added, _ = st.allow_add([u])
+                print(f"{'added' if added else 'already listed'} {u}", file=out)
+            return 0
+        if args.action == "delete":
+            rc = 0
+            for u in args.items:
+                try:
+                    gone = st.allow_delete(u)
+                except InvalidUrl as e:
+                    raise clikit.UsageError(f"not a URL ({e.reason}), {u}") from None
+                if gone:
+                    print(f"deleted {u}", file=out)
+                else:
+                    run.error(f"not in the allow list, {u}")
+                    rc = 1
+            return rc
+        if args.action == "list":
+            for url, source in st.allow_list(args.limit):
+                print(f"{url}\t{source}", file=out)
+            return 0
+        total = 0
+        for path in args.items:
+            files = allow_files(path)
+            if not files:
+                raise clikit.RunError(f"no list files (domains, urls), {path}")
+            for f in files:
+                try:
+                    urls, rejected = read_allow_file(f)
+                except (OSError, ValueError) as e:
+                    raise clikit.RunError(clikit.what_where(str(e))) from None
+                added, dup = st.allow_add(urls, source=str(f)) if urls else (0, 0)
+                total += added
+                rej = {k: len(v) for k, v in rejected.items()}
+                if args.json:
+                    print(json.dumps({"source": str(f), "entries": len(urls), "added": added,
+                                      "duplicates": dup, "rejected": rej,
+                                      "rejected_lines": {k: v[:5] for k, v in rejected.items()}}), file=out)
+                else:
+                    r = ", ".join(f"{k} {len(v)} (lines {', '.join(map(str, v[:5]))}"
+                                  f"{', ...' if len(v) > 5 else ''})" for k, v in sorted(rejected.items()))
+                    print(f"{f}: {len(urls)} entries, {added} added, {dup} duplicates, "
+                          f"rejected: {r or 'none'}", file=out)
+        if not args.json:
+            print(f"{total} allow-list entries added; the allow list holds {st.allow_count()}", file=out)
+        return 0
+    if args.action in ("load", "add"):
+        src = args.items[0] if args.action == "load" else "cli"
+        items = [(str(r), f"{src}:{r.line}" if r.line else src) for r in args.rule_list]
+        n = st.rules_set(items, replace=args.action == "load", at=args.at)
+        print(f"{len(items)} rules {'loaded' if args.action == 'load' else 'added'}; "
+              f"the store holds {n} rules", file=out)
+        return 0
+    if args.action == "delete":
+        n = st.rules_delete(args.positions)
+        if n != len(set(args.positions)):
+            run.error(f"{len(set(args.positions)) - n} of the rule numbers are not in the store")
+            return 1
+        print(f"{n} rules deleted; the store holds {len(st.rules())} rules", file=out)
+        return 0
+    if args.action == "clear":
+        st.rules_set([])
+        print("0 rules", file=out)
+        return 0
+    for pos, text, source in st.rules():            # list
+        print(f"{pos}\t{text}\t# {source}", file=out)
+    return 0
 
 
 def _load_blacklist(args):
@@ -482,7 +666,7 @@ def _filter_cmd(args, run) -> int:
     if args.cmd == "scan":
         o = run.output(args.output or "-", views={"lines": _select(SCAN_LINE)})
         bl = _load_blacklist(args)
-        from urlfilter.analyzer import summary_line
+        from urlfilter.analyzer import policy_line, summary_line
         from urlfilter.scan import scan
 
         progress = clikit.progress_wanted(args.progress, o.stdout, run.quiet)
@@ -520,6 +704,10 @@ def _filter_cmd(args, run) -> int:
                                                          "bad_target", "bad_checksum", "canon_failed")
                                 if c[k]) or "none"
             print(f"{c['packets']} packets; {summary_line(c)}; GETs skipped: {skipped}", file=sys.stderr)
+            pol = bl.policy
+            if pol is not None and not pol.empty:
+                print(f"policy ({len(pol.rule_list)} rules, {pol.n_allow} allow-list entries): "
+                      f"{policy_line(c)}", file=sys.stderr)
         return 0
     if args.cmd == "run":
         import pyarrow as pa

@@ -89,6 +89,15 @@ CREATE TABLE IF NOT EXISTS imports(
     duplicates INTEGER,                -- canonical URL already stored
     rejected INTEGER,                  -- lines with no canonical form, comments, blanks
     reasons TEXT);                     -- JSON object: reason -> count
+CREATE TABLE IF NOT EXISTS allow(      -- the allow list (issue 34): exceptions to the blacklist
+    url TEXT PRIMARY KEY,              -- canonical form, as urls.url
+    source TEXT,                       -- the file it came from, or "cli"
+    added_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rules(      -- the rules across layers (issue 34), in order
+    pos INTEGER PRIMARY KEY,           -- 1-based; first match wins (urlfilter.policy)
+    text TEXT NOT NULL,                -- the rule as a rule-file line
+    source TEXT,                       -- "FILE:LINE" or "cli"
+    added_at INTEGER NOT NULL);
 """
 
 
@@ -353,6 +362,68 @@ class Store:
         return self.db.execute(
             "SELECT u.url, u.category_id FROM url_categories uc JOIN urls u ON u.id=uc.url_id "
             "WHERE uc.import_id=? AND u.import_id IS NOT ?", (import_id, import_id))
+
+    # ---- the policy (issue 34): allow list and rules; each change is a history row (actions
+    # allow, unallow, allow_import, rules), so a live filter reloads them like the blacklist;
+    # the tree's replay skips these actions
+    def allow_add(self, urls, source: str = "cli") -> tuple[int, int]:
+        """Canonical URLs (already canonical) into the allow list: (added, duplicates)."""
+        now = int(time.time())
+        with self.db:
+            self.db.execute("BEGIN")
+            before = self.db.total_changes
+            self.db.executemany("INSERT OR IGNORE INTO allow(url, source, added_at) VALUES (?,?,?)",
+                                [(u, source, now) for u in urls])
+            added = self.db.total_changes - before
+            if added:
+                self._log("allow" if len(urls) == 1 else "allow_import", urls[0] if len(urls) == 1 else None,
+                          source=source)
+        return added, len(urls) - added
+
+    def allow_delete(self, url: str) -> bool:
+        c = canon.canonicalize(url)
+        with self.db:
+            self.db.execute("BEGIN")
+            n = self.db.execute("DELETE FROM allow WHERE url=?", (c,)).rowcount
+            if n:
+                self._log("unallow", c)
+        return bool(n)
+
+    def allow_list(self, limit: int | None = None):
+        q = "SELECT url, source FROM allow ORDER BY rowid"
+        return self.db.execute(q + " LIMIT ?", (limit,)) if limit else self.db.execute(q)
+
+    def allow_count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM allow").fetchone()[0]
+
+    def rules(self) -> list[tuple[int, str, str]]:
+        """(position, text, source) of every rule, in order."""
+        return self.db.execute("SELECT pos, text, source FROM rules ORDER BY pos").fetchall()
+
+    def rules_set(self, items, replace: bool = True, at: int | None = None) -> int:
+        """Store rules ([(text, source)], already checked by urlfilter.policy): replace all
+        (replace), or insert them before position `at` (None: after the last). Returns how many
+        rules the store holds."""
+        now = int(time.time())
+        with self.db:
+            self.db.execute("BEGIN")
+            old = [] if replace else [(t, s) for _, t, s in self.rules()]
+            at = len(old) + 1 if at is None else max(1, min(at, len(old) + 1))
+            new = old[:at - 1] + list(items) + old[at - 1:]
+            self.db.execute("DELETE FROM rules")
+            self.db.executemany("INSERT INTO rules(pos, text, source, added_at) VALUES (?,?,?,?)",
+                                [(i, t, s, now) for i, (t, s) in enumerate(new, 1)])
+            self._log("rules", source=f"{len(new)} rules")
+        return len(new)
+
+    def rules_delete(self, positions) -> int:
+        """Delete rules by position (1-based); the later ones move up. Returns how many."""
+        have = self.rules()
+        drop = {int(p) for p in positions}
+        keep = [(t, s) for p, t, s in have if p not in drop]
+        if len(keep) != len(have):
+            self.rules_set(keep)
+        return len(have) - len(keep)
 
     def export_csv(self, path):
         with open(path, "w", newline="") as f:

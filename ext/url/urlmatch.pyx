@@ -689,7 +689,7 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # row (the packet that completed the ClientHello: addresses, ports, TCP seq/ack/len, for the
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
 from tls cimport tls_hello, tls_parse_payload, tls_hello_start, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP, TLSF_ECH, tls_parse_hello
-from tls cimport TlsWatch, tls_flow_hash, tls_watch_add
+from tls cimport TlsWatch, tls_flow_hash, tls_watch_add, tls_ja4
 from cpython.pycapsule cimport PyCapsule_New
 from quic_crypto cimport (
     quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys, quic_open_packet,
@@ -794,6 +794,13 @@ ctypedef struct _Out:
     uint8_t *dcids          # per row: length (0xFF: TLS) + 20 bytes of the connection's first DCID
     size_t n, ncap, kused, kcap, sused, scap
     bint oom
+    # JA4 per row (issue 34: rules on JA4), only when asked (SniTable.want_ja4): 37 bytes a row,
+    # NUL-terminated, "" when the hello has none; scratch of tls_ja4 (kept by _out_free)
+    bint want_ja4
+    uint8_t *ja4
+    size_t ja4cap
+    uint16_t *s16
+    char *text
 
 
 cdef inline void _fill_tcp(HttpMsg *m, const L34 *s) noexcept nogil:
@@ -910,6 +917,15 @@ cdef int _emit(const HttpMsg *m, const tls_hello *h, const uint8_t *msg, uint8_t
         cnt[<int>SN_SNI_BAD] += 1
         return 0
     o.kused += r
+    if o.want_ja4:
+        if o.ja4cap <= o.n:
+            if not _grow(<void **>&o.ja4, o.ncap * 37):
+                o.oom = True
+                return -1
+            o.ja4cap = o.ncap
+        if not tls_ja4(msg, h, 113 if proto == PROTO_QUIC else 116, o.s16, o.text,
+                       6 * 32768 + 16, <char *>o.ja4 + 37 * o.n, NULL, 0):
+            o.ja4[37 * o.n] = 0
     memcpy(o.sni + o.sused, sni, sl)
     o.sused += sl
     o.msgs[o.n] = m[0]
@@ -942,6 +958,10 @@ cdef object _u8_copy(const uint8_t *p, size_t n):
 
 
 cdef void _out_free(_Out *o) noexcept nogil:
+    cdef bint want = o.want_ja4
+    cdef uint16_t *s16 = o.s16
+    cdef char *text = o.text
+    free(o.ja4)
     free(o.dcids)
     free(o.msgs)
     free(o.proto)
@@ -951,6 +971,7 @@ cdef void _out_free(_Out *o) noexcept nogil:
     free(o.sni)
     free(o.soff)
     memset(o, 0, sizeof(_Out))
+    o.want_ja4, o.s16, o.text = want, s16, text
 
 
 cdef class SniTable:
@@ -971,6 +992,7 @@ cdef class SniTable:
     cdef size_t n_undec, cap_undec
     cdef public bint keep_undecryptable
     cdef readonly object last_dcids  # uint8 [rows, 21] of the last extract: see extract
+    cdef readonly object last_ja4    # uint8 [rows, 37] of the last extract (want_ja4), else None
     cdef _Out out                    # extract's output buffers, kept between batches
     cdef TlsWatch watch_             # the flows whose split ClientHello waits (ext/tls/tls.pxd)
     cdef object _watch_capsule
@@ -1013,9 +1035,26 @@ cdef class SniTable:
         free(self.undec)
         free(self.watch_.keys)
         _out_free(&self.out)
+        free(self.out.s16)
+        free(self.out.text)
 
     def __len__(self):
         return self.used
+
+    @property
+    def want_ja4(self):
+        """Compute each row's JA4 (`last_ja4`), for rules on JA4 (urlfilter.policy); off by
+        default: it sorts and hashes the hello's lists (tls_fp.h)."""
+        return bool(self.out.want_ja4)
+
+    @want_ja4.setter
+    def want_ja4(self, bint on):
+        if on and self.out.s16 == NULL:
+            self.out.s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
+            self.out.text = <char *>malloc(6 * 32768 + 16)
+            if self.out.s16 == NULL or self.out.text == NULL:
+                raise MemoryError()
+        self.out.want_ja4 = on
 
     cdef HelloSlot *_slot(self, const HttpMsg *m, uint8_t proto, const uint8_t *dcid,
                           uint8_t dcid_len, bint create, int64_t now) noexcept nogil:
@@ -1289,6 +1328,7 @@ cdef class SniTable:
                 k64 = soff
                 memcpy(&k64[1], o.soff, o.n * 8)
             self.last_dcids = _u8_copy(o.dcids, 21 * o.n).reshape(o.n, 21)
+            self.last_ja4 = _u8_copy(o.ja4, 37 * o.n).reshape(o.n, 37) if o.want_ja4 else None
             return msgs, proto, flags, keys, koff, sni, soff, cnt_a
 
 

@@ -16,7 +16,7 @@ record):
   consumers depends on scheduling, the records themselves do not;
 - `scan/NAME.csv` and `scan/NAME.json`: `urlfilter scan TRACE --blacklist DB -o NAME.csv --json`
   with DB built by `urlfilter --db DB import blacklist.txt --category golden`; the columns and
-  counters that measure time on this machine (match/forge nanoseconds, `seconds`) are dropped,
+  counters that measure time on this machine (match/forge nanoseconds, `seconds`, `rule_ns`) are dropped,
   everything else is kept;
 - `compare/NAME.json`: `httpanalyzer compare TRACE --json`, re-indented (one key a line) so that
   a difference shows as a readable diff.
@@ -120,7 +120,7 @@ def _run(args: list[str], cwd: pathlib.Path) -> bytes:
 
 
 #: scan record columns and counters that measure time on this machine
-_SCAN_TIMED = ("match_ns", "forge_ns", "seconds")
+_SCAN_TIMED = ("match_ns", "forge_ns", "seconds", "rule_ns")
 
 
 def _drop_columns(data: bytes, drop) -> bytes:

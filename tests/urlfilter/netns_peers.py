@@ -90,11 +90,11 @@ def serve(addr: str, port: int, delay: float) -> None:
     srv.serve_forever()
 
 
-def fetch(addr: str, port: int, path: str, host: str, timeout: float) -> dict:
+def fetch(addr: str, port: int, path: str, host: str, timeout: float, ua: str = "webtap-test") -> dict:
     s = socket.create_connection((addr, port), timeout=timeout)
     cport = s.getsockname()[1]
     t0 = time.monotonic()
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: webtap-test\r\n\r\n".encode())
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {ua}\r\n\r\n".encode())
     got = b""
     end = "timeout"
     try:
@@ -118,4 +118,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "server":
         serve(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
     else:
-        print(json.dumps(fetch(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6]))))
+        print(json.dumps(fetch(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6]),
+                               *sys.argv[7:8])))     # an optional User-Agent (issue 34's rules)

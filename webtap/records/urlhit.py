@@ -54,5 +54,9 @@ RECORD_SCHEMA = pa.schema(
         ("proto", pa.string()),           # http | tls | quic
         ("sni", pa.string()),             # the ClientHello's server_name as sent (null: http)
         ("ech", pa.bool_()),              # the ClientHello carried ECH: the outer SNI was matched
+        # issue 34: the policy (urlfilter.policy; docs/urlfilter.md "Rules across layers")
+        ("rule", pa.int32()),             # first rule that matched (1-based position), 0: none
+        ("decision", pa.string()),        # blacklist | exception (allow list) | rule_cut |
+                                          # rule_allow; null: no list entry, no deciding rule
     ]
 )
