@@ -29,19 +29,10 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 
 from util cimport wt_rd32
 
-DEF MAX_CAPLEN = 262144          # as ext/source.pyx: the reader's largest regular record
-DEF MAX_BLOCK = 16777216         # as ext/source.pyx: larger pcapng blocks are corrupt
+from pcapfmt cimport (MAX_CAPLEN, MAX_BLOCK, BT_SHB, BT_IDB, BT_OPB, BT_SPB, BT_NRB, BT_ISB,
+                     BT_EPB, BT_DSB, BYTE_ORDER_MAGIC)
 DEF SPAN = 366 * 86400          # a chain's records lie within a year of its first
 
-DEF BT_SHB = 0x0A0D0D0A
-DEF BT_IDB = 1
-DEF BT_OPB = 2
-DEF BT_SPB = 3
-DEF BT_NRB = 4
-DEF BT_ISB = 5
-DEF BT_EPB = 6
-DEF BT_DSB = 10
-DEF BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 # walk outcomes (the tuple's third element)
 DEF W_REGULAR = 0

@@ -47,9 +47,9 @@ cdef extern from "<poll.h>" nogil:
 # ---------------------------------------------------------------------------------------------
 # Limits and format constants
 
-DEF MAX_CAPLEN = 262144          # libpcap's and Wireshark's largest standard packet (256 KiB)
+from pcapfmt cimport (MAX_CAPLEN, MAX_BLOCK, BT_SHB, BT_IDB, BT_OPB, BT_SPB, BT_NRB, BT_ISB,
+                     BT_EPB, BT_DSB, BYTE_ORDER_MAGIC)
 DEF MAX_IFACES = 65535           # pcapng interfaces per section webtap tracks
-DEF MAX_BLOCK = 16777216         # pcapng blocks larger than 16 MiB are treated as corrupt
 DEF PREFETCH_AHEAD = 4096        # bytes of the file requested into cache ahead of the parser
 # In a chunk that is not the file's last, a record or block is parsed when it lies wholly in
 # the chunk; otherwise the reader asks for more (RD_NEED_MORE) and the caller carries the tail
@@ -57,21 +57,13 @@ DEF PREFETCH_AHEAD = 4096        # bytes of the file requested into cache ahead 
 # file lies ahead: one whole record plus the next header that the resynchronisation checks.
 # (A fixed look-ahead for every record was simpler, but with 4 MiB chunks it carried 12 % of
 # every chunk over: 55 MB of copies on a 383 MB trace.)
-DEF PCAP_LOOKAHEAD = 2 * (MAX_CAPLEN + 16) + 16
-DEF PCAPNG_LOOKAHEAD = MAX_CAPLEN + 64
+cdef enum:
+    PCAP_LOOKAHEAD = 2 * (MAX_CAPLEN + 16) + 16
+    PCAPNG_LOOKAHEAD = MAX_CAPLEN + 64
 
 DEF FMT_PCAP = 1
 DEF FMT_PCAPNG = 2
 
-DEF BT_SHB = 0x0A0D0D0A
-DEF BT_IDB = 1
-DEF BT_OPB = 2                   # obsolete Packet Block
-DEF BT_SPB = 3
-DEF BT_NRB = 4
-DEF BT_ISB = 5
-DEF BT_EPB = 6
-DEF BT_DSB = 10
-DEF BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 # read_batch return codes
 DEF RD_MORE = 0                  # the batch is full; call again
