@@ -191,9 +191,12 @@ class UrlAnalyzer:
         # list (allowed); lookups decided or logged by a rule; the rule pass's time
         self.counters.update(dict.fromkeys(POLICY_COUNTERS, 0))
         self.last_frame_index = np.zeros(0, np.int64)
-        self.batches: list[pa.RecordBatch] = []
+        # (record batch, its MESSAGE rows) per commit: one list, appended in one call, so that a
+        # signal's KeyboardInterrupt (raised between any two bytecodes of the main thread)
+        # never leaves records without their connection rows or the other way round
+        self._done: list[tuple] = []
+        self._timed = 0                             # commits whose connection rows are looked up
         self.timing_rows: list[np.ndarray] = []     # ConnTiming of each record's connection
-        self._pending: list[tuple] = []
         self.finished = False
 
     @property
@@ -301,16 +304,30 @@ class UrlAnalyzer:
                 self._take_parts()
             return None
         rb = self._batch(parts)
-        self.batches.append(rb)
+        self._done.append((rb, self._subs(parts), None))
         return rb
 
     #: lookups gathered as numpy columns before they become one record batch (records_at_end)
     RECORDS_EVERY = 1 << 16
 
+    @property
+    def batches(self) -> list:
+        """The record batches so far."""
+        return [d[0] for d in self._done]
+
+    def _subs(self, parts) -> list | None:
+        """The parts' MESSAGE rows, kept for the connection table's lookup (timing) only."""
+        return [p["sub"] for p in parts] if self.conns is not None else None
+
     def _take_parts(self) -> None:
-        if self._parts:
-            self.batches.append(self._batch(self._parts))
-            self._parts, self._nparts = [], 0
+        """The gathered parts as one record batch. Safe to call again after an interruption
+        anywhere in it: the parts leave self._parts only once their batch is in self._done."""
+        parts = self._parts
+        if not parts:
+            return
+        if not (self._done and self._done[-1][2] is parts):
+            self._done.append((self._batch(parts), self._subs(parts), parts))
+        self._parts, self._nparts = [], 0
 
     def _policy(self, m, data, rows, keys, offs, proto, sni, ja4, hit):
         """Apply the allow list and the rules (urlfilter.policy: rules first, first match wins;
@@ -413,8 +430,6 @@ class UrlAnalyzer:
         if len(sel) == 0:
             return None
         sub = m[rows[sel]]
-        if self.conns is not None:
-            self._pending.append((sub.copy(),))
         if sni is not None:
             sni_b = columns.gather_bytes(sni[1], sni[0], sel)
             has_sni = np.ones(len(sel), bool)
@@ -480,11 +495,13 @@ class UrlAnalyzer:
     def finish(self) -> None:
         """Join every record with its connection's handshake times (timing condition)."""
         self._take_parts()
-        if self.conns is not None and self._pending:
-            for (sub,) in self._pending:
-                self.timing_rows.append(
-                    self.conns.lookup(sub, np.arange(len(sub))).view(CONN_DTYPE))
-            self._pending.clear()
+        if self.conns is not None:
+            done = self._done[self._timed:]
+            for _, subs, _ in done:
+                for sub in subs:
+                    self.timing_rows.append(
+                        self.conns.lookup(sub, np.arange(len(sub))).view(CONN_DTYPE))
+            self._timed += len(done)
         self.finished = True
 
     # -- results -------------------------------------------------------------------------------

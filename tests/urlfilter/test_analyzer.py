@@ -365,3 +365,44 @@ def test_forge_times_tile_the_call(tmp_path):
     wall = time.perf_counter_ns() - t0
     assert len(ns) == 300 and len(fo) == 601
     assert (ns >= 0).all() and 0 < ns.sum() <= wall
+
+
+@pytest.mark.parametrize("where,k", [("_batch", 2), ("_batch", 3)] + [("_rows", k) for k in range(2, 9)])
+def test_records_survive_an_interruption_inside_their_build(where, k):
+    """scan/timing build their records once per many lookups (records_at_end). A signal's
+    KeyboardInterrupt may land anywhere, also inside a batch's parts (_rows) or the build
+    (_batch): the records asked for after it (the partial output) are lookups fed, each once,
+    in order, each with its connection's row."""
+    from tests.conftest import TRACES, require_shared
+    from webtap.pipeline import Pipeline
+
+    trace = require_shared(TRACES / "ndpi" / "1kxun.pcap")
+
+    def run(interrupt: bool):
+        an = UrlAnalyzer(tree("example.com/"), forge=False, handshakes=True, records_at_end=True)
+        an.RECORDS_EVERY = 8                      # several builds during the run
+        if interrupt:
+            real = getattr(an, where)
+            calls = []
+
+            def flaky(*a):
+                calls.append(1)
+                if len(calls) == k:
+                    raise KeyboardInterrupt("in the build")
+                return real(*a)
+            setattr(an, where, flaky)
+            with pytest.raises(KeyboardInterrupt):
+                Pipeline(trace, [an], executor="inline", batch_size=64).run()
+        else:
+            Pipeline(trace, [an], executor="inline", batch_size=64).run()
+        an.finish()
+        return an.table(), an.connection_times(), an.counters["lookups"]
+
+    full, ct_full, n_full = run(False)
+    part, ct_part, n_part = run(True)
+    assert full.num_rows == n_full > 8 and len(ct_full) == full.num_rows
+    # the interrupted run stopped after the second build began: every lookup fed so far is a
+    # record, once, in order, with its connection row
+    assert part.num_rows <= n_part and len(ct_part) == part.num_rows
+    assert part.num_rows <= full.num_rows
+    assert part.column("frame").to_pylist() == full.column("frame").to_pylist()[:part.num_rows]
