@@ -85,13 +85,14 @@ cdef enum:
     XC_ALERTS
     XC_HS_RECORDS
     XC_EARLY
+    XC_NO_HELLO
     XC_N
 
 _COUNTER_NAMES = ("events", "data_segments", "connections", "connections_evicted_cap",
                   "connections_gc", "requests", "responses", "matched", "responses_without_request",
                   "unmatched_gc", "unmatched_end", "unmatched_cap", "repeated_request",
                   "retransmissions", "gaps", "resynchronised", "ticket_records", "alert_records",
-                  "handshake_records", "early_data_requests")
+                  "handshake_records", "early_data_requests", "tls_data_without_hello")
 
 # One exchange record (httpanalyzer.tls.EXCHANGE_RECORD_DTYPE mirrors it; a test checks sizes)
 ctypedef struct XRecord:
@@ -713,6 +714,11 @@ cdef class ExchangeTable:
                 i = self._new_conn(e)
                 client = True
             else:
+                # TLS records of a connection whose ClientHello the capture does not hold (it
+                # started before the capture, or the hello was lost): no exchange can be made of
+                # it, counted by the segments that start with a TLS record header
+                if n >= 5 and 20 <= pl[0] <= 23 and pl[1] == 3 and pl[2] <= 4:
+                    self.cnt[XC_NO_HELLO] += 1
                 return 0
         c = <XConn *>pt_at(&self.cx, i)
         c.last_ts = e.ts_ns

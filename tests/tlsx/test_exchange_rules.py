@@ -189,3 +189,35 @@ def test_counters_account_for_every_record(tmp_path):
     assert (c["matched"], c["unmatched_end"], tab.num_rows) == (1, 1, 2)
     assert tab.num_rows == c["matched"] + c["unmatched_gc"] + c["unmatched_end"] + c["unmatched_cap"] \
         + c["responses_without_request"]
+
+
+def test_connection_without_its_client_hello_is_counted(tmp_path):
+    """A capture that starts after the handshake: no exchange can be made of the connection
+    (a connection starts at its ClientHello), and its TLS records are counted, not dropped in
+    silence: `tls_data_without_hello`, once per segment that starts with a TLS record header.
+    Every flight after the handshake here is one record, so only its first segment does."""
+    import struct
+
+    from tests.tlsx.convbuild import build as _build
+
+    hs = tls12_handshake()
+    fl = hs + [("c", [rec(23, 77)], "req"), ("s", [rec(23, 5000)], "resp"),
+               ("c", [rec(23, 90)], "req"), ("s", [rec(23, 700)], "resp")]
+    raw, built, _ = _build(fl, 1448)
+    pkts, off = [], 24
+    while off < len(raw):
+        n = struct.unpack("<I", raw[off + 8:off + 12])[0]
+        pkts.append(raw[off:off + 16 + n])
+        off += 16 + n
+    first = built[len(hs)]["frames"][0]            # 1-based frame of the first request
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(raw[:24] + b"".join(pkts[first - 1:]))
+    c: dict = {}
+    tab, _ = iter_exchanges(cut, counters=c)
+    assert tab.num_rows == 0
+    assert c["tls_data_without_hello"] == len(fl) - len(hs)
+    whole = tmp_path / "whole.pcap"
+    whole.write_bytes(raw)
+    c = {}
+    tab, _ = iter_exchanges(whole, counters=c)
+    assert tab.num_rows == 2 and c["tls_data_without_hello"] == 0
