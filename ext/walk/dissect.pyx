@@ -1062,41 +1062,30 @@ def span_to_arrow(msgs, const uint8_t[::1] data, str field, str errors="replace"
         null_count=nulls)
 
 
-def ip_to_arrow(msgs, str field):
-    """src_ip, dst_ip, outer_src or outer_dst of a message batch as a pyarrow string array
-    (dotted quad, RFC 5952 for IPv6: ext/common/util.h wt_ip_text); outer_* is null where the message
-    has no outer IP header."""
+cdef object _ip_column(const uint8_t *addr, Py_ssize_t astride, const uint8_t *ver,
+                       Py_ssize_t vstride, Py_ssize_t n, bint zero_is_null):
+    """n addresses (16 bytes each at addr + i * astride, IPv4 in the first 4) as a pyarrow
+    string array, by the version byte at ver + i * vstride (ext/common/util.h wt_ip_text: dotted
+    quad, RFC 5952); version 0 is null when zero_is_null."""
     import pyarrow as pa
-    if field not in ("src_ip", "dst_ip", "outer_src", "outer_dst"):
-        raise KeyError(field)
-    arr = np.ascontiguousarray(np.asarray(msgs))
-    if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1:
-        raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
-    cdef cnp.ndarray ma = arr
-    cdef Py_ssize_t n = ma.shape[0], i
-    cdef size_t foff = _MESSAGE_DTYPE.fields[field][1]
-    cdef bint outer = field.startswith("outer")
-    cdef const uint8_t *mbase = <const uint8_t *>cnp.PyArray_DATA(ma)
-    cdef const HttpMsg *mm
     cdef cnp.ndarray offsets = np.zeros(n + 1, dtype=np.int32)
     cdef cnp.ndarray text = np.empty(n * 46 + 1, dtype=np.uint8)   # INET6_ADDRSTRLEN = 46
     cdef cnp.ndarray valid = np.zeros((n + 7) // 8 if n > 0 else 1, dtype=np.uint8)
     cdef uint8_t *vp = <uint8_t *>cnp.PyArray_DATA(valid)
     cdef int *op = <int *>cnp.PyArray_DATA(offsets)
     cdef char *tp = <char *>cnp.PyArray_DATA(text)
-    cdef int o = 0, ln, ver
-    cdef Py_ssize_t nulls = 0
+    cdef int o = 0, ln, v
+    cdef Py_ssize_t nulls = 0, i
     cdef char buf[WT_IP_TEXT]
     with nogil:
         for i in range(n):
-            mm = <const HttpMsg *>(mbase + i * sizeof(HttpMsg))
-            ver = mm.outer_ip_version if outer else mm.ip_version
+            v = ver[i * vstride]
             buf[0] = 0
-            if outer and ver == 0:
+            if zero_is_null and v == 0:
                 nulls += 1
             else:
                 vp[i >> 3] |= <uint8_t>(1 << (i & 7))
-                wt_ip_text(mbase + i * sizeof(HttpMsg) + foff, ver != 4, buf)
+                wt_ip_text(addr + i * astride, v != 4, buf)
             ln = 0
             while buf[ln] != 0:
                 tp[o + ln] = buf[ln]
@@ -1106,3 +1095,33 @@ def ip_to_arrow(msgs, str field):
     return pa.Array.from_buffers(pa.string(), n, [pa.py_buffer(valid) if nulls else None,
                                                   pa.py_buffer(offsets), pa.py_buffer(text[:o])],
                                  null_count=nulls)
+
+
+def ip_to_arrow(msgs, str field):
+    """src_ip, dst_ip, outer_src or outer_dst of a message batch as a pyarrow string array
+    (dotted quad, RFC 5952 for IPv6: ext/common/util.h wt_ip_text); outer_* is null where the message
+    has no outer IP header."""
+    if field not in ("src_ip", "dst_ip", "outer_src", "outer_dst"):
+        raise KeyError(field)
+    arr = np.ascontiguousarray(np.asarray(msgs))
+    if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1:
+        raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
+    cdef cnp.ndarray ma = arr
+    cdef bint outer = field.startswith("outer")
+    cdef const uint8_t *mbase = <const uint8_t *>cnp.PyArray_DATA(ma)
+    cdef size_t voff = _MESSAGE_DTYPE.fields["outer_ip_version" if outer else "ip_version"][1]
+    return _ip_column(mbase + <size_t>_MESSAGE_DTYPE.fields[field][1], sizeof(HttpMsg),
+                      mbase + voff, sizeof(HttpMsg), ma.shape[0], outer)
+
+
+def ip_text(addrs, versions):
+    """Addresses as a pyarrow string array: addrs an n x 16 uint8 array (IPv4 in the first 4
+    bytes, the layout of every record kind's address fields), versions n values 4 or 6. The
+    text every record kind's address columns carry (ext/common/util.h wt_ip_text)."""
+    a = np.ascontiguousarray(addrs, dtype=np.uint8)
+    v = np.ascontiguousarray(versions, dtype=np.uint8)
+    if a.ndim != 2 or a.shape[1] != 16 or v.ndim != 1 or v.shape[0] != a.shape[0]:
+        raise ValueError("addrs must be n x 16 uint8 and versions n values")
+    cdef cnp.ndarray aa = a, va = v
+    return _ip_column(<const uint8_t *>cnp.PyArray_DATA(aa), 16,
+                      <const uint8_t *>cnp.PyArray_DATA(va), 1, a.shape[0], False)
