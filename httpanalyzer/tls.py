@@ -26,10 +26,9 @@ from webtap._ext.tls import TlsTable
 from webtap.capture import compile_filter
 from webtap.errors import BpfError
 from webtap.pipeline import Pipeline
-from webtap.records import columns
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, exchange_table)
-from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, to_table
+from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table
 from webtap.writers import empty_batch_of
 
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE",
@@ -44,8 +43,9 @@ class TlsRun:
 
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
+        self._parts: list = []                      # TlsTable.take() results, in emit order
 
-    #: records the C table gathers before they are converted to Arrow: the conversion has a
+    #: records the C table gathers before they are taken out as numpy parts: the take has a
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
     CONVERT_EVERY = 1 << 16
 
@@ -54,25 +54,26 @@ class TlsRun:
         """The stage's watch list (a capsule) for webtap.dissect.dissect(tls_watch=...)."""
         return self.table.watch
 
-    def feed(self, packets, data, msgs=None) -> pa.Table | None:
+    def feed(self, packets, data, msgs=None) -> None:
         """One packet batch; msgs: the stage's messages of it from the HTTP dissector's walk
-        (MessageBatch.tls), else the stage walks the batch itself."""
+        (MessageBatch.tls), else the stage walks the batch itself. The records wait as numpy
+        parts; finish() makes the table, in frame order, once."""
         if msgs is None:
             self.table.feed(packets, data)
         else:
             self.table.feed_messages(msgs, data, len(packets))
         if self.table.records_waiting >= self.CONVERT_EVERY:
-            return self._take()
-        return None
+            self._parts.append(self.table.take())
 
     def finish(self) -> pa.Table | None:
+        """End of input (the waiting hellos leave as unmatched): every record so far as one
+        table of SCHEMA in the order of its first frame (None if there is none). Called again
+        (an interrupted run's partial output), it gives the records since."""
         self.table.flush()
-        return self._take()
-
-    def _take(self):
-        if not self.table.records_waiting:
-            return None
-        return to_table(*self.table.take())
+        if self.table.records_waiting:
+            self._parts.append(self.table.take())
+        parts, self._parts = self._parts, []
+        return sorted_table(parts) if parts else None
 
     def counters(self) -> dict:
         return self.table.counters()
@@ -132,33 +133,8 @@ def analyze_tls(traces, bpf: str | None = None, gc_timeout: float = 60.0,
     batches = list(iter_tls_batches(traces, bpf=bpf, gc_timeout=gc_timeout,
                                     max_pending=max_pending, max_reassembly=max_reassembly,
                                     counters=counters, warnings=warnings))
-    tab = pa.Table.from_batches(batches, schema=SCHEMA)
-    tab = sort_table(tab)
+    tab = pa.Table.from_batches(batches, schema=SCHEMA)      # in frame order (TlsRun.finish)
     return tab.to_pandas(types_mapper=None)
-
-
-def sort_table(tab: pa.Table) -> pa.Table:
-    """Rows in the order of their first frame (ClientHello, else ServerHello)."""
-    if tab.num_rows == 0:
-        return tab
-    def frames(name):
-        a = tab[name].combine_chunks()
-        vals = np.frombuffer(a.buffers()[1], dtype=np.uint64)[a.offset:a.offset + len(a)]
-        bm = a.buffers()[0]
-        if bm is None:
-            return vals, np.ones(len(a), dtype=bool)
-        bits = np.unpackbits(np.frombuffer(bm, dtype=np.uint8), bitorder="little")
-        return vals, bits[a.offset:a.offset + len(a)].astype(bool)
-
-    req, rv = frames("request_frame")
-    resp, sv = frames("response_frame")
-    idx = np.lexsort((np.where(sv, resp, 0), np.where(rv, req, resp)))   # stable, as sort_indices
-    return _take(tab, columns.num(idx.astype(np.int64)))
-
-
-def _take(tab: pa.Table, idx: pa.Array) -> pa.Table:
-    """tab.take(idx) without importing pyarrow.compute (webtap.records.columns.call)."""
-    return columns.call("take", [tab, idx])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +271,6 @@ class OnePass:
 
             self.xo = open_exchange_output(run, exchanges_out)
             self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
-        self.tables: list = []
         self.packets = 0                   # packets fed (for `interrupted ... after N packets`)
         run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the handshakes so far, as partial
 
@@ -305,10 +280,7 @@ class OnePass:
         OUT.partial.EXT (the exchanges so far likewise)."""
         if (self.o is None or self.o.done) and (self.xo is None or self.xo.done):
             return
-        t = self.run.finish()
-        if t is not None:
-            self.tables.append(t)
-        tab = sort_table(pa.concat_tables(self.tables)) if self.tables else None
+        tab = self.run.finish()
         if self.o is not None and not self.o.done and tab is not None and tab.num_rows:
             self.o.write(tab)
         if self.xo is not None and not self.xo.done:
@@ -339,9 +311,7 @@ class OnePass:
             # no walk handed this batch over (feeder consumers, --dask): one walk here for both
             # stages
             _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, 2)
-        t = self.run.feed(packets, data, msgs)
-        if t is not None:
-            self.tables.append(t)
+        self.run.feed(packets, data, msgs)
         if self.x is not None:
             self.x.feed(events, data)
 
@@ -349,10 +319,9 @@ class OnePass:
         """The end of the input: the output is written by commit() (after the HTTP records)."""
 
     def commit(self) -> None:
-        t = self.run.finish()
-        if t is not None:
-            self.tables.append(t)
-        tab = sort_table(pa.concat_tables(self.tables) if self.tables else empty_table())
+        tab = self.run.finish()
+        if tab is None:
+            tab = empty_table()
         if self.o is not None:
             self.o.write(tab)
             self.o.commit()

@@ -19,7 +19,7 @@ from typing import Iterable
 import pyarrow as pa
 
 from httpanalyzer.tls import (ExchangeRun, ExchangeStage, TlsRun, TlsStage, empty_exchange_table,
-                              open_exchange_output, sort_table)
+                              open_exchange_output)
 from webtap.pipeline import Pipeline
 from webtap.records.exchange import EXCHANGE_SCHEMA, exchange_table
 
@@ -42,7 +42,7 @@ def iter_exchanges(traces, bpf: str | None = None, gc_timeout: float = 60.0,
     finally:
         if warnings is not None:
             warnings.extend(pipe.totals.warnings)
-    hs = sort_table(pa.concat_tables(tabs)) if tabs else None
+    hs = pa.concat_tables(tabs) if tabs else None      # one table, in frame order (TlsRun.finish)
     if counters is not None:
         counters.update(ex.run.counters())        # after the flush: `unmatched_end` counted
     return exchange_table(ex.raw, hs), hs

@@ -49,7 +49,7 @@ cimport cython
 from util cimport wt_alloc
 
 __all__ = ["format_lines", "format_jsonl", "format_zeek", "text_array", "seconds_text",
-           "supported"]
+           "supported", "copy_spans"]
 
 cdef enum Kind:
     K_STR = 1       # utf8, int32 offsets
@@ -900,3 +900,29 @@ def _time_array(arr):
                                         pa.types.is_duration(arr.type) or arr.type == pa.int64()):
         raise TypeError(f"seconds_text: not an int64-backed time: {arr.type}")
     return arr
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def copy_spans(const uint8_t[::1] data, const int64_t[::1] start, const int64_t[::1] offs,
+               uint8_t[::1] out):
+    """out[offs[k]:offs[k + 1]] = data[start[k]:start[k] + offs[k + 1] - offs[k]] for every row
+    k: the bytes of a gather of strings (webtap.records.columns.gather_bytes), one memcpy per
+    row instead of an index per byte. Every span is checked against both buffers (IndexError)."""
+    cdef Py_ssize_t n = start.shape[0], k
+    cdef int64_t a, b, l, nd = data.shape[0], no = out.shape[0]
+    cdef bint bad = False
+    if offs.shape[0] != n + 1:
+        raise ValueError("offs must have one more item than start")
+    with nogil:
+        for k in range(n):
+            a = start[k]
+            b = offs[k]
+            l = offs[k + 1] - b
+            if l < 0 or a < 0 or b < 0 or a + l > nd or b + l > no:
+                bad = True
+                break
+            if l:
+                memcpy(&out[b], &data[a], <size_t>l)
+    if bad:
+        raise IndexError(f"span {k} outside its buffer")

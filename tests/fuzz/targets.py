@@ -746,7 +746,7 @@ _TLS_STATUS = {"ok", "incomplete", "not_tls", "not_hello", "bad_length", "too_lo
 def _frames_through_table(frames: list[bytes]) -> None:
     """Feed Ethernet frames to a TlsTable (small caps so eviction paths run) and check the
     records: as many as the counters say, every text column valid, spans never past the input."""
-    from httpanalyzer.tls import to_table
+    from webtap.records.tls import to_table
     from webtap._ext.tls import TlsTable
     from webtap.records.message import PACKET_DTYPE
 

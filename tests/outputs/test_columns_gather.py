@@ -26,3 +26,75 @@ def test_gather_from_nothing_is_all_null_or_refused():
     assert columns.gather(offs, buf, np.zeros(3, np.int64), valid=np.zeros(3, bool)).to_pylist() == [None] * 3
     with pytest.raises(IndexError):
         columns.gather(offs, buf, np.zeros(2, np.int64))
+
+
+def test_copy_spans_refuses_a_span_outside_either_buffer():
+    from webtap._ext.textout import copy_spans
+
+    data = np.frombuffer(b"abcdef", np.uint8)
+    out = np.zeros(4, np.uint8)
+    copy_spans(data, np.array([4, 0], np.int64), np.array([0, 2, 4], np.int64), out)
+    assert out.tobytes() == b"efab"
+    for start, offs, n in (([5], [0, 2], 4),        # past the end of data
+                           ([-1], [0, 1], 4),       # before its start
+                           ([0], [0, 5], 4),        # past the end of out
+                           ([0], [2, 1], 4)):       # a negative length
+        with pytest.raises(IndexError):
+            copy_spans(data, np.array(start, np.int64), np.array(offs, np.int64), np.zeros(n, np.uint8))
+    with pytest.raises(ValueError):
+        copy_spans(data, np.array([0], np.int64), np.array([0], np.int64), out)
+
+
+_text = st.one_of(st.none(), st.sampled_from(["h2", "http/1.1", "", "h3", "é2"]), st.text(max_size=5))
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=st.lists(_text, max_size=10),
+       lists=st.lists(st.one_of(st.none(), st.lists(_text.filter(lambda x: x is not None), max_size=3)),
+                      max_size=10),
+       data=st.data())
+def test_take_strings_and_lists_are_arrows_take(items, lists, data):
+    """take_strings / take_string_lists against pyarrow.compute.take (the reference), sliced
+    arrays and a mask of rows to leave null included."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for arr, take in ((pa.array(items, pa.string()), columns.take_strings),
+                      (pa.array(lists, pa.list_(pa.string())), columns.take_string_lists)):
+        lo = data.draw(st.integers(0, len(arr)))
+        arr = arr.slice(lo)
+        if len(arr) == 0:
+            continue
+        idx = np.array(data.draw(st.lists(st.integers(0, len(arr) - 1), max_size=12)), np.int64)
+        valid = np.array(data.draw(st.lists(st.booleans(), min_size=len(idx), max_size=len(idx))), bool)
+        ref = pc.take(arr, pa.array(idx, mask=~valid)).to_pylist()
+        assert take(arr, idx, valid).to_pylist() == ref
+        assert take(pa.chunked_array([arr]), idx).to_pylist() == pc.take(arr, pa.array(idx)).to_pylist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(server=st.lists(_text, min_size=1, max_size=8), data=st.data())
+def test_exchange_h2_and_version_are_the_coalesce_they_replace(server, data):
+    """The exchange record's h2 and version columns (numpy over buffers) against the pyarrow
+    compute expressions they replaced: coalesce(server_alpn == 'h2', first offered == 'h2') and
+    coalesce(hex16(version) where != 0, joined version)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from webtap.records import exchange as ex
+
+    n = len(server)
+    offered = data.draw(st.lists(st.one_of(st.none(), st.lists(_text.filter(lambda x: x is not None),
+                                                                 max_size=3)), min_size=n, max_size=n))
+    sa, of = pa.array(server, pa.string()), pa.array(offered, pa.list_(pa.string()))
+    ok1, h1 = ex._is_h2(*columns.string_parts(sa))
+    ok2, h2 = ex._first_is_h2(of)
+    got = columns.boolean(np.where(ok1, h1, h2), ok1 | ok2).to_pylist()
+    first = pa.array([(x[0] if x else None) for x in offered], pa.string())
+    ref = pc.coalesce(pc.equal(sa, "h2"), pc.equal(first, "h2")).to_pylist()
+    assert got == ref
+    v = np.array(data.draw(st.lists(st.sampled_from([0, 0x0303, 0x0304, 0x7f1c]), min_size=n, max_size=n)),
+                 np.uint16)
+    joined = pa.array(data.draw(st.lists(st.one_of(st.none(), st.sampled_from(["0x0303", "0x0304"])),
+                                         min_size=n, max_size=n)), pa.string())
+    ref = pc.coalesce(columns.hex16(v, v != 0), joined).to_pylist()
+    assert ex._version(v, joined).to_pylist() == ref

@@ -23,19 +23,15 @@ def _batches(path, batch_size=8192):
 def _records(path, cuts=None, batch_size=8192):
     """The TLS stage fed batch by batch; cuts: split every batch into slices of this many
     packets (the slices share the batch's buffer)."""
-    from httpanalyzer.tls import TlsRun, sort_table
+    from httpanalyzer.tls import TlsRun
 
-    run, tabs = TlsRun(), []
+    run = TlsRun()
     for pk, data in _batches(path, batch_size):
         step = cuts or len(pk) or 1
         for i in range(0, len(pk), step):
-            t = run.feed(pk[i:i + step], data)
-            if t is not None:
-                tabs.append(t)
-    tabs.append(run.finish())
-    import pyarrow as pa
-
-    return sort_table(pa.concat_tables([t for t in tabs if t is not None])).to_pylist(), run.counters()
+            assert run.feed(pk[i:i + step], data) is None   # records leave at the end, in order
+    tab = run.finish()
+    return (tab.to_pylist() if tab is not None else []), run.counters()
 
 
 def _split_pcap(path, n):

@@ -6,8 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from webtap._ext.textout import copy_spans
+
 __all__ = ["bitmap", "num", "boolean", "strings", "gather", "gather_bytes", "concat_bytes",
-           "text_column", "texts", "fixed_text", "string_list", "u16_list", "hex16", "Codes", "call"]
+           "text_column", "texts", "fixed_text", "string_list", "u16_list", "hex16", "Codes", "call",
+           "valid_mask", "string_parts", "take_lists", "take_strings", "take_string_lists"]
 
 
 def bitmap(valid, n: int):
@@ -67,9 +70,9 @@ def gather_bytes(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray,
         lens = np.where(valid, lens, 0)
     out = np.zeros(n + 1, np.int64)
     np.cumsum(lens, out=out[1:])
-    # byte k of the result comes from data[start[row] + (k - out[row])]
-    src = np.repeat(start - out[:-1], lens) + np.arange(out[-1], dtype=np.int64)
-    return out, np.asarray(data, dtype=np.uint8)[src]
+    body = np.empty(int(out[-1]), np.uint8)
+    copy_spans(np.ascontiguousarray(data, dtype=np.uint8), np.ascontiguousarray(start), out, body)
+    return out, body
 
 
 def gather(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray, valid=None) -> pa.Array:
@@ -77,6 +80,84 @@ def gather(offsets: np.ndarray, data: np.ndarray, idx: np.ndarray, valid=None) -
     order; null where not valid. A take without pyarrow.compute."""
     out, body = gather_bytes(offsets, data, idx, valid)
     return text_column(out, body, valid)
+
+
+def valid_mask(a: pa.Array) -> np.ndarray:
+    """An Arrow array's validity as a bool mask, from its bitmap (Array.is_valid would import
+    pyarrow.compute)."""
+    bm = a.buffers()[0]
+    if bm is None or a.null_count == 0:
+        return np.ones(len(a), bool)
+    bits = np.unpackbits(np.frombuffer(bm, dtype=np.uint8), bitorder="little")
+    return bits[a.offset:a.offset + len(a)].astype(bool)
+
+
+def string_parts(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(int64 offsets[n + 1] into data, UTF-8 bytes, validity mask) of a string array or a
+    chunked one, read in place from its buffers (a slice's offset honoured)."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks() if a.num_chunks else pa.nulls(0, a.type)
+    bufs = a.buffers()
+    n = len(a)
+    if bufs[1] is None:
+        offs = np.zeros(n + 1, np.int64)
+    else:
+        offs = np.frombuffer(bufs[1], np.int32)[a.offset:a.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(bufs[2], np.uint8) if len(bufs) > 2 and bufs[2] is not None \
+        else np.zeros(0, np.uint8)
+    return offs, data, valid_mask(a)
+
+
+def take_lists(loffs: np.ndarray, idx: np.ndarray, valid=None) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 list offsets of the lists idx, in that order; the item indices they hold) from
+    int64 list offsets; a row not valid holds no items, whatever its idx."""
+    idx = np.asarray(idx, dtype=np.int64)
+    if valid is not None:
+        idx = np.where(valid, idx, 0)
+    if len(loffs) < 2:
+        if len(idx) and (valid is None or np.any(valid)):
+            raise IndexError("take from an empty list set")
+        return np.zeros(len(idx) + 1, np.int64), np.zeros(0, np.int64)
+    start = loffs[idx]
+    lens = loffs[idx + 1] - start
+    if valid is not None:
+        lens = np.where(valid, lens, 0)
+    out = np.zeros(len(idx) + 1, np.int64)
+    np.cumsum(lens, out=out[1:])
+    return out, np.repeat(start - out[:-1], lens) + np.arange(out[-1], dtype=np.int64)
+
+
+def take_strings(a, idx: np.ndarray, valid=None) -> pa.Array:
+    """Rows idx of a string array (an Arrow take without pyarrow.compute): null where not
+    valid or where the row taken is null."""
+    offs, data, ok = string_parts(a)
+    v = _taken_valid(ok, idx, valid)
+    o, body = gather_bytes(offs, data, idx, v)
+    return text_column(o, body, v)
+
+
+def take_string_lists(a, idx: np.ndarray, valid=None) -> pa.Array:
+    """Rows idx of a list<string> array, as take_strings."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks() if a.num_chunks else pa.nulls(0, a.type)
+    v = _taken_valid(valid_mask(a), idx, valid)
+    loffs = np.frombuffer(a.offsets.buffers()[1], np.int32)[a.offset:a.offset + len(a) + 1] \
+        .astype(np.int64) if len(a) else np.zeros(1, np.int64)
+    lo, which = take_lists(loffs, idx, v)
+    ioffs, data, _ = string_parts(a.values)
+    io, body = gather_bytes(ioffs, data, which)
+    return string_list(lo.astype(np.int32), io.astype(np.int32), body, v)
+
+
+def _taken_valid(ok: np.ndarray, idx: np.ndarray, valid) -> np.ndarray:
+    idx = np.asarray(idx, dtype=np.int64)
+    v = np.ones(len(idx), bool) if valid is None else np.asarray(valid, dtype=bool).copy()
+    if len(ok) == 0:
+        if v.any():
+            raise IndexError("take from an empty array")
+        return v
+    v &= ok[np.where(v, idx, 0)]
+    return v
 
 
 def text_column(offsets: np.ndarray, data: np.ndarray, valid=None) -> pa.Array:

@@ -69,28 +69,19 @@ EXCHANGE_SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in 
 _REASON_CODES = columns.Codes(EXCHANGE_REASONS)
 
 
-def _valid(a: pa.Array) -> np.ndarray:
-    """An Arrow array's validity as a bool mask, from its bitmap (Array.is_valid would import
-    pyarrow.compute)."""
-    bm = a.buffers()[0]
-    if bm is None or a.null_count == 0:
-        return np.ones(len(a), bool)
-    bits = np.unpackbits(np.frombuffer(bm, dtype=np.uint8), bitorder="little")
-    return bits[a.offset:a.offset + len(a)].astype(bool)
-
-
 def _values(col, dtype):
     """(values, valid mask) of a numeric Arrow column from its buffers (ChunkedArray.to_numpy
     would import pandas: most of a second of a run)."""
     a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    return np.frombuffer(a.buffers()[1], dtype=dtype)[a.offset:a.offset + len(a)], _valid(a)
+    return np.frombuffer(a.buffers()[1], dtype=dtype)[a.offset:a.offset + len(a)], columns.valid_mask(a)
 
 
 def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: pa.Table | None):
-    """Row of the handshake record of each exchange's connection (null: none): the same
+    """(row of the handshake record of each exchange's connection, found) (None, None without
+    handshakes): the same
     ClientHello frame and ports (frame numbers restart in every trace of a run)."""
     if hs is None or hs.num_rows == 0:
-        return None
+        return None, None
     vals, ok = _values(hs["request_frame"], np.uint64)
     hc = _values(hs["client_port"], np.uint16)[0].astype(np.uint64)
     hp = _values(hs["server_port"], np.uint16)[0].astype(np.uint64)
@@ -102,8 +93,7 @@ def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: 
     pos = np.searchsorted(sv, key)
     pos_c = np.minimum(pos, len(sv) - 1)
     found = (pos < len(sv)) & (sv[pos_c] == key) & (frames != 0)
-    idx = np.where(found, order[pos_c], 0).astype(np.int64)
-    return columns.num(idx, valid=found)
+    return np.where(found, order[pos_c], 0).astype(np.int64), found
 
 
 def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Table:
@@ -115,21 +105,22 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     n = len(r)
     hq, hr = r["has_req"] == 1, r["has_resp"] == 1
     both = hq & hr
-    idx = _join_index(r["ch_frame"], r["client_port"], r["server_port"], handshakes)
+    idx, found = _join_index(r["ch_frame"], r["client_port"], r["server_port"], handshakes)
 
     def joined(name, typ):
         if idx is None:
             return pa.nulls(n, typ)
-        return columns.call("take", [handshakes[name].combine_chunks(), idx])
+        take = columns.take_string_lists if pa.types.is_list(typ) else columns.take_strings
+        return take(handshakes[name], idx, found)
 
     alpn_offered = joined("alpn", pa.list_(pa.string()))
     server_alpn = joined("server_alpn", pa.string())
     # h2: the server's choice where visible, else the client's first offer (TLS 1.3 hides it)
-    h2s = _h2_scalar()
-    h2 = columns.call("coalesce", [columns.call("equal", [server_alpn, h2s]),
-                            columns.call("equal", [_first_of_lists(alpn_offered), h2s])])
+    sa_ok, sa_h2 = _is_h2(*columns.string_parts(server_alpn))
+    fo_ok, fo_h2 = _first_is_h2(alpn_offered)
+    h2 = columns.boolean(np.where(sa_ok, sa_h2, fo_h2), sa_ok | fo_ok)
     # the version the stage read in the ServerHello, else the handshake record's
-    version = columns.call("coalesce", [columns.hex16(r["version"], r["version"] != 0), joined("server_version", pa.string())])
+    version = _version(r["version"], joined("server_version", pa.string()))
     flags = r["flags"]
     cols = {
         "client_ip": columns.fixed_text(r["client_ip_text"]),
@@ -166,20 +157,44 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     return pa.Table.from_arrays(arrays, schema=EXCHANGE_SCHEMA)
 
 
-def _first_of_lists(a: pa.Array) -> pa.Array:
-    """Each list's first value (null for a null or empty list), from the list's offsets."""
-    if len(a) == 0:
-        return pa.nulls(0, pa.string())
-    offs = _values(a.offsets, np.int32)[0].astype(np.int64)
-    valid = _valid(a)
-    ok = valid & (offs[1:] > offs[:-1])
-    values = a.values if len(a.values) else pa.nulls(1, pa.string())
-    return columns.call("take", [values, columns.num(np.where(ok, offs[:-1], 0), valid=ok)])
+def _is_h2(offs: np.ndarray, data: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(valid, value is 'h2') per row of a string column given by its parts."""
+    return valid, _h2_at(offs[:-1], offs[1:], data, valid)
 
 
-def _h2_scalar():
-    """The string scalar 'h2', built from buffers (pa.scalar of a Python object imports pandas:
-    ~0.4 s of a run that writes no DataFrame)."""
-    arr = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, 2], np.int32)),
-                                                 pa.py_buffer(b"h2")])
-    return arr[0]
+def _first_is_h2(a: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(the list has a first value, that value is 'h2') per row of a list<string> column (a
+    null or empty list has none)."""
+    n = len(a)
+    if n == 0:
+        return np.zeros(0, bool), np.zeros(0, bool)
+    loffs = np.frombuffer(a.offsets.buffers()[1], np.int32)[a.offset:a.offset + n + 1].astype(np.int64)
+    ok = columns.valid_mask(a) & (loffs[1:] > loffs[:-1])
+    ioffs, data, _ = columns.string_parts(a.values)
+    if len(ioffs) < 2:
+        return ok, np.zeros(n, bool)
+    first = np.where(ok, loffs[:-1], 0)
+    return ok, _h2_at(ioffs[first], ioffs[first + 1], data, ok)
+
+
+def _h2_at(start: np.ndarray, end: np.ndarray, data: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Whether data[start:end] is b'h2', per row where ok (False elsewhere)."""
+    two = ok & (end - start == 2)
+    if len(data) < 2:
+        return np.zeros(len(ok), bool)
+    at = np.minimum(np.where(two, start, 0), len(data) - 2)
+    return two & (data[at] == ord("h")) & (data[at + 1] == ord("2"))
+
+
+def _version(v: np.ndarray, joined: pa.Array) -> pa.Array:
+    """0xhhhh of the version the exchange stage read (v != 0), else the joined text."""
+    mine = v != 0
+    hexv = columns.hex16(v)
+    ho, hd, _ = columns.string_parts(hexv)
+    jo, jd, jok = columns.string_parts(joined)
+    offs, data = columns.concat_bytes([(ho, hd), (jo, jd)])
+    n = len(v)
+    rows = np.where(mine, np.arange(n), n + np.arange(n))
+    valid = mine | jok
+    o, body = columns.gather_bytes(offs, data, rows, valid)
+    return columns.text_column(o, body, valid)

@@ -17,7 +17,7 @@ from webtap.dissect import encap_text
 from webtap.records import columns
 from webtap.writers import empty_batch_of
 
-__all__ = ["TLS_OUT_DTYPE", "FIELDS", "COLUMNS", "SCHEMA", "to_table", "empty_table"]
+__all__ = ["TLS_OUT_DTYPE", "FIELDS", "COLUMNS", "SCHEMA", "to_table", "sorted_table", "empty_table"]
 
 #: ext/tls/tls.pyx TlsOut: the numeric part of an emitted record, field for field (a test compares
 #: the sizes and every offset with the C struct). The text leaves beside it in Arrow-layout
@@ -160,6 +160,50 @@ def to_table(raw: np.ndarray, strings: dict) -> pa.Table:
     arrays = [cols[n] if cols[n].type == SCHEMA.field(n).type else cols[n].cast(SCHEMA.field(n).type)
               for n in COLUMNS]
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
+
+
+def sorted_table(parts) -> pa.Table:
+    """One table of SCHEMA from several TlsTable.take() results (in emit order), its rows in the
+    order of their first frame (ClientHello, else ServerHello; ties by ServerHello frame, a
+    missing one first; stable). The rows are put in order in their numpy buffers, before Arrow:
+    an Arrow take of the 40 columns (list columns among them) cost about 5 us per handshake of
+    a whole `--tls-out` run and imported pyarrow.compute."""
+    parts = [(np.frombuffer(r, dtype=TLS_OUT_DTYPE) if r.dtype != TLS_OUT_DTYPE else r, s)
+             for r, s in parts if len(r)]
+    if not parts:
+        return empty_table()
+    raw = np.concatenate([r for r, _ in parts])
+    has_ch, has_sh = raw["has_ch"] != 0, raw["has_sh"] != 0
+    req, resp = raw["ch_pkt"] + 1, raw["sh_pkt"] + 1          # the frames the columns hold
+    idx = np.lexsort((np.where(has_sh, resp, 0), np.where(has_ch, req, resp)))
+    strings = {name: _take_column([s[name] for _, s in parts], idx) for name in parts[0][1]}
+    return to_table(raw[idx], strings)
+
+
+def _take_column(parts, idx: np.ndarray) -> tuple:
+    """A text or list column of TlsTable.take() (see there) concatenated over parts, rows idx."""
+    if len(parts[0]) == 3:                                      # list<string>
+        loffs, _ = _concat_lists([(p[0], len(p[1]) - 1) for p in parts])
+        ioffs, data = columns.concat_bytes([(p[1], p[2]) for p in parts])
+        lo, which = columns.take_lists(loffs, idx)
+        io, body = columns.gather_bytes(ioffs, data, which)
+        return lo.astype(np.int32), io.astype(np.int32), body
+    if parts[0][1].dtype == np.uint16:                          # list<uint16>
+        loffs, _ = _concat_lists([(p[0], len(p[1])) for p in parts])
+        lo, which = columns.take_lists(loffs, idx)
+        return lo.astype(np.int32), np.concatenate([p[1] for p in parts])[which]
+    offs, data = columns.concat_bytes(parts)                    # text
+    o, body = columns.gather_bytes(offs, data, idx)
+    return o.astype(np.int32), body
+
+
+def _concat_lists(parts) -> tuple[np.ndarray, int]:
+    """(int64 list offsets, item count) of list columns given as (list offsets, their items)."""
+    base, out = 0, [np.zeros(1, np.int64)]
+    for lo, nitems in parts:
+        out.append(np.asarray(lo[1:], np.int64) + base)
+        base += int(nitems)
+    return np.concatenate(out), base
 
 
 def empty_table() -> pa.Table:

@@ -1,0 +1,62 @@
+"""webtap.records.tls.sorted_table puts the TLS stage's records in frame order in their numpy
+buffers, over several take() parts, before Arrow. The reference here is independent of it:
+each part made into a table alone (to_table), the tables concatenated by pyarrow, and the rows
+sorted in Python by (first frame, ServerHello frame or 0) with a stable sort."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tests.conftest import SHARED
+
+TRACES = ["ja4/tls-handshake.pcapng", "ja4/ipv6.pcapng",
+          "pcapplusplus/ExamplesTest_pcap_examples_many-protocols.pcap",
+          "httpreplay/2019-05-01-airfrance-fr-traffic.pcap"]
+
+
+def _parts(path, every):
+    from httpanalyzer.tls import TlsRun
+    from webtap.capture import open_trace
+
+    run = TlsRun()
+    parts = []
+    with open_trace(str(path), progress=False, batch_size=8) as tr:
+        for b in tr:
+            run.feed(b.packets, b.data)
+            if run.table.records_waiting >= every:
+                parts.append(run.table.take())
+    run.table.flush()
+    parts.append(run.table.take())
+    return parts
+
+
+def _key(row):
+    first = row["request_frame"] if row["request_frame"] is not None else row["response_frame"]
+    return (first, row["response_frame"] if row["response_frame"] is not None else 0)
+
+
+@pytest.mark.parametrize("rel", TRACES)
+@pytest.mark.parametrize("every", [1, 3, 1 << 20])
+def test_sorted_table_is_the_stable_frame_order_of_all_parts(rel, every):
+    from webtap.records.tls import SCHEMA, sorted_table, to_table
+
+    path = SHARED / "traces-tls" / rel
+    if not path.exists():
+        pytest.skip(f"{path} not here")
+    parts = _parts(path, every)
+    ref = pa.concat_tables([to_table(*p) for p in parts if len(p[0])]).to_pylist()
+    if every == 1 and len(ref) > 20:
+        assert sum(1 for r, _ in parts if len(r)) > 3        # the parts really are several
+    ref.sort(key=_key)                                         # Python's sort is stable
+    got = sorted_table(parts)
+    assert got.schema == SCHEMA
+    assert got.to_pylist() == ref
+    assert len(ref) > 0
+
+
+def test_sorted_table_of_nothing_is_the_empty_table():
+    from webtap.records.tls import SCHEMA, TLS_OUT_DTYPE, sorted_table
+
+    assert sorted_table([]).num_rows == 0
+    assert sorted_table([(np.zeros(0, np.uint8), {})]).schema == SCHEMA
