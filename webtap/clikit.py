@@ -502,6 +502,11 @@ class Output:
 
     def discard(self) -> None:
         self.done = True
+        if self._writer is not None and hasattr(self._writer, "wait"):
+            try:
+                self._writer.wait()        # a row group under way in the writer's thread
+            except Exception:              # its file is thrown away: its error no longer matters
+                pass
         if self._f is not None:
             try:
                 self._f.close()

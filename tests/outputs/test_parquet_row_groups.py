@@ -68,3 +68,44 @@ def test_empty_output_keeps_its_schema():
     f, total = _write([])
     assert total == 0 and f.metadata.num_rows == 0
     assert f.schema_arrow.names == ["n", "s"]
+
+
+class _File(io.BytesIO):
+    """A file that notes which threads wrote to it and fails (ENOSPC) past `limit` bytes."""
+
+    def __init__(self, limit=None):
+        super().__init__()
+        self.limit = limit
+        self.threads = set()
+
+    def write(self, b):
+        import threading
+
+        self.threads.add(threading.current_thread().name)
+        if self.limit is not None and self.tell() + len(b) > self.limit:
+            raise OSError(28, "No space left on device")
+        return super().write(b)
+
+
+def test_full_row_groups_are_written_by_the_writer_thread_in_order():
+    f = _File()
+    w = ParquetWriter(f, schema=SCHEMA)
+    w.ROW_GROUP_ROWS = 1000
+    for k in range(20):
+        w.write(_batch(k * 500, 500))
+    w.close({"webtap.partial": "false"})
+    assert any(n.startswith("webtap-parquet") for n in f.threads)   # the overlap is really there
+    t = pq.read_table(io.BytesIO(f.getvalue()))
+    assert t["n"].to_pylist() == list(range(10000))
+
+
+@pytest.mark.parametrize("limit", [2000, 20000, 60000])
+def test_an_error_of_the_writer_thread_is_raised_not_lost(limit):
+    """A write that fails in the writer's thread (disk full) fails the run: the next write or
+    close raises it."""
+    w = ParquetWriter(_File(limit), schema=SCHEMA)
+    w.ROW_GROUP_ROWS = 1000
+    with pytest.raises(OSError, match="No space"):
+        for k in range(200):
+            w.write(_batch(k * 500, 500))
+        w.close({"webtap.partial": "false"})
