@@ -8,6 +8,7 @@ DDoS filter decides per client, measured from a trace by a pass-by analyser.
     abuse.limit_req(run.requests, rate="10r/s", burst=5)   # nginx's limit_req, request by request
     abuse.slow_http(run)                          # per connection: slowloris, slow body, slow read,
                                                   # idle keep-alive indicators
+    abuse.evasion(abuse.collect("t.pcap", evasion=True))   # per request: evasion bit flags
 
 * **Requests** are the HTTP records' requests (httpanalyzer's pairing: a retransmitted request is
   one record, flagged request_repeat, and counted once).
@@ -45,14 +46,20 @@ from webtap.records import http as records
 from webtap.records.message import (
     METHOD_NAMES,
     MSG_REQUEST,
+    MSGF_EV_DOUBLE_ENCODED,
+    MSGF_EV_HOST_MISMATCH,
+    MSGF_EV_LONG_HEADER_LINE,
+    MSGF_EV_LONG_REQUEST_LINE,
+    MSGF_EV_MANY_FIELDS,
     MSGF_HEADERS_INCOMPLETE,
+    MSGF_HOST_REPEATED,
     MSGF_PAYLOAD_TRUNCATED,
     TCP_EVENT_DTYPE,
 )
 
 __all__ = ["TcpLog", "AbuseRun", "collect", "connections", "first_request_of", "rates",
            "parse_rate", "parse_window", "limit_req",
-           "slow_http", "SLOW_KINDS", "LIMIT_REQ_OUTCOMES"]
+           "slow_http", "SLOW_KINDS", "LIMIT_REQ_OUTCOMES", "evasion", "EVASION_FLAGS"]
 
 LIMIT_REQ_OUTCOMES = _abuse.LIMIT_REQ_OUTCOMES
 #: the slow-HTTP indicator columns of slow_http(), in order
@@ -61,6 +68,20 @@ SLOW_KINDS = ("slowloris", "slow_body", "slow_read", "idle_keepalive")
 _SYN, _FIN, _RST, _ACK = 0x02, 0x01, 0x04, 0x10
 _BODY_METHODS = np.zeros(256, bool)
 _BODY_METHODS[[METHOD_NAMES.index(m) for m in ("POST", "PUT", "PATCH")]] = True
+
+#: evasion indicators of a request's first packet (the walk's MSGF_* bits; ext/walk/evasion.pxd):
+#: name -> bit of evasion()'s `evasion` column. The bits are the walk's message flags, so the
+#: column can be read beside webtap.records.message's MSGF_* constants.
+EVASION_FLAGS = {
+    "host_repeated": MSGF_HOST_REPEATED,            # a second Host header field
+    "host_mismatch": MSGF_EV_HOST_MISMATCH,         # absolute-form target's host != Host's
+    "double_encoded": MSGF_EV_DOUBLE_ENCODED,       # "%25" + two hex digits in the target
+    "long_request_line": MSGF_EV_LONG_REQUEST_LINE,  # request line > 8190 bytes
+    "long_header_line": MSGF_EV_LONG_HEADER_LINE,   # a header line > 8190 bytes
+    "many_fields": MSGF_EV_MANY_FIELDS,             # > 100 header fields
+}
+_EV_MASK = sum(EVASION_FLAGS.values())
+_EVM_FIELDS = ["ts_ns", "pkt_index", "seq", "src_port", "dst_port", "flags", "method_id"]
 
 #: the TCP event columns TcpLog keeps
 _EV_FIELDS = ["ts_ns", "src", "dst", "src_port", "dst_port", "seq", "payload_len", "tcp_flags",
@@ -78,12 +99,47 @@ class TcpLog:
     tcp_events = 1       # every TCP segment (SYNs, pure ACKs with their windows)
     tls_watch = None
 
-    def __init__(self):
+    def __init__(self, evasion: bool = False, sources=()):
         self._ev: list[np.ndarray] = []
         self._req: list[np.ndarray] = []
         self._nreq = 0
+        # evasion=True: also every request message's evasion bits, addresses and texts (one
+        # numeric array and a few Arrow string arrays per batch, built in C: no per-row Python)
+        self.evasion = evasion
+        self._trace = {os.fspath(p): i for i, p in enumerate(sources)}
+        self._evm: list[tuple] = []
+
+    def _keep_evasion(self, batch, mb) -> None:
+        m = mb.msgs
+        m = m[m["kind"] == MSG_REQUEST]
+        if not len(m):
+            return
+        num = {n: m[n].copy() for n in _EVM_FIELDS}
+        num["trace"] = np.full(len(m), self._trace.get(getattr(batch, "source", None), 0), np.uint16)
+        num["ip_version"] = m["ip_version"].copy()
+        num["src_raw"] = m["src_ip"].copy()
+        num["dst_raw"] = m["dst_ip"].copy()
+        txt = {"client_ip": _dissect.ip_to_arrow(m, "src_ip"),
+               "server_ip": _dissect.ip_to_arrow(m, "dst_ip")}
+        for f in ("method", "host", "uri"):
+            txt[f] = _dissect.span_to_arrow(m, batch.data, f)
+        self._evm.append((num, txt))
+
+    def evasion_rows(self) -> tuple[dict, dict]:
+        """(numeric columns, Arrow text columns) of every request message kept (evasion=True)."""
+        if not self._evm:
+            z = np.zeros(0, np.uint32)
+            num = {n: z for n in _EVM_FIELDS + ["trace", "ip_version"]}
+            num["src_raw"] = num["dst_raw"] = np.zeros((0, 16), np.uint8)
+            return num, {f: pa.array([], pa.string()) for f in
+                         ("client_ip", "server_ip", "method", "host", "uri")}
+        num = {k: np.concatenate([a[k] for a, _ in self._evm]) for k in self._evm[0][0]}
+        txt = {k: pa.concat_arrays([t[k] for _, t in self._evm]) for k in self._evm[0][1]}
+        return num, txt
 
     def feed(self, batch, mb=None) -> None:
+        if self.evasion and mb is not None:
+            self._keep_evasion(batch, mb)
         ev = getattr(mb, "tcp_events", None)
         if ev is None or not len(ev):
             return
@@ -132,6 +188,8 @@ class AbuseRun:
     events: np.ndarray
     request_msgs: np.ndarray
     conns: pd.DataFrame = field(default=None)
+    #: TcpLog.evasion_rows() when collected with evasion=True, else None
+    evasion_rows: tuple | None = None
 
     def __post_init__(self):
         if self.conns is None:
@@ -144,13 +202,16 @@ class AbuseRun:
 
 
 def collect(sources, bpf: str | None = None, gc_timeout: float = 60.0, summary=None,
-            progress=False) -> AbuseRun:
-    """One pass over the traces: the HTTP records and the walk's TCP events (TcpLog)."""
-    log = TcpLog()
-    batches = list(iter_record_batches(sources, bpf=bpf, gc_timeout=gc_timeout, summary=summary,
+            progress=False, evasion: bool = False) -> AbuseRun:
+    """One pass over the traces: the HTTP records and the walk's TCP events (TcpLog); with
+    evasion=True also every request message's evasion bits (evasion())."""
+    srcs = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    log = TcpLog(evasion=evasion, sources=[os.fspath(s) for s in srcs])
+    batches = list(iter_record_batches(srcs, bpf=bpf, gc_timeout=gc_timeout, summary=summary,
                                        progress=progress, consumers=0, packet_hook=log))
     tab = pa.Table.from_batches(batches, schema=records.SCHEMA)
-    return AbuseRun(records.to_pandas(tab), log.events(), log.request_messages())
+    return AbuseRun(records.to_pandas(tab), log.events(), log.request_messages(),
+                    evasion_rows=log.evasion_rows() if evasion else None)
 
 
 def requests_of(df: pd.DataFrame) -> pd.DataFrame:
@@ -629,6 +690,55 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     return c
 
 
+# ---------------------------------------------------------------- evasion
+
+
+def evasion(run: AbuseRun, flagged: bool = False) -> pd.DataFrame:
+    """Per HTTP request (its first packet, as the walk found it; a retransmitted request --
+    same addresses, ports and SEQ -- once, at its first copy), in capture order: request_ts,
+    client_ip, client_port, server_ip, server_port, request_frame (1-based, tshark's
+    frame.number), request_trace, method, host, uri (as in the packet), `evasion` (uint16 bits,
+    EVASION_FLAGS) and one boolean column per flag. The flags come from the walk
+    (ext/walk/evasion.pxd, docs/ABUSE.md "Evasion flags"). flagged: only requests with a flag."""
+    if run.evasion_rows is None:
+        raise ValueError("this run was collected without evasion=True (abuse.collect)")
+    num, txt = run.evasion_rows
+    n = len(num["ts_ns"])
+    # a retransmission: the same flow and SEQ as an earlier request message
+    key = np.zeros(n, [("s", "u1", (16,)), ("d", "u1", (16,)), ("sp", "<u2"), ("dp", "<u2"),
+                       ("seq", "<u4"), ("tr", "<u2")])
+    key["s"], key["d"], key["sp"], key["dp"] = num["src_raw"], num["dst_raw"], num["src_port"], num["dst_port"]
+    key["seq"], key["tr"] = num["seq"], num["trace"]
+    if n:
+        _, first = np.unique(key.view(f"V{key.dtype.itemsize}"), return_index=True)
+        keep = np.zeros(n, bool)
+        keep[first] = True
+    else:
+        keep = np.zeros(0, bool)
+    bits = (num["flags"].astype(np.uint16) & _EV_MASK).astype(np.uint16)
+    if flagged:
+        keep &= bits != 0
+    idx = np.flatnonzero(keep)
+    order = idx[np.lexsort((num["pkt_index"][idx], num["ts_ns"][idx]))]
+    take = pa.array(order, pa.int64())
+    out = pd.DataFrame({
+        "request_ts": pd.to_datetime(num["ts_ns"][order].astype(np.int64), utc=True),
+        "client_ip": txt["client_ip"].take(take).to_numpy(zero_copy_only=False),
+        "client_port": num["src_port"][order].astype(np.int64),
+        "server_ip": txt["server_ip"].take(take).to_numpy(zero_copy_only=False),
+        "server_port": num["dst_port"][order].astype(np.int64),
+        "request_frame": num["pkt_index"][order].astype(np.int64) + 1,
+        "request_trace": num["trace"][order].astype(np.int64),
+        "method": txt["method"].take(take).to_numpy(zero_copy_only=False),
+        "host": txt["host"].take(take).to_numpy(zero_copy_only=False),
+        "uri": txt["uri"].take(take).to_numpy(zero_copy_only=False),
+        "evasion": bits[order],
+    })
+    for name, bit in EVASION_FLAGS.items():
+        out[name] = (out["evasion"].to_numpy() & bit) != 0
+    return out
+
+
 # ---------------------------------------------------------------- command line
 
 CLI_EPILOG = """examples:
@@ -637,6 +747,7 @@ CLI_EPILOG = """examples:
   httpanalyzer abuse limit-req trace.pcap --rate 10r/s --burst 5 -o lr.csv
   httpanalyzer abuse limit-req trace.pcap --rate 30r/m --burst 3 --nodelay
   httpanalyzer abuse slow trace.pcap --stall 5 --flagged -o slow.csv
+  httpanalyzer abuse evasion trace.pcap --flagged -o evasion.csv
 
 Exit codes: 0 success, 1 nothing could be read or the run failed, 2 usage error, 130/143
 interrupted (docs/CLI.md). The rules and their checks against nginx and slowhttptest:
@@ -668,7 +779,7 @@ def build_parser():
                     "sliding windows, a replay of nginx's limit_req, slow-HTTP indicators. One "
                     "pass over the traces (HTTP records and the walk's TCP events).",
         epilog=CLI_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="what", required=True, metavar="{rates,limit-req,slow}")
+    sub = ap.add_subparsers(dest="what", required=True, metavar="{rates,limit-req,slow,evasion}")
 
     def common(p):
         p.add_argument("traces", nargs="+", metavar="TRACE",
@@ -719,6 +830,11 @@ def build_parser():
                    help="seconds a connection stays open without client data after the "
                         "server's (default 5)")
     p.add_argument("--flagged", action="store_true", help="only the connections with a flag")
+    p = sub.add_parser("evasion", help="per request: evasion flags (duplicated Host, absolute-form "
+                                       "host != Host, double percent-encoding, over-long lines, "
+                                       "too many fields)", description=evasion.__doc__)
+    common(p)
+    p.add_argument("--flagged", action="store_true", help="only the requests with a flag")
     return ap
 
 
@@ -742,7 +858,8 @@ def handle(a, run) -> int:
     o = run.output(a.output or "-")
     summary = Summary()
     run.packets = lambda: max(summary.packets, run.ctx.packets)
-    ab = collect(a.traces, bpf=a.bpf, gc_timeout=a.gc_timeout, summary=summary)
+    ab = collect(a.traces, bpf=a.bpf, gc_timeout=a.gc_timeout, summary=summary,
+                 evasion=a.what == "evasion")
     run.warn_traces(summary.warnings)
     for u in summary.unreadable:
         run.error(clikit.what_where(u))
@@ -771,6 +888,12 @@ def handle(a, run) -> int:
         counts = df["limit_req"].value_counts()
         run.note(f"{len(df)} requests: " + ", ".join(f"{counts.get(k, 0)} {k}"
                                                        for k in LIMIT_REQ_OUTCOMES))
+    elif a.what == "evasion":
+        df = evasion(ab)
+        run.note(f"{len(df)} requests: " + ", ".join(f"{int(df[k].sum())} {k}"
+                                                      for k in EVASION_FLAGS))
+        if a.flagged:
+            df = df[df["evasion"] != 0]
     else:
         df = slow_http(ab, stall_s=a.stall, min_body_rate=a.min_body_rate,
                        zero_window_s=a.zero_window, idle_s=a.idle)
