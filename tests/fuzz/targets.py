@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import struct
 import tempfile
 
@@ -248,7 +249,12 @@ def seeds_encap(shared: str | None) -> list[bytes]:
 
 def check_http(data: bytes) -> None:
     from webtap.dissect import parse_http
-    from webtap.records.message import METHOD_NAMES, SPAN_FIELDS
+    from webtap.records.message import (METHOD_NAMES, MSGF_EV_DOUBLE_ENCODED, MSGF_EV_HOST_MISMATCH,
+                                        MSGF_EV_LONG_HEADER_LINE, MSGF_EV_LONG_REQUEST_LINE,
+                                        MSGF_EV_MANY_FIELDS, SPAN_FIELDS)
+
+    _EV_REQUEST_ONLY = (MSGF_EV_DOUBLE_ENCODED | MSGF_EV_HOST_MISMATCH | MSGF_EV_LONG_HEADER_LINE
+                        | MSGF_EV_LONG_REQUEST_LINE | MSGF_EV_MANY_FIELDS)
 
     if not data:
         return
@@ -267,8 +273,16 @@ def check_http(data: bytes) -> None:
         if name is not None:
             # RFC 2774's "M-" prefix is part of the token, as in tshark
             assert payload[o:o + ln] in (name.encode(), b"M-" + name.encode()), (name, payload[o:o + ln])
+        # evasion bits (ext/walk/evasion.pxd): double encoding is exactly "%25" + two hex digits
+        # in the target span; an over-long request line is one over 8190 bytes
+        o, ln = res["uri_span"]
+        dbl = re.search(rb"%25[0-9A-Fa-f]{2}", payload[o:o + ln]) is not None
+        assert bool(res["flags"] & MSGF_EV_DOUBLE_ENCODED) == dbl, payload[o:o + ln]
+        if res["flags"] & MSGF_EV_LONG_REQUEST_LINE:
+            assert len(payload) > 8190
     else:
         assert 0 <= res["status"] <= 999
+        assert res["flags"] & _EV_REQUEST_ONLY == 0, res["flags"]     # never on responses
 
 
 def seeds_http(shared: str | None) -> list[bytes]:

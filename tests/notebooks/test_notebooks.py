@@ -44,7 +44,7 @@ def test_notebook_executes(name):
         pytest.skip("tshark not on PATH")
     nb = run_notebook(name, {"TRACE": str(SMALL_TRACE), **PARAMS[name]}, timeout=240)
     pngs = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
-    expected = {"http_analysis": 10, "accuracy_vs_tshark": 4, "load_balancing": 4, "url_filtering": 5,
+    expected = {"http_analysis": 10, "accuracy_vs_tshark": 4, "load_balancing": 4, "url_filtering": 6,
                 "tls_analysis": 8}   # tls_analysis: 6 handshake figures + 2 exchange CCDFs (issue 33)
     assert pngs >= expected[name], (name, pngs)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
