@@ -28,10 +28,11 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free
 from libc.string cimport memcmp, memcpy, memset
 
 from message cimport TcpEvent
+from util cimport wt_alloc, wt_realloc
 
 cnp.import_array()
 
@@ -150,9 +151,7 @@ cdef class ConnTable:
         self.lru_head = -1
         self.lru_tail = -1
         self.nbuckets = 1024
-        self.buckets = <int64_t *>malloc(self.nbuckets * sizeof(int64_t))
-        if self.buckets == NULL:
-            raise MemoryError()
+        self.buckets = <int64_t *>wt_alloc(self.nbuckets * sizeof(int64_t))
         for i in range(self.nbuckets):
             self.buckets[i] = -1
 
@@ -173,10 +172,7 @@ cdef class ConnTable:
 
     cdef int _grow_slots(self) except -1 nogil:
         cdef int64_t nc = self.cap * 2 if self.cap else 256, i
-        cdef ConnState *s = <ConnState *>realloc(self.slots, nc * sizeof(ConnState))
-        if s == NULL:
-            with gil:
-                raise MemoryError()
+        cdef ConnState *s = <ConnState *>wt_realloc(self.slots, nc * sizeof(ConnState))
         self.slots = s
         for i in range(nc - 1, self.cap - 1, -1):
             s[i].used = 0
@@ -187,10 +183,7 @@ cdef class ConnTable:
 
     cdef int _rehash(self) except -1 nogil:
         cdef int64_t nb = self.nbuckets * 2, i, b
-        cdef int64_t *bk = <int64_t *>malloc(nb * sizeof(int64_t))
-        if bk == NULL:
-            with gil:
-                raise MemoryError()
+        cdef int64_t *bk = <int64_t *>wt_alloc(nb * sizeof(int64_t))
         for i in range(nb):
             bk[i] = -1
         for i in range(self.cap):
@@ -205,31 +198,29 @@ cdef class ConnTable:
 
     cdef int _push_out(self, ConnRow *r) except -1 nogil:
         cdef ConnRow *o
+        cdef int64_t nc
         if self.nout == self.outcap:
-            self.outcap = self.outcap * 2 if self.outcap else 256
-            o = <ConnRow *>realloc(self.out, self.outcap * sizeof(ConnRow))
-            if o == NULL:
-                with gil:
-                    raise MemoryError()
+            nc = self.outcap * 2 if self.outcap else 256
+            o = <ConnRow *>wt_realloc(self.out, nc * sizeof(ConnRow))
             self.out = o
+            self.outcap = nc
         memcpy(&self.out[self.nout], r, sizeof(ConnRow))
         self.nout += 1
         return 0
 
     cdef int64_t _push_req(self) except -1 nogil:
         cdef ReqRow *o
+        cdef int64_t nc
         if self.nreqs == self.reqcap:
-            self.reqcap = self.reqcap * 2 if self.reqcap else 256
-            o = <ReqRow *>realloc(self.reqs, self.reqcap * sizeof(ReqRow))
-            if o == NULL:
-                with gil:
-                    raise MemoryError()
+            nc = self.reqcap * 2 if self.reqcap else 256
+            o = <ReqRow *>wt_realloc(self.reqs, nc * sizeof(ReqRow))
             self.reqs = o
+            self.reqcap = nc
         memset(&self.reqs[self.nreqs], 0, sizeof(ReqRow))
         self.nreqs += 1
         return self.nreqs - 1
 
-    cdef void _lru_unlink(self, int64_t k) noexcept nogil:
+    cdef void _lru_drop(self, int64_t k) noexcept nogil:
         cdef ConnState *c = &self.slots[k]
         if c.lru_prev >= 0:
             self.slots[c.lru_prev].lru_next = c.lru_next
@@ -288,7 +279,7 @@ cdef class ConnTable:
                 self.slots[prev].hnext = c.hnext
             else:
                 self.buckets[b] = c.hnext
-        self._lru_unlink(k)
+        self._lru_drop(k)
         c.used = 0
         c.hnext = self.free_head
         self.free_head = k
@@ -382,7 +373,7 @@ cdef class ConnTable:
         if k < 0:
             k = self._new(lo, hi, lp, hp, e.ip_version, h, ts)
         else:
-            self._lru_unlink(k)
+            self._lru_drop(k)
             self._lru_append(k)
         c = &self.slots[k]
         if ts > c.r.last_ts:
