@@ -8,6 +8,7 @@ DDoS filter decides per client, measured from a trace by a pass-by analyser.
     abuse.limit_req(run.requests, rate="10r/s", burst=5)   # nginx's limit_req, request by request
     abuse.slow_http(run)                          # per connection: slowloris, slow body, slow read,
                                                   # idle keep-alive indicators
+    abuse.evasion(abuse.collect("t.pcap", evasion=True))   # per request: evasion bit flags
 
 * **Requests** are the HTTP records' requests (httpanalyzer's pairing: a retransmitted request is
   one record, flagged request_repeat, and counted once).
@@ -17,8 +18,13 @@ DDoS filter decides per client, measured from a trace by a pass-by analyser.
   its first packet, and its first request is then at or after that). It ends at its first FIN or
   RST, else at its last segment (open at the end of the trace). Its client is the SYN's sender,
   else the sender of its first HTTP request, else the endpoint with the higher port.
-* Everything is columnar: numpy over the event and record columns, and the two sequential loops
-  (limit_req's leaky bucket and the sliding-window counts) in C (ext/out/abuse.pyx) without the GIL.
+* The connections are kept by a streaming table (ext/out/abuseconn.pyx, C without the GIL): one
+  state per live connection, nothing per TCP segment, a connection silent for gc_timeout of
+  capture time leaves it as a row (collect(keep_events=True) keeps every event instead and
+  computes the same table in one batch: connections()).
+* Everything else is columnar: numpy over the row and record columns, and the two sequential
+  loops (limit_req's leaky bucket and the sliding-window counts) in C (ext/out/abuse.pyx)
+  without the GIL.
 
 docs/ABUSE.md states the rules, their thresholds and how they were checked against real nginx and
 slowhttptest.
@@ -37,6 +43,7 @@ import pyarrow as pa
 from httpanalyzer.stream import Summary, iter_record_batches
 from webtap import clikit
 from webtap._ext import abuse as _abuse
+from webtap._ext import abuseconn as _aconn
 from webtap._ext import dissect as _dissect
 from webtap.capture import compile_filter
 from webtap.errors import BpfError
@@ -45,14 +52,21 @@ from webtap.records import http as records
 from webtap.records.message import (
     METHOD_NAMES,
     MSG_REQUEST,
+    MSGF_EV_DOUBLE_ENCODED,
+    MSGF_EV_HOST_MISMATCH,
+    MSGF_EV_LONG_HEADER_LINE,
+    MSGF_EV_LONG_REQUEST_LINE,
+    MSGF_EV_MANY_FIELDS,
     MSGF_HEADERS_INCOMPLETE,
+    MSGF_HOST_REPEATED,
     MSGF_PAYLOAD_TRUNCATED,
     TCP_EVENT_DTYPE,
 )
 
-__all__ = ["TcpLog", "AbuseRun", "collect", "connections", "first_request_of", "rates",
+__all__ = ["TcpLog", "AbuseRun", "collect", "connections", "connections_from_rows",
+           "first_request_of", "rates",
            "parse_rate", "parse_window", "limit_req",
-           "slow_http", "SLOW_KINDS", "LIMIT_REQ_OUTCOMES"]
+           "slow_http", "SLOW_KINDS", "LIMIT_REQ_OUTCOMES", "evasion", "EVASION_FLAGS"]
 
 LIMIT_REQ_OUTCOMES = _abuse.LIMIT_REQ_OUTCOMES
 #: the slow-HTTP indicator columns of slow_http(), in order
@@ -61,6 +75,20 @@ SLOW_KINDS = ("slowloris", "slow_body", "slow_read", "idle_keepalive")
 _SYN, _FIN, _RST, _ACK = 0x02, 0x01, 0x04, 0x10
 _BODY_METHODS = np.zeros(256, bool)
 _BODY_METHODS[[METHOD_NAMES.index(m) for m in ("POST", "PUT", "PATCH")]] = True
+
+#: evasion indicators of a request's first packet (the walk's MSGF_* bits; ext/walk/evasion.pxd):
+#: name -> bit of evasion()'s `evasion` column. The bits are the walk's message flags, so the
+#: column can be read beside webtap.records.message's MSGF_* constants.
+EVASION_FLAGS = {
+    "host_repeated": MSGF_HOST_REPEATED,            # a second Host header field
+    "host_mismatch": MSGF_EV_HOST_MISMATCH,         # absolute-form target's host != Host's
+    "double_encoded": MSGF_EV_DOUBLE_ENCODED,       # "%25" + two hex digits in the target
+    "long_request_line": MSGF_EV_LONG_REQUEST_LINE,  # request line > 8190 bytes
+    "long_header_line": MSGF_EV_LONG_HEADER_LINE,   # a header line > 8190 bytes
+    "many_fields": MSGF_EV_MANY_FIELDS,             # > 100 header fields
+}
+_EV_MASK = sum(EVASION_FLAGS.values())
+_EVM_FIELDS = ["ts_ns", "pkt_index", "seq", "src_port", "dst_port", "flags", "method_id"]
 
 #: the TCP event columns TcpLog keeps
 _EV_FIELDS = ["ts_ns", "src", "dst", "src_port", "dst_port", "seq", "payload_len", "tcp_flags",
@@ -78,16 +106,73 @@ class TcpLog:
     tcp_events = 1       # every TCP segment (SYNs, pure ACKs with their windows)
     tls_watch = None
 
-    def __init__(self):
+    def __init__(self, evasion: bool = False, sources=(), keep_events: bool = False,
+                 gc_timeout: float = 60.0):
         self._ev: list[np.ndarray] = []
         self._req: list[np.ndarray] = []
         self._nreq = 0
+        # the streaming connection table (ext/out/abuseconn.pyx): per live connection, nothing
+        # per segment; keep_events also keeps every event (the batch reference, connections())
+        self.table = _aconn.ConnTable(max(1, int(round(gc_timeout * 1e9))))
+        self.keep_events = keep_events
+        self._finished = False
+        # evasion=True: also every request message's evasion bits, addresses and texts (one
+        # numeric array and a few Arrow string arrays per batch, built in C: no per-row Python)
+        self.evasion = evasion
+        self._trace = {os.fspath(p): i for i, p in enumerate(sources)}
+        self._evm: list[tuple] = []
+
+    def _keep_evasion(self, batch, mb) -> None:
+        m = mb.msgs
+        m = m[m["kind"] == MSG_REQUEST]
+        if not len(m):
+            return
+        num = {n: m[n].copy() for n in _EVM_FIELDS}
+        num["trace"] = np.full(len(m), self._trace.get(getattr(batch, "source", None), 0), np.uint16)
+        num["ip_version"] = m["ip_version"].copy()
+        num["src_raw"] = m["src_ip"].copy()
+        num["dst_raw"] = m["dst_ip"].copy()
+        txt = {"client_ip": _dissect.ip_to_arrow(m, "src_ip"),
+               "server_ip": _dissect.ip_to_arrow(m, "dst_ip")}
+        for f in ("method", "host", "uri"):
+            txt[f] = _dissect.span_to_arrow(m, batch.data, f)
+        self._evm.append((num, txt))
+
+    def evasion_rows(self) -> tuple[dict, dict]:
+        """(numeric columns, Arrow text columns) of every request message kept (evasion=True)."""
+        if not self._evm:
+            z = np.zeros(0, np.uint32)
+            num = {n: z for n in _EVM_FIELDS + ["trace", "ip_version"]}
+            num["src_raw"] = num["dst_raw"] = np.zeros((0, 16), np.uint8)
+            return num, {f: pa.array([], pa.string()) for f in
+                         ("client_ip", "server_ip", "method", "host", "uri")}
+        num = {k: np.concatenate([a[k] for a, _ in self._evm]) for k in self._evm[0][0]}
+        txt = {k: pa.concat_arrays([t[k] for _, t in self._evm]) for k in self._evm[0][1]}
+        return num, txt
 
     def feed(self, batch, mb=None) -> None:
+        if self.evasion and mb is not None:
+            self._keep_evasion(batch, mb)
         ev = getattr(mb, "tcp_events", None)
         if ev is None or not len(ev):
             return
-        e = np.asarray(ev).view(TCP_EVENT_DTYPE)
+        e = np.ascontiguousarray(np.asarray(ev).view(TCP_EVENT_DTYPE))
+        bits = np.zeros(len(e), np.uint8)
+        m = mb.msgs
+        m = m[m["kind"] == MSG_REQUEST]
+        if len(m):
+            pos = np.minimum(np.searchsorted(e["pkt_index"], m["pkt_index"]), len(e) - 1)
+            ok = e["pkt_index"][pos] == m["pkt_index"]
+            first = np.ones(len(m), bool)           # the first message of its packet only
+            first[1:] = m["pkt_index"][1:] != m["pkt_index"][:-1]
+            ok &= first
+            f = m["flags"][ok]
+            cut = ((f & MSGF_HEADERS_INCOMPLETE) != 0) & ((f & MSGF_PAYLOAD_TRUNCATED) == 0)
+            bits[pos[ok]] = 1 | (cut.astype(np.uint8) << 1) | (
+                _BODY_METHODS[m["method_id"][ok]].astype(np.uint8) << 2)
+        self.table.feed(e.view(np.uint8), bits)
+        if not self.keep_events:
+            return
         out = np.empty(len(e), _EV_DTYPE)
         for n in _EV_FIELDS:
             out[n] = e[n]
@@ -113,6 +198,14 @@ class TcpLog:
     def finish(self) -> None:
         return None
 
+    def conn_rows(self):
+        """(finished connections CONN_ROW_DTYPE, requests REQ_ROW_DTYPE, trace end ns) of the
+        streaming table, after the input's end."""
+        if not self._finished:
+            self.table.finish()
+            self._finished = True
+        return self.table.rows(), self.table.requests(), int(self.table.now)
+
     def events(self) -> np.ndarray:
         return np.concatenate(self._ev) if self._ev else np.zeros(0, _EV_DTYPE)
 
@@ -132,10 +225,18 @@ class AbuseRun:
     events: np.ndarray
     request_msgs: np.ndarray
     conns: pd.DataFrame = field(default=None)
+    #: TcpLog.evasion_rows() when collected with evasion=True, else None
+    evasion_rows: tuple | None = None
+    #: TcpLog.conn_rows(): the streaming table's rows (collect()); the connections come from
+    #: them, else (events given) from the batch computation connections()
+    conn_rows: tuple | None = None
 
     def __post_init__(self):
         if self.conns is None:
-            self.conns = connections(self.events, self.request_msgs)
+            if self.conn_rows is not None:
+                self.conns = connections_from_rows(*self.conn_rows)
+            else:
+                self.conns = connections(self.events, self.request_msgs)
 
     @property
     def requests(self) -> pd.DataFrame:
@@ -144,13 +245,25 @@ class AbuseRun:
 
 
 def collect(sources, bpf: str | None = None, gc_timeout: float = 60.0, summary=None,
-            progress=False) -> AbuseRun:
-    """One pass over the traces: the HTTP records and the walk's TCP events (TcpLog)."""
-    log = TcpLog()
-    batches = list(iter_record_batches(sources, bpf=bpf, gc_timeout=gc_timeout, summary=summary,
+            progress=False, evasion: bool = False, keep_events: bool = False) -> AbuseRun:
+    """One pass over the traces: the HTTP records and the connections of the walk's TCP events
+    (TcpLog's streaming table: memory per live connection, a connection silent for gc_timeout
+    seconds of capture time leaves it); with evasion=True also every request message's evasion
+    bits (evasion()). keep_events: also keep every TCP event (run.events, 60 bytes a segment),
+    and take the connections from them (connections(), the batch computation)."""
+    srcs = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    log = TcpLog(evasion=evasion, sources=[os.fspath(s) for s in srcs], keep_events=keep_events,
+                 gc_timeout=gc_timeout)
+    batches = list(iter_record_batches(srcs, bpf=bpf, gc_timeout=gc_timeout, summary=summary,
                                        progress=progress, consumers=0, packet_hook=log))
     tab = pa.Table.from_batches(batches, schema=records.SCHEMA)
-    return AbuseRun(records.to_pandas(tab), log.events(), log.request_messages())
+    ev = log.events() if keep_events else np.zeros(0, _EV_DTYPE)
+    rows = None if keep_events else log.conn_rows()
+    run = AbuseRun(records.to_pandas(tab), ev, log.request_messages(),
+                   evasion_rows=log.evasion_rows() if evasion else None, conn_rows=rows)
+    run.table_stats = {"peak_live": int(log.table.peak_live), "capacity": int(log.table.capacity),
+                       "events": int(log.table.events)}
+    return run
 
 
 def requests_of(df: pd.DataFrame) -> pd.DataFrame:
@@ -308,6 +421,61 @@ def connections(events: np.ndarray, request_msgs: np.ndarray | None = None,
     out.attrs["trace_end_ns"] = trace_end_ns
     # what slow_http() reads: the sorted events with their connection and direction
     out.attrs["_events"] = (e, conn, from_client, rq_ev)
+    return out
+
+
+def connections_from_rows(rows: np.ndarray, reqs: np.ndarray, trace_end_ns: int) -> pd.DataFrame:
+    """The connection table (the columns of connections()) from the streaming table's rows
+    (ext/out/abuseconn.pyx CONN_ROW_DTYPE, REQ_ROW_DTYPE): the same rules, applied as the events
+    came. Rows in order of start (then of creation)."""
+    cols = ["conn", "client_ip", "client_port", "server_ip", "server_port", "start_ts", "end_ts",
+            "syn_seen", "closed", "client_bytes", "server_bytes", "client_segments",
+            "server_segments", "requests", "first_request_ts", "zero_window_segments",
+            "zero_window_s"]
+    if len(rows) == 0:
+        out = pd.DataFrame({c: pd.Series([], dtype="int64") for c in cols})
+        out.attrs["trace_end_ns"] = trace_end_ns
+        out.attrs["_rows"] = (rows, reqs, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return out
+    order = np.lexsort((rows["id"], rows["start_ts"]))
+    r = rows[order]
+    n = len(r)
+    # the client: the SYN's or first request's sender; else the endpoint with the higher port
+    cl = r["client"].astype(np.int64)
+    unknown = cl < 0
+    cl[unknown] = (r["hi_port"][unknown] > r["lo_port"][unknown]).astype(np.int64)
+    sv = 1 - cl
+    idx = np.arange(n)
+    closed = r["fin_ts"] != _aconn.NO_END
+    end = np.where(closed, r["fin_ts"], r["last_ts"])
+    cip = np.where((cl == 0)[:, None], r["lo_ip"], r["hi_ip"])
+    sip = np.where((cl == 0)[:, None], r["hi_ip"], r["lo_ip"])
+    ver = r["ver"]
+    out = pd.DataFrame({
+        "conn": idx.astype(np.int64),
+        "client_ip": _ip_text(cip, ver), "client_port": np.where(cl == 0, r["lo_port"], r["hi_port"]).astype(np.int64),
+        "server_ip": _ip_text(sip, ver), "server_port": np.where(cl == 0, r["hi_port"], r["lo_port"]).astype(np.int64),
+        "start_ts": r["start_ts"], "end_ts": end, "syn_seen": r["syn_seen"].astype(bool),
+        "closed": closed,
+        "client_bytes": r["bytes"][idx, cl], "server_bytes": r["bytes"][idx, sv],
+        "client_segments": r["segs"][idx, cl], "server_segments": r["segs"][idx, sv],
+        "requests": r["nreq"],
+        "first_request_ts": np.where(r["first_req_ts"] == _aconn.NO_TIME, -1, r["first_req_ts"]),
+        "zero_window_segments": r["zw_n"][idx, cl], "zero_window_s": r["zw_ns"][idx, cl] / 1e9,
+    })
+    out.attrs["trace_end_ns"] = trace_end_ns
+    # what slow_http() reads: the rows, and per request its connection's position here
+    pos = np.empty(n, np.int64)
+    pos[order] = idx
+    id_to_pos = np.full(int(rows["id"].max()) + 1, -1, np.int64)
+    id_to_pos[rows["id"]] = pos
+    # idle: the longest gap from the server's data to the client's next data; after the
+    # server's last data segment, to the FIN/RST, or to the end of the trace
+    idle = r["idle"][idx, sv].astype(np.float64)
+    tail = (r["last_data_dir"] == sv) & (r["last_data_ts"] != _aconn.NO_TIME)
+    to = np.where(closed, end, max(int(trace_end_ns), 0))
+    idle = np.where(tail, np.maximum(idle, np.maximum(to - r["last_data_ts"], 0)), idle)
+    out.attrs["_rows"] = (r, reqs, id_to_pos, idle / 1e9)
     return out
 
 
@@ -549,6 +717,8 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     c["idle_s"] = np.zeros(nc)
     if nc == 0:
         return c
+    if "_rows" in c.attrs:
+        return _slow_from_rows(c, stall_s, min_body_rate, zero_window_s, idle_s)
     e, conn, from_client, rq_ev = c.attrs["_events"]
     ts = e["ts_ns"]
     end_ts = c["end_ts"].to_numpy(np.int64)
@@ -629,6 +799,96 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     return c
 
 
+def _slow_from_rows(c, stall_s, min_body_rate, zero_window_s, idle_s):
+    """slow_http() over the streaming table's rows: the same rules (its docstring)."""
+    nc = len(c)
+    r, reqs, id_to_pos, idle = c.attrs["_rows"]
+    rconn = id_to_pos[reqs["conn"]] if len(reqs) else np.zeros(0, np.int64)
+    wait = np.maximum(reqs["end_ts"] - reqs["ts"], 0) / 1e9
+    segs = reqs["segs"]
+    byts = reqs["bytes"]
+    rate = np.where(wait > 0, byts / np.maximum(wait, 1e-9), np.inf)
+    cut = (reqs["flags"] & 2) != 0
+    body = (reqs["flags"] & 4) != 0
+    stalled = wait >= stall_s
+    loris = cut & stalled
+    slowbody = ~cut & body & stalled & (segs >= 1) & (rate < min_body_rate)
+    for name, v in (("slowloris", loris), ("slow_body", slowbody)):
+        flag = np.zeros(nc, bool)
+        flag[rconn[v]] = True
+        c[name] = flag
+    wmax = np.zeros(nc)
+    np.maximum.at(wmax, rconn, wait)
+    c["wait_s"] = wmax
+    tseg = np.zeros(nc)
+    np.maximum.at(tseg, rconn, segs.astype(float))
+    c["trickle_segments"] = tseg.astype(np.int64)
+    trate = np.full(nc, np.nan)
+    ok = stalled & (segs >= 1)
+    if ok.any():
+        tr = np.full(nc, np.inf)
+        np.minimum.at(tr, rconn[ok], rate[ok])
+        trate = np.where(np.isinf(tr), np.nan, tr)
+    c["trickle_rate"] = trate
+    c["slow_read"] = c["zero_window_s"].to_numpy() >= zero_window_s
+    c["idle_s"] = idle
+    c["idle_keepalive"] = (idle >= idle_s) & ~c["slow_read"].to_numpy(bool)
+    c["slow"] = c[list(SLOW_KINDS)].any(axis=1)
+    c.attrs.pop("_rows", None)
+    c.attrs["thresholds"] = {"stall_s": stall_s, "min_body_rate": min_body_rate,
+                             "zero_window_s": zero_window_s, "idle_s": idle_s}
+    return c
+
+
+# ---------------------------------------------------------------- evasion
+
+
+def evasion(run: AbuseRun, flagged: bool = False) -> pd.DataFrame:
+    """Per HTTP request (its first packet, as the walk found it; a retransmitted request --
+    same addresses, ports and SEQ -- once, at its first copy), in capture order: request_ts,
+    client_ip, client_port, server_ip, server_port, request_frame (1-based, tshark's
+    frame.number), request_trace, method, host, uri (as in the packet), `evasion` (uint16 bits,
+    EVASION_FLAGS) and one boolean column per flag. The flags come from the walk
+    (ext/walk/evasion.pxd, docs/ABUSE.md "Evasion flags"). flagged: only requests with a flag."""
+    if run.evasion_rows is None:
+        raise ValueError("this run was collected without evasion=True (abuse.collect)")
+    num, txt = run.evasion_rows
+    n = len(num["ts_ns"])
+    # a retransmission: the same flow and SEQ as an earlier request message
+    key = np.zeros(n, [("s", "u1", (16,)), ("d", "u1", (16,)), ("sp", "<u2"), ("dp", "<u2"),
+                       ("seq", "<u4"), ("tr", "<u2")])
+    key["s"], key["d"], key["sp"], key["dp"] = num["src_raw"], num["dst_raw"], num["src_port"], num["dst_port"]
+    key["seq"], key["tr"] = num["seq"], num["trace"]
+    if n:
+        _, first = np.unique(key.view(f"V{key.dtype.itemsize}"), return_index=True)
+        keep = np.zeros(n, bool)
+        keep[first] = True
+    else:
+        keep = np.zeros(0, bool)
+    bits = (num["flags"].astype(np.uint16) & _EV_MASK).astype(np.uint16)
+    if flagged:
+        keep &= bits != 0
+    idx = np.flatnonzero(keep)
+    order = idx[np.lexsort((num["pkt_index"][idx], num["ts_ns"][idx]))]
+    take = pa.array(order, pa.int64())
+    out = pd.DataFrame({
+        "request_ts": pd.to_datetime(num["ts_ns"][order].astype(np.int64), utc=True),
+        "client_ip": txt["client_ip"].take(take).to_numpy(zero_copy_only=False),
+        "client_port": num["src_port"][order].astype(np.int64),
+        "server_ip": txt["server_ip"].take(take).to_numpy(zero_copy_only=False),
+        "server_port": num["dst_port"][order].astype(np.int64),
+        "request_frame": num["pkt_index"][order].astype(np.int64) + 1,
+        "request_trace": num["trace"][order].astype(np.int64),
+        "method": txt["method"].take(take).to_numpy(zero_copy_only=False),
+        "host": txt["host"].take(take).to_numpy(zero_copy_only=False),
+        "uri": txt["uri"].take(take).to_numpy(zero_copy_only=False),
+        "evasion": bits[order],
+    })
+    for name, bit in EVASION_FLAGS.items():
+        out[name] = (out["evasion"].to_numpy() & bit) != 0
+    return out
+
+
 # ---------------------------------------------------------------- command line
 
 CLI_EPILOG = """examples:
@@ -637,6 +897,7 @@ CLI_EPILOG = """examples:
   httpanalyzer abuse limit-req trace.pcap --rate 10r/s --burst 5 -o lr.csv
   httpanalyzer abuse limit-req trace.pcap --rate 30r/m --burst 3 --nodelay
   httpanalyzer abuse slow trace.pcap --stall 5 --flagged -o slow.csv
+  httpanalyzer abuse evasion trace.pcap --flagged -o evasion.csv
 
 Exit codes: 0 success, 1 nothing could be read or the run failed, 2 usage error, 130/143
 interrupted (docs/CLI.md). The rules and their checks against nginx and slowhttptest:
@@ -668,7 +929,7 @@ def build_parser():
                     "sliding windows, a replay of nginx's limit_req, slow-HTTP indicators. One "
                     "pass over the traces (HTTP records and the walk's TCP events).",
         epilog=CLI_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="what", required=True, metavar="{rates,limit-req,slow}")
+    sub = ap.add_subparsers(dest="what", required=True, metavar="{rates,limit-req,slow,evasion}")
 
     def common(p):
         p.add_argument("traces", nargs="+", metavar="TRACE",
@@ -719,6 +980,11 @@ def build_parser():
                    help="seconds a connection stays open without client data after the "
                         "server's (default 5)")
     p.add_argument("--flagged", action="store_true", help="only the connections with a flag")
+    p = sub.add_parser("evasion", help="per request: evasion flags (duplicated Host, absolute-form "
+                                       "host != Host, double percent-encoding, over-long lines, "
+                                       "too many fields)", description=evasion.__doc__)
+    common(p)
+    p.add_argument("--flagged", action="store_true", help="only the requests with a flag")
     return ap
 
 
@@ -742,7 +1008,8 @@ def handle(a, run) -> int:
     o = run.output(a.output or "-")
     summary = Summary()
     run.packets = lambda: max(summary.packets, run.ctx.packets)
-    ab = collect(a.traces, bpf=a.bpf, gc_timeout=a.gc_timeout, summary=summary)
+    ab = collect(a.traces, bpf=a.bpf, gc_timeout=a.gc_timeout, summary=summary,
+                 evasion=a.what == "evasion")
     run.warn_traces(summary.warnings)
     for u in summary.unreadable:
         run.error(clikit.what_where(u))
@@ -771,6 +1038,12 @@ def handle(a, run) -> int:
         counts = df["limit_req"].value_counts()
         run.note(f"{len(df)} requests: " + ", ".join(f"{counts.get(k, 0)} {k}"
                                                        for k in LIMIT_REQ_OUTCOMES))
+    elif a.what == "evasion":
+        df = evasion(ab)
+        run.note(f"{len(df)} requests: " + ", ".join(f"{int(df[k].sum())} {k}"
+                                                      for k in EVASION_FLAGS))
+        if a.flagged:
+            df = df[df["evasion"] != 0]
     else:
         df = slow_http(ab, stall_s=a.stall, min_body_rate=a.min_body_rate,
                        zero_window_s=a.zero_window, idle_s=a.idle)

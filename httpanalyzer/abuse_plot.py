@@ -2,6 +2,7 @@
 matplotlib Figures without pyplot, as httpanalyzer.plot draws them.
 
     rates_figure(abuse.rates(run))            the busiest clients: peak and mean requests/s
+    rates_over_time_figure(run.requests)      requests/s over time of the busiest clients
     limit_req_figure(abuse.limit_req(...))    each request in time, per client, by outcome
     slow_figure(abuse.slow_http(run))         each connection: its longest wait for the server
                                               against its zero-window / idle time, by flag
@@ -36,6 +37,41 @@ def rates_figure(rates: pd.DataFrame, top: int = 15):
     ax.set_ylabel("client")
     ax.set_title(f"Busiest clients (top {len(d)} by peak rate)")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def rates_over_time_figure(requests: pd.DataFrame, top: int = 8, bins: int = 60,
+                           key: str = "client_ip"):
+    """Requests per second over time (equal bins over the requests' span) of the `top` clients
+    with the most requests, one line each; the others summed as one more line."""
+    t = requests["request_ts"].astype("int64").to_numpy()
+    fig = _figure(figsize=(7.2, 3.4))
+    ax = fig.add_subplot()
+    if not len(t):
+        ax.set_title("no requests")
+        return fig
+    t0, t1 = int(t.min()), int(t.max())
+    edges = np.linspace(t0, t1 + 1, bins + 1)
+    width_s = (edges[1] - edges[0]) / 1e9
+    keys = requests[key].astype(object).where(requests[key].notna(), "").to_numpy()
+    codes, uniq = pd.factorize(keys)
+    counts = np.bincount(codes, minlength=len(uniq))
+    order = np.argsort(-counts, kind="stable")[:top]
+    b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    grid = np.zeros((len(uniq), bins), np.int64)
+    np.add.at(grid, (codes, b), 1)
+    x = (edges[:-1] - t0) / 1e9
+    for k in order:
+        ax.step(x, grid[k] / width_s, where="post", lw=1, label=f"{uniq[k]} ({counts[k]})")
+    rest = np.setdiff1d(np.arange(len(uniq)), order)
+    if len(rest):
+        ax.step(x, grid[rest].sum(axis=0) / width_s, where="post", lw=1, color="0.6",
+                label=f"{len(rest)} other clients")
+    ax.set_xlabel("time since the first request (s)")
+    ax.set_ylabel(f"requests/s ({width_s:.3g} s bins)")
+    ax.set_title(f"Request rate over time, top {len(order)} clients")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -6,7 +6,7 @@ subcommands:
   httpanalyzer tls TRACE...           TLS and QUIC handshake records (httpanalyzer tls --help)
   httpanalyzer compare TRACE...       accuracy against tshark (httpanalyzer compare --help)
   httpanalyzer abuse WHAT TRACE...    per-client rates, nginx limit_req replay, slow-HTTP
-                                      indicators (httpanalyzer abuse --help)"""
+                                      indicators, evasion flags (httpanalyzer abuse --help)"""
 from __future__ import annotations
 
 import argparse
@@ -411,7 +411,7 @@ def main(argv=None) -> int:
 
         return tls.cli(args[1:])
     if args[:1] == ["abuse"]:
-        # `httpanalyzer abuse {rates,limit-req,slow} TRACE...` (issue 34)
+        # `httpanalyzer abuse {rates,limit-req,slow,evasion} TRACE...` (issue 34)
         from httpanalyzer import abuse
 
         return abuse.cli(args[1:])

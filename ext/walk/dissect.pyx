@@ -30,12 +30,16 @@ from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
 from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
                  tls_hello_fits)
 from hellostream cimport hs_may_start
+from evasion cimport (EV_MAX_LINE, EV_MAX_FIELDS, ev_double_encoded,
+                      ev_absolute_host_differs)
 from quic_initial cimport quic_udp_locate
 from message cimport (
     HttpMsg, Span, TcpEvent,
     MSG_REQUEST, MSG_RESPONSE, MSG_TLS, MSG_QUIC,
     MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
     MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS, MSGF_MID_SEGMENT,
+    MSGF_EV_HOST_MISMATCH, MSGF_EV_DOUBLE_ENCODED, MSGF_EV_LONG_REQUEST_LINE,
+    MSGF_EV_LONG_HEADER_LINE, MSGF_EV_MANY_FIELDS,
     METHOD_OTHER, METHOD_HEAD, METHOD_CONNECT,
     DR_PACKETS, DR_LINK_UNSUPPORTED, DR_LINK_TRUNCATED, DR_NOT_IP, DR_IP_TRUNCATED,
     DR_IP_BAD_HEADER, DR_IP_FRAGMENT, DR_NOT_TCP, DR_TCP_TRUNCATED, DR_TCP_BAD_OFFSET,
@@ -394,7 +398,7 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
     """Parse the message http_start found in the payload p[off:off+n]: kind, first-line start
     s, and for a request the space after the method (t) and its MethodId. *b gets what the
     header block says about the message's length (cleared first)."""
-    cdef uint32_t e, eol, line_start, colon, v0, v1, k, ln
+    cdef uint32_t e, eol, line_start, colon, v0, v1, k, ln, nfields = 0
     cdef int code
     cdef bint have_host = False, have_ua = False, line_complete
     cdef const uint8_t *q = p + off
@@ -465,6 +469,11 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
             m.flags |= MSGF_URI_TRUNCATED
         elif not _is_version(q + v0, eol - v0):
             m.flags |= MSGF_BAD_VERSION
+        # evasion indicators of the request line (ext/walk/evasion.pxd)
+        if eol - s > EV_MAX_LINE:
+            m.flags |= MSGF_EV_LONG_REQUEST_LINE
+        if m.uri.len >= 5 and ev_double_encoded(p + m.uri.off, m.uri.len):
+            m.flags |= MSGF_EV_DOUBLE_ENCODED
     if not line_complete:
         m.flags |= MSGF_HEADERS_INCOMPLETE
         return DR_HTTP_REQUEST if m.kind == MSG_REQUEST else DR_HTTP_RESPONSE
@@ -483,7 +492,10 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
             break
         if not line_complete:
             m.flags |= MSGF_HEADERS_INCOMPLETE
+        if ln > EV_MAX_LINE and m.kind == MSG_REQUEST:
+            m.flags |= MSGF_EV_LONG_HEADER_LINE
         if ln > MAX_HEADER_LINE:
+            nfields += 1
             m.flags |= MSGF_LINE_TOO_LONG
             lines_too_long[0] += 1
         else:
@@ -491,6 +503,7 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
             colon = <uint32_t>(hit - q) if hit != NULL else eol
             if colon >= eol:
                 break                                         # not a header line: block ends
+            nfields += 1
             v0 = colon + 1
             while v0 < eol and (q[v0] == 32 or q[v0] == 9):
                 v0 += 1
@@ -518,7 +531,14 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
         if not line_complete:
             break
         line_start = _next_line(q, eol, n)
-    return DR_HTTP_REQUEST if m.kind == MSG_REQUEST else DR_HTTP_RESPONSE
+    if m.kind == MSG_REQUEST:
+        if nfields > EV_MAX_FIELDS:
+            m.flags |= MSGF_EV_MANY_FIELDS
+        if have_host and ev_absolute_host_differs(p + m.uri.off, m.uri.len, p + m.host.off,
+                                                  m.host.len):
+            m.flags |= MSGF_EV_HOST_MISMATCH
+        return DR_HTTP_REQUEST
+    return DR_HTTP_RESPONSE
 
 
 # ---------------------------------------------------------------------------------------------

@@ -104,6 +104,13 @@ cdef enum MsgFlags:
     MSGF_BAD_STATUS = 64          # status line whose code is not exactly three digits (status = 0)
     MSGF_MID_SEGMENT = 128        # the message starts after another message's end in its segment
                                   # (seq, payload_* are from its first byte; docs/PAIRING.md)
+    # Evasion indicators of requests (issue 34, ext/walk/evasion.pxd; docs/ABUSE.md); never set
+    # on responses. With MSGF_HOST_REPEATED they make the abuse table's `evasion` bits.
+    MSGF_EV_HOST_MISMATCH = 256   # absolute-form target whose host differs from Host's
+    MSGF_EV_DOUBLE_ENCODED = 512  # the target holds "%25" + two hex digits
+    MSGF_EV_LONG_REQUEST_LINE = 1024  # request line over EV_MAX_LINE (8190) bytes
+    MSGF_EV_LONG_HEADER_LINE = 2048   # a header line over EV_MAX_LINE (8190) bytes
+    MSGF_EV_MANY_FIELDS = 4096    # more than EV_MAX_FIELDS (100) header fields in the packet
 
 # Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
 # 5323, 5842) and the few non-standard ones common in real traffic. METHOD_OTHER: responses.

@@ -250,12 +250,19 @@ def test_slow_http_indicators(run):
     assert bool(s.loc[41005, "slow"]) is False and bool(s.loc[41006, "slow"]) is False
 
 
-def test_tcp_event_dtype_mirrors_the_struct_and_carries_the_window(run):
+@pytest.fixture(scope="module")
+def run_events(tmp_path_factory):
+    """The same trace with every TCP event kept (the batch computation of the connections)."""
+    return abuse.collect(str(_trace(tmp_path_factory.mktemp("abuse_ev"))), keep_events=True)
+
+
+def test_tcp_event_dtype_mirrors_the_struct_and_carries_the_window(run, run_events):
     from webtap._ext.dissect import tcp_event_size
     from webtap.records.message import TCP_EVENT_DTYPE
 
     assert TCP_EVENT_DTYPE.itemsize == tcp_event_size()
-    w = run.events["window"]
+    assert len(run.events) == 0                  # the streaming table keeps no event
+    w = run_events.events["window"]
     # the hand-made trace advertises 64240 everywhere but for its zero-window ACKs (2), the
     # slow reader's reopened window (5000) and the RSTs (0 by the builder, 2 of them)
     assert sorted(set(w.tolist())) == [0, 5000, 64240]

@@ -30,7 +30,7 @@ REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 #: libFuzzer's -max_len per target: room for a few records / lines, small enough to stay fast.
 MAX_LEN = {"source": 16384, "dissect": 4096, "encap": 2048, "http": 4096, "segment": 4096, "canon": 1024,
            "blacklist": 4096, "tree": 4096, "urlbase": 4096, "tls": 20000, "quic": 8192, "sni": 8192,
-           "exchange": 8192}
+           "exchange": 8192, "rules": 2048}
 
 
 def _shared() -> str | None:
@@ -108,6 +108,7 @@ def main(argv=None) -> int:
     with atheris.instrument_imports(include=["webtap", "urlfilter", "tests.fuzz", "tests.strategies"]):
         import tests.fuzz.targets as targets
         import urlfilter.importers  # noqa: F401
+        import urlfilter.policy  # noqa: F401
         import urlfilter.store  # noqa: F401
         import urlfilter.tree  # noqa: F401
         import webtap.capture  # noqa: F401

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import struct
 import tempfile
 
 import numpy as np
 
 TARGETS = ("source", "dissect", "encap", "http", "segment", "canon", "blacklist", "tree", "urlbase",
-           "tls", "quic", "sni", "exchange")
+           "tls", "quic", "sni", "exchange", "rules")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,7 +249,12 @@ def seeds_encap(shared: str | None) -> list[bytes]:
 
 def check_http(data: bytes) -> None:
     from webtap.dissect import parse_http
-    from webtap.records.message import METHOD_NAMES, SPAN_FIELDS
+    from webtap.records.message import (METHOD_NAMES, MSGF_EV_DOUBLE_ENCODED, MSGF_EV_HOST_MISMATCH,
+                                        MSGF_EV_LONG_HEADER_LINE, MSGF_EV_LONG_REQUEST_LINE,
+                                        MSGF_EV_MANY_FIELDS, SPAN_FIELDS)
+
+    _EV_REQUEST_ONLY = (MSGF_EV_DOUBLE_ENCODED | MSGF_EV_HOST_MISMATCH | MSGF_EV_LONG_HEADER_LINE
+                        | MSGF_EV_LONG_REQUEST_LINE | MSGF_EV_MANY_FIELDS)
 
     if not data:
         return
@@ -267,8 +273,16 @@ def check_http(data: bytes) -> None:
         if name is not None:
             # RFC 2774's "M-" prefix is part of the token, as in tshark
             assert payload[o:o + ln] in (name.encode(), b"M-" + name.encode()), (name, payload[o:o + ln])
+        # evasion bits (ext/walk/evasion.pxd): double encoding is exactly "%25" + two hex digits
+        # in the target span; an over-long request line is one over 8190 bytes
+        o, ln = res["uri_span"]
+        dbl = re.search(rb"%25[0-9A-Fa-f]{2}", payload[o:o + ln]) is not None
+        assert bool(res["flags"] & MSGF_EV_DOUBLE_ENCODED) == dbl, payload[o:o + ln]
+        if res["flags"] & MSGF_EV_LONG_REQUEST_LINE:
+            assert len(payload) > 8190
     else:
         assert 0 <= res["status"] <= 999
+        assert res["flags"] & _EV_REQUEST_ONLY == 0, res["flags"]     # never on responses
 
 
 def seeds_http(shared: str | None) -> list[bytes]:
@@ -986,6 +1000,54 @@ def seeds_quic(shared: str | None) -> list[bytes]:
         if pk and pk[0] == 1:
             out.append(b"\xff\x00\xff".join(f[42:] for f in pk[1]))   # UDP payloads (IPv4)
     return out
+
+# ---------------------------------------------------------------------------------------------
+# rules: the URL filter's rule files (urlfilter.policy.read_rules_file; issue 34). Whatever the
+# bytes, the parser either gives rules or raises RuleError whose text is one line naming the
+# file and the line (what `urlfilter rules check/load` prints after "urlfilter: error: "); no
+# other exception. Rules it accepts compile (ext/url/urlpolicy.pyx arrays) and print back
+# (Rule.__str__) to a line that parses to the same rule.
+
+def check_rules(data: bytes) -> None:
+    from urlfilter.policy import MAX_RULES, RuleError, compile_rules, parse_rule, read_rules_file
+
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as d:
+        path = os.path.join(d, "fuzz.rules")
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            rules = read_rules_file(path)
+        except RuleError as e:
+            msg = str(e)
+            # one line: no character that str.splitlines() breaks at
+            assert len(msg.splitlines()) == 1, msg
+            assert msg.startswith(path + ":"), msg
+            top = max(data.count(b"\n"), len(data.decode("utf-8", "replace").splitlines())) + 1
+            assert 0 <= e.line <= top, (e.line, msg)
+            return
+    assert len(rules) <= MAX_RULES
+    text = data.decode("utf-8")
+    lines = text.splitlines()
+    comp = compile_rules(rules)
+    assert len(comp) == len(rules)
+    for r in rules:
+        assert 1 <= r.line <= len(lines) and r.text == lines[r.line - 1].strip()
+        again = parse_rule(str(r))
+        assert again is not None and again.action == r.action and again.conds == r.conds, (str(r), r.conds)
+
+
+def seeds_rules(shared: str | None) -> list[bytes]:
+    return [b"# spare the help pages of a blacklisted site; cut scanners; count executables\n"
+            b"allow url=www.example.com/help\n"
+            b"cut client=10.20.0.0/16 port=8080-8090 ua=sqlmap,nikto\n"
+            b'cut ua="Mozilla/4.0 (compatible; MSIE 5.0" ext=php\n'
+            b"log ext=exe,.msi proto=http\n",
+            b"cut sni=Example.COM. ja4=t13d1516h2_8daaf6152771_b186095e22b6 proto=tls,quic\n"
+            b"allow client=2001:db8::/32,10.0.0.1 port=443\r\n\n  # c\n",
+            b'cut ua="a\\"b",c url=http://a.b/x?y port=0-65535\n',
+            b"cut port=70000\n", b'cut ua="x\n', b"drop url=a.b\n", b"cut url=\n",
+            b"cut client=1.2.3.4 client=5.6.7.8\n", b"\xff\xfe cut\n", b"cut ua=\x01\n"]
+
 
 CHECKS = {name: globals()["check_" + name] for name in TARGETS}
 SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}

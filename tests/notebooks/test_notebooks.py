@@ -22,7 +22,8 @@ PARAMS = {
     "http_analysis": {"TOP": 5, "TIME_BINS": 20},
     "accuracy_vs_tshark": {},
     "load_balancing": {"CONSUMERS": [2, 4, 8], "BINS": 16},
-    "url_filtering": {"BLACKLIST_CATEGORIES": ["publicite"], "TREE_URLS": 20000},
+    "url_filtering": {"BLACKLIST_CATEGORIES": ["publicite"], "TREE_URLS": 20000, "STAGE_N": 500,
+                      "STAGE_ROUNDS": 1},
     "tls_analysis": {"TOP": 5},
 }
 
@@ -43,7 +44,7 @@ def test_notebook_executes(name):
         pytest.skip("tshark not on PATH")
     nb = run_notebook(name, {"TRACE": str(SMALL_TRACE), **PARAMS[name]}, timeout=240)
     pngs = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
-    expected = {"http_analysis": 6, "accuracy_vs_tshark": 4, "load_balancing": 2, "url_filtering": 4,
+    expected = {"http_analysis": 10, "accuracy_vs_tshark": 4, "load_balancing": 4, "url_filtering": 6,
                 "tls_analysis": 8}   # tls_analysis: 6 handshake figures + 2 exchange CCDFs (issue 33)
     assert pngs >= expected[name], (name, pngs)
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]

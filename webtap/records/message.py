@@ -119,6 +119,12 @@ MSGF_LINE_TOO_LONG = 16
 MSGF_BAD_VERSION = 32
 MSGF_BAD_STATUS = 64
 MSGF_MID_SEGMENT = 128
+# evasion indicators of requests (issue 34; docs/ABUSE.md "Evasion flags")
+MSGF_EV_HOST_MISMATCH = 256
+MSGF_EV_DOUBLE_ENCODED = 512
+MSGF_EV_LONG_REQUEST_LINE = 1024
+MSGF_EV_LONG_HEADER_LINE = 2048
+MSGF_EV_MANY_FIELDS = 4096
 
 #: ext/walk/message.pxd MethodId: METHOD_NAMES[method_id] is the method token (None for METHOD_OTHER,
 #: i.e. responses). Ids 1-9 are the enum's; the rest follow ext/walk/dissect.pyx's method table, which

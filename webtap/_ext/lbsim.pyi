@@ -1,0 +1,9 @@
+"""Type stub of webtap._ext.lbsim (ext/run/lbsim.pyx): OpenGate's flow hashes and queues."""
+import numpy as np
+import numpy.typing as npt
+
+def flow_hash(msgs: np.ndarray, n_tuple: int) -> npt.NDArray[np.uint32]: ...
+def queues(t_ns: npt.ArrayLike, cost_ns: npt.ArrayLike, assign: npt.ArrayLike,
+           n: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]: ...
+def jsq(t_ns: npt.ArrayLike, cost_ns: npt.ArrayLike, n: int, flow: npt.ArrayLike | None = None
+        ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int64]]: ...
