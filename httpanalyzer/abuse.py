@@ -76,7 +76,7 @@ _SYN, _FIN, _RST, _ACK = 0x02, 0x01, 0x04, 0x10
 _BODY_METHODS = np.zeros(256, bool)
 _BODY_METHODS[[METHOD_NAMES.index(m) for m in ("POST", "PUT", "PATCH")]] = True
 
-#: evasion indicators of a request's first packet (the walk's MSGF_* bits; ext/walk/evasion.pxd):
+#: evasion indicators of a request's first packet (the walk's MSGF_* bits; ext/walk/evasion.c):
 #: name -> bit of evasion()'s `evasion` column. The bits are the walk's message flags, so the
 #: column can be read beside webtap.records.message's MSGF_* constants.
 EVASION_FLAGS = {
@@ -849,7 +849,7 @@ def evasion(run: AbuseRun, flagged: bool = False) -> pd.DataFrame:
     client_ip, client_port, server_ip, server_port, request_frame (1-based, tshark's
     frame.number), request_trace, method, host, uri (as in the packet), `evasion` (uint16 bits,
     EVASION_FLAGS) and one boolean column per flag. The flags come from the walk
-    (ext/walk/evasion.pxd, docs/ABUSE.md "Evasion flags"). flagged: only requests with a flag."""
+    (ext/walk/evasion.c, docs/ABUSE.md "Evasion flags"). flagged: only requests with a flag."""
     if run.evasion_rows is None:
         raise ValueError("this run was collected without evasion=True (abuse.collect)")
     num, txt = run.evasion_rows

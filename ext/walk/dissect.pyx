@@ -469,7 +469,7 @@ cdef int _parse_message(const uint8_t *p, uint32_t off, uint32_t n, int kind, ui
             m.flags |= MSGF_URI_TRUNCATED
         elif not _is_version(q + v0, eol - v0):
             m.flags |= MSGF_BAD_VERSION
-        # evasion indicators of the request line (ext/walk/evasion.pxd)
+        # evasion indicators of the request line (ext/walk/evasion.c)
         if eol - s > EV_MAX_LINE:
             m.flags |= MSGF_EV_LONG_REQUEST_LINE
         if m.uri.len >= 5 and ev_double_encoded(p + m.uri.off, m.uri.len):

@@ -1,4 +1,4 @@
-"""Evasion flags (issue 34; ext/walk/evasion.pxd, httpanalyzer.abuse.evasion).
+"""Evasion flags (issue 34; ext/walk/evasion.c, httpanalyzer.abuse.evasion).
 
 The expectations come from the rules and from tshark, not from the code under test:
 

@@ -273,7 +273,7 @@ def check_http(data: bytes) -> None:
         if name is not None:
             # RFC 2774's "M-" prefix is part of the token, as in tshark
             assert payload[o:o + ln] in (name.encode(), b"M-" + name.encode()), (name, payload[o:o + ln])
-        # evasion bits (ext/walk/evasion.pxd): double encoding is exactly "%25" + two hex digits
+        # evasion bits (ext/walk/evasion.c): double encoding is exactly "%25" + two hex digits
         # in the target span; an over-long request line is one over 8190 bytes
         o, ln = res["uri_span"]
         dbl = re.search(rb"%25[0-9A-Fa-f]{2}", payload[o:o + ln]) is not None
