@@ -74,12 +74,13 @@ def train_code(data: np.ndarray, offsets: np.ndarray, block: int = BASE_BLOCK,
         ok &= (lens[np.maximum(x, 0)] + lens[np.maximum(y, 0)]) <= 8
         if not ok.any():
             break
-        pk = x[ok].astype(np.int64) * 1024 + y[ok]
-        u, cnt = np.unique(pk, return_counts=True)
+        # pair counts by bincount (O(n)) rather than np.unique (a sort per merge): the same
+        # argmax, the smallest pair code among the most frequent, so the same code table
+        cnt = np.bincount(x[ok].astype(np.int64) * 1024 + y[ok])
         j = int(np.argmax(cnt))
         if cnt[j] < 3:
             break
-        p, q = divmod(int(u[j]), 1024)
+        p, q = divmod(j, 1024)
         pos = np.flatnonzero((x == p) & (y == q))
         if p == q:                # "aaa": merge left to right, no overlaps
             keep = np.ones(len(pos), bool)
@@ -139,6 +140,19 @@ class UrlStore(UrlApi, _avl.UrlStore):
         sym, ln = train_code(data, offs)
         self.merge_with(sym, ln)
         self._trained_on = len(self)
+
+    def _code_for(self, data, offsets):
+        """The code of a new delta run (flush and run merges, ext/url/urlstore.pxi): the base's;
+        a store whose base has none yet (built by inserts) trains one on the first run's keys
+        and keeps it."""
+        sym, ln = self.symbols()
+        if ln.any():
+            return sym, ln
+        code = getattr(self, "_code", None)
+        if code is None:
+            code = self._code = train_code(np.asarray(data, np.uint8), np.asarray(offsets, np.int64))
+            self._trained_on = len(offsets) - 1
+        return code
 
     def optimize(self):
         """For the manager's snapshot step: the store's optimize is a merge."""

@@ -168,17 +168,20 @@ ops_ = st.lists(st.one_of(
     st.tuples(st.just("del"), keys_, st.just(0)),
     st.tuples(st.just("merge"), st.just(b""), st.booleans()),
     st.tuples(st.just("cat"), keys_, st.integers(0, 3)),
+    st.tuples(st.just("flush"), st.just(b""), st.just(0)),
 ), min_size=1, max_size=60)
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops_, st.lists(keys_, max_size=30), st.integers(1, 5))
-def test_store_against_reference_set(ops, queries, block):
+@given(ops_, st.lists(keys_, max_size=30), st.integers(1, 5), st.integers(0, 6))
+def test_store_against_reference_set(ops, queries, block, cap):
     """Keys over a small alphabet of boundary bytes (so prefixes, boundaries and no-prefix flags
     all occur), a dict as the reference: after every operation, exact, prefix (naive rule),
     payload and the count agree; merges happen at random points (with or without retraining the
-    code), blocks of 1-5 keys."""
+    code), blocks of 1-5 keys; the delta tree is flushed into static runs every 1-6 inserts (cap;
+    0: the default, so only explicit flushes), which the size rule merges."""
     s, _ = build_store([], block=block) if block > 1 else (UrlStore(), None)
+    s.tree_cap = cap
     ref: dict[bytes, int] = {}
     for op, k, v in ops:
         if op == "ins":
@@ -198,12 +201,18 @@ def test_store_against_reference_set(ops, queries, block):
                 assert s.get_key(i2) == k and s.payload(i2) == (v, 0)
             else:
                 assert i == 0
+        elif op == "flush":
+            s.flush()
+            assert s.stats()["delta_urls"] == 0
+            s.check()
         else:
             s.merge(retrain=v)
             assert s.stats()["delta_urls"] == 0 and s.stats()["dead"] == 0
         assert len(s) == len(ref)
     s.check()
     assert s.keys() == sorted(ref)
+    assert sorted(k for k, _ in s.keys_with_ids()) == sorted(ref)
+    assert all(s.get_key(i) == k for k, i in s.keys_with_ids())
     for q in queries + list(ref) + [k + b"/" for k in ref]:
         i = s.find_key(q)
         assert (s.get_key(i) if i else None) == (q if q in ref else None)
@@ -268,3 +277,27 @@ def test_code_trainer_is_deterministic_and_symbols_at_most_8_bytes():
     sym2, ln2 = train_code(data, offs)
     assert (sym1 == sym2).all() and (ln1 == ln2).all()
     assert ln1.max() <= 8 and ln1[255] == 0 and (ln1 > 1).sum() > 100
+
+
+def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
+    """A batch whose inserts flush the tree several times (cap 16) returns ids that name their
+    URLs when the call returns (the ones before the last flush are looked up again); the size
+    rule keeps few runs and rewrites each key O(log(n / cap)) times: with ratio 2, at most
+    log2(n / cap) + 2 rewrites per key, runs at most log2(n / cap) + 2."""
+    import math
+
+    urls = [f"h{i % 37}.example/p/{i}".encode() for i in range(3000)]
+    urls += urls[:500]                       # duplicates: the ids of the first ones
+    s = UrlStore()
+    s.tree_cap = 16
+    d, o = arrow_layout(urls)
+    ids, codes = s.insert_batch(d, o, np.arange(len(urls), dtype=np.uint32) % 5)
+    assert (codes[:3000] == 0).all() and (codes[3000:] == 1).all()
+    keys = [s.get_key(int(i)) for i in ids]
+    assert keys == [b"example.h" + str(i % 37).encode() + b"/p/" + str(i).encode() for i in range(3000)] + keys[:500]
+    assert (ids[3000:] == ids[:500]).all()
+    st_ = s.stats()
+    n, bound = 3000, math.log2(3000 / 16) + 2
+    assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= bound
+    assert st_["merged_keys"] <= n * bound, (st_["merged_keys"], n * bound)
+    s.check()
