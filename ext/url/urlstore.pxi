@@ -1227,3 +1227,119 @@ def _merge_order(data, starts, ends, Py_ssize_t nb):
 _EMPTY_SYM = np.zeros(2048, np.uint8)
 _EMPTY_LEN = np.zeros(256, np.uint8)
 
+
+
+def train_code_c(const uint8_t[::1] data, starts, ends, uint32_t block, uint32_t sample):
+    """The byte-pair code trainer of urlfilter.urlstore.train_code in C (the same table: the
+    sample, the tails, the pair counts and their ties, the left-to-right replacement): keys
+    data[starts[i]:ends[i]] in sorted order. Returns (sym uint8[2048], symlen uint8[256])."""
+    cdef int64_t[::1] st = np.ascontiguousarray(starts, np.int64)
+    cdef int64_t[::1] en = np.ascontiguousarray(ends, np.int64)
+    cdef Py_ssize_t n = st.shape[0], i, L = 0, w, step, j
+    sym_a = np.zeros(2048, np.uint8)
+    ln_a = np.zeros(256, np.uint8)
+    if n <= 0:
+        return sym_a, ln_a
+    step = max(1, n // max(1, sample))
+    cdef const uint8_t *d = &data[0] if data.shape[0] else <const uint8_t *>b""
+    # the sampled tails, -1 between them
+    cdef int64_t total = 0, lcp, a0, b0, la, lb
+    i = 0
+    while i < n:
+        total += en[i] - st[i] + 1
+        i += step
+    arr = np.zeros(total + 1, np.int32)
+    cdef int32_t[::1] a = arr
+    cdef int64_t bcnt[256]
+    cdef int keepb[256]
+    cdef uint8_t syms[512][8]
+    cdef int slen[512]
+    cdef int nxt = 256, nsyms = 0, c, p = 0, q = 0, k
+    cdef uint32_t *cnt = NULL
+    cdef uint32_t best
+    cdef int32_t x, y
+    memset(bcnt, 0, sizeof(bcnt))
+    memset(slen, 0, sizeof(slen))
+    memset(syms, 0, sizeof(syms))
+    with nogil:
+        i = -step
+        while i + step < n:
+            i += step
+            a0, la = st[i], en[i] - st[i]
+            lcp = 0
+            if i % block:
+                b0, lb = st[i - 1], en[i - 1] - st[i - 1]
+                while lcp < la and lcp < lb and d[a0 + lcp] == d[b0 + lcp]:
+                    lcp += 1
+            if lcp < la:
+                for j in range(lcp, la):
+                    a[L] = d[a0 + j]
+                    bcnt[d[a0 + j]] += 1
+                    L += 1
+                a[L] = -1
+                L += 1
+    for c in range(256):
+        keepb[c] = bcnt[c] > 0
+        nsyms += keepb[c]
+    if nsyms > 255:                     # more distinct bytes than codes: the 200 most frequent
+        order = sorted(range(256), key=lambda b: (-bcnt[b], b))[:200]
+        for c in range(256):
+            keepb[c] = 0
+        for c in order:
+            keepb[c] = 1
+        nsyms = 200
+        with nogil:
+            for i in range(L):
+                if a[i] >= 0 and not keepb[a[i]]:
+                    a[i] = -1
+    for c in range(256):
+        if keepb[c]:
+            syms[c][0] = <uint8_t>c
+            slen[c] = 1
+    cnt = <uint32_t *>wt_alloc(512 * 512 * sizeof(uint32_t))
+    try:
+        with nogil:
+            while nsyms < 255 and L > 1:
+                memset(cnt, 0, 512 * 512 * sizeof(uint32_t))
+                for i in range(L - 1):
+                    x = a[i]
+                    y = a[i + 1]
+                    if x >= 0 and y >= 0 and slen[x] + slen[y] <= 8:
+                        cnt[x * 512 + y] += 1
+                best = 0
+                for k in range(512 * 512):
+                    if cnt[k] > best:
+                        best = cnt[k]
+                        p = k // 512
+                        q = k % 512
+                if best < 3:
+                    break
+                w = 0
+                i = 0
+                while i < L:
+                    if i + 1 < L and a[i] == p and a[i + 1] == q:
+                        a[w] = nxt
+                        i += 2
+                    else:
+                        a[w] = a[i]
+                        i += 1
+                    w += 1
+                L = w
+                memcpy(&syms[nxt][0], &syms[p][0], slen[p])
+                memcpy(&syms[nxt][slen[p]], &syms[q][0], slen[q])
+                slen[nxt] = slen[p] + slen[q]
+                nxt += 1
+                nsyms += 1
+    finally:
+        free(cnt)
+    cdef uint8_t[::1] so = sym_a
+    cdef uint8_t[::1] lo = ln_a
+    k = 0
+    for c in list(range(256)) + list(range(256, nxt)):
+        if slen[c] == 0 or k >= 255:
+            continue
+        for j in range(slen[c]):
+            so[8 * k + j] = syms[c][j]
+        lo[k] = slen[c]
+        k += 1
+    return sym_a, ln_a
