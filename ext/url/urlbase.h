@@ -543,22 +543,28 @@ static inline int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_
     return has1;
 }
 
-/* A filter of 2^k bits (mask = 2^k - 1): the tree's (2^17 bits) and one per delta run (~16 bits
- * per key), the query's signatures computed once for all of them. */
+/* A filter of nbits bits (any count: the bit of a signature is its fast range reduction,
+ * (s * nbits) >> 64): the tree's (2^17 bits) and one per delta run (10 bits per key), the
+ * query's signatures computed once for all of them. */
 #define WT_DFILT_BITS (1u << 17)
 
-static inline void wt_filt_add(uint64_t *f, uint64_t mask, const uint8_t *k, size_t n)
+static inline uint64_t wt_filt_bit(uint64_t s, uint64_t nbits)
+{
+    return (uint64_t)(((unsigned __int128)(s * 0x9E3779B97F4A7C15ULL) * nbits) >> 64);
+}
+
+static inline void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
 {
     uint64_t s1, s2, h;
-    h = (wt_host_sigs(k, n, &s1, &s2) ? s2 : s1) & mask;
+    h = wt_filt_bit(wt_host_sigs(k, n, &s1, &s2) ? s2 : s1, nbits);
     f[h >> 6] |= (uint64_t)1 << (h & 63);
 }
 
-static inline int wt_filt_maybe(const uint64_t *f, uint64_t mask, uint64_t s1, uint64_t s2, int two)
+static inline int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
 {
-    uint64_t h = s1 & mask;
+    uint64_t h = wt_filt_bit(s1, nbits);
     if ((f[h >> 6] >> (h & 63)) & 1) return 1;
-    if (two) { h = s2 & mask; return (int)((f[h >> 6] >> (h & 63)) & 1); }
+    if (two) { h = wt_filt_bit(s2, nbits); return (int)((f[h >> 6] >> (h & 63)) & 1); }
     return 0;
 }
 

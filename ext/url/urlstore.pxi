@@ -61,8 +61,8 @@ cdef extern from "urlbase.h" nogil:
     uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     int WT_BASE_MAX_KEY
     int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
-    void wt_filt_add(uint64_t *f, uint64_t mask, const uint8_t *k, size_t n)
-    int wt_filt_maybe(const uint64_t *f, uint64_t mask, uint64_t s1, uint64_t s2, int two)
+    void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
+    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     int WT_DFILT_BITS
 
@@ -237,7 +237,7 @@ cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
 
 cdef enum:
     MAX_RUNS = 32              # static runs (the base + delta runs); the merge policy keeps ~log2
-    RUN_FILT_BITS_PER_KEY = 16 # host filter of a delta run: bits per key (rounded up to 2^k)
+    RUN_FILT_BITS_PER_KEY = 10 # host filter of a delta run: bits per key
     TREE_CAP_MIN = 4096        # the delta tree is flushed into a run at max(this, live / 64) keys
     TREE_CAP_MAX = 65536
 
@@ -251,8 +251,8 @@ cdef class UrlStore:
     cdef WtBase runs[MAX_RUNS]    # runs[0] is the base (maybe a read-only mapping)
     cdef uint64_t *tombs[MAX_RUNS]   # deleted keys of run r (bit i: key i), NULL until its first delete
     cdef uint64_t dead[MAX_RUNS]
-    cdef uint64_t *filt[MAX_RUNS]    # host filter of run r >= 1 (ext/url/urlbase.h), mask fmask[r]
-    cdef uint64_t fmask[MAX_RUNS]
+    cdef uint64_t *filt[MAX_RUNS]    # host filter of run r >= 1 (ext/url/urlbase.h), fbits[r] bits
+    cdef uint64_t fbits[MAX_RUNS]
     cdef uint64_t roff[MAX_RUNS + 1] # ids of run r: roff[r] + 1 .. roff[r + 1]; tree x: roff[nr] + x
     cdef int nr
     cdef list _images             # the runs' images (NumPy arrays; the base may be an mmap)
@@ -264,6 +264,9 @@ cdef class UrlStore:
     cdef public uint32_t tree_cap    # 0: automatic (TREE_CAP_MIN..TREE_CAP_MAX)
     cdef public bint auto_merge      # flush the tree into runs and merge them as it fills
     cdef readonly uint64_t n_flushes, n_run_merges, merged_keys
+    cdef object _pending          # insert_batch's ids so far, renumbered by flush() / _compact()
+    cdef object _src_ix           # _sources(): the live key indices of each run it read
+    cdef object _tree_ids         # _sources(): the tree ids in key order
 
     def __cinit__(self):
         self.delta = UrlTree()
@@ -356,12 +359,12 @@ cdef class UrlStore:
         cdef uint64_t s1 = 0, s2 = 0
         if self.nr > 1 or self.delta.count:
             two = wt_host_sigs(q, qn, &s1, &s2)
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS - 1, s1, s2, two)):
+            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
                 x = self.delta._search(self.delta.root, q, qn, 0, 0)
                 if x:
                     return <int64_t>self._nst() + x
             for r in range(self.nr - 1, 0, -1):
-                if wt_filt_maybe(self.filt[r], self.fmask[r], s1, s2, two):
+                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
                     i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
                     if i >= 0:
                         return <int64_t>self.roff[r] + i + 1
@@ -383,11 +386,11 @@ cdef class UrlStore:
         if self.nr > 1 or self.delta.count:
             two = wt_host_sigs(q, qn, &s1, &s2)
             for r in range(1, self.nr):
-                if wt_filt_maybe(self.filt[r], self.fmask[r], s1, s2, two):
+                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
                     i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
                     if i >= 0 and ln > best_len:
                         best, best_len = <int64_t>self.roff[r] + i + 1, ln
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS - 1, s1, s2, two)):
+            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
                 x = self.delta._prefix(q, qn)
                 if x:
                     _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
@@ -413,7 +416,7 @@ cdef class UrlStore:
         rc = self.delta._insert_key(k, kn, cat, period, &x)
         if rc == TREE_TOO_LONG:
             return rc
-        wt_filt_add(self.dfilt, WT_DFILT_BITS - 1, k, kn)
+        wt_filt_add(self.dfilt, WT_DFILT_BITS, k, kn)
         hit[0] = <int64_t>self._nst() + x
         return rc
 
@@ -680,10 +683,10 @@ cdef class UrlStore:
                      timings=None):
         """As UrlTree.insert_batch: (ids, codes); codes 0 inserted, 1 present, < 0 rejected. The
         tree is flushed into a run when it fills (auto_merge), which renumbers: the ids of the
-        URLs before the last flush are looked up again at the end, so every id returned is
-        valid when the call returns."""
+        URLs before each flush are renumbered with it (flush() and _compact() map the batch's
+        ids so far), so every id returned is valid when the call returns."""
         cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
-        cdef Py_ssize_t n = off.shape[0] - 1, i, last_flush = 0
+        cdef Py_ssize_t n = off.shape[0] - 1, i
         cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (max(n, 0),)).copy()
         cdef uint32_t[::1] pers = np.broadcast_to(np.asarray(periods, dtype=np.uint32), (max(n, 0),)).copy()
         if n > 0 and np.asarray(cats).max() >= 0x80000000:
@@ -725,9 +728,12 @@ cdef class UrlStore:
                             continue
                     if self._full():
                         with gil:
-                            self.flush()
+                            self._pending = ids_a[:i]
+                            try:
+                                self.flush()
+                            finally:
+                                self._pending = None
                             self.delta._own()
-                        last_flush = i
                     rc = self._insert(kp, k, cats[i], pers[i], &hit)
                     if rc == TREE_TOO_LONG:
                         codes[i] = TREE_TOO_LONG
@@ -736,14 +742,6 @@ cdef class UrlStore:
                     codes[i] = 0 if rc == 1 else TREE_DUPLICATE
                     if timed:
                         tv[i] = wt_now_ns() - t0
-                for i in range(last_flush):        # ids from before the last flush: renumbered
-                    if codes[i] < 0:
-                        continue
-                    if canonical:
-                        k = webtap_canon(base + off[i], off[i + 1] - off[i], buf, 3 * maxlen + 16, CANON_KEY)
-                        ids[i] = <int32_t>self._find(buf, k)
-                    else:
-                        ids[i] = <int32_t>self._find(base + off[i], off[i + 1] - off[i])
         finally:
             free(buf)
         return ids_a, codes_a
@@ -894,21 +892,19 @@ cdef class UrlStore:
         cdef const uint8_t[::1] d = data if len(data) else np.zeros(1, np.uint8)
         cdef int64_t[::1] st = np.ascontiguousarray(starts, np.int64)
         cdef int64_t[::1] en = np.ascontiguousarray(ends, np.int64)
-        cdef uint64_t bits = 1024, mask
+        cdef uint64_t bits
         cdef uint64_t *f = NULL
         cdef Py_ssize_t i
         if wt_base_view(&b, &v[0], v.shape[0]) != 0:
             raise ValueError("URL base: bad image")
         if r >= 1:
-            while bits < <uint64_t>RUN_FILT_BITS_PER_KEY * b.n:
-                bits *= 2
-            mask = bits - 1
+            bits = (<uint64_t>RUN_FILT_BITS_PER_KEY * b.n + 64 + 63) // 64 * 64
             f = <uint64_t *>wt_alloc(bits // 8)
             memset(f, 0, bits // 8)
             with nogil:
                 for i in range(st.shape[0]):
-                    wt_filt_add(f, mask, &d[st[i]], <size_t>(en[i] - st[i]))
-            self.fmask[r] = mask
+                    wt_filt_add(f, bits, &d[st[i]], <size_t>(en[i] - st[i]))
+            self.fbits[r] = bits
         free(self.tombs[r])
         self.tombs[r] = NULL
         self.n_dead -= self.dead[r]
@@ -938,12 +934,15 @@ cdef class UrlStore:
         """(data, starts, ends, cats, pers, bounds) of the live keys of the given runs and of the
         tree, each an ascending sequence, one after the other."""
         parts = []
+        self._src_ix = []
         for r in runs:
             d, o, ix = self.run_keys(r, True)
             c, p = self.run_payloads(r, ix)
             parts.append((d[:o[len(o) - 1]], o, c, p))
+            self._src_ix.append(ix)
         if with_tree and self.delta.count:
             d, o, ids = self.tree_keys()
+            self._tree_ids = ids
             c, p = self.delta.payload_batch(ids.astype(np.int32))
             parts.append((d, o, c, p))
         if not parts:
@@ -968,13 +967,23 @@ cdef class UrlStore:
         a re-encode of the base per flush. Ids are renumbered."""
         if self.delta.count == 0:
             return
-        if self.nr >= MAX_RUNS:
+        if self.nr >= MAX_RUNS:     # not reached: the size rule keeps ~log2(n / 4096) runs
+            if self._pending is not None:
+                raise RuntimeError("URL store: too many runs inside a batch")
             self.merge()
             return
         data, st, en, cats, pers, bounds = self._sources([], True)
         sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
         order = np.arange(len(st), dtype=np.int64)
         img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
+        if self._pending is not None and len(self._pending):
+            # tree id x (id nst + x) -> the new run's key rank(x) (id nst + rank + 1)
+            nst = self._nst()
+            rank = np.zeros(int(self.delta.n_slots) + 1, np.int64)
+            rank[self._tree_ids.astype(np.int64)] = np.arange(1, len(self._tree_ids) + 1)
+            P = self._pending
+            m = P > nst
+            P[m] = nst + rank[P[m] - nst]
         self.nr += 1
         self._install(self.nr - 1, img, data, st, en)
         self.delta = UrlTree()
@@ -994,6 +1003,18 @@ cdef class UrlStore:
             sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
             order = _kmerge_order(data, st, en, bounds)
             img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
+            if self._pending is not None and len(self._pending):
+                # ids of runs r and r + 1 -> their key's position in the merged run
+                inv = np.zeros(len(order), np.int64)
+                inv[order] = np.arange(len(order))
+                lo, mid = int(self.roff[r]), int(self.roff[r + 1])
+                P = self._pending
+                m = P > lo
+                q = P[m].astype(np.int64)
+                a = q <= mid
+                src = np.where(a, np.searchsorted(self._src_ix[0], q - lo - 1),
+                               len(self._src_ix[0]) + np.searchsorted(self._src_ix[1], q - mid - 1))
+                P[m] = lo + inv[src] + 1
             self._drop_last()
             self._install(r, img, data, st, en)
             self._reoff()
@@ -1042,7 +1063,7 @@ cdef class UrlStore:
                 tomb += ((self.runs[r].n + 63) // 64) * 8 + 8
             if r >= 1:
                 runb += self.runs[r].image_bytes
-                runf += (self.fmask[r] + 1) // 8
+                runf += self.fbits[r] // 8
                 run_urls += self.runs[r].n
         filt = WT_DFILT_BITS // 8 if self.dfilt != NULL else 0
         nb = self.runs[0].n_blocks
