@@ -381,9 +381,11 @@ cdef class UrlStore:
         cdef int r, two = 0
         cdef uint64_t s1 = 0, s2 = 0
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 0, &ln)
+        if self.nr == 1 and self.delta.count == 0:      # a mapped snapshot: the base alone
+            return i + 1 if i >= 0 else 0
         if i >= 0:
             best, best_len = i + 1, ln
-        if self.nr > 1 or self.delta.count:
+        if True:
             two = wt_host_sigs(q, qn, &s1, &s2)
             for r in range(1, self.nr):
                 if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
