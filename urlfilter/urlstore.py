@@ -1,12 +1,14 @@
 """Python facade of the URL store of issue 35: a static base (ext/url/urlbase.h, ext/url/urlstore.pxi)
-with the compressed AVL tree (ext/url/avl.pyx) as its dynamic delta; design and measurements in
+with a log-structured delta: the compressed AVL tree (ext/url/avl.pyx), flushed into static delta
+runs of the base's encoding as it fills, runs merged by size; design and measurements in
 docs/urlfilter.md ("The URL store: static base + AVL delta").
 
 ``UrlStore`` has the methods of ``urlfilter.tree.UrlTree`` that the manager, the analyzer and
 the CLI use (insert/delete/find/match, batches, payloads, save/load), plus ``merge()``, which
 folds the delta into a new base. The base's symbol code is trained here (byte-pair merges on a
-sample of the keys' front-coding tails, numpy) when a base is built from scratch, and again at a
-merge when the set has more than doubled since; otherwise a merge keeps the code it has.
+sample of the keys' front-coding tails, the loop in C) when a base is built from scratch, and
+again at a merge when the set has more than doubled since; otherwise a merge keeps the code it
+has; delta runs use the base's.
 """
 from __future__ import annotations
 
