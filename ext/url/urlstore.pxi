@@ -325,11 +325,18 @@ cdef class UrlStore:
         memset(&self.runs[0], 0, sizeof(self.runs))
         self.n_dead = 0
 
-    cdef _set_image(self, img, bint mapped):
-        """The store becomes this one image (checked) as its base, no delta runs; the tree is
-        left to the caller."""
+    cdef _set_image(self, img, bint mapped, bint check=True):
+        """The store becomes this one image as its base, no delta runs; the tree is left to the
+        caller. check: the whole structure (wt_base_open: an image from outside); else an image
+        this process built (build_base), whose section pointers are taken as they are."""
         cdef WtBase b
-        self._open(img, mapped, &b)
+        cdef const uint8_t[::1] v
+        if check:
+            self._open(img, mapped, &b)
+        else:
+            v = img
+            if wt_base_view(&b, &v[0], v.shape[0]) != 0:
+                raise ValueError("URL base: bad image")
         self._clear_runs()
         self.runs[0] = b
         self.nr = 1
@@ -1029,7 +1036,7 @@ cdef class UrlStore:
         data, st, en, cats, pers, bounds = self._sources(list(range(self.nr)), True)
         order = _kmerge_order(data, st, en, bounds)
         img = build_base(data, st, en, order, cats, pers, sym, symlen, block, self.tag)
-        self._set_image(img, False)
+        self._set_image(img, False, False)
         self.delta = UrlTree()
         free(self.dfilt)
         self.dfilt = NULL
@@ -1038,7 +1045,7 @@ cdef class UrlStore:
                    sym, symlen, uint32_t block=BASE_BLOCK):
         """Replace everything by a base of the given sorted keys (build_base's arguments)."""
         self._set_image(build_base(data, starts, ends, order, categories, periods, sym, symlen, block,
-                                   self.tag), False)
+                                   self.tag), False, False)
         self.delta = UrlTree()
         free(self.dfilt)
         self.dfilt = NULL
