@@ -1,12 +1,14 @@
 """Python facade of the URL store of issue 35: a static base (ext/url/urlbase.h, ext/url/urlstore.pxi)
-with the compressed AVL tree (ext/url/avl.pyx) as its dynamic delta; design and measurements in
+with a log-structured delta: the compressed AVL tree (ext/url/avl.pyx), flushed into static delta
+runs of the base's encoding as it fills, runs merged by size; design and measurements in
 docs/urlfilter.md ("The URL store: static base + AVL delta").
 
 ``UrlStore`` has the methods of ``urlfilter.tree.UrlTree`` that the manager, the analyzer and
 the CLI use (insert/delete/find/match, batches, payloads, save/load), plus ``merge()``, which
 folds the delta into a new base. The base's symbol code is trained here (byte-pair merges on a
-sample of the keys' front-coding tails, numpy) when a base is built from scratch, and again at a
-merge when the set has more than doubled since; otherwise a merge keeps the code it has.
+sample of the keys' front-coding tails, the loop in C) when a base is built from scratch, and
+again at a merge when the set has more than doubled since; otherwise a merge keeps the code it
+has; delta runs use the base's.
 """
 from __future__ import annotations
 
@@ -24,83 +26,20 @@ BASE_BLOCK = _avl.BASE_BLOCK
 TRAIN_SAMPLE = 30000    # tails the code is trained on (2 s for 30,000; docs/urlfilter.md)
 
 
-def _lcp(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def train_code(data: np.ndarray, offsets: np.ndarray, block: int = BASE_BLOCK,
                sample: int = TRAIN_SAMPLE) -> tuple[np.ndarray, np.ndarray]:
     """A static code of up to 255 symbols of 1-8 bytes for the base's records, trained on what
     the records hold: the tails of keys after the lcp with their predecessor (whole keys at
     block starts) of an evenly spaced sample of the sorted keys data[offsets[i]:offsets[i+1]].
     Byte-pair merging (Gage 1994; the most frequent adjacent pair of symbols becomes a new
-    symbol while it is no longer than 8 bytes), then greedy longest-match coding in C. Returns
-    (sym uint8[2048], symlen uint8[256]); deterministic."""
-    n = len(offsets) - 1
-    sym = np.zeros(2048, np.uint8)
-    ln = np.zeros(256, np.uint8)
-    if n <= 0:
-        return sym, ln
-    step = max(1, n // sample)
-    raw = bytes(np.asarray(data[:offsets[-1]], np.uint8))
-    parts = []
-    for i in range(0, n, step):
-        k = raw[offsets[i]:offsets[i + 1]]
-        if i % block:
-            k = k[_lcp(raw[offsets[i - 1]:offsets[i]], k):]
-        if k:
-            parts.append(np.frombuffer(k, np.uint8).astype(np.int32))
-            parts.append(np.array([-1], np.int32))
-    a = np.concatenate(parts) if parts else np.zeros(0, np.int32)
-    syms: dict[int, bytes] = {int(b): bytes([int(b)]) for b in np.unique(a[a >= 0])}
-    # the 255 codes: every byte seen (others are escaped) and then the merges
-    order_singles = sorted(syms)
-    if len(syms) > 255:          # more distinct bytes than codes: keep the most frequent
-        cnt = np.bincount(a[a >= 0], minlength=256)
-        keep = sorted(np.argsort(-cnt)[:200].tolist())
-        syms = {b: bytes([b]) for b in keep}
-        order_singles = keep
-    lens = np.zeros(256 + 255, np.int64)
-    for c, s in syms.items():
-        lens[c] = len(s)
-    nxt = 256
-    while len(syms) < 255 and len(a) > 1:
-        x, y = a[:-1], a[1:]
-        ok = (x >= 0) & (y >= 0)
-        ok &= (lens[np.maximum(x, 0)] + lens[np.maximum(y, 0)]) <= 8
-        if not ok.any():
-            break
-        pk = x[ok].astype(np.int64) * 1024 + y[ok]
-        u, cnt = np.unique(pk, return_counts=True)
-        j = int(np.argmax(cnt))
-        if cnt[j] < 3:
-            break
-        p, q = divmod(int(u[j]), 1024)
-        pos = np.flatnonzero((x == p) & (y == q))
-        if p == q:                # "aaa": merge left to right, no overlaps
-            keep = np.ones(len(pos), bool)
-            last = -2
-            for t, v in enumerate(pos.tolist()):
-                if v == last + 1:
-                    keep[t] = False
-                else:
-                    last = v
-            pos = pos[keep]
-        a[pos] = nxt
-        a[pos + 1] = -2
-        a = a[a != -2]
-        syms[nxt] = syms[p] + syms[q]
-        lens[nxt] = len(syms[nxt])
-        nxt += 1
-    codes = [syms[b] for b in order_singles] + [syms[c] for c in range(256, nxt)]
-    for c, s in enumerate(codes[:255]):
-        sym[8 * c:8 * c + len(s)] = np.frombuffer(s, np.uint8)
-        ln[c] = len(s)
-    return sym, ln
+    symbol while it is no longer than 8 bytes; ties to the smallest pair), then greedy
+    longest-match coding in C. Returns (sym uint8[2048], symlen uint8[256]); deterministic.
+    The loop is C (ext/url/urlstore.pxi train_code_c); tests/urlfilter/test_urlstore.py keeps
+    the NumPy version it replaced as the reference."""
+    offsets = np.asarray(offsets, np.int64)
+    if len(offsets) <= 1:
+        return np.zeros(2048, np.uint8), np.zeros(256, np.uint8)
+    return _avl.train_code_c(np.ascontiguousarray(data, np.uint8), offsets[:-1], offsets[1:], block, sample)
 
 
 class UrlStore(UrlApi, _avl.UrlStore):
@@ -140,6 +79,19 @@ class UrlStore(UrlApi, _avl.UrlStore):
         self.merge_with(sym, ln)
         self._trained_on = len(self)
 
+    def _code_for(self, data, offsets):
+        """The code of a new delta run (flush and run merges, ext/url/urlstore.pxi): the base's;
+        a store whose base has none yet (built by inserts) trains one on the first run's keys
+        and keeps it."""
+        sym, ln = self.symbols()
+        if ln.any():
+            return sym, ln
+        code = getattr(self, "_code", None)
+        if code is None:
+            code = self._code = train_code(np.asarray(data, np.uint8), np.asarray(offsets, np.int64))
+            self._trained_on = len(offsets) - 1
+        return code
+
     def optimize(self):
         """For the manager's snapshot step: the store's optimize is a merge."""
         self.merge()
@@ -160,12 +112,13 @@ def build_store(urls, categories=0, periods=0, block: int = BASE_BLOCK) -> tuple
     cats = np.broadcast_to(np.asarray(categories, np.uint32), (n,))
     pers = np.broadcast_to(np.asarray(periods, np.uint32), (n,))
     s = UrlStore()
-    # code trained on the sorted keys, then the base encoded with it
-    sk = [out[starts[i]:ends[i]] for i in order.tolist()]
-    so = np.zeros(len(sk) + 1, np.int64)
-    if sk:
-        np.cumsum([len(k) for k in sk], out=so[1:])
-    sym, ln = train_code(np.frombuffer(b"".join(sk), np.uint8) if sk else np.zeros(0, np.uint8), so, block)
+    # code trained on the sorted keys (in place: their starts and ends in key order), then the
+    # base encoded with it
+    if n:
+        sym, ln = _avl.train_code_c(buf, np.asarray(starts, np.int64)[order], np.asarray(ends, np.int64)[order],
+                                    block, TRAIN_SAMPLE)
+    else:
+        sym, ln = np.zeros(2048, np.uint8), np.zeros(256, np.uint8)
     s.build_from(buf, starts, ends, order, cats, pers, sym, ln, block)
     s._trained_on = len(s)
     return s, codes

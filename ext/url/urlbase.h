@@ -543,23 +543,50 @@ static inline int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_
     return has1;
 }
 
-#define WT_DFILT_BITS (1u << 20)
+/* A filter of nbits bits (any count: the bit of a signature is its fast range reduction,
+ * (s * nbits) >> 64): the tree's (2^17 bits) and one per delta run (10 bits per key), the
+ * query's signatures computed once for all of them. */
+#define WT_DFILT_BITS (1u << 17)
 
-static inline void wt_dfilt_add(uint64_t *f, const uint8_t *k, size_t n)
+static inline uint64_t wt_filt_bit(uint64_t s, uint64_t nbits)
+{
+    return (uint64_t)(((unsigned __int128)(s * 0x9E3779B97F4A7C15ULL) * nbits) >> 64);
+}
+
+static inline void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
 {
     uint64_t s1, s2, h;
-    h = wt_host_sigs(k, n, &s1, &s2) ? s2 : s1;
-    h &= WT_DFILT_BITS - 1;
+    h = wt_filt_bit(wt_host_sigs(k, n, &s1, &s2) ? s2 : s1, nbits);
     f[h >> 6] |= (uint64_t)1 << (h & 63);
 }
 
-static inline int wt_dfilt_maybe(const uint64_t *f, const uint8_t *k, size_t n)
+static inline int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
 {
-    uint64_t s1, s2;
-    int two = wt_host_sigs(k, n, &s1, &s2);
-    s1 &= WT_DFILT_BITS - 1;
-    if ((f[s1 >> 6] >> (s1 & 63)) & 1) return 1;
-    if (two) { s2 &= WT_DFILT_BITS - 1; return (int)((f[s2 >> 6] >> (s2 & 63)) & 1); }
+    uint64_t h = wt_filt_bit(s1, nbits);
+    if ((f[h >> 6] >> (h & 63)) & 1) return 1;
+    if (two) { h = wt_filt_bit(s2, nbits); return (int)((f[h >> 6] >> (h & 63)) & 1); }
+    return 0;
+}
+
+/* The section pointers of an image this process built itself (build_base's output, trusted:
+ * no O(n) check, which wt_base_open does for anything read from outside). */
+static inline int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
+{
+    const WtBaseHeader *h = (const WtBaseHeader *)mem;
+    size_t off[8];
+    if (size < sizeof(WtBaseHeader) ||
+        wt_base_layout(h->n, h->block, h->pal_n, h->pal_bits, h->blob_bytes, off) != 0 || off[7] != size)
+        return -1;
+    b->h = h;
+    b->sym = mem + off[0];
+    b->symlen = mem + off[1];
+    b->palette = (const uint32_t *)(mem + off[2]);
+    b->heads = (const uint64_t *)(mem + off[3]);
+    b->offs = (const uint32_t *)(mem + off[4]);
+    b->payload = (const uint64_t *)(mem + off[5]);
+    b->blob = mem + off[6];
+    b->n = h->n; b->block = h->block; b->n_blocks = h->n_blocks; b->pal_bits = h->pal_bits;
+    b->max_key = h->max_key; b->image_bytes = size;
     return 0;
 }
 

@@ -3,16 +3,22 @@
 # as its dynamic delta. Included by ext/url/avl.pyx, so that its nogil loops call the tree's C
 # methods directly.
 #
-# * A key lives in exactly one place: the live base (its base bit not in the tombstones) or the
-#   delta tree. insert: a key live in either is a duplicate; anything else goes to the tree (a
-#   deleted base key too: the base never changes). delete: from the tree, else a tombstone bit.
-# * Lookups ask both: exact = the tree's or the live base's; prefix = the longer of the tree's
-#   answer and the base's (ext/url/urlbase.h wt_base_lpm, which skips dead keys).
-# * Ids: base key i is i + 1; tree id x is n_base + x. A merge renumbers (as optimize() does
-#   for the tree; the SQLite store never keeps ids).
-# * merge() folds the tree and the tombstones into a new base (sequential decode, a two-way
-#   merge, encode: O(n)); save() merges first, so a snapshot file is a base image alone, mapped
-#   read-only by load().
+# * Static runs, log-structured (as an LSM tree): runs[0] is the base; runs[1..] are delta runs,
+#   the same encoding, built when the tree fills (flush(): at max(4096, live / 64) keys, up to
+#   65536) and merged by size (the newest two while the older holds at most RUN_RATIO x the
+#   newer's live keys; into the base when a run reaches the base's size), so a delta of 10 %
+#   costs ~ the base's bytes per key, and each key is rewritten O(log) times, not the base per
+#   merge. Each delta run has a host filter (ext/url/urlbase.h) that skips it for most queries.
+# * A key lives in exactly one place: a live run key (its bit not in that run's tombstones) or
+#   the delta tree. insert: a key live anywhere is a duplicate; anything else goes to the tree
+#   (a deleted run key too: runs never change). delete: from the tree, else a tombstone bit.
+# * Lookups ask all: exact = the tree's or a live run's; prefix = the longest of the tree's and
+#   each run's answer (ext/url/urlbase.h wt_base_lpm, which skips dead keys).
+# * Ids: key i of run r is roff[r] + i + 1 (the base's: i + 1); tree id x is n_static + x. A
+#   flush or merge renumbers (as optimize() does for the tree; the SQLite store never keeps ids).
+# * merge() folds the runs, the tree and the tombstones into a new base (sequential decode, a
+#   k-way merge, encode: O(n)); save() merges first, so a snapshot file is a base image alone,
+#   mapped read-only by load().
 from libc.string cimport memmove
 
 cdef extern from "urlbase.h" nogil:
@@ -54,8 +60,10 @@ cdef extern from "urlbase.h" nogil:
     size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, size_t n, uint8_t *out)
     uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     int WT_BASE_MAX_KEY
-    void wt_dfilt_add(uint64_t *f, const uint8_t *k, size_t n)
-    int wt_dfilt_maybe(const uint64_t *f, const uint8_t *k, size_t n)
+    int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
+    void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
+    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
+    int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     int WT_DFILT_BITS
 
 BASE_MAGIC = b"WTURLB01"
@@ -227,44 +235,71 @@ cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
     a[i >> 6] |= (<uint64_t>1) << (i & 63)
 
 
+cdef enum:
+    MAX_RUNS = 32              # static runs (the base + delta runs); the merge policy keeps ~log2
+    RUN_FILT_BITS_PER_KEY = 10 # host filter of a delta run: bits per key
+    TREE_CAP_MIN = 4096        # the delta tree is flushed into a run at max(this, live / 64) keys
+    TREE_CAP_MAX = 65536
+
+RUN_RATIO = 2                  # merge the newest two runs while older <= RUN_RATIO x newer (the base: 1 x)
+
+
 cdef class UrlStore:
-    """Static base + compressed AVL delta (see the top of ext/url/urlstore.pxi). Ids: > 0 hit; the
-    *_key methods take canonical key form, the others canonicalise."""
+    """Static base + delta runs + compressed AVL delta (see the top of ext/url/urlstore.pxi).
+    Ids: > 0 hit; the *_key methods take canonical key form, the others canonicalise."""
     cdef readonly UrlTree delta
-    cdef WtBase base
-    cdef object _image            # NumPy array or mmap holding the base image
-    cdef const uint8_t[::1] _iv
+    cdef WtBase runs[MAX_RUNS]    # runs[0] is the base (maybe a read-only mapping)
+    cdef uint64_t *tombs[MAX_RUNS]   # deleted keys of run r (bit i: key i), NULL until its first delete
+    cdef uint64_t dead[MAX_RUNS]
+    cdef uint64_t *filt[MAX_RUNS]    # host filter of run r >= 1 (ext/url/urlbase.h), fbits[r] bits
+    cdef uint64_t fbits[MAX_RUNS]
+    cdef uint64_t roff[MAX_RUNS + 1] # ids of run r: roff[r] + 1 .. roff[r + 1]; tree x: roff[nr] + x
+    cdef int nr
+    cdef list _images             # the runs' images (NumPy arrays; the base may be an mmap)
     cdef readonly bint mapped
-    cdef uint64_t *tomb           # deleted base keys (bit i: key i), NULL until the first delete
     cdef readonly uint64_t n_dead
     cdef uint8_t *kbuf            # scratch for decoded keys (MAX_KEY + 16)
-    cdef uint64_t *dfilt          # host filter of the delta (ext/url/urlbase.h), NULL while it is empty
+    cdef uint64_t *dfilt          # host filter of the delta tree, NULL while it is empty
     cdef public uint64_t tag
+    cdef public uint32_t tree_cap    # 0: automatic (TREE_CAP_MIN..TREE_CAP_MAX)
+    cdef public bint auto_merge      # flush the tree into runs and merge them as it fills
+    cdef readonly uint64_t n_flushes, n_run_merges, merged_keys
+    cdef object _pending          # insert_batch's ids so far, renumbered by flush() / _compact()
+    cdef object _src_ix           # _sources(): the live key indices of each run it read
+    cdef object _tree_ids         # _sources(): the tree ids in key order
 
     def __cinit__(self):
         self.delta = UrlTree()
         self.kbuf = <uint8_t *>wt_alloc(MAX_KEY + 16)
-        memset(&self.base, 0, sizeof(WtBase))
+        memset(&self.runs[0], 0, sizeof(self.runs))
+        memset(&self.tombs[0], 0, sizeof(self.tombs))
+        memset(&self.filt[0], 0, sizeof(self.filt))
+        memset(&self.dead[0], 0, sizeof(self.dead))
+        memset(&self.roff[0], 0, sizeof(self.roff))
+        self.nr = 1
+        self._images = [None]
         self.tag = 0
+        self.auto_merge = True
 
     def __init__(self):
         self._set_image(build_base(np.zeros(0, np.uint8), [], [], [], 0, 0, _EMPTY_SYM, _EMPTY_LEN), False)
 
     def __dealloc__(self):
-        free(self.tomb)
+        cdef int r
+        for r in range(MAX_RUNS):
+            free(self.tombs[r])
+            free(self.filt[r])
         free(self.kbuf)
         free(self.dfilt)
 
-    cdef _set_image(self, img, bint mapped):
-        cdef const uint8_t[::1] v = img if not mapped else img
+    cdef _open(self, img, bint mapped, WtBase *out):
+        cdef const uint8_t[::1] v = img
         cdef uint32_t *lens
         cdef uint8_t *k2
         cdef WtBase b
         cdef const char *err
-        cdef const WtBaseHeader *h
         if v.shape[0] < sizeof(WtBaseHeader):
             raise ValueError("not a URL base (too short)")
-        h = <const WtBaseHeader *>&v[0]
         lens = <uint32_t *>wt_alloc((WT_BASE_MAX_KEY + 2) * sizeof(uint32_t))
         k2 = <uint8_t *>wt_alloc(WT_BASE_MAX_KEY + 16)
         try:
@@ -277,56 +312,112 @@ cdef class UrlStore:
             raise ValueError(f"URL base corrupt: {err.decode()}")
         if b.n > MAX_BASE:
             raise ValueError("URL base corrupt: too many keys")
-        self.base = b
-        self._image = img
-        self._iv = v
-        self.mapped = mapped
-        free(self.tomb)
-        self.tomb = NULL
+        out[0] = b
+
+    cdef _clear_runs(self):
+        cdef int r
+        for r in range(MAX_RUNS):
+            free(self.tombs[r])
+            self.tombs[r] = NULL
+            free(self.filt[r])
+            self.filt[r] = NULL
+            self.dead[r] = 0
+        memset(&self.runs[0], 0, sizeof(self.runs))
         self.n_dead = 0
-        self.tag = h.tag
+
+    cdef _set_image(self, img, bint mapped, bint check=True):
+        """The store becomes this one image as its base, no delta runs; the tree is left to the
+        caller. check: the whole structure (wt_base_open: an image from outside); else an image
+        this process built (build_base), whose section pointers are taken as they are."""
+        cdef WtBase b
+        cdef const uint8_t[::1] v
+        if check:
+            self._open(img, mapped, &b)
+        else:
+            v = img
+            if wt_base_view(&b, &v[0], v.shape[0]) != 0:
+                raise ValueError("URL base: bad image")
+        self._clear_runs()
+        self.runs[0] = b
+        self.nr = 1
+        self._images = [img]
+        self.mapped = mapped
+        self.tag = b.h.tag
+        self._reoff()
+
+    cdef void _reoff(self) noexcept:
+        cdef int r
+        self.roff[0] = 0
+        for r in range(self.nr):
+            self.roff[r + 1] = self.roff[r] + self.runs[r].n
+
+    cdef inline uint64_t _nst(self) noexcept nogil:
+        return self.roff[self.nr]
+
+    cdef inline uint64_t _live(self, int r) noexcept nogil:
+        return self.runs[r].n - self.dead[r]
 
     # ---- the C core -----------------------------------------------------------------------
     cdef int64_t _find(self, const uint8_t *q, size_t qn) noexcept nogil:
         cdef uint32_t x = 0
         cdef size_t ln
         cdef int64_t i
-        if self.delta.count and (self.dfilt == NULL or wt_dfilt_maybe(self.dfilt, q, qn)):
-            x = self.delta._search(self.delta.root, q, qn, 0, 0)
-            if x:
-                return <int64_t>self.base.n + x
-        i = wt_base_lpm(&self.base, self.tomb, q, qn, 1, &ln)
+        cdef int r, two = 0
+        cdef uint64_t s1 = 0, s2 = 0
+        if self.nr > 1 or self.delta.count:
+            two = wt_host_sigs(q, qn, &s1, &s2)
+            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
+                x = self.delta._search(self.delta.root, q, qn, 0, 0)
+                if x:
+                    return <int64_t>self._nst() + x
+            for r in range(self.nr - 1, 0, -1):
+                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
+                    i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
+                    if i >= 0:
+                        return <int64_t>self.roff[r] + i + 1
+        i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 1, &ln)
         return i + 1 if i >= 0 else 0
 
     cdef int64_t _prefix(self, const uint8_t *q, size_t qn, uint8_t *buf) noexcept nogil:
-        """Longest live entry equal to q or a prefix of q on a boundary; buf: MAX_KEY + 16 bytes
-        of scratch (the caller's: readers may run concurrently)."""
+        """Longest live entry equal to q or a prefix of q on a boundary: the longest of each
+        run's answer and the tree's (a key lives in one place only, so lengths never tie)."""
         cdef uint32_t x = 0
-        cdef size_t ln = 0
-        cdef Rec r
-        cdef int64_t i
-        i = wt_base_lpm(&self.base, self.tomb, q, qn, 0, &ln)
-        if self.delta.count and (self.dfilt == NULL or wt_dfilt_maybe(self.dfilt, q, qn)):
-            x = self.delta._prefix(q, qn)
-        if x == 0:
+        cdef size_t ln = 0, best_len = 0
+        cdef Rec rec
+        cdef int64_t i, best = 0
+        cdef int r, two = 0
+        cdef uint64_t s1 = 0, s2 = 0
+        i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 0, &ln)
+        if self.nr == 1 and self.delta.count == 0:      # a mapped snapshot: the base alone
             return i + 1 if i >= 0 else 0
-        if i < 0:
-            return <int64_t>self.base.n + x
-        _read_rec(self.delta.blob + self.delta.dataptr[x], x, &r)   # key length = cPrefix + DiffURL
-        return <int64_t>self.base.n + x if <size_t>(r.cp + r.dlen) > ln else i + 1
+        if i >= 0:
+            best, best_len = i + 1, ln
+        if True:
+            two = wt_host_sigs(q, qn, &s1, &s2)
+            for r in range(1, self.nr):
+                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
+                    i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
+                    if i >= 0 and ln > best_len:
+                        best, best_len = <int64_t>self.roff[r] + i + 1, ln
+            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
+                x = self.delta._prefix(q, qn)
+                if x:
+                    _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
+                    if <size_t>(rec.cp + rec.dlen) > best_len:
+                        best = <int64_t>self._nst() + x
+        return best
 
     cdef int _insert(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period, int64_t *hit) except -2 nogil:
         """1 inserted, 0 present (hit = its id), TREE_TOO_LONG; OverflowError when the delta's
         ids are used up (2^28 - 1: merge() first)."""
         cdef uint32_t x = 0
         cdef int64_t i
-        cdef size_t ln
         cdef int rc
         if kn > MAX_KEY:
             return TREE_TOO_LONG
-        i = wt_base_lpm(&self.base, self.tomb, k, kn, 1, &ln)
-        if i >= 0:
-            hit[0] = i + 1
+        i = self._find(k, kn)
+        if i > 0:
+            hit[0] = i
             return 0
         if self.dfilt == NULL:
             self.dfilt = <uint64_t *>wt_alloc(WT_DFILT_BITS // 8)
@@ -334,53 +425,97 @@ cdef class UrlStore:
         rc = self.delta._insert_key(k, kn, cat, period, &x)
         if rc == TREE_TOO_LONG:
             return rc
-        wt_dfilt_add(self.dfilt, k, kn)
-        hit[0] = <int64_t>self.base.n + x
+        wt_filt_add(self.dfilt, WT_DFILT_BITS, k, kn)
+        hit[0] = <int64_t>self._nst() + x
         return rc
 
     cdef int64_t _delete(self, const uint8_t *k, size_t kn) except -1 nogil:
         cdef uint32_t x = 0
         cdef int64_t i
         cdef size_t ln
+        cdef int r
         if self.delta.count:
             x = self.delta._delete_key(k, kn)
             if x:
-                return <int64_t>self.base.n + x
-        i = wt_base_lpm(&self.base, self.tomb, k, kn, 1, &ln)
-        if i < 0:
-            return 0
-        if self.tomb == NULL:
-            self.tomb = <uint64_t *>wt_alloc(((self.base.n + 63) // 64) * 8 + 8)
-            memset(self.tomb, 0, ((self.base.n + 63) // 64) * 8 + 8)
-        _set_bit(self.tomb, <uint64_t>i)
-        self.n_dead += 1
-        return i + 1
+                return <int64_t>self._nst() + x
+        for r in range(self.nr):
+            if self.runs[r].n == 0:
+                continue
+            i = wt_base_lpm(&self.runs[r], self.tombs[r], k, kn, 1, &ln)
+            if i < 0:
+                continue
+            if self.tombs[r] == NULL:
+                self.tombs[r] = <uint64_t *>wt_alloc(((self.runs[r].n + 63) // 64) * 8 + 8)
+                memset(self.tombs[r], 0, ((self.runs[r].n + 63) // 64) * 8 + 8)
+            _set_bit(self.tombs[r], <uint64_t>i)
+            self.dead[r] += 1
+            self.n_dead += 1
+            return <int64_t>self.roff[r] + i + 1
+        return 0
+
+    cdef inline int _locate(self, int64_t uid, int64_t *idx) noexcept nogil:
+        """The run holding live static id uid (idx: its key index there), else -1."""
+        cdef int r
+        cdef int64_t i
+        if uid <= 0 or uid > <int64_t>self._nst():
+            return -1
+        for r in range(self.nr):
+            if uid <= <int64_t>self.roff[r + 1]:
+                i = uid - 1 - <int64_t>self.roff[r]
+                if self.tombs[r] != NULL and (self.tombs[r][i >> 6] >> (i & 63)) & 1:
+                    return -1
+                idx[0] = i
+                return r
+        return -1
 
     cdef inline bint _base_id(self, int64_t uid) noexcept nogil:
-        return 0 < uid <= <int64_t>self.base.n and not (self.tomb != NULL and
-                                                       (self.tomb[(uid - 1) >> 6] >> ((uid - 1) & 63)) & 1)
+        cdef int64_t i
+        return self._locate(uid, &i) >= 0
+
+    cdef uint32_t _cap(self) noexcept nogil:
+        cdef uint64_t c
+        if self.tree_cap:
+            return self.tree_cap
+        c = (self._nst() - self.n_dead) // 64
+        return <uint32_t>(TREE_CAP_MIN if c < TREE_CAP_MIN else (TREE_CAP_MAX if c > TREE_CAP_MAX else c))
+
+    cdef inline bint _full(self) noexcept nogil:
+        return self.auto_merge and self.delta.count >= self._cap()
 
     # ---- Python API (the UrlTree methods the manager, analyzer and tests use) -------------
     def __len__(self):
-        return self.base.n - self.n_dead + self.delta.count
+        return self._nst() - self.n_dead + self.delta.count
 
     @property
     def n_base(self):
-        return self.base.n
+        return self.runs[0].n
+
+    @property
+    def n_static(self):
+        """Keys in the static runs (the base and the delta runs), dead ones included: tree
+        ids start above it."""
+        return self._nst()
+
+    @property
+    def n_runs(self):
+        return self.nr
 
     @property
     def height(self):
-        """Height of the delta tree (the base has none: blocks and a sorted index)."""
+        """Height of the delta tree (the runs have none: blocks and a sorted index)."""
         return self.delta.height
 
     def insert_key(self, const uint8_t[::1] key, uint32_t category=0, uint32_t period=0):
-        """Insert a key (canonical key form). Returns (id, created)."""
+        """Insert a key (canonical key form). Returns (id, created); the id is valid until the
+        next merge (a flush of the full tree happens before the insert, not after)."""
         cdef int64_t hit = 0
         cdef int rc
         if category >= 0x80000000:
             raise OverflowError("category ids are below 2^31")
         if key.shape[0] == 0:
             raise ValueError("empty key")
+        if self._full():
+            self.flush()
         rc = self._insert(&key[0], key.shape[0], category, period, &hit)
         if rc == TREE_TOO_LONG:
             raise ValueError(f"key longer than {MAX_KEY} bytes")
@@ -415,11 +550,14 @@ cdef class UrlStore:
     def get_key(self, int64_t uid):
         """Key of id uid (bytes), or None."""
         cdef ptrdiff_t n
-        if uid > <int64_t>self.base.n:
-            return self.delta.get_key(<uint32_t>(uid - self.base.n)) if uid - <int64_t>self.base.n <= MAX_ID else None
-        if not self._base_id(uid):
+        cdef int64_t i
+        cdef int r
+        if uid > <int64_t>self._nst():
+            return self.delta.get_key(<uint32_t>(uid - self._nst())) if uid - <int64_t>self._nst() <= MAX_ID else None
+        r = self._locate(uid, &i)
+        if r < 0:
             return None
-        n = wt_base_key(&self.base, uid - 1, self.kbuf, MAX_KEY + 16)
+        n = wt_base_key(&self.runs[r], i, self.kbuf, MAX_KEY + 16)
         return (<char *>self.kbuf)[:n]
 
     def get(self, int64_t uid):
@@ -429,22 +567,25 @@ cdef class UrlStore:
     def payload(self, int64_t uid):
         """(category, period) of id uid, or None."""
         cdef uint32_t j
-        if uid > <int64_t>self.base.n:
-            return self.delta.payload(<uint32_t>(uid - self.base.n)) if uid - <int64_t>self.base.n <= MAX_ID else None
-        if not self._base_id(uid):
+        cdef int64_t i
+        cdef int r
+        if uid > <int64_t>self._nst():
+            return self.delta.payload(<uint32_t>(uid - self._nst())) if uid - <int64_t>self._nst() <= MAX_ID else None
+        r = self._locate(uid, &i)
+        if r < 0:
             return None
-        j = wt_base_payload_index(&self.base, uid - 1)
-        return self.base.palette[2 * j], self.base.palette[2 * j + 1]
+        j = wt_base_payload_index(&self.runs[r], i)
+        return self.runs[r].palette[2 * j], self.runs[r].palette[2 * j + 1]
 
     def set_payload(self, int64_t uid, uint32_t category, uint32_t period):
-        """Change the payload of id uid; returns its id afterwards: a base key whose payload
-        changes moves to the delta (the base is never written), so it gets a new id."""
+        """Change the payload of id uid; returns its id afterwards: a key of a static run whose
+        payload changes moves to the delta tree (runs are never written), so it gets a new id."""
         if category >= 0x80000000:
             raise OverflowError("category ids are below 2^31")
-        if uid > <int64_t>self.base.n:
-            if uid - <int64_t>self.base.n > MAX_ID:
+        if uid > <int64_t>self._nst():
+            if uid - <int64_t>self._nst() > MAX_ID:
                 raise KeyError(uid)
-            self.delta.set_payload(<uint32_t>(uid - self.base.n), category, period)
+            self.delta.set_payload(<uint32_t>(uid - self._nst()), category, period)
             return uid
         old = self.payload(uid)
         if old is None:
@@ -546,9 +687,13 @@ cdef class UrlStore:
             free(scratch)
         return res
 
+
     def insert_batch(self, const uint8_t[::1] data, offsets, categories=0, periods=0, bint canonical=True,
                      timings=None):
-        """As UrlTree.insert_batch: (ids, codes); codes 0 inserted, 1 present, < 0 rejected."""
+        """As UrlTree.insert_batch: (ids, codes); codes 0 inserted, 1 present, < 0 rejected. The
+        tree is flushed into a run when it fills (auto_merge), which renumbers: the ids of the
+        URLs before each flush are renumbered with it (flush() and _compact() map the batch's
+        ids so far), so every id returned is valid when the call returns."""
         cdef int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
         cdef Py_ssize_t n = off.shape[0] - 1, i
         cdef uint32_t[::1] cats = np.broadcast_to(np.asarray(categories, dtype=np.uint32), (max(n, 0),)).copy()
@@ -590,6 +735,14 @@ cdef class UrlStore:
                         if k == 0:
                             codes[i] = -1
                             continue
+                    if self._full():
+                        with gil:
+                            self._pending = ids_a[:i]
+                            try:
+                                self.flush()
+                            finally:
+                                self._pending = None
+                            self.delta._own()
                     rc = self._insert(kp, k, cats[i], pers[i], &hit)
                     if rc == TREE_TOO_LONG:
                         codes[i] = TREE_TOO_LONG
@@ -632,6 +785,7 @@ cdef class UrlStore:
             free(buf)
         return res
 
+
     def payload_batch(self, ids):
         """(category, period) uint32 arrays for an array of ids (0 / negative / dead -> 0, 0)."""
         cdef int32_t[::1] a = np.ascontiguousarray(ids, dtype=np.int32)
@@ -640,26 +794,31 @@ cdef class UrlStore:
         cdef uint32_t[::1] cat = cat_a, per = per_a
         cdef Py_ssize_t i
         cdef uint32_t j
-        cdef int64_t nb = self.base.n
-        dmask = np.asarray(a) > nb
+        cdef int r
+        cdef int64_t nst = self._nst(), ki
+        dmask = np.asarray(a) > nst
         if dmask.any():
-            dc, dp = self.delta.payload_batch(np.where(dmask, np.asarray(a) - nb, 0).astype(np.int32))
+            dc, dp = self.delta.payload_batch(np.where(dmask, np.asarray(a) - nst, 0).astype(np.int32))
             cat_a[dmask] = dc[dmask]
             per_a[dmask] = dp[dmask]
         with nogil:
             for i in range(a.shape[0]):
-                if a[i] > 0 and a[i] <= nb and self._base_id(a[i]):
-                    j = wt_base_payload_index(&self.base, a[i] - 1)
-                    cat[i] = self.base.palette[2 * j]
-                    per[i] = self.base.palette[2 * j + 1]
+                if a[i] > 0 and a[i] <= nst:
+                    r = self._locate(a[i], &ki)
+                    if r >= 0:
+                        j = wt_base_payload_index(&self.runs[r], ki)
+                        cat[i] = self.runs[r].palette[2 * j]
+                        per[i] = self.runs[r].palette[2 * j + 1]
         return cat_a, per_a
 
     # ---- whole-store operations -----------------------------------------------------------
-    def base_keys(self, bint live=True):
-        """(data uint8, offsets int64, base indices uint64) of the base's keys in order (the dead
-        ones left out when live)."""
-        cdef uint64_t n = self.base.n, w
-        data_a = np.zeros(self.base.h.raw_bytes + 16, np.uint8)
+    def run_keys(self, int r=0, bint live=True):
+        """(data uint8, offsets int64, key indices uint64) of run r's keys in order (the dead
+        ones left out when live); run 0 is the base."""
+        if r < 0 or r >= self.nr:
+            raise IndexError(r)
+        cdef uint64_t n = self.runs[r].n, w
+        data_a = np.zeros(self.runs[r].h.raw_bytes + 16, np.uint8)
         offs_a = np.zeros(n + 1, np.int64)
         idx_a = np.zeros(n + 1, np.uint64)
         cdef uint8_t[::1] d = data_a
@@ -668,13 +827,15 @@ cdef class UrlStore:
         cdef uint8_t *scratch = <uint8_t *>wt_alloc(MAX_KEY + 32)
         try:
             with nogil:
-                w = wt_base_dump(&self.base, self.tomb if live else NULL, &d[0], &o[0], &ix[0], scratch)
+                w = wt_base_dump(&self.runs[r], self.tombs[r] if live else NULL, &d[0], &o[0], &ix[0], scratch)
         finally:
             free(scratch)
         return data_a, offs_a[:w + 1], idx_a[:w]
 
-    def base_payloads(self, idx):
-        """(category, period) arrays of base indices idx."""
+    def run_payloads(self, int r, idx):
+        """(category, period) arrays of run r's key indices idx."""
+        if r < 0 or r >= self.nr:
+            raise IndexError(r)
         cdef uint64_t[::1] ix = np.ascontiguousarray(idx, dtype=np.uint64)
         cat_a = np.zeros(ix.shape[0], np.uint32)
         per_a = np.zeros(ix.shape[0], np.uint32)
@@ -683,38 +844,199 @@ cdef class UrlStore:
         cdef uint32_t j
         with nogil:
             for i in range(ix.shape[0]):
-                j = wt_base_payload_index(&self.base, ix[i])
-                c[i] = self.base.palette[2 * j]
-                p[i] = self.base.palette[2 * j + 1]
+                j = wt_base_payload_index(&self.runs[r], ix[i])
+                c[i] = self.runs[r].palette[2 * j]
+                p[i] = self.runs[r].palette[2 * j + 1]
         return cat_a, per_a
+
+    def base_keys(self, bint live=True):
+        """run_keys(0, live): the base's keys."""
+        return self.run_keys(0, live)
+
+    def base_payloads(self, idx):
+        return self.run_payloads(0, idx)
+
+    def tree_keys(self):
+        """(data uint8, offsets int64, ids uint32) of the delta tree's keys in order, decoded in
+        C (a flush's input)."""
+        ids_a = self.delta.ids()
+        cdef uint32_t[::1] ids = ids_a
+        cdef Py_ssize_t n = ids.shape[0], i
+        offs_a = np.zeros(n + 1, np.int64)
+        cdef int64_t[::1] o = offs_a
+        cdef size_t cap = 64 * <size_t>n + MAX_KEY + 16, used = 0
+        cdef uint8_t *out = <uint8_t *>wt_alloc(cap)
+        cdef ptrdiff_t kn
+        try:
+            with nogil:
+                for i in range(n):
+                    kn = self.delta._decode(ids[i], self.kbuf)
+                    if used + <size_t>kn > cap:
+                        cap = 2 * cap + <size_t>kn
+                        out = <uint8_t *>wt_realloc(out, cap)
+                    memcpy(out + used, self.kbuf, <size_t>kn)
+                    used += <size_t>kn
+                    o[i + 1] = <int64_t>used
+            data_a = np.frombuffer((<char *>out)[:used] if used else b"", np.uint8) if used else np.zeros(0, np.uint8)
+        finally:
+            free(out)
+        return data_a, offs_a, ids_a
 
     def symbols(self):
         """The base's static code: (sym 256 x 8 bytes, symlen 256) as uint8 arrays (copies)."""
-        sym = np.frombuffer((<const char *>self.base.sym)[:2048], np.uint8).copy()
-        ln = np.frombuffer((<const char *>self.base.symlen)[:256], np.uint8).copy()
+        sym = np.frombuffer((<const char *>self.runs[0].sym)[:2048], np.uint8).copy()
+        ln = np.frombuffer((<const char *>self.runs[0].symlen)[:256], np.uint8).copy()
         return sym, ln
 
+    def _code_for(self, data, offsets):
+        """The code a new run is built with: the base's (urlfilter.urlstore.UrlStore trains one
+        on data/offsets when the base has none)."""
+        return self.symbols()
+
+    cdef _install(self, int r, img, data, starts, ends):
+        """Run r becomes img (built here: its pointers taken without the O(n) check), with a
+        host filter of the keys data[starts:ends] when r >= 1."""
+        cdef WtBase b
+        cdef const uint8_t[::1] v = img
+        cdef const uint8_t[::1] d = data if len(data) else np.zeros(1, np.uint8)
+        cdef int64_t[::1] st = np.ascontiguousarray(starts, np.int64)
+        cdef int64_t[::1] en = np.ascontiguousarray(ends, np.int64)
+        cdef uint64_t bits
+        cdef uint64_t *f = NULL
+        cdef Py_ssize_t i
+        if wt_base_view(&b, &v[0], v.shape[0]) != 0:
+            raise ValueError("URL base: bad image")
+        if r >= 1:
+            bits = (<uint64_t>RUN_FILT_BITS_PER_KEY * b.n + 64 + 63) // 64 * 64
+            f = <uint64_t *>wt_alloc(bits // 8)
+            memset(f, 0, bits // 8)
+            with nogil:
+                for i in range(st.shape[0]):
+                    wt_filt_add(f, bits, &d[st[i]], <size_t>(en[i] - st[i]))
+            self.fbits[r] = bits
+        free(self.tombs[r])
+        self.tombs[r] = NULL
+        self.n_dead -= self.dead[r]
+        self.dead[r] = 0
+        free(self.filt[r])
+        self.filt[r] = f
+        self.runs[r] = b
+        while len(self._images) <= r:
+            self._images.append(None)
+        self._images[r] = img
+        if r == 0:
+            self.mapped = False
+
+    cdef _drop_last(self):
+        cdef int r = self.nr - 1
+        free(self.tombs[r])
+        self.tombs[r] = NULL
+        free(self.filt[r])
+        self.filt[r] = NULL
+        self.n_dead -= self.dead[r]
+        self.dead[r] = 0
+        memset(&self.runs[r], 0, sizeof(WtBase))
+        del self._images[r:]
+        self.nr -= 1
+
+    def _sources(self, runs, bint with_tree):
+        """(data, starts, ends, cats, pers, bounds) of the live keys of the given runs and of the
+        tree, each an ascending sequence, one after the other."""
+        parts = []
+        self._src_ix = []
+        for r in runs:
+            d, o, ix = self.run_keys(r, True)
+            c, p = self.run_payloads(r, ix)
+            parts.append((d[:o[len(o) - 1]], o, c, p))
+            self._src_ix.append(ix)
+        if with_tree and self.delta.count:
+            d, o, ids = self.tree_keys()
+            self._tree_ids = ids
+            c, p = self.delta.payload_batch(ids.astype(np.int32))
+            parts.append((d, o, c, p))
+        if not parts:
+            z = np.zeros(0, np.int64)
+            return np.zeros(0, np.uint8), z, z, np.zeros(0, np.uint32), np.zeros(0, np.uint32), [0]
+        base = 0
+        starts, ends, bounds = [], [], [0]
+        for d, o, c, p in parts:
+            starts.append(o[:len(o) - 1] + base)
+            ends.append(o[1:] + base)
+            base += len(d)
+            bounds.append(bounds[len(bounds) - 1] + len(o) - 1)   # (no wraparound in this module)
+        return (np.concatenate([q[0] for q in parts]), np.concatenate(starts), np.concatenate(ends),
+                np.concatenate([q[2] for q in parts]).astype(np.uint32),
+                np.concatenate([q[3] for q in parts]).astype(np.uint32), bounds)
+
+    def flush(self):
+        """Write the delta tree into a new static run (keys in order, the base's code), then
+        merge the newest runs by the size rule: while the older of the last two holds at most
+        RUN_RATIO times the newer's live keys (the base: at most as many), they become one.
+        Each key is so rewritten O(log(n / tree cap)) times: inserts cost that amortised, not
+        a re-encode of the base per flush. Ids are renumbered."""
+        if self.delta.count == 0:
+            return
+        if self.nr >= MAX_RUNS:     # not reached: the size rule keeps ~log2(n / 4096) runs
+            if self._pending is not None:
+                raise RuntimeError("URL store: too many runs inside a batch")
+            self.merge()
+            return
+        data, st, en, cats, pers, bounds = self._sources([], True)
+        sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
+        order = np.arange(len(st), dtype=np.int64)
+        img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
+        if self._pending is not None and len(self._pending):
+            # tree id x (id nst + x) -> the new run's key rank(x) (id nst + rank + 1)
+            nst = self._nst()
+            rank = np.zeros(int(self.delta.n_slots) + 1, np.int64)
+            rank[self._tree_ids.astype(np.int64)] = np.arange(1, len(self._tree_ids) + 1)
+            P = self._pending
+            m = P > nst
+            P[m] = nst + rank[P[m] - nst]
+        self.nr += 1
+        self._install(self.nr - 1, img, data, st, en)
+        self.delta = UrlTree()
+        free(self.dfilt)
+        self.dfilt = NULL
+        self._reoff()
+        self.n_flushes += 1
+        self._compact()
+
+    def _compact(self):
+        cdef int r
+        while self.nr >= 2:
+            r = self.nr - 2
+            if self._live(r) > (1 if r == 0 else RUN_RATIO) * self._live(r + 1):
+                break
+            data, st, en, cats, pers, bounds = self._sources([r, r + 1], False)
+            sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
+            order = _kmerge_order(data, st, en, bounds)
+            img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
+            if self._pending is not None and len(self._pending):
+                # ids of runs r and r + 1 -> their key's position in the merged run
+                inv = np.zeros(len(order), np.int64)
+                inv[order] = np.arange(len(order))
+                lo, mid = int(self.roff[r]), int(self.roff[r + 1])
+                P = self._pending
+                m = P > lo
+                q = P[m].astype(np.int64)
+                a = q <= mid
+                src = np.where(a, np.searchsorted(self._src_ix[0], q - lo - 1),
+                               len(self._src_ix[0]) + np.searchsorted(self._src_ix[1], q - mid - 1))
+                P[m] = lo + inv[src] + 1
+            self._drop_last()
+            self._install(r, img, data, st, en)
+            self._reoff()
+            self.n_run_merges += 1
+            self.merged_keys += len(st)
+
     def merge_with(self, sym, symlen, uint32_t block=BASE_BLOCK):
-        """Fold the delta and the tombstones into a new base coded with sym/symlen (the
-        facade's merge() chooses them). Ids are renumbered (key order, 1-based)."""
-        bd, bo, bix = self.base_keys(True)
-        bc, bp = self.base_payloads(bix)
-        ids = self.delta.ids()
-        dkeys = [self.delta.get_key(x) for x in ids]
-        dc, dp = self.delta.payload_batch(ids.astype(np.int32)) if len(ids) else (np.zeros(0, np.uint32),) * 2
-        dd = np.frombuffer(b"".join(dkeys), np.uint8) if dkeys else np.zeros(0, np.uint8)
-        do = np.zeros(len(dkeys) + 1, np.int64)
-        if dkeys:
-            np.cumsum([len(k) for k in dkeys], out=do[1:])
-        nbk = len(bo) - 1
-        data = np.concatenate([bd[:bo[-1]], dd])
-        starts = np.concatenate([bo[:-1], do[:-1] + bo[-1]])
-        ends = np.concatenate([bo[1:], do[1:] + bo[-1]])
-        cats = np.concatenate([bc, dc]).astype(np.uint32)
-        pers = np.concatenate([bp, dp]).astype(np.uint32)
-        order = _merge_order(data, starts, ends, nbk)
-        img = build_base(data, starts, ends, order, cats, pers, sym, symlen, block, self.tag)
-        self._set_image(img, False)
+        """Fold the delta runs, the tree and the tombstones into a new base coded with
+        sym/symlen (the facade's merge() chooses them). Ids are renumbered (key order, 1-based)."""
+        data, st, en, cats, pers, bounds = self._sources(list(range(self.nr)), True)
+        order = _kmerge_order(data, st, en, bounds)
+        img = build_base(data, st, en, order, cats, pers, sym, symlen, block, self.tag)
+        self._set_image(img, False, False)
         self.delta = UrlTree()
         free(self.dfilt)
         self.dfilt = NULL
@@ -723,53 +1045,73 @@ cdef class UrlStore:
                    sym, symlen, uint32_t block=BASE_BLOCK):
         """Replace everything by a base of the given sorted keys (build_base's arguments)."""
         self._set_image(build_base(data, starts, ends, order, categories, periods, sym, symlen, block,
-                                   self.tag), False)
+                                   self.tag), False, False)
         self.delta = UrlTree()
         free(self.dfilt)
         self.dfilt = NULL
 
     def merge(self):
-        """Fold the delta and the tombstones into a new base with the current code table
+        """Fold everything into a new base with the current code table
         (urlfilter.urlstore.UrlStore.merge retrains it when the set has grown)."""
         sym, ln = self.symbols()
         self.merge_with(sym, ln)
 
     def stats(self):
         """Sizes in bytes: the base image (index, code table, palette, payload indices, records),
-        the delta tree (its paper_bytes), the tombstones; `held_bytes` = everything the matcher
-        holds for its data (the three), `allocated_bytes` adds the delta's slack and scratch."""
+        the delta runs' images and host filters, the delta tree (its paper_bytes), the tombstones;
+        `held_bytes` = everything the matcher holds for its data, `allocated_bytes` adds the
+        tree's slack and scratch."""
         ds = self.delta.stats()
-        tomb = ((self.base.n + 63) // 64) * 8 + 8 if self.tomb != NULL else 0
+        cdef int r
+        tomb = 0
+        runb = 0
+        runf = 0
+        run_urls = 0
+        for r in range(self.nr):
+            if self.tombs[r] != NULL:
+                tomb += ((self.runs[r].n + 63) // 64) * 8 + 8
+            if r >= 1:
+                runb += self.runs[r].image_bytes
+                runf += self.fbits[r] // 8
+                run_urls += self.runs[r].n
         filt = WT_DFILT_BITS // 8 if self.dfilt != NULL else 0
-        nb = self.base.n_blocks
-        h = self.base.h
+        nb = self.runs[0].n_blocks
+        h = self.runs[0].h
+        held = self.runs[0].image_bytes + runb + runf + ds["paper_bytes"] + tomb + filt
         return {
             "urls": len(self),
             "height": ds["height"],           # of the delta tree
-            "base_urls": self.base.n,
+            "base_urls": self.runs[0].n,
             "dead": self.n_dead,
             "delta_urls": self.delta.count,
-            "base_bytes": self.base.image_bytes,
+            "runs": self.nr - 1,              # delta runs (the base not counted)
+            "run_urls": run_urls,
+            "run_bytes": runb,
+            "run_filter_bytes": runf,
+            "base_bytes": self.runs[0].image_bytes,
             "base_record_bytes": h.blob_bytes,
             "base_index_bytes": nb * 20 + 4,
-            "base_payload_bytes": (self.base.n * self.base.pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
+            "base_payload_bytes": (self.runs[0].n * self.runs[0].pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
             "base_raw_key_bytes": h.raw_bytes,
             "delta_bytes": ds["paper_bytes"],
             "tomb_bytes": tomb,
             "delta_filter_bytes": filt,
-            "held_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb + filt,
-            "paper_bytes": self.base.image_bytes + ds["paper_bytes"] + tomb + filt,
-            "allocated_bytes": self.base.image_bytes + ds["allocated_bytes"] + tomb + filt + MAX_KEY + 16,
+            "held_bytes": held,
+            "paper_bytes": held,
+            "allocated_bytes": held - ds["paper_bytes"] + ds["allocated_bytes"] + MAX_KEY + 16,
             "mapped": bool(self.mapped),
+            "flushes": self.n_flushes,
+            "run_merges": self.n_run_merges,
+            "merged_keys": self.merged_keys,
         }
 
     def save(self, path, uint64_t tag=0):
-        """Merge (when the delta or tombstones are not empty), then write the base image
+        """Merge (when there is anything beside a clean base), then write the base image
         atomically (write + rename), tag and CRC-32 in its header."""
-        if self.delta.count or self.n_dead:
+        if self.delta.count or self.n_dead or self.nr > 1:
             self.merge()
         self.tag = tag
-        img = np.frombuffer(self._image, np.uint8)
+        img = np.frombuffer(self._images[0], np.uint8)
         hdr = bytearray(img[:BASE_HEADER.size].tobytes())
         f = list(BASE_HEADER.unpack_from(hdr, 0))
         f[3] = tag
@@ -837,10 +1179,12 @@ cdef class UrlStore:
 
     def keys_with_ids(self):
         """[(key, id)] of every live entry in key order (tests and export, not hot paths)."""
-        d, o, ix = self.base_keys(True)
-        out = [(bytes(d[o[j]:o[j + 1]]), int(ix[j]) + 1) for j in range(len(ix))]
-        nb = self.base.n
-        out += [(self.delta.get_key(x), nb + int(x)) for x in self.delta.ids()]
+        out = []
+        for r in range(self.nr):
+            d, o, ix = self.run_keys(r, True)
+            out += [(bytes(d[o[j]:o[j + 1]]), int(ix[j]) + 1 + int(self.roff[r])) for j in range(len(ix))]
+        nst = self._nst()
+        out += [(self.delta.get_key(x), nst + int(x)) for x in self.delta.ids()]
         out.sort()
         return out
 
@@ -848,52 +1192,184 @@ cdef class UrlStore:
         return [k for k, _ in self.keys_with_ids()]
 
     def check(self):
-        """The delta's invariants (UrlTree.check), and no delta key live in the base. Raises
-        TreeCorrupt; returns the number of live entries."""
+        """The delta tree's invariants (UrlTree.check), and every live key in one place only
+        (tree and runs). Raises TreeCorrupt; returns the number of live entries."""
         cdef size_t ln
         cdef bytes k
+        cdef int r, r2
         self.delta.check()
+        where = {}
+        for r in range(self.nr):
+            d, o, ix = self.run_keys(r, True)
+            for j in range(len(ix)):
+                k = bytes(d[o[j]:o[j + 1]])
+                if k in where:
+                    raise TreeCorrupt(f"key {k!r} live in runs {where[k]} and {r}")
+                where[k] = r
         for x in self.delta.ids():
             k = self.delta.get_key(x)
-            if wt_base_lpm(&self.base, self.tomb, <const uint8_t *>PyBytes_AS_STRING(k),
-                           PyBytes_GET_SIZE(k), 1, &ln) >= 0:
-                raise TreeCorrupt(f"key {k!r} both in the delta and live in the base")
+            if k in where:
+                raise TreeCorrupt(f"key {k!r} both in the delta and live in run {where[k]}")
+        if len(where) + self.delta.count != len(self):
+            raise TreeCorrupt("live count does not match the runs and the tree")
         return len(self)
 
 
-def _merge_order(data, starts, ends, Py_ssize_t nb):
-    """Order of the union of two ascending runs of keys (0..nb-1 and nb..n-1) as one ascending
-    sequence: a two-way merge by byte comparison."""
+def _kmerge_order(data, starts, ends, bounds):
+    """Order of the union of k ascending runs of keys (run j: bounds[j]..bounds[j + 1] - 1) as one
+    ascending sequence: a k-way merge by byte comparison (k is small: the heads are scanned)."""
     cdef const uint8_t[::1] d = np.ascontiguousarray(data, np.uint8) if len(data) else np.zeros(1, np.uint8)
     cdef int64_t[::1] st = np.ascontiguousarray(starts, np.int64)
     cdef int64_t[::1] en = np.ascontiguousarray(ends, np.int64)
-    cdef Py_ssize_t n = st.shape[0], i = 0, j = nb, w = 0
+    cdef int64_t[::1] bd = np.ascontiguousarray(bounds, np.int64)
+    cdef Py_ssize_t k = bd.shape[0] - 1, n = st.shape[0], w, j, b
     res = np.zeros(n, np.int64)
     cdef int64_t[::1] out = res
-    cdef int64_t la, lb
+    pos_a = np.array(list(bounds)[:k], np.int64) if k > 0 else np.zeros(0, np.int64)
+    cdef int64_t[::1] pos = pos_a
+    cdef int64_t la, lb, a
     cdef int c
     with nogil:
-        while i < nb and j < n:
-            la = en[i] - st[i]
-            lb = en[j] - st[j]
-            c = memcmp(&d[st[i]], &d[st[j]], <size_t>(la if la < lb else lb))
-            if c < 0 or (c == 0 and la < lb):
-                out[w] = i
-                i += 1
-            else:
-                out[w] = j
-                j += 1
-            w += 1
-        while i < nb:
-            out[w] = i
-            i += 1
-            w += 1
-        while j < n:
-            out[w] = j
-            j += 1
-            w += 1
+        for w in range(n):
+            b = -1
+            for j in range(k):
+                if pos[j] >= bd[j + 1]:
+                    continue
+                if b < 0:
+                    b = j
+                    continue
+                a = pos[j]
+                la = en[a] - st[a]
+                lb = en[pos[b]] - st[pos[b]]
+                c = memcmp(&d[st[a]], &d[st[pos[b]]], <size_t>(la if la < lb else lb))
+                if c < 0 or (c == 0 and la < lb):
+                    b = j
+            out[w] = pos[b]
+            pos[b] += 1
     return res
+
+
+def _merge_order(data, starts, ends, Py_ssize_t nb):
+    """Two ascending runs (0..nb-1, nb..n-1): _kmerge_order of them."""
+    return _kmerge_order(data, starts, ends, [0, nb, len(starts)])
 
 
 _EMPTY_SYM = np.zeros(2048, np.uint8)
 _EMPTY_LEN = np.zeros(256, np.uint8)
+
+
+
+def train_code_c(const uint8_t[::1] data, starts, ends, uint32_t block, uint32_t sample):
+    """The byte-pair code trainer of urlfilter.urlstore.train_code in C (the same table: the
+    sample, the tails, the pair counts and their ties, the left-to-right replacement): keys
+    data[starts[i]:ends[i]] in sorted order. Returns (sym uint8[2048], symlen uint8[256])."""
+    cdef int64_t[::1] st = np.ascontiguousarray(starts, np.int64)
+    cdef int64_t[::1] en = np.ascontiguousarray(ends, np.int64)
+    cdef Py_ssize_t n = st.shape[0], i, L = 0, w, step, j
+    sym_a = np.zeros(2048, np.uint8)
+    ln_a = np.zeros(256, np.uint8)
+    if n <= 0:
+        return sym_a, ln_a
+    step = max(1, n // max(1, sample))
+    cdef const uint8_t *d = &data[0] if data.shape[0] else <const uint8_t *>b""
+    # the sampled tails, -1 between them
+    cdef int64_t total = 0, lcp, a0, b0, la, lb
+    i = 0
+    while i < n:
+        total += en[i] - st[i] + 1
+        i += step
+    arr = np.zeros(total + 1, np.int32)
+    cdef int32_t[::1] a = arr
+    cdef int64_t bcnt[256]
+    cdef int keepb[256]
+    cdef uint8_t syms[512][8]
+    cdef int slen[512]
+    cdef int nxt = 256, nsyms = 0, c, p = 0, q = 0, k
+    cdef uint32_t *cnt = NULL
+    cdef uint32_t best
+    cdef int32_t x, y
+    memset(bcnt, 0, sizeof(bcnt))
+    memset(slen, 0, sizeof(slen))
+    memset(syms, 0, sizeof(syms))
+    with nogil:
+        i = -step
+        while i + step < n:
+            i += step
+            a0, la = st[i], en[i] - st[i]
+            lcp = 0
+            if i % block:
+                b0, lb = st[i - 1], en[i - 1] - st[i - 1]
+                while lcp < la and lcp < lb and d[a0 + lcp] == d[b0 + lcp]:
+                    lcp += 1
+            if lcp < la:
+                for j in range(lcp, la):
+                    a[L] = d[a0 + j]
+                    bcnt[d[a0 + j]] += 1
+                    L += 1
+                a[L] = -1
+                L += 1
+    for c in range(256):
+        keepb[c] = bcnt[c] > 0
+        nsyms += keepb[c]
+    if nsyms > 255:                     # more distinct bytes than codes: the 200 most frequent
+        order = sorted(range(256), key=lambda b: (-bcnt[b], b))[:200]
+        for c in range(256):
+            keepb[c] = 0
+        for c in order:
+            keepb[c] = 1
+        nsyms = 200
+        with nogil:
+            for i in range(L):
+                if a[i] >= 0 and not keepb[a[i]]:
+                    a[i] = -1
+    for c in range(256):
+        if keepb[c]:
+            syms[c][0] = <uint8_t>c
+            slen[c] = 1
+    cnt = <uint32_t *>wt_alloc(512 * 512 * sizeof(uint32_t))
+    try:
+        with nogil:
+            while nsyms < 255 and L > 1:
+                memset(cnt, 0, 512 * 512 * sizeof(uint32_t))
+                for i in range(L - 1):
+                    x = a[i]
+                    y = a[i + 1]
+                    if x >= 0 and y >= 0 and slen[x] + slen[y] <= 8:
+                        cnt[x * 512 + y] += 1
+                best = 0
+                for k in range(512 * 512):
+                    if cnt[k] > best:
+                        best = cnt[k]
+                        p = k // 512
+                        q = k % 512
+                if best < 3:
+                    break
+                w = 0
+                i = 0
+                while i < L:
+                    if i + 1 < L and a[i] == p and a[i + 1] == q:
+                        a[w] = nxt
+                        i += 2
+                    else:
+                        a[w] = a[i]
+                        i += 1
+                    w += 1
+                L = w
+                memcpy(&syms[nxt][0], &syms[p][0], slen[p])
+                memcpy(&syms[nxt][slen[p]], &syms[q][0], slen[q])
+                slen[nxt] = slen[p] + slen[q]
+                nxt += 1
+                nsyms += 1
+    finally:
+        free(cnt)
+    cdef uint8_t[::1] so = sym_a
+    cdef uint8_t[::1] lo = ln_a
+    k = 0
+    for c in list(range(256)) + list(range(256, nxt)):
+        if slen[c] == 0 or k >= 255:
+            continue
+        for j in range(slen[c]):
+            so[8 * k + j] = syms[c][j]
+        lo[k] = slen[c]
+        k += 1
+    return sym_a, ln_a

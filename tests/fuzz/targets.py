@@ -619,7 +619,8 @@ def seeds_tree(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# urlbase: the reader of the URL store's base image (ext/url/urlbase.h wt_base_open, issue 35). A
+# urlbase: the reader of the URL store's base image (ext/url/urlbase.h wt_base_open, issue 35; the
+# delta runs are the same encoding, built in-process and never read from outside). A
 # corrupt image must be refused with a ValueError naming the reason, never crash or let a
 # lookup read outside it; an accepted image must answer consistently (every key it lists is
 # found under its own id, in ascending order, and prefix matches equal the naive rule on its
@@ -676,12 +677,18 @@ def check_urlbase(data: bytes) -> None:
     for q in queries:
         best = naive_prefix(model, q)
         assert s.prefix_key(q) == (model[best] if best is not None else 0), q
-    # the store built on it stays usable: an insert, a delete and a merge
-    s.insert_key(b"org.new/x")
+    # the store built on it stays usable: inserts flushed into delta runs (tree cap 1: every
+    # insert after the first flushes, the runs merge by size, into this base too), a delete, a
+    # merge
+    s.tree_cap = 1
+    for k in (b"org.new/x", b"org.new/y", b"com.example/a/c"):
+        s.insert_key(k)
+        assert s.get_key(s.find_key(k)) == k
     if keys:
         s.delete_key(keys[0])
+    s.check()
     s.merge()
-    assert s.find_key(b"org.new/x") > 0 and (not keys or s.find_key(keys[0]) == 0)
+    assert s.find_key(b"org.new/x") > 0 and (not keys or keys[0] == b"com.example/a/c" or s.find_key(keys[0]) == 0)
 
 
 def seeds_urlbase(shared: str | None) -> list[bytes]:

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import naive_prefix, urls
-from urlfilter.canon import to_key
+from urlfilter.canon import canonicalize_many, to_key
 from urlfilter.tree import UrlTree, arrow_layout, build_tree
-from urlfilter.urlstore import UrlStore, build_store, train_code
+from urlfilter.urlstore import BASE_BLOCK, TRAIN_SAMPLE, UrlStore, build_store, train_code
 from webtap._ext import avl
 
 SHARED = Path(os.environ.get("WEBTAP_SHARED", Path(__file__).resolve().parents[2] / ".." / "shared"))
@@ -168,17 +168,20 @@ ops_ = st.lists(st.one_of(
     st.tuples(st.just("del"), keys_, st.just(0)),
     st.tuples(st.just("merge"), st.just(b""), st.booleans()),
     st.tuples(st.just("cat"), keys_, st.integers(0, 3)),
+    st.tuples(st.just("flush"), st.just(b""), st.just(0)),
 ), min_size=1, max_size=60)
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops_, st.lists(keys_, max_size=30), st.integers(1, 5))
-def test_store_against_reference_set(ops, queries, block):
+@given(ops_, st.lists(keys_, max_size=30), st.integers(1, 5), st.integers(0, 6))
+def test_store_against_reference_set(ops, queries, block, cap):
     """Keys over a small alphabet of boundary bytes (so prefixes, boundaries and no-prefix flags
     all occur), a dict as the reference: after every operation, exact, prefix (naive rule),
     payload and the count agree; merges happen at random points (with or without retraining the
-    code), blocks of 1-5 keys."""
+    code), blocks of 1-5 keys; the delta tree is flushed into static runs every 1-6 inserts (cap;
+    0: the default, so only explicit flushes), which the size rule merges."""
     s, _ = build_store([], block=block) if block > 1 else (UrlStore(), None)
+    s.tree_cap = cap
     ref: dict[bytes, int] = {}
     for op, k, v in ops:
         if op == "ins":
@@ -198,12 +201,18 @@ def test_store_against_reference_set(ops, queries, block):
                 assert s.get_key(i2) == k and s.payload(i2) == (v, 0)
             else:
                 assert i == 0
+        elif op == "flush":
+            s.flush()
+            assert s.stats()["delta_urls"] == 0
+            s.check()
         else:
             s.merge(retrain=v)
             assert s.stats()["delta_urls"] == 0 and s.stats()["dead"] == 0
         assert len(s) == len(ref)
     s.check()
     assert s.keys() == sorted(ref)
+    assert sorted(k for k, _ in s.keys_with_ids()) == sorted(ref)
+    assert all(s.get_key(i) == k for k, i in s.keys_with_ids())
     for q in queries + list(ref) + [k + b"/" for k in ref]:
         i = s.find_key(q)
         assert (s.get_key(i) if i else None) == (q if q in ref else None)
@@ -260,6 +269,110 @@ def test_snapshot_roundtrip_mapped_and_refusals(tmp_path):
         UrlStore.load(p)
 
 
+def _lcp(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+
+def train_code_reference(data: np.ndarray, offsets: np.ndarray, block: int = BASE_BLOCK,
+               sample: int = TRAIN_SAMPLE) -> tuple[np.ndarray, np.ndarray]:
+    """A static code of up to 255 symbols of 1-8 bytes for the base's records, trained on what
+    the records hold: the tails of keys after the lcp with their predecessor (whole keys at
+    block starts) of an evenly spaced sample of the sorted keys data[offsets[i]:offsets[i+1]].
+    Byte-pair merging (Gage 1994), in NumPy: what urlfilter.urlstore.train_code was before its
+    loop moved to C, kept as the reference the C loop must equal table for table."""
+    n = len(offsets) - 1
+    sym = np.zeros(2048, np.uint8)
+    ln = np.zeros(256, np.uint8)
+    if n <= 0:
+        return sym, ln
+    step = max(1, n // sample)
+    raw = bytes(np.asarray(data[:offsets[-1]], np.uint8))
+    parts = []
+    for i in range(0, n, step):
+        k = raw[offsets[i]:offsets[i + 1]]
+        if i % block:
+            k = k[_lcp(raw[offsets[i - 1]:offsets[i]], k):]
+        if k:
+            parts.append(np.frombuffer(k, np.uint8).astype(np.int32))
+            parts.append(np.array([-1], np.int32))
+    a = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+    syms: dict[int, bytes] = {int(b): bytes([int(b)]) for b in np.unique(a[a >= 0])}
+    # the 255 codes: every byte seen (others are escaped) and then the merges
+    order_singles = sorted(syms)
+    if len(syms) > 255:          # more distinct bytes than codes: keep the most frequent
+        cnt = np.bincount(a[a >= 0], minlength=256)
+        keep = sorted(np.argsort(-cnt)[:200].tolist())
+        syms = {b: bytes([b]) for b in keep}
+        order_singles = keep
+    lens = np.zeros(256 + 255, np.int64)
+    for c, s in syms.items():
+        lens[c] = len(s)
+    nxt = 256
+    while len(syms) < 255 and len(a) > 1:
+        x, y = a[:-1], a[1:]
+        ok = (x >= 0) & (y >= 0)
+        ok &= (lens[np.maximum(x, 0)] + lens[np.maximum(y, 0)]) <= 8
+        if not ok.any():
+            break
+        # pair counts by bincount (O(n)) rather than np.unique (a sort per merge): the same
+        # argmax, the smallest pair code among the most frequent, so the same code table
+        cnt = np.bincount(x[ok].astype(np.int64) * 1024 + y[ok])
+        j = int(np.argmax(cnt))
+        if cnt[j] < 3:
+            break
+        p, q = divmod(j, 1024)
+        pos = np.flatnonzero((x == p) & (y == q))
+        if p == q:                # "aaa": merge left to right, no overlaps
+            keep = np.ones(len(pos), bool)
+            last = -2
+            for t, v in enumerate(pos.tolist()):
+                if v == last + 1:
+                    keep[t] = False
+                else:
+                    last = v
+            pos = pos[keep]
+        a[pos] = nxt
+        a[pos + 1] = -2
+        a = a[a != -2]
+        syms[nxt] = syms[p] + syms[q]
+        lens[nxt] = len(syms[nxt])
+        nxt += 1
+    codes = [syms[b] for b in order_singles] + [syms[c] for c in range(256, nxt)]
+    for c, s in enumerate(codes[:255]):
+        sym[8 * c:8 * c + len(s)] = np.frombuffer(s, np.uint8)
+        ln[c] = len(s)
+    return sym, ln
+
+
+@pytest.mark.parametrize("lists", [None, ("ut1/phishing/urls.gz", "ut1/malware/urls.gz"),
+                                   ("ut1/phishing/domains.gz",), ("openphish/urls-history.gz",)])
+def test_code_trainer_in_c_equals_the_numpy_reference(lists):
+    """The C trainer gives the NumPy reference's table exactly (same sample, tails, counts, tie
+    rule, replacement), on synthetic keys and on shared lists (sample sizes 30,000 and 2,000)."""
+    if lists is None:
+        keys = sorted({f"com.ex{i % 13}.a{i % 7}/p/{i}?q={i % 5}".encode() for i in range(4000)})
+    else:
+        if not BL.is_dir():
+            pytest.skip("needs ../shared/blacklists")
+        raw = []
+        for rel in lists:
+            raw += _lines(rel)
+        keys, codes = canonicalize_many(*arrow_layout(raw), key=True)
+        keys = sorted({k.encode() for k, c in zip(keys, codes) if c == 0})
+    data = np.frombuffer(b"".join(keys), np.uint8)
+    offs = np.concatenate([[0], np.cumsum([len(k) for k in keys])]).astype(np.int64)
+    for sample in (30000, 2000):
+        s1, l1 = train_code(data, offs, sample=sample)
+        s2, l2 = train_code_reference(data, offs, sample=sample)
+        assert (l1 == l2).all() and (s1 == s2).all()
+        assert l1.sum() > 255
+
+
 def test_code_trainer_is_deterministic_and_symbols_at_most_8_bytes():
     keys = sorted({f"com.example{i % 97}/path/{i}/index.html".encode() for i in range(5000)})
     data = np.frombuffer(b"".join(keys), np.uint8)
@@ -268,3 +381,27 @@ def test_code_trainer_is_deterministic_and_symbols_at_most_8_bytes():
     sym2, ln2 = train_code(data, offs)
     assert (sym1 == sym2).all() and (ln1 == ln2).all()
     assert ln1.max() <= 8 and ln1[255] == 0 and (ln1 > 1).sum() > 100
+
+
+def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
+    """A batch whose inserts flush the tree several times (cap 16) returns ids that name their
+    URLs when the call returns (the ones before the last flush are looked up again); the size
+    rule keeps few runs and rewrites each key O(log(n / cap)) times: with ratio 2, at most
+    log2(n / cap) + 2 rewrites per key, runs at most log2(n / cap) + 2."""
+    import math
+
+    urls = [f"h{i % 37}.example/p/{i}".encode() for i in range(3000)]
+    urls += urls[:500]                       # duplicates: the ids of the first ones
+    s = UrlStore()
+    s.tree_cap = 16
+    d, o = arrow_layout(urls)
+    ids, codes = s.insert_batch(d, o, np.arange(len(urls), dtype=np.uint32) % 5)
+    assert (codes[:3000] == 0).all() and (codes[3000:] == 1).all()
+    keys = [s.get_key(int(i)) for i in ids]
+    assert keys == [b"example.h" + str(i % 37).encode() + b"/p/" + str(i).encode() for i in range(3000)] + keys[:500]
+    assert (ids[3000:] == ids[:500]).all()
+    st_ = s.stats()
+    n, bound = 3000, math.log2(3000 / 16) + 2
+    assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= bound
+    assert st_["merged_keys"] <= n * bound, (st_["merged_keys"], n * bound)
+    s.check()
