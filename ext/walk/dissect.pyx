@@ -63,6 +63,9 @@ cdef extern from "segbound.h" nogil:
     int wt_sb_put(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst, uint16_t sport,
                   uint16_t dport, uint8_t ver, uint32_t seq, uint32_t origin_end, int64_t now)
     void wt_sb_drop(wt_sb *t, wt_sb_entry *e)
+    void wt_sb_use(wt_sb *t, wt_sb_entry *e, uint32_t origin_end)
+    bint wt_sb_maybe(const wt_sb *t, const uint8_t *src, const uint8_t *dst, uint16_t sport,
+                     uint16_t dport, uint8_t ver)
 
 cnp.import_array()
 
@@ -735,8 +738,7 @@ cdef inline void _sb_first(wt_sb *t, const L34 *l, uint64_t cont, int64_t ts,
             return
         if cont == 0:
             if en.seq - l.seq < l.payload_len:
-                en.used = 1
-                en.origin_end = l.seq + l.payload_len
+                wt_sb_use(t, en, l.seq + l.payload_len)
             elif not en.used:
                 wt_sb_drop(t, en)
             return
@@ -761,6 +763,8 @@ cdef Py_ssize_t _sb_segment(wt_sb *t, const uint8_t *p, const L34 *l, HttpMsg *m
     cdef int kind, mid = 0
     cdef const uint8_t *q = p + l.payload_off
     cdef HttpMsg *m
+    if not wt_sb_maybe(t, l.src, l.dst, l.src_port, l.dst_port, l.ip_version):
+        return k                # no unused entry can be the direction's (most segments)
     h = _sb_key(l)
     en = wt_sb_find(t, h, l.src, l.dst, l.src_port, l.dst_port, l.ip_version, ts)
     if en == NULL or en.used:
@@ -768,8 +772,7 @@ cdef Py_ssize_t _sb_segment(wt_sb *t, const uint8_t *p, const L34 *l, HttpMsg *m
     off = en.seq - l.seq
     if off >= wire:
         return k                # before this segment (left to the GC) or after it (later)
-    en.used = 1
-    en.origin_end = l.seq + wire
+    wt_sb_use(t, en, l.seq + wire)
     if off == 0:
         return k                # the first-packet rule's place: it looked (not_http)
     if off >= n or off > 0xFFFF:

@@ -17,8 +17,26 @@ void wt_sb_init(wt_sb *t, uint32_t capacity, int64_t timeout_ns) {
 
 void wt_sb_free(wt_sb *t) {
     free(t->e);
+    free(t->tags);
+    free(t->pend);
     t->e = NULL;
+    t->tags = NULL;
+    t->pend = NULL;
     t->live = 0;
+}
+
+static inline void pend_add(wt_sb *t, const wt_sb_entry *e, int d) {
+    uint32_t q;
+    if (e->h == 0 || e->used)
+        return;                            /* only occupied, unused entries are counted */
+    q = wt_sb_quick(e->src, e->dst, e->sport, e->dport, e->ver);
+    t->pend[q] += (uint32_t)d;
+}
+
+void wt_sb_use(wt_sb *t, wt_sb_entry *e, uint32_t origin_end) {
+    pend_add(t, e, -1);
+    e->used = 1;
+    e->origin_end = origin_end;
 }
 
 static inline uint64_t mix(uint64_t h, uint64_t v) {
@@ -55,11 +73,15 @@ static inline int expired(const wt_sb *t, const wt_sb_entry *e, int64_t now) {
 wt_sb_entry *wt_sb_find(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst,
                         uint16_t sport, uint16_t dport, uint8_t ver, int64_t now) {
     wt_sb_entry *set;
+    const uint64_t *tg;
+    size_t base;
     if (t->e == NULL || t->live == 0)
         return NULL;
-    set = t->e + (size_t)((h >> 40) & (t->sets - 1)) * WT_SB_WAYS;
+    base = (size_t)((h >> 40) & (t->sets - 1)) * WT_SB_WAYS;
+    set = t->e + base;
+    tg = t->tags + base;
     for (int i = 0; i < WT_SB_WAYS; i++) {
-        if (same_key(&set[i], h, src, dst, sport, dport, ver)) {
+        if (tg[i] == h && same_key(&set[i], h, src, dst, sport, dport, ver)) {
             if (expired(t, &set[i], now)) {
                 wt_sb_drop(t, &set[i]);
                 return NULL;
@@ -73,25 +95,33 @@ wt_sb_entry *wt_sb_find(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t 
 int wt_sb_put(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst, uint16_t sport,
               uint16_t dport, uint8_t ver, uint32_t seq, uint32_t origin_end, int64_t now) {
     wt_sb_entry *set, *slot = NULL;
+    uint64_t *tg;
+    size_t base;
     int evicted = 0;
     size_t n = ver == 4 ? 4 : 16;
     if (t->sets == 0)
         return -1;
     if (t->e == NULL) {
         t->e = calloc((size_t)t->sets * WT_SB_WAYS, sizeof(wt_sb_entry));
-        if (t->e == NULL)
+        t->tags = calloc((size_t)t->sets * WT_SB_WAYS, sizeof(uint64_t));
+        t->pend = calloc(WT_SB_QUICK, sizeof(uint32_t));
+        if (t->e == NULL || t->tags == NULL || t->pend == NULL) {
+            wt_sb_free(t);
             return -1;                    /* out of memory: nothing kept (as a table of no room) */
+        }
     }
-    set = t->e + (size_t)((h >> 40) & (t->sets - 1)) * WT_SB_WAYS;
+    base = (size_t)((h >> 40) & (t->sets - 1)) * WT_SB_WAYS;
+    set = t->e + base;
+    tg = t->tags + base;
     for (int i = 0; i < WT_SB_WAYS; i++) {
-        if (same_key(&set[i], h, src, dst, sport, dport, ver)) {
+        if (tg[i] == h && same_key(&set[i], h, src, dst, sport, dport, ver)) {
             slot = &set[i];
             break;
         }
     }
     if (slot == NULL) {
         for (int i = 0; i < WT_SB_WAYS && slot == NULL; i++)
-            if (set[i].h == 0)
+            if (tg[i] == 0)
                 slot = &set[i];
         for (int i = 0; i < WT_SB_WAYS && slot == NULL; i++)
             if (expired(t, &set[i], now) || set[i].used)
@@ -106,6 +136,7 @@ int wt_sb_put(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst, uint
         if (slot->h == 0)
             t->live++;
     }
+    pend_add(t, slot, -1);                 /* what the slot held, if unused */
     memset(slot, 0, sizeof(*slot));
     slot->h = h;
     slot->ts_ns = now;
@@ -116,11 +147,15 @@ int wt_sb_put(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst, uint
     slot->ver = ver;
     memcpy(slot->src, src, n);
     memcpy(slot->dst, dst, n);
+    t->tags[slot - t->e] = h;
+    pend_add(t, slot, 1);
     return evicted;
 }
 
 void wt_sb_drop(wt_sb *t, wt_sb_entry *e) {
     if (e->h != 0 && t->live > 0)
         t->live--;
+    pend_add(t, e, -1);
+    t->tags[e - t->e] = 0;
     memset(e, 0, sizeof(*e));
 }

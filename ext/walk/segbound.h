@@ -14,6 +14,7 @@
 #define WT_SEGBOUND_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define WT_SB_WAYS 8
 
@@ -33,10 +34,36 @@ typedef struct {
 
 typedef struct {
     wt_sb_entry *e;      /* NULL until the first entry */
+    uint64_t *tags;      /* each slot's key hash (0: empty), a set's 8 in one cache line: a
+                            lookup reads that line and the matching entry only */
+    uint32_t *pend;      /* WT_SB_QUICK counters: unused entries per quick hash (wt_sb_maybe) */
     uint32_t sets;       /* a power of two; 0: the table keeps nothing */
     uint32_t live;       /* occupied slots */
     int64_t timeout_ns;  /* capture time after which an entry is stale */
 } wt_sb;
+
+#define WT_SB_QUICK 16384
+
+/* A cheap hash of a direction (ports, the addresses' last four bytes): which counter of pend. */
+static inline uint32_t wt_sb_quick(const uint8_t *src, const uint8_t *dst, uint16_t sport,
+                                   uint16_t dport, uint8_t ver) {
+    uint32_t a, b, o = ver == 4 ? 0 : 12;
+    memcpy(&a, src + o, 4);
+    memcpy(&b, dst + o, 4);
+    return ((a * 0x9E3779B1u) ^ (b * 0x85EBCA77u) ^ (((uint32_t)sport << 16 | dport) * 0xC2B2AE3Du))
+           >> 18;
+}
+
+/* Whether the direction may have an unused entry (no false "no"): the walk asks this before
+ * hashing a segment that starts no message, so that most segments cost a few instructions. */
+static inline int wt_sb_maybe(const wt_sb *t, const uint8_t *src, const uint8_t *dst,
+                              uint16_t sport, uint16_t dport, uint8_t ver) {
+    return t->pend != NULL && t->pend[wt_sb_quick(src, dst, sport, dport, ver)] != 0;
+}
+
+/* Mark an entry used (a segment holding its boundary was looked at), from the segment ending
+ * at SEQ origin_end. */
+void wt_sb_use(wt_sb *t, wt_sb_entry *e, uint32_t origin_end);
 
 /* capacity entries (rounded up to a power-of-two multiple of WT_SB_WAYS; 0: none kept). */
 void wt_sb_init(wt_sb *t, uint32_t capacity, int64_t timeout_ns);
