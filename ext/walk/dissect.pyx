@@ -22,7 +22,7 @@ import numpy as np
 from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE, PACKET_DTYPE as _PACKET_DTYPE
 
 from packet cimport PacketRef
-from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
+from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq, wt_zalloc
 from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse, l34_msg_encap,
                  l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
@@ -51,9 +51,14 @@ cdef extern from "segbound.h" nogil:
         uint32_t origin_end
         uint8_t used
     ctypedef struct wt_sb:
+        wt_sb_entry *e
+        uint64_t *tags
+        uint32_t *pend
         uint32_t sets
         uint32_t live
         int64_t timeout_ns
+    int WT_SB_WAYS
+    int WT_SB_QUICK
     void wt_sb_init(wt_sb *t, uint32_t capacity, int64_t timeout_ns)
     void wt_sb_free(wt_sb *t)
     uint64_t wt_sb_hash(const uint8_t *src, const uint8_t *dst, uint16_t sport, uint16_t dport,
@@ -912,18 +917,24 @@ def tcp_event_size():
 cdef class SegBounds:
     """The walk's expected message boundaries (ext/walk/segbound.h) for one stream of packets:
     pass the same object to every dissect_batch of a trace, in packet order. capacity: entries
-    (flow directions) kept at most, rounded up to a power of two (memory: 64 bytes each, taken
-    at the first entry); 0 keeps none and counts each boundary it could have kept
-    (boundary_unwatched). gc_timeout_ns: capture time after which an unused boundary is stale
+    (flow directions) kept at most, rounded up to a power of two (memory: 72 bytes each and
+    64 KiB, zeroed pages touched as entries are made); 0 keeps none and counts each boundary
+    it could have kept (boundary_unwatched). gc_timeout_ns: capture time after which an unused boundary is stale
     (the pairing table's GC window)."""
     cdef wt_sb t
 
     def __cinit__(self, capacity=65536, gc_timeout_ns=60_000_000_000):
+        cdef size_t n
         if not 0 <= capacity <= (1 << 22):
             raise ValueError("capacity must be 0 .. 4194304")
         if gc_timeout_ns <= 0:
             raise ValueError("gc_timeout_ns must be positive")
         wt_sb_init(&self.t, <uint32_t>capacity, <int64_t>gc_timeout_ns)
+        n = <size_t>self.t.sets * WT_SB_WAYS
+        if n:
+            self.t.e = <wt_sb_entry *>wt_zalloc(n, sizeof(wt_sb_entry))
+            self.t.tags = <uint64_t *>wt_zalloc(n, sizeof(uint64_t))
+            self.t.pend = <uint32_t *>wt_zalloc(WT_SB_QUICK, sizeof(uint32_t))
 
     def __dealloc__(self):
         wt_sb_free(&self.t)

@@ -99,17 +99,8 @@ int wt_sb_put(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst, uint
     size_t base;
     int evicted = 0;
     size_t n = ver == 4 ? 4 : 16;
-    if (t->sets == 0)
-        return -1;
-    if (t->e == NULL) {
-        t->e = calloc((size_t)t->sets * WT_SB_WAYS, sizeof(wt_sb_entry));
-        t->tags = calloc((size_t)t->sets * WT_SB_WAYS, sizeof(uint64_t));
-        t->pend = calloc(WT_SB_QUICK, sizeof(uint32_t));
-        if (t->e == NULL || t->tags == NULL || t->pend == NULL) {
-            wt_sb_free(t);
-            return -1;                    /* out of memory: nothing kept (as a table of no room) */
-        }
-    }
+    if (t->sets == 0 || t->e == NULL || t->tags == NULL || t->pend == NULL)
+        return -1;                        /* a table of no room */
     base = (size_t)((h >> 40) & (t->sets - 1)) * WT_SB_WAYS;
     set = t->e + base;
     tg = t->tags + base;

@@ -6,8 +6,8 @@
  *
  * A bounded set-associative table: WT_SB_WAYS slots per set, chosen by a hash of the direction's
  * addresses and ports; a slot holds the whole key (no false match), the boundary SEQ, the
- * capture time it was made and whether it was used. Memory is fixed at the capacity (allocated
- * at the first entry); when a set is full, an expired entry (capture time >= timeout old), else
+ * capture time it was made and whether it was used. Memory is fixed at the capacity (zeroed
+ * pages, touched as entries are made); when a set is full, an expired entry (capture time >= timeout old), else
  * the oldest is replaced (counted as evicted when it was live and unused). Work per lookup:
  * one hash and at most WT_SB_WAYS key comparisons. No locking: one walk owns a table. */
 #ifndef WT_SEGBOUND_H
@@ -65,7 +65,10 @@ static inline int wt_sb_maybe(const wt_sb *t, const uint8_t *src, const uint8_t 
  * at SEQ origin_end. */
 void wt_sb_use(wt_sb *t, wt_sb_entry *e, uint32_t origin_end);
 
-/* capacity entries (rounded up to a power-of-two multiple of WT_SB_WAYS; 0: none kept). */
+/* capacity entries (rounded up to a power-of-two multiple of WT_SB_WAYS; 0: none kept). The
+ * owner then gives e (sets * WT_SB_WAYS entries), tags (as many uint64_t) and pend (WT_SB_QUICK
+ * uint32_t), zeroed, from the checked allocator (ext/common/util.pxd wt_zalloc); wt_sb_free
+ * frees them. */
 void wt_sb_init(wt_sb *t, uint32_t capacity, int64_t timeout_ns);
 void wt_sb_free(wt_sb *t);
 uint64_t wt_sb_hash(const uint8_t *src, const uint8_t *dst, uint16_t sport, uint16_t dport,
