@@ -28,7 +28,7 @@ from pendtable cimport (PendLinks, PendIndex, pt_cells_for, pt_init, pt_release_
                        pt_full, pt_grow)
 from hashes cimport eq1_of, eq2_hash, fold_ip
 from tls cimport tls_hello, tls_parse_payload, TLS_OK, TLS_HELLO_CAP, TLSF_HRR
-from util cimport wt_alloc, wt_realloc, wt_be16, wt_ip_text
+from util cimport wt_alloc, wt_realloc, wt_be16
 
 cnp.import_array()
 
@@ -117,8 +117,6 @@ ctypedef struct XRecord:
     uint8_t has_req
     uint8_t has_resp
     uint8_t _pad
-    char client_ip_text[48]     # filled by take() (ext/common/util.h wt_ip_text)
-    char server_ip_text[48]
 
 
 ctypedef struct XDir:
@@ -781,10 +779,6 @@ cdef class ExchangeTable:
 
     def take(self):
         """The records made since the last take, as raw bytes (XRecord rows)."""
-        cdef size_t i
-        for i in range(self.nrec):
-            wt_ip_text(self.recs[i].client_ip, self.recs[i].ip_version != 4, self.recs[i].client_ip_text)
-            wt_ip_text(self.recs[i].server_ip, self.recs[i].ip_version != 4, self.recs[i].server_ip_text)
         out = np.empty(self.nrec * sizeof(XRecord), dtype=np.uint8)
         if self.nrec:
             memcpy(cnp.PyArray_DATA(out), self.recs, self.nrec * sizeof(XRecord))

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from webtap._ext.communityid import community_id
+from webtap._ext.dissect import ip_text
 from webtap.records import columns
 
 __all__ = ["EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS", "EXCHANGE_FIELDS", "EXCHANGE_COLUMNS",
@@ -24,7 +25,6 @@ EXCHANGE_RECORD_DTYPE = np.dtype([
     ("client_port", "<u2"), ("server_port", "<u2"), ("index", "<u4"), ("req_rec_len", "<u4"),
     ("resp_rec_len", "<u4"), ("key", "<u4"), ("version", "<u2"), ("ip_version", "u1"),
     ("reason", "u1"), ("flags", "u1"), ("has_req", "u1"), ("has_resp", "u1"), ("_pad", "u1"),
-    ("client_ip_text", "S48"), ("server_ip_text", "S48"),
 ], align=True)
 EXCHANGE_REASONS = (None, "gc", "end", "cap", "no_request")
 #: (name, Arrow type, meaning)
@@ -123,9 +123,10 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     version = _version(r["version"], joined("server_version", pa.string()))
     flags = r["flags"]
     cols = {
-        "client_ip": columns.fixed_text(r["client_ip_text"]),
+        # the address text every record kind carries (ext/common/util.h wt_ip_text, one C loop)
+        "client_ip": ip_text(r["client_ip"], r["ip_version"]),
         "client_port": columns.num(r["client_port"]),
-        "server_ip": columns.fixed_text(r["server_ip_text"]),
+        "server_ip": ip_text(r["server_ip"], r["ip_version"]),
         "server_port": columns.num(r["server_port"]),
         "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
                                      np.ascontiguousarray(r["server_ip"]), r["server_port"],
