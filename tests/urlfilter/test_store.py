@@ -379,3 +379,72 @@ def test_ut1_phishing_keeps_every_entry(tmp_path, shared):
     assert got == {c: len(v) for c, v in want.items()}
     both = s.db.execute("SELECT count(*) FROM url_categories GROUP BY url_id HAVING count(*) = 2").fetchall()
     assert len(both) == len(want["malware"] & want["phishing"]) > 10000
+
+
+def _categories_by_url(s):
+    """url -> (its set row's name, the sorted names of its memberships), read from the store's tables."""
+    sets = dict(s.db.execute("SELECT u.url, c.name FROM urls u JOIN categories c ON c.id=u.category_id"))
+    members = {}
+    for url, name in s.db.execute("SELECT u.url, c.name FROM url_categories uc JOIN urls u ON u.id=uc.url_id "
+                                  "JOIN categories c ON c.id=uc.category_id"):
+        members.setdefault(url, []).append(name)
+    return {u: (sets[u], sorted(members.get(u, []))) for u in sets}
+
+
+def test_import_categories_as_a_reference_union(tmp_path):
+    """Several CSV files, each line one or two categories ("a,b"), URLs listed again across and
+    within files: every URL's set and memberships are the union of what the files listed, and
+    recategorized counts the URLs stored before that file which it listed in a category they lacked."""
+    import csv
+    import random
+    rnd = random.Random(35)
+    cats = ["adult", "malware", "phishing", "gambling", "zeta"]
+    hosts = [f"h{i}.test" for i in range(400)]          # canonical as written
+    ref: dict[str, set] = {}
+    for k in range(5):
+        rows = []
+        for h in rnd.sample(hosts, 150) + rnd.sample(hosts, 20):    # some twice in one file
+            cs = rnd.sample(cats, rnd.choice((1, 1, 2)))
+            rows.append((h, ",".join(cs)))
+        p = tmp_path / f"f{k}.csv"
+        with open(p, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["url", "category"])
+            w.writerows(rows)
+        before = {u: set(c) for u, c in ref.items()}
+        for h, c in rows:
+            ref.setdefault(h, set()).update(c.split(","))
+        gained = sum(1 for u, c in ref.items() if u in before and c - before[u])
+        s = Store(tmp_path / "u.db")
+        (r,) = import_path(s, p)
+        assert r.recategorized == gained
+        got = _categories_by_url(s)
+        assert got == {u: (",".join(sorted(c)), sorted(c)) for u, c in ref.items()}
+        s.close()
+
+
+def test_import_of_ut1_phishing_and_malware_keeps_every_category(tmp_path, shared):
+    """The real lists (216,898 malware domains are phishing ones too): each stored URL's
+    categories are those of the files that list it, the files read and canonicalised here."""
+    from urlfilter import canon
+    ut = shared("blacklists/ut1")
+    ref: dict[str, set] = {}
+    gained = []
+    for cat in ("phishing", "malware"):
+        for name in ("domains.gz", "urls.gz"):           # the order import_path takes them in
+            packed, offsets, is_comment = split_lines(gzip.decompress((ut / cat / name).read_bytes()))
+            urls, codes = canon.canonicalize_many(packed, offsets)
+            listed = {u for u, c, com in zip(urls, codes.tolist(), is_comment.tolist()) if c == 0 and not com}
+            gained.append(sum(1 for u in listed if u in ref and cat not in ref[u]))
+            for u in listed:
+                ref.setdefault(u, set()).add(cat)
+    s = Store(tmp_path / "ut1.db")
+    res = [r for cat in ("phishing", "malware") for r in import_path(s, ut / cat)]
+    assert [r.source.rsplit("/", 2)[1:] for r in res] == [[c, n] for c in ("phishing", "malware")
+                                                         for n in ("domains.gz", "urls.gz")]
+    assert [r.recategorized for r in res] == gained
+    assert gained[2] == 216898                          # the case this guards (docs/urlfilter.md)
+    got = _categories_by_url(s)
+    assert len(got) == len(ref) == 238505
+    assert got == {u: (",".join(sorted(c)), sorted(c)) for u, c in ref.items()}
+    s.close()
