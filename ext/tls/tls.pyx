@@ -901,7 +901,6 @@ cdef class TlsTable:
                                     r.ip_version)
         cdef int32_t j, i
         cdef Pend *e
-        cdef TlsRecord out
         hv ^= hv >> 16                    # this table's cell value: Eq. 2 with its halves folded
         j = pt_first(&self.ix, pt_cell(&self.ix, hv))
         while j != -1:
@@ -910,17 +909,18 @@ cdef class TlsTable:
                     and e.r.ip_version == r.ip_version and same_ip(e.r.client_ip, r.client_ip)
                     and same_ip(e.r.server_ip, r.server_ip)):
                 if e.side != side:
-                    memcpy(&out, &e.r, sizeof(TlsRecord))
+                    # completed in its pool entry (no 4.4 KB copy out): a freed entry's record
+                    # stays intact until the next pt_alloc, and _emit allocates none
                     if side == 1:
-                        memcpy(&out.ch, &r.ch, sizeof(ChPart))
-                        memcpy(&out.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
-                        out.has_ch = 1
+                        memcpy(&e.r.ch, &r.ch, sizeof(ChPart))
+                        memcpy(&e.r.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
+                        e.r.has_ch = 1
                     else:
-                        memcpy(&out.sh, &r.sh, sizeof(ShPart))
-                        out.has_sh = 1
+                        memcpy(&e.r.sh, &r.sh, sizeof(ShPart))
+                        e.r.has_sh = 1
                     pt_unlink(&self.ix, j)
                     pt_free(&self.ix, j)
-                    self._emit(&out, TR_NONE)
+                    self._emit(&e.r, TR_NONE)
                     return 0
                 self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
                 return 0
