@@ -1,11 +1,6 @@
 /* The compiled half of quic_crypto.h (what the header declares); compiled once into the wtc
  * static library (ext/meson.build), not into each module that includes the header. */
-/* SHA256_Init/Update/Final are deprecated in OpenSSL 3.0 in favour of EVP, but still libcrypto's
- * own SHA-256: the HMAC states below are plain SHA256_CTX values (see the note after the salts) */
-#define OPENSSL_SUPPRESS_DEPRECATED
 #include "quic_crypto.h"
-
-#include <openssl/sha.h>
 
 static const uint8_t quic_salt_v1[20] = {   /* RFC 9001 5.2 */
     0x38, 0x76, 0x2c, 0xf7, 0xf5, 0x59, 0x34, 0xb3, 0x4d, 0x17,
@@ -24,14 +19,11 @@ static const uint8_t quic_salt_draft29[20] = {   /* draft-ietf-quic-tls-29 5.2 *
  * OpenSSL's "HKDF" EVP_KDF and "HMAC" EVP_MAC per label and initialised its ciphers by
  * algorithm per call; one side's Initial keys took 3.3 us, of which almost all was OpenSSL 3's
  * per-call parameter and provider plumbing, not SHA-256 (86 ns per digest call). So:
- *   - AES-128-GCM and AES-128-ECB (EVP_CIPHER) are fetched once per module;
- *   - HMAC-SHA256 (RFC 2104) is assembled over libcrypto's SHA-256: the SHA-256 states after
- *     the key XOR ipad / opad blocks are kept, and each HMAC copies them, so a key used for
- *     several labels is absorbed once; the three salts' states are made once per thread. The
- *     states are SHA256_CTX values (the low-level API, deprecated in 3.0 but libcrypto's own
- *     SHA-256), copied by assignment: an EVP_MD_CTX_copy_ex duplicates the provider's context
- *     (allocation, locking) and cost ~100 ns per copy+final against ~66 ns, twice per HMAC,
- *     nine HMACs per connection;
+ *   - SHA-256 (EVP_MD), AES-128-GCM and AES-128-ECB (EVP_CIPHER) are fetched once per module;
+ *   - HMAC-SHA256 (RFC 2104) is assembled over that EVP_MD: the SHA-256 states after the
+ *     key XOR ipad / opad blocks are kept, and each HMAC copies them (EVP_MD_CTX_copy_ex), so a
+ *     key used for several labels is absorbed once; the three salts' states are made once per
+ *     thread;
  *   - HKDF-Extract and HKDF-Expand (RFC 5869 2.2, 2.3) are those HMACs;
  *   - the cipher contexts are kept per thread with their algorithm set, and each call only
  *     re-keys them (EVP_CipherInit_ex2 with a NULL cipher);
@@ -46,7 +38,7 @@ static const uint8_t quic_salt_draft29[20] = {   /* draft-ietf-quic-tls-29 5.2 *
 #define QUIC_KEY_CACHE 64      /* DCIDs whose keys each thread keeps (direct-mapped) */
 
 typedef struct {
-    SHA256_CTX in, out;        /* SHA-256 after (key ^ ipad), after (key ^ opad) */
+    EVP_MD_CTX *in, *out;      /* SHA-256 after (key ^ ipad), after (key ^ opad) */
 } quic__hmac_key_t;
 
 typedef struct {
@@ -59,12 +51,14 @@ typedef struct {
 } quic__cache_t;
 
 typedef struct {
+    EVP_MD_CTX *work;
     quic__hmac_key_t salt[3];  /* v1, v2, draft-29 */
     quic__hmac_key_t key;      /* the key of the HMACs under way */
     EVP_CIPHER_CTX *seal, *open, *ecb;
     quic__cache_t cache[QUIC_KEY_CACHE];
 } quic__thread_t;
 
+static EVP_MD *quic__sha256;
 static EVP_CIPHER *quic__gcm, *quic__ecb;
 static pthread_once_t quic__once = PTHREAD_ONCE_INIT;
 static pthread_key_t quic__key;            /* frees a thread's contexts when it ends */
@@ -75,7 +69,15 @@ static __thread int quic__t_failed;
 static void quic__free_thread(void *arg)
 {
     quic__thread_t *t = (quic__thread_t *)arg;
+    int i;
     if (!t) return;
+    EVP_MD_CTX_free(t->work);
+    for (i = 0; i < 3; i++) {
+        EVP_MD_CTX_free(t->salt[i].in);
+        EVP_MD_CTX_free(t->salt[i].out);
+    }
+    EVP_MD_CTX_free(t->key.in);
+    EVP_MD_CTX_free(t->key.out);
     EVP_CIPHER_CTX_free(t->seal);
     EVP_CIPHER_CTX_free(t->open);
     EVP_CIPHER_CTX_free(t->ecb);
@@ -85,6 +87,7 @@ static void quic__free_thread(void *arg)
 
 static void quic__init(void)
 {
+    quic__sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     quic__gcm = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
     quic__ecb = EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL);
     quic__key_ok = pthread_key_create(&quic__key, quic__free_thread) == 0;
@@ -99,9 +102,9 @@ static int quic__hmac_setkey(quic__hmac_key_t *hk, const uint8_t *key, size_t ke
     if (keylen > 64) return QUIC_E_ARG;
     memset(pad, 0x36, 64);
     for (i = 0; i < keylen; i++) pad[i] ^= key[i];
-    ok = SHA256_Init(&hk->in) == 1 && SHA256_Update(&hk->in, pad, 64) == 1;
+    ok = EVP_DigestInit_ex2(hk->in, quic__sha256, NULL) == 1 && EVP_DigestUpdate(hk->in, pad, 64) == 1;
     for (i = 0; i < 64; i++) pad[i] ^= 0x36 ^ 0x5c;
-    ok = ok && SHA256_Init(&hk->out) == 1 && SHA256_Update(&hk->out, pad, 64) == 1;
+    ok = ok && EVP_DigestInit_ex2(hk->out, quic__sha256, NULL) == 1 && EVP_DigestUpdate(hk->out, pad, 64) == 1;
     OPENSSL_cleanse(pad, sizeof pad);
     return ok ? QUIC_OK : QUIC_E_CRYPTO;
 }
@@ -111,14 +114,17 @@ static int quic__hmac(quic__thread_t *t, const quic__hmac_key_t *hk, const uint8
                       const uint8_t *b, size_t bn, const uint8_t *c, size_t cn, uint8_t out[32])
 {
     uint8_t inner[32];
-    SHA256_CTX w = hk->in;
-    int ok;
-    (void)t;
-    ok = (!an || SHA256_Update(&w, a, an) == 1) && (!bn || SHA256_Update(&w, b, bn) == 1)
-         && (!cn || SHA256_Update(&w, c, cn) == 1) && SHA256_Final(inner, &w) == 1;
-    w = hk->out;
-    ok = ok && SHA256_Update(&w, inner, 32) == 1 && SHA256_Final(out, &w) == 1;
-    return ok ? QUIC_OK : QUIC_E_CRYPTO;
+    unsigned int n = 0;
+    if (EVP_MD_CTX_copy_ex(t->work, hk->in) != 1
+        || (an && EVP_DigestUpdate(t->work, a, an) != 1)
+        || (bn && EVP_DigestUpdate(t->work, b, bn) != 1)
+        || (cn && EVP_DigestUpdate(t->work, c, cn) != 1)
+        || EVP_DigestFinal_ex(t->work, inner, &n) != 1 || n != 32
+        || EVP_MD_CTX_copy_ex(t->work, hk->out) != 1
+        || EVP_DigestUpdate(t->work, inner, 32) != 1
+        || EVP_DigestFinal_ex(t->work, out, &n) != 1 || n != 32)
+        return QUIC_E_CRYPTO;
+    return QUIC_OK;
 }
 
 /* This thread's contexts, made on its first call (NULL: OpenSSL refused; not retried). */
@@ -131,9 +137,10 @@ static quic__thread_t *quic__thread(void)
     if (quic__t_failed) return NULL;
     pthread_once(&quic__once, quic__init);
     quic__t_failed = 1;
-    if (!quic__gcm || !quic__ecb) return NULL;
+    if (!quic__sha256 || !quic__gcm || !quic__ecb) return NULL;
     if (!(t = (quic__thread_t *)calloc(1, sizeof *t))) return NULL;
-    ok = (t->seal = EVP_CIPHER_CTX_new()) && (t->open = EVP_CIPHER_CTX_new())
+    ok = (t->work = EVP_MD_CTX_new()) && (t->key.in = EVP_MD_CTX_new()) && (t->key.out = EVP_MD_CTX_new())
+         && (t->seal = EVP_CIPHER_CTX_new()) && (t->open = EVP_CIPHER_CTX_new())
          && (t->ecb = EVP_CIPHER_CTX_new());
     ok = ok && EVP_EncryptInit_ex2(t->seal, quic__gcm, NULL, NULL, NULL) == 1
          && EVP_DecryptInit_ex2(t->open, quic__gcm, NULL, NULL, NULL) == 1
@@ -143,7 +150,8 @@ static quic__thread_t *quic__thread(void)
     salts[1] = quic_salt_v2;
     salts[2] = quic_salt_draft29;
     for (i = 0; ok && i < 3; i++)
-        ok = quic__hmac_setkey(&t->salt[i], salts[i], 20) == QUIC_OK;
+        ok = (t->salt[i].in = EVP_MD_CTX_new()) && (t->salt[i].out = EVP_MD_CTX_new())
+             && quic__hmac_setkey(&t->salt[i], salts[i], 20) == QUIC_OK;
     if (!ok) {
         quic__free_thread(t);
         return NULL;
