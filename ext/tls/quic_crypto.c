@@ -55,6 +55,10 @@ typedef struct {
     quic__hmac_key_t salt[3];  /* v1, v2, draft-29 */
     quic__hmac_key_t key;      /* the key of the HMACs under way */
     EVP_CIPHER_CTX *seal, *open, *ecb;
+    /* the keys `open` and `ecb` hold (valid when *_keyed): a packet under the same key only
+     * sets the nonce (GCM) or nothing (ECB), skipping the AES key schedule and GHASH set-up */
+    uint8_t open_key[16], ecb_key[16];
+    int open_keyed, ecb_keyed;
     quic__cache_t cache[QUIC_KEY_CACHE];
 } quic__thread_t;
 
@@ -310,9 +314,16 @@ int quic_hp_mask(const uint8_t hp[16], const uint8_t *sample, uint8_t mask[5])
     int outl = 0;
     quic__thread_t *t = quic__thread();
     if (!t) return QUIC_E_CRYPTO;
-    if (EVP_EncryptInit_ex2(t->ecb, NULL, hp, NULL, NULL) != 1
-        || EVP_EncryptUpdate(t->ecb, block, &outl, sample, 16) != 1 || outl != 16)
+    if (!t->ecb_keyed || memcmp(t->ecb_key, hp, 16) != 0) {
+        t->ecb_keyed = 0;
+        if (EVP_EncryptInit_ex2(t->ecb, NULL, hp, NULL, NULL) != 1) return QUIC_E_CRYPTO;
+        memcpy(t->ecb_key, hp, 16);
+        t->ecb_keyed = 1;
+    }
+    if (EVP_EncryptUpdate(t->ecb, block, &outl, sample, 16) != 1 || outl != 16) {
+        t->ecb_keyed = 0;
         return QUIC_E_CRYPTO;
+    }
     memcpy(mask, block, 5);
     return QUIC_OK;
 }
@@ -357,12 +368,24 @@ int quic_aead_open(const quic_keys_t *k, uint64_t pn, const uint8_t *aad, size_t
     c = t->open;
     quic__nonce(k, pn, nonce);
     memcpy(tag, ct + ctlen - QUIC_TAG_LEN, QUIC_TAG_LEN);
-    if (EVP_DecryptInit_ex2(c, NULL, k->key, nonce, NULL) == 1 &&
+    if (t->open_keyed && memcmp(t->open_key, k->key, 16) == 0) {
+        if (EVP_DecryptInit_ex2(c, NULL, NULL, nonce, NULL) != 1) {
+            t->open_keyed = 0;
+            return QUIC_E_CRYPTO;
+        }
+    } else {
+        t->open_keyed = 0;
+        if (EVP_DecryptInit_ex2(c, NULL, k->key, nonce, NULL) != 1) return QUIC_E_CRYPTO;
+        memcpy(t->open_key, k->key, 16);
+        t->open_keyed = 1;
+    }
+    if (
         (aadlen == 0 || EVP_DecryptUpdate(c, NULL, &outl, aad, (int)aadlen) == 1) &&
         (ctlen == QUIC_TAG_LEN || EVP_DecryptUpdate(c, pt, &outl, ct, (int)(ctlen - QUIC_TAG_LEN)) == 1) &&
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_TAG, QUIC_TAG_LEN, tag) == 1)
         return EVP_DecryptFinal_ex(c, pt + (ctlen == QUIC_TAG_LEN ? 0 : outl), &fin) == 1
                ? QUIC_OK : QUIC_E_DECRYPT;
+    t->open_keyed = 0;          /* keyed again next time, whatever state this left */
     return QUIC_E_CRYPTO;
 }
 

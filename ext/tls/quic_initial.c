@@ -106,16 +106,32 @@ void quic_frames_put(uint8_t *buf, uint8_t *have, const uint8_t *plain, const qu
         quic_crypto_put(buf, have, fr[i].coff, plain + fr[i].pos, fr[i].len);
 }
 
+/* 1 when every bit of stream offsets [x, end) is set in the coverage bitmap: bit by bit up to a
+ * byte boundary, whole bitmap bytes 8 at a time, then bit by bit */
+static int quic__covered(const uint8_t *have, uint32_t x, uint32_t end)
+{
+    uint64_t w;
+    for (; x < end && (x & 7); x++)
+        if (!(have[x >> 3] & (1u << (x & 7)))) return 0;
+    for (; x + 64 <= end; x += 64) {
+        memcpy(&w, have + (x >> 3), 8);
+        if (w != ~(uint64_t)0) return 0;
+    }
+    for (; x + 8 <= end; x += 8)
+        if (have[x >> 3] != 0xFF) return 0;
+    for (; x < end; x++)
+        if (!(have[x >> 3] & (1u << (x & 7)))) return 0;
+    return 1;
+}
+
 uint32_t quic_crypto_whole(const uint8_t *buf, const uint8_t *have, uint32_t cap, uint32_t base)
 {
-    uint32_t need, i;
+    uint32_t need;
     if (base + 4 > cap) return 0;
-    for (i = base; i < base + 4; i++)
-        if (!(have[i >> 3] & (1u << (i & 7)))) return 0;
+    if (!quic__covered(have, base, base + 4)) return 0;
     need = 4 + (((uint32_t)buf[base + 1] << 16) | ((uint32_t)buf[base + 2] << 8) | buf[base + 3]);
     if (need > cap - base) return 0xFFFFFFFFu;
-    for (i = base; i < base + need; i++)
-        if (!(have[i >> 3] & (1u << (i & 7)))) return 0;
+    if (!quic__covered(have, base + 4, base + need)) return 0;
     return need;
 }
 

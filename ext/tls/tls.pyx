@@ -402,12 +402,10 @@ ctypedef struct QConn:
     uint16_t sport
     uint16_t vlan
     uint8_t ipv
-    uint8_t used
     uint32_t version
     uint8_t odcid[20]
     uint8_t odcid_len
     uint32_t key                # pairing key derived from the original DCID
-    int64_t stamp
     quic_keys_t ck
     quic_keys_t sk
     QSide c
@@ -653,6 +651,15 @@ cdef class TlsTable:
     cdef char *ja3buf
     cdef QConn *q
     cdef int32_t nq
+    # the QConn slots' state kept dense beside them (a scan for a free or the oldest slot reads
+    # these, not 256 strided ~37 KiB entries), and a chained index of the slots by the
+    # connection's endpoint pair (symmetric: either direction finds it)
+    cdef uint8_t *qused
+    cdef int64_t *qstamp
+    cdef int32_t *qnext         # next slot of the same cell, -1 at the end
+    cdef uint32_t *qcellof      # the cell a used slot is linked in
+    cdef int32_t *qcells        # first slot of each cell, -1 when none
+    cdef uint32_t nqcells
     cdef readonly int32_t max_quic
     cdef uint8_t *qplain
     # the unprotected header of the Initial being opened: up to its packet number, token
@@ -687,7 +694,22 @@ cdef class TlsTable:
         if max_quic < 1:
             raise ValueError("max_quic must be >= 1")
         self.max_quic = max_quic
-        self.q = <QConn *>calloc(max_quic, sizeof(QConn))
+        # not zeroed: _qnew clears what a connection reads before writing it (its CRYPTO
+        # buffers are read only where their coverage bitmaps mark bytes put)
+        self.q = <QConn *>malloc(max_quic * sizeof(QConn))
+        self.qused = <uint8_t *>calloc(max_quic, 1)
+        self.qstamp = <int64_t *>calloc(max_quic, sizeof(int64_t))
+        self.qnext = <int32_t *>malloc(max_quic * sizeof(int32_t))
+        self.qcellof = <uint32_t *>malloc(max_quic * sizeof(uint32_t))
+        self.nqcells = 16
+        while self.nqcells < 2 * <uint32_t>max_quic:
+            self.nqcells *= 2
+        self.qcells = <int32_t *>malloc(self.nqcells * sizeof(int32_t))
+        if (self.qused == NULL or self.qstamp == NULL or self.qnext == NULL or self.qcellof == NULL
+                or self.qcells == NULL):
+            raise MemoryError()
+        for i in range(self.nqcells):
+            self.qcells[i] = -1
         self.qplain = <uint8_t *>malloc(65536 + 64)
         self.qhdr = <uint8_t *>malloc(65536 + 64)
         self.qframes = <quic_frame *>malloc(QUIC_MAX_FRAMES * sizeof(quic_frame))
@@ -733,6 +755,11 @@ cdef class TlsTable:
         free(self.text)
         free(self.ja3buf)
         free(self.q)
+        free(self.qused)
+        free(self.qstamp)
+        free(self.qnext)
+        free(self.qcellof)
+        free(self.qcells)
         free(self.qplain)
         free(self.qhdr)
         free(self.qframes)
@@ -874,7 +901,6 @@ cdef class TlsTable:
                                     r.ip_version)
         cdef int32_t j, i
         cdef Pend *e
-        cdef TlsRecord out
         hv ^= hv >> 16                    # this table's cell value: Eq. 2 with its halves folded
         j = pt_first(&self.ix, pt_cell(&self.ix, hv))
         while j != -1:
@@ -883,17 +909,18 @@ cdef class TlsTable:
                     and e.r.ip_version == r.ip_version and same_ip(e.r.client_ip, r.client_ip)
                     and same_ip(e.r.server_ip, r.server_ip)):
                 if e.side != side:
-                    memcpy(&out, &e.r, sizeof(TlsRecord))
+                    # completed in its pool entry (no 4.4 KB copy out): a freed entry's record
+                    # stays intact until the next pt_alloc, and _emit allocates none
                     if side == 1:
-                        memcpy(&out.ch, &r.ch, sizeof(ChPart))
-                        memcpy(&out.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
-                        out.has_ch = 1
+                        memcpy(&e.r.ch, &r.ch, sizeof(ChPart))
+                        memcpy(&e.r.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
+                        e.r.has_ch = 1
                     else:
-                        memcpy(&out.sh, &r.sh, sizeof(ShPart))
-                        out.has_sh = 1
+                        memcpy(&e.r.sh, &r.sh, sizeof(ShPart))
+                        e.r.has_sh = 1
                     pt_unlink(&self.ix, j)
                     pt_free(&self.ix, j)
-                    self._emit(&out, TR_NONE)
+                    self._emit(&e.r, TR_NONE)
                     return 0
                 self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
                 return 0
@@ -1096,22 +1123,35 @@ cdef class TlsTable:
         return self._reasm_fail(i, TR_MALFORMED)
 
     # ---- QUIC Initials ----------------------------------------------------------------------
+    cdef uint32_t _qcell(self, const uint8_t *a, uint16_t ap, const uint8_t *b, uint16_t bp,
+                         uint8_t ipv) noexcept nogil:
+        """The index cell of a connection's endpoint pair, the same for both directions."""
+        cdef uint32_t h = ((fold_ip(a, ipv) * 2654435761u) ^ ap) * 2246822519u
+        h += ((fold_ip(b, ipv) * 2654435761u) ^ bp) * 2246822519u
+        h ^= h >> 15
+        h *= 2654435761u
+        h ^= h >> 13
+        return h & (self.nqcells - 1)
+
     cdef int32_t _qfind(self, L34 *l, bint *from_client) noexcept nogil:
+        # at most one used slot holds a given endpoint pair (either direction): _qnew is called
+        # only when none does, or after the one that did was dropped
         cdef int32_t i
         cdef QConn *c
         cdef int alen = 4 if l.ip_version == 4 else 16
-        for i in range(self.max_quic):
+        i = self.qcells[self._qcell(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)]
+        while i != -1:
             c = &self.q[i]
-            if not c.used or c.ipv != l.ip_version:
-                continue
-            if (c.cport == l.src_port and c.sport == l.dst_port and memcmp(c.cli, l.src, alen) == 0
-                    and memcmp(c.srv, l.dst, alen) == 0):
-                from_client[0] = True
-                return i
-            if (c.sport == l.src_port and c.cport == l.dst_port and memcmp(c.srv, l.src, alen) == 0
-                    and memcmp(c.cli, l.dst, alen) == 0):
-                from_client[0] = False
-                return i
+            if c.ipv == l.ip_version:
+                if (c.cport == l.src_port and c.sport == l.dst_port and memcmp(c.cli, l.src, alen) == 0
+                        and memcmp(c.srv, l.dst, alen) == 0):
+                    from_client[0] = True
+                    return i
+                if (c.sport == l.src_port and c.cport == l.dst_port and memcmp(c.srv, l.src, alen) == 0
+                        and memcmp(c.cli, l.dst, alen) == 0):
+                    from_client[0] = False
+                    return i
+            i = self.qnext[i]
         return -1
 
     cdef int _qfinish_side(self, QConn *c, bint client) except -1 nogil:
@@ -1147,9 +1187,13 @@ cdef class TlsTable:
 
     cdef int _qdrop(self, int32_t i, bint timeout) except -1 nogil:
         cdef QConn *c = &self.q[i]
+        cdef int32_t *pp = &self.qcells[self.qcellof[i]]
         if timeout and not (c.c.hellos and c.s.hellos):
             self.cnt[<int>TC_QUIC_TIMEOUT] += 1
-        c.used = 0
+        while pp[0] != i:
+            pp = &self.qnext[pp[0]]
+        pp[0] = self.qnext[i]
+        self.qused[i] = 0
         self.nq -= 1
         return 0
 
@@ -1157,10 +1201,11 @@ cdef class TlsTable:
         cdef int32_t i, oldest = -1
         cdef QConn *c
         cdef uint32_t k, key = 2166136261u
+        cdef uint32_t cell
         for i in range(self.max_quic):
-            if not self.q[i].used:
+            if not self.qused[i]:
                 break
-            if oldest == -1 or self.q[i].stamp < self.q[oldest].stamp:
+            if oldest == -1 or self.qstamp[i] < self.qstamp[oldest]:
                 oldest = i
         else:
             i = oldest
@@ -1168,8 +1213,15 @@ cdef class TlsTable:
                 self.cnt[<int>TC_QUIC_EVICTED] += 1      # evicted before both hellos were seen
             self._qdrop(i, False)
         c = &self.q[i]
-        memset(c, 0, sizeof(QConn))
-        c.used = 1
+        # zeroed: everything but the two CRYPTO buffers (read only where `have` marks bytes)
+        memset(c, 0, <size_t>(<char *>&c.c.buf[0] - <char *>c))
+        memset(&c.c.have[0], 0, <size_t>(<char *>&c.s.buf[0] - <char *>&c.c.have[0]))
+        memset(&c.s.have[0], 0, sizeof(QConn) - <size_t>(<char *>&c.s.have[0] - <char *>c))
+        self.qused[i] = 1
+        cell = self._qcell(l.src, l.src_port, l.dst, l.dst_port, l.ip_version)
+        self.qcellof[i] = cell
+        self.qnext[i] = self.qcells[cell]
+        self.qcells[cell] = i
         self.nq += 1
         memcpy(c.cli, l.src, 4 if l.ip_version == 4 else 16)
         memcpy(c.srv, l.dst, 4 if l.ip_version == 4 else 16)
@@ -1184,7 +1236,7 @@ cdef class TlsTable:
         for k in range(h.dcid_len):
             key = (key ^ c.odcid[k]) * 16777619u
         c.key = key
-        c.stamp = self.now
+        self.qstamp[i] = self.now
         if quic_initial_keys(h.version, c.odcid, c.odcid_len, &c.ck, &c.sk) != QUIC_OK:
             self._qdrop(i, False)
             return -1
@@ -1256,7 +1308,7 @@ cdef class TlsTable:
                 off += h.end                # h.end is relative to the packet at d + off
                 continue
             self.cnt[<int>TC_QUIC_INITIAL] += 1
-            c.stamp = self.now
+            self.qstamp[ci] = self.now
             q = &c.c if from_client else &c.s
             got = False
             if not q.done:
@@ -1286,7 +1338,7 @@ cdef class TlsTable:
         if self.nq == 0:
             return 0
         for i in range(self.max_quic):
-            if self.q[i].used and (all_ or self.q[i].stamp < limit):
+            if self.qused[i] and (all_ or self.qstamp[i] < limit):
                 self._qdrop(i, True)
         return 0
 

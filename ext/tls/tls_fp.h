@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "digest.h"        /* MD5 / SHA-256 fetched once, one context per thread */
+#include "digest.h"        /* MD5 / SHA-256: libcrypto's low-level one-shot functions */
 #include "util.h"          /* wt_u32_dec */
 
 #include "tls_hello.h"
@@ -22,13 +22,25 @@ static inline void tls_sb_c(tls_sb *s, char c) {
     if (s->n + 1 >= s->cap) { s->over = 1; return; }
     s->b[s->n++] = c;
 }
+/* tls_sb_dec / tls_sb_hex4 write in place when the room is there (the common case: one
+ * capacity test instead of one per character); else character by character, as tls_sb_c,
+ * so a string that does not fit ends the same way */
 static inline void tls_sb_dec(tls_sb *s, uint32_t v) {
     char t[10];
-    size_t k = wt_u32_dec(v, t), i;
+    size_t k, i;
+    if (s->n + 10 < s->cap) { s->n += (uint32_t)wt_u32_dec(v, s->b + s->n); return; }
+    k = wt_u32_dec(v, t);
     for (i = 0; i < k; i++) tls_sb_c(s, t[i]);
 }
 static inline void tls_sb_hex4(tls_sb *s, uint32_t v) {
     static const char hx[] = "0123456789abcdef";
+    if (s->n + 4 < s->cap) {
+        char *o = s->b + s->n;
+        o[0] = hx[(v >> 12) & 15]; o[1] = hx[(v >> 8) & 15];
+        o[2] = hx[(v >> 4) & 15]; o[3] = hx[v & 15];
+        s->n += 4;
+        return;
+    }
     tls_sb_c(s, hx[(v >> 12) & 15]); tls_sb_c(s, hx[(v >> 8) & 15]);
     tls_sb_c(s, hx[(v >> 4) & 15]); tls_sb_c(s, hx[v & 15]);
 }
