@@ -5,17 +5,15 @@
  * EVP_sha1() is fetched from the provider again on every initialisation, and EVP_Digest also
  * allocates and frees a context per call. Measured on this machine for a 38-byte SHA-1 (the
  * Community ID input): ~450-660 ns per digest that way, ~130 ns with the algorithm fetched
- * once and a context reused. Even that reused EVP context pays OpenSSL 3's provider plumbing
- * per digest (EVP_DigestInit_ex2 takes and drops references, Final goes through the provider):
- * a 150-byte MD5 took 353 ns that way and 307 ns with libcrypto's MD5_Init/Update/Final on a
- * stack context, a SHA-256 194 vs 145 ns (OpenSSL 3.0.19, thread CPU time), at four digests
- * per handshake. So the digests are libcrypto's low-level functions (deprecated in 3.0, not
- * removed; same algorithms, same bytes): no state, no allocation, any thread.
+ * once and a context reused. So, as ext/tls/quic_crypto.h does for its SHA-256: every algorithm is
+ * fetched once per module (pthread_once), and each thread keeps one EVP_MD_CTX, re-initialised
+ * per digest (EVP_DigestInit_ex2) and freed with its thread (pthread key).
  */
 #ifndef WEBTAP_DIGEST_H
 #define WEBTAP_DIGEST_H
 
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stddef.h>
 
 enum { WT_MD5 = 0, WT_SHA1 = 1, WT_SHA256 = 2, WT_N_DIGESTS = 3 };
