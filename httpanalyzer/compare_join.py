@@ -61,10 +61,6 @@ CATEGORIES = {
                                "marks the frame http.request/http.response",
     "connect_tunnel": "the answer to CONNECT: tshark hands the connection to the tunnel and does "
                       "not mark the response",
-    "message_at_boundary": "webtap finds the message inside a segment that continues an "
-                           "earlier message, at the SEQ that message's first packet told "
-                           "(an expected boundary, issue 31); tshark's first-packet mode does "
-                           "not look past the start of a segment that starts no message",
     "lower_case_status_line": "a status line with its version in lower case ('http/1.1 200'): "
                               "webtap reads a response (as Zeek), tshark 4.0 data",
     "tshark_no_request_in": "tshark leaves a response with SEQ == a request's ACK without "
@@ -262,8 +258,6 @@ def _frame_reason_not_in_tshark(info) -> str:
         return "connect_tunnel"
     if info.lower_case_status:
         return "lower_case_status_line"
-    if not info.payload_starts_message:
-        return "message_at_boundary"        # found at an expected boundary (no first packet)
     if info.http_method or "http" in layers:
         return "tshark_header_exception"
     return "unexplained"

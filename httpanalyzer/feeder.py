@@ -38,7 +38,7 @@ from httpanalyzer.consumers import choose_consumers, max_consumers
 from httpanalyzer.errors import ConsumerFailed  # noqa: F401  (raised here; its home is errors)
 from httpanalyzer.pairing import Pairer
 from webtap._ext import feeder as _fx
-from webtap._ext.dissect import SegBounds, dissect_batch
+from webtap._ext.dissect import dissect_batch
 from webtap.records import http as records
 from webtap.records.message import DISSECT_REASONS, MSGF_MID_SEGMENT
 
@@ -51,8 +51,7 @@ FEED_DTYPE = _fx.feed_dtype()
 #: dissector counters only parsing a message can tell: the consumers count these, the reader
 #: (classify_packets) counts every other one
 MESSAGE_COUNTERS = ("uri_truncated", "headers_incomplete", "line_too_long", "mid_segment_request",
-                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http",
-                    "boundary_unwatched")
+                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http")
 
 
 class PacketBatch:
@@ -144,10 +143,6 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
         table = pairer.table
         dissect_counts = np.zeros(len(DISSECT_REASONS), dtype=np.uint64)
-        # A table of no room: the segment that holds a message's expected boundary does not
-        # start a message, so the reader routes it to no consumer; each boundary the single
-        # walk would keep is counted here (boundary_unwatched; docs/FEEDER.md).
-        no_bounds = SegBounds(0)
         pair_s = send_s = 0.0
         last_send = time.perf_counter()
         while True:
@@ -165,7 +160,7 @@ def _consumer_main(cid: int, path: str, region_bytes: int, conn, ppid: int, gc_t
                 pass
             elif kind == _fx.FRAME_PKTS:
                 # HTTP first packets: dissect here (the reader only routed them), then pair
-                found, cnt = dissect_batch(msgs, data, None, None, 0, no_bounds)
+                found, cnt = dissect_batch(msgs, data)
                 dissect_counts += cnt
                 first = (found["flags"] & MSGF_MID_SEGMENT) == 0
                 if int(first.sum()) != len(msgs):

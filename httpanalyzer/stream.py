@@ -21,7 +21,6 @@ import numpy as np
 
 from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
-from webtap._ext.dissect import SegBounds
 from webtap.pipeline import Pipeline, is_pipe
 from webtap.stream import Totals, merge_by_time
 
@@ -34,8 +33,7 @@ __all__ = ["analyze", "iter_record_batches", "Summary"]
 
 def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = False,
                      progress: bool | None = None, executor: str | None = None,
-                     dissector=None, packet_hook=None, on_ready=None,
-                     seg_bounds=None) -> Iterator[tuple]:
+                     dissector=None, packet_hook=None, on_ready=None) -> Iterator[tuple]:
     """(msgs, data, last_packet_ts_ns) per packet batch of one trace (or live interface), from
     the one pipeline (webtap.pipeline); its totals land in `stats` when the source ends. One
     unreadable file does not end the stream: it is listed in stats.unreadable and the others
@@ -43,10 +41,10 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
     messages when packet_hook has a watch list; the feeder's reader passes classify_packets:
     msgs are then the HTTP first packets, which its consumers dissect). packet_hook: a stage of
     the same pipeline (the one-pass TLS records). on_ready (live): called with the capture once
-    it is open and filtered. seg_bounds: the trace's expected message boundaries (SegBounds)."""
+    it is open and filtered."""
     pipe = Pipeline(path, [packet_hook] if packet_hook is not None else [], bpf=bpf, live=live,
                     executor=executor, progress=progress, skip_unreadable=True,
-                    dissector=dissector, on_ready=on_ready, seg_bounds=seg_bounds)
+                    dissector=dissector, on_ready=on_ready)
     if not stats.executor:
         stats.executor = f"{pipe.executor}: {pipe.why}"
     gen = pipe.batches()
@@ -170,8 +168,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                         consumers: int | None = None, feeder: dict | None = None,
                         feeder_options: dict | None = None, packet_hook=None,
                         capture: str | None = None, max_packets: int | None = None,
-                        on_ready=None, boundaries: bool = True,
-                        **table_options) -> Iterator[pa.RecordBatch]:
+                        on_ready=None, **table_options) -> Iterator[pa.RecordBatch]:
     """Stream records as Arrow batches (records.SCHEMA) from one trace or several (merged by
     capture time as one stream), or with live=True from one interface until Ctrl-C (which ends
     the input: everything waiting is flushed and yielded). Memory is bounded by the GC window
@@ -193,11 +190,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     once the consumers have processed that many packets (else Ctrl-C ends it).
     on_ready (live): called once the capture is ready to keep every packet -- with the
     LiveCapture (its describe() is the readiness line), or with None for a fanout capture once
-    every consumer reads its ring.
-    boundaries (one process): the walk keeps each trace's expected message boundaries
-    (webtap._ext.dissect.SegBounds: a message that starts inside a later segment after one whose
-    first packet told its length; docs/ACCURACY.md); False: the first-packet rule alone, as the
-    feeder's consumers see it (docs/FEEDER.md)."""
+    every consumer reads its ring."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [os.fspath(s) for s in sources]
@@ -217,14 +210,6 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
                                    max_packets, options, table_options)
         return
     dissector = None
-
-    def bounds():
-        # one table of expected message boundaries per trace (its own flows), made when the
-        # trace's walk starts; the feeder's walk is its consumers' (httpanalyzer.feeder)
-        if consumers or not boundaries:
-            return None
-        return SegBounds(gc_timeout_ns=max(1, int(gc_timeout * 1e9)))
-
     if consumers:
         from httpanalyzer.feeder import FeederPairer, classify_packets
 
@@ -244,12 +229,10 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         # -> 0.115 s wall, 0.155 -> 0.179 s CPU, on a loaded 2-core machine). Not live: Ctrl-C
         # must reach the capture loop, which only the main thread sees.
         gens = [_message_batches(sources[0], bpf, stats, progress=progress, executor="readahead",
-                                 dissector=dissector, packet_hook=packet_hook,
-                                 seg_bounds=bounds())]
+                                 dissector=dissector, packet_hook=packet_hook)]
     else:
         gens = [_message_batches(p, bpf, stats, live=live, progress=progress, executor="inline",
-                                 dissector=dissector, packet_hook=packet_hook, on_ready=on_ready,
-                                 seg_bounds=bounds())
+                                 dissector=dissector, packet_hook=packet_hook, on_ready=on_ready)
                 for p in sources]
         if len(sources) > 1 and not stats.executor:
             stats.executor = (f"inline: {len(sources)} inputs, their messages merged by capture "

@@ -210,7 +210,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,
-            tls_watch=None, tcp_events: bool | int = False, seg_bounds=None) -> MessageBatch:
+            tls_watch=None, tcp_events: bool | int = False) -> MessageBatch:
     """Find the HTTP first packets of a packet batch.
 
     packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
@@ -220,9 +220,6 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     stage's messages (MessageBatch.tls).
     tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events); 2: only
     those with payload or FIN/RST (the TLS exchange stage's input).
-    seg_bounds: the stream's expected message boundaries (webtap._ext.dissect.SegBounds, one per
-    trace, every batch in order): a message that starts inside a later segment, after a message
-    whose first packet told its length, is found too (docs/ACCURACY.md).
     """
     packets = np.asarray(packets)
     if packets.dtype != PACKET_DTYPE:
@@ -231,15 +228,14 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     if data.dtype != np.uint8 or data.ndim != 1:
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
     if tcp_events:
-        msgs, counters, tls, ev = _ext.dissect_batch(packets, data, reasons, tls_watch, int(tcp_events),
-                                                     seg_bounds)
+        msgs, counters, tls, ev = _ext.dissect_batch(packets, data, reasons, tls_watch, int(tcp_events))
         return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls,
                             tls_watch=tls_watch, tcp_events=ev)
     if tls_watch is not None:
-        msgs, counters, tls = _ext.dissect_batch(packets, data, reasons, tls_watch, 0, seg_bounds)
+        msgs, counters, tls = _ext.dissect_batch(packets, data, reasons, tls_watch)
         return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters), tls=tls,
                             tls_watch=tls_watch)
-    msgs, counters = _ext.dissect_batch(packets, data, reasons, None, 0, seg_bounds)
+    msgs, counters = _ext.dissect_batch(packets, data, reasons)
     return MessageBatch(msgs=msgs, data=data, counters=_counter_dict(counters))
 
 

@@ -14,10 +14,8 @@
 - **The walk**: webtap.dissect.dissect once per packet batch, with what the stages ask of it: the
   first stage that has a `tls_watch` (the TLS stage's watch list) gets the TLS and QUIC messages
   in the same walk (MessageBatch.tls); a stage with `tcp_events = True` (the URL filter's timing
-  table) gets the TCP events. `seg_bounds` (webtap._ext.dissect.SegBounds): the walk keeps the
-  trace's expected message boundaries there (docs/ACCURACY.md "Messages inside a segment").
-  `dissector=` replaces the walk (the feeder's reader only classifies packets: its consumers
-  dissect).
+  table) gets the TCP events. `dissector=` replaces the walk (the feeder's reader only
+  classifies packets: its consumers dissect).
 - **Stages**: objects with `feed(batch, mb)` and `finish()`; a non-None return value of either is
   an output of the run (`outputs()` yields it). The stages of a run see every batch in order,
   in this thread.
@@ -78,8 +76,7 @@ class Pipeline:
     def __init__(self, sources, stages: Iterable = (), *, bpf: str | None = None,
                  live: bool = False, executor: str | None = None, progress: bool | None = False,
                  skip_unreadable: bool = False, totals: Totals | None = None,
-                 dissector=None, on_source=None, on_ready=None, tick=None, seg_bounds=None,
-                 **open_kw):
+                 dissector=None, on_source=None, on_ready=None, tick=None, **open_kw):
         if isinstance(sources, (str, os.PathLike)):
             sources = [sources]
         # paths, or source objects that open themselves (webtap.rangeplan.FileRange: a chunk)
@@ -103,7 +100,6 @@ class Pipeline:
         self.on_ready = on_ready
         self.tick = tick
         self.open_kw = open_kw
-        self.seg_bounds = seg_bounds      # the walk's expected boundaries (SegBounds), or None
         self.walk = dissector if dissector is not None else self._walk()
 
     def _walk(self):
@@ -114,10 +110,9 @@ class Pipeline:
         # payload, FIN or RST (the TLS exchange stage); the walk serves the widest asked
         modes = {int(getattr(s, "tcp_events", 0) or 0) for s in self.stages}
         events = 1 if 1 in modes else (2 if 2 in modes else 0)
-        if watch is None and not events and self.seg_bounds is None:
+        if watch is None and not events:
             return dissect
-        return functools.partial(dissect, tls_watch=watch, tcp_events=events,
-                                 seg_bounds=self.seg_bounds)
+        return functools.partial(dissect, tls_watch=watch, tcp_events=events)
 
     def batches(self) -> Iterator[tuple[Batch, MessageBatch]]:
         """(packet batch, its MessageBatch) for every batch of every source: the walk's output,

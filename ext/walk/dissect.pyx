@@ -10,7 +10,7 @@ written down in docs/ACCURACY.md.
 Every per-packet helper here is `noexcept nogil`: nothing in it can fail except by reading bad
 input, and bad input is an outcome (a DissectReason code, counted), never an exception.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 cimport numpy as cnp
@@ -22,7 +22,7 @@ import numpy as np
 from webtap.records.message import MESSAGE_DTYPE as _MESSAGE_DTYPE, PACKET_DTYPE as _PACKET_DTYPE
 
 from packet cimport PacketRef
-from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq, wt_zalloc
+from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
 from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse, l34_msg_encap,
                  l34_count_encap, ENC_N)
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
@@ -45,36 +45,8 @@ from message cimport (
     DR_IP_BAD_HEADER, DR_IP_FRAGMENT, DR_NOT_TCP, DR_TCP_TRUNCATED, DR_TCP_BAD_OFFSET,
     DR_NO_PAYLOAD, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE, DR_URI_TRUNCATED,
     DR_HEADERS_INCOMPLETE, DR_LINE_TOO_LONG, DR_PAYLOAD_TRUNCATED, DR_MID_REQUEST,
-    DR_MID_RESPONSE, DR_BODY_CONTINUES, DR_LENGTH_UNKNOWN, DR_REST_NOT_HTTP, DR_LINE_SPLIT,
-    DR_BOUNDARY_KEPT, DR_BOUNDARY_MESSAGE, DR_BOUNDARY_EVICTED, DR_BOUNDARY_UNWATCHED, DR_N,
+    DR_MID_RESPONSE, DR_BODY_CONTINUES, DR_LENGTH_UNKNOWN, DR_REST_NOT_HTTP, DR_LINE_SPLIT, DR_N,
 )
-
-cdef extern from "segbound.h" nogil:
-    ctypedef struct wt_sb_entry:
-        uint32_t seq
-        uint32_t origin_end
-        uint8_t used
-    ctypedef struct wt_sb:
-        wt_sb_entry *e
-        uint64_t *tags
-        uint32_t *pend
-        uint32_t sets
-        uint32_t live
-        int64_t timeout_ns
-    int WT_SB_WAYS
-    int WT_SB_QUICK
-    void wt_sb_init(wt_sb *t, uint32_t capacity, int64_t timeout_ns)
-    void wt_sb_free(wt_sb *t)
-    uint64_t wt_sb_hash(const uint8_t *src, const uint8_t *dst, uint16_t sport, uint16_t dport,
-                        uint8_t ver)
-    wt_sb_entry *wt_sb_find(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst,
-                            uint16_t sport, uint16_t dport, uint8_t ver, int64_t now)
-    int wt_sb_put(wt_sb *t, uint64_t h, const uint8_t *src, const uint8_t *dst, uint16_t sport,
-                  uint16_t dport, uint8_t ver, uint32_t seq, uint32_t origin_end, int64_t now)
-    void wt_sb_drop(wt_sb *t, wt_sb_entry *e)
-    void wt_sb_use(wt_sb *t, wt_sb_entry *e, uint32_t origin_end)
-    bint wt_sb_maybe(const wt_sb *t, const uint8_t *src, const uint8_t *dst, uint16_t sport,
-                     uint16_t dport, uint8_t ver)
 
 cnp.import_array()
 
@@ -393,7 +365,6 @@ cdef inline int _msg_end(const uint8_t *q, uint32_t n, uint32_t wire, const Http
     if b.cl_state == CL_VALID:
         e = h + b.cl
         if e > wire:
-            end[0] = e                            # past the segment: the expected boundary
             return END_CONTINUES
         end[0] = e
         return END_KNOWN
@@ -630,8 +601,7 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
 
 
 cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py_ssize_t k,
-                               Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt, uint32_t mstart,
-                               uint64_t *cont) noexcept nogil:
+                               Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt) noexcept nogil:
     """The messages after msgs[k - 1], the packet's first message (p: the packet, *l: its walk,
     *b: the first message's BodyInfo), that start in the same segment: while a message's end is
     known from this packet (_msg_end) and bytes follow it, they are looked at as the start of a
@@ -642,25 +612,18 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
     payload_* up to it (messages partition the segment: seq + payload_len is the next one's
     seq). Why the chain stops is counted (body_continues, length_unknown, rest_not_http).
     The caller leaves room for 1 + caplen / 5 messages (each but the last takes at least five
-    bytes: "GET\n\n"); msgs[kmax - 1] is the last row there is room for, whatever. mstart:
-    where msgs[k - 1] starts in the payload (0, or a kept boundary's offset). *cont gets the
-    payload offset just past the last message when its length is known and runs past the
-    segment (Content-Length: the next message's offset, beyond the segment), else 0. Returns
-    the new k."""
+    bytes: "GET\n\n"); msgs[kmax - 1] is the last row there is room for, whatever. Returns the
+    new k."""
     cdef const uint8_t *q = p + l.payload_off
-    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, end, s, t, ltl = 0
+    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, mstart = 0, end, s, t, ltl = 0
     cdef uint64_t e = 0
     cdef int st, kind, mid
     cdef HttpMsg *prev = &msgs[k - 1]
     cdef HttpMsg *m
-    cont[0] = 0
     while b.hdr_end != 0:
-        e = 0
         st = _msg_end(q + mstart, n - mstart, wire - mstart, prev, b, &e)
         if st == END_CONTINUES:
             cnt[<int>DR_BODY_CONTINUES] += 1
-            if e != 0:
-                cont[0] = mstart + e
             break
         if st == END_UNKNOWN:
             cnt[<int>DR_LENGTH_UNKNOWN] += 1
@@ -708,130 +671,6 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
         k += 1
         prev = m
         mstart = end
-    return k
-
-
-# ---------------------------------------------------------------------------------------------
-# Expected boundaries (ext/walk/segbound.h): a message whose first packet tells its whole length
-# (the header block ends there; Content-Length, or no body) but that continues past the packet
-# ends at a known SEQ, where the next message of the direction starts. The walk keeps it and
-# looks at the later segment that holds it (docs/ACCURACY.md "Messages inside a segment").
-# ---------------------------------------------------------------------------------------------
-cdef inline bint _seq_before(uint32_t a, uint32_t b) noexcept nogil:
-    """a is before b in sequence space (serial arithmetic, RFC 1982; RFC 9293 3.4)."""
-    return <int32_t>(a - b) < 0
-
-
-cdef inline uint64_t _sb_key(const L34 *l) noexcept nogil:
-    return wt_sb_hash(l.src, l.dst, l.src_port, l.dst_port, l.ip_version)
-
-
-cdef inline void _sb_keep(wt_sb *t, const L34 *l, uint64_t h, uint64_t cont, int64_t ts,
-                          uint64_t *cnt) noexcept nogil:
-    """A message of this segment runs past it to payload offset cont (0: no known end): keep
-    its end as the direction's next message's SEQ. A boundary 2^31 bytes or more past the
-    segment cannot be told apart from one before it (serial arithmetic) and is not kept (it
-    stays counted body_continues)."""
-    cdef int r
-    if cont == 0 or cont - l.payload_len >= <uint64_t>0x80000000U:
-        return
-    r = wt_sb_put(t, h, l.src, l.dst, l.src_port, l.dst_port, l.ip_version,
-                  l.seq + <uint32_t>cont, l.seq + l.payload_len, ts)
-    if r < 0:
-        cnt[<int>DR_BOUNDARY_UNWATCHED] += 1
-        return
-    cnt[<int>DR_BOUNDARY_KEPT] += 1
-    if r > 0:
-        cnt[<int>DR_BOUNDARY_EVICTED] += 1
-
-
-cdef inline void _sb_first(wt_sb *t, const L34 *l, uint64_t cont, int64_t ts,
-                           uint64_t *cnt) noexcept nogil:
-    """After a packet whose payload starts a message, and the messages after it in the segment
-    (whose last runs past it to payload offset cont, or 0). The direction's entry: a packet
-    that starts before the end of the segment that made it is an older one (a retransmitted
-    copy) and changes nothing; otherwise a boundary inside this segment was looked at by its
-    chain (used), and one outside is replaced by what this packet tells (the direction moved on
-    to a new message: also the Content-Length of an answer to HEAD, which has no body)."""
-    cdef uint64_t h = 0
-    cdef wt_sb_entry *en = NULL
-    if t.live != 0 or (cont != 0 and t.sets != 0):
-        h = _sb_key(l)
-        en = wt_sb_find(t, h, l.src, l.dst, l.src_port, l.dst_port, l.ip_version, ts)
-    if en != NULL:
-        if _seq_before(l.seq, en.origin_end):
-            return
-        if cont == 0:
-            if en.seq - l.seq < l.payload_len:
-                wt_sb_use(t, en, l.seq + l.payload_len)
-            elif not en.used:
-                wt_sb_drop(t, en)
-            return
-    _sb_keep(t, l, h, cont, ts, cnt)
-
-
-cdef Py_ssize_t _sb_segment(wt_sb *t, const uint8_t *p, const L34 *l, HttpMsg *msgs,
-                            Py_ssize_t k, Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt,
-                            int64_t ts, uint64_t index, uint64_t poff,
-                            uint16_t linktype) noexcept nogil:
-    """A segment whose payload does not start a message (p: the packet, *l: its walk). When the
-    direction's kept boundary lies inside it (not at offset 0, the first-packet rule's place),
-    the bytes there are looked at as a payload's first bytes are: a message found there goes to
-    msgs[k] (MSGF_MID_SEGMENT, seg_off its offset), then the messages after it as
-    _more_messages finds them, and the last one's end is kept in turn. Bytes there that start
-    no message are counted rest_not_http, a boundary past the captured bytes (or past 65535)
-    length_unknown. The entry is marked used either way: a copy of the segment does nothing.
-    Returns the new k."""
-    cdef uint64_t h, cont = 0
-    cdef wt_sb_entry *en
-    cdef uint32_t off, n = l.payload_caplen, wire = l.payload_len, s = 0, tk = 0, ltl = 0
-    cdef int kind, mid = 0
-    cdef const uint8_t *q = p + l.payload_off
-    cdef HttpMsg *m
-    if not wt_sb_maybe(t, l.src, l.dst, l.src_port, l.dst_port, l.ip_version):
-        return k                # no unused entry can be the direction's (most segments)
-    h = _sb_key(l)
-    en = wt_sb_find(t, h, l.src, l.dst, l.src_port, l.dst_port, l.ip_version, ts)
-    if en == NULL or en.used:
-        return k
-    off = en.seq - l.seq
-    if off >= wire:
-        return k                # before this segment (left to the GC) or after it (later)
-    wt_sb_use(t, en, l.seq + wire)
-    if off == 0:
-        return k                # the first-packet rule's place: it looked (not_http)
-    if off >= n or off > 0xFFFF:
-        cnt[<int>DR_LENGTH_UNKNOWN] += 1
-        return k
-    kind = http_start(q + off, n - off, wire - off, &s, &tk, &mid)
-    if kind == 0:
-        cnt[<int>DR_REST_NOT_HTTP] += 1
-        return k
-    if k >= kmax:
-        return k                # cannot happen (the caller's room); never overrun
-    m = &msgs[k]
-    _fill_l34(m, l)
-    m.flags = MSGF_MID_SEGMENT
-    m.seq = l.seq + off
-    m.seg_off = <uint16_t>off
-    m.payload_off = l.payload_off + off
-    m.payload_caplen = n - off
-    m.payload_len = wire - off
-    if m.payload_caplen < m.payload_len:
-        m.flags |= MSGF_PAYLOAD_TRUNCATED
-    b.hdr_end = 0
-    _parse_message(p, l.payload_off + off, n - off, kind, s, tk, mid, m, &ltl, b)
-    m.ts_ns = ts
-    m.pkt_index = index
-    m.pkt_offset = poff
-    m.linktype = linktype
-    cnt[<int>(DR_MID_REQUEST if kind == MSG_REQUEST else DR_MID_RESPONSE)] += 1
-    cnt[<int>DR_BOUNDARY_MESSAGE] += 1
-    cnt[<int>DR_LINE_TOO_LONG] += ltl
-    k += 1
-    if b.hdr_end != 0:
-        k = _more_messages(p, l, msgs, k, kmax, b, cnt, off, &cont)
-    _sb_keep(t, l, h, cont, ts, cnt)
     return k
 
 
@@ -934,44 +773,8 @@ def tcp_event_size():
     return sizeof(TcpEvent)
 
 
-cdef class SegBounds:
-    """The walk's expected message boundaries (ext/walk/segbound.h) for one stream of packets:
-    pass the same object to every dissect_batch of a trace, in packet order. capacity: entries
-    (flow directions) kept at most, rounded up to a power of two (memory: 72 bytes each and
-    64 KiB, zeroed pages touched as entries are made); 0 keeps none and counts each boundary
-    it could have kept (boundary_unwatched). gc_timeout_ns: capture time after which an unused boundary is stale
-    (the pairing table's GC window)."""
-    cdef wt_sb t
-
-    def __cinit__(self, capacity=65536, gc_timeout_ns=60_000_000_000):
-        cdef size_t n
-        if not 0 <= capacity <= (1 << 22):
-            raise ValueError("capacity must be 0 .. 4194304")
-        if gc_timeout_ns <= 0:
-            raise ValueError("gc_timeout_ns must be positive")
-        wt_sb_init(&self.t, <uint32_t>capacity, <int64_t>gc_timeout_ns)
-        n = <size_t>self.t.sets * WT_SB_WAYS
-        if n:
-            self.t.e = <wt_sb_entry *>wt_zalloc(n, sizeof(wt_sb_entry))
-            self.t.tags = <uint64_t *>wt_zalloc(n, sizeof(uint64_t))
-            self.t.pend = <uint32_t *>wt_zalloc(WT_SB_QUICK, sizeof(uint32_t))
-
-    def __dealloc__(self):
-        wt_sb_free(&self.t)
-
-    @property
-    def capacity(self):
-        """Entries the table can hold."""
-        return self.t.sets * 8
-
-    @property
-    def live(self):
-        """Entries held now (used ones included: they keep copies from doing anything)."""
-        return self.t.live
-
-
 def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None,
-                  int tcp_events=0, SegBounds bounds=None):
+                  int tcp_events=0):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
@@ -991,11 +794,6 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     (ext/walk/message.pxd), one per TCP segment, in packet order. tcp_events=2 (TCP_EVENTS_DATA): only
     the segments that carry payload or FIN/RST (the TLS exchange stage's input, issue 33: a pure
     ACK says nothing to it).
-
-    bounds: the stream's SegBounds: a message whose first packet tells its whole length but
-    that continues past the packet leaves its end there, and the later segment of its direction
-    that holds that SEQ gives the next message (_sb_segment), in that packet's place in msgs.
-    Without it, no state is kept between packets.
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i = 0, k = 0, k0, j
@@ -1022,8 +820,6 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     cdef cnp.ndarray eout = None
     cdef TcpEvent *ev = NULL
     cdef Py_ssize_t ke = 0
-    cdef wt_sb *sb = &bounds.t if bounds is not None else NULL
-    cdef uint64_t cont = 0
     if tcp_events:
         eout = np.empty(n * sizeof(TcpEvent), dtype=np.uint8)
         ev = <TcpEvent *>cnp.PyArray_DATA(eout)
@@ -1071,17 +867,8 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                     cnt[<int>DR_LINE_TOO_LONG] += ltl
                     k0 = k
                     k += 1
-                    cont = 0
                     if bi.hdr_end != 0:
-                        k = _more_messages(base + poff, &l, msgs, k, cap, &bi, cnt, 0, &cont)
-                    if sb != NULL:
-                        _sb_first(sb, &l, cont, refs[i].ts_ns, cnt)
-                    for j in range(k0, k):
-                        _count_msg(cnt, &msgs[j])
-                elif r == DR_NOT_HTTP and sb != NULL and sb.live != 0:
-                    k0 = k
-                    k = _sb_segment(sb, base + poff, &l, msgs, k, cap, &bi, cnt, refs[i].ts_ns,
-                                    refs[i].index, poff, refs[i].linktype)
+                        k = _more_messages(base + poff, &l, msgs, k, cap, &bi, cnt)
                     for j in range(k0, k):
                         _count_msg(cnt, &msgs[j])
                 i += 1

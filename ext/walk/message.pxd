@@ -159,13 +159,6 @@ cdef enum DissectReason:
     DR_REST_NOT_HTTP          # a message's end is known and the bytes after it start no message
     DR_LINE_SPLIT             # a whole payload that is only the beginning of a request or status
                               # line ("G", then the rest): not read (no reassembly)
-    # Expected boundaries (ext/walk/segbound.h; docs/ACCURACY.md "Messages inside a segment"): a
-    # message whose first packet tells its whole length but that continues past the packet.
-    DR_BOUNDARY_KEPT          # boundaries kept (the next message's SEQ in that direction)
-    DR_BOUNDARY_MESSAGE       # messages found at a kept boundary inside a later segment
-    DR_BOUNDARY_EVICTED       # kept boundaries pushed out, unused, by the table's cap
-    DR_BOUNDARY_UNWATCHED     # boundaries a walk without a table could not keep (the feeder's
-                              # consumers: the segment holding it is routed to none of them)
     # Encapsulations (ext/walk/l34.pxd EncapKind): packets whose walk crossed each layer, whatever
     # their outcome; DR_ENC_GRE + kind - 1, in EncapKind order.
     DR_ENCAP_TOO_DEEP         # walks given up after L34_MAX_ENCAP layers (counted not_ip too)

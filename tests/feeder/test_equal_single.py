@@ -34,9 +34,7 @@ def all_traces():
     if not files:
         pytest.skip(f"shared traces absent: {TRACES}")
     s = Summary()
-    # the first-packet rule alone: the feeder's consumers keep no expected boundaries (the
-    # segment that holds one is routed to none of them; docs/FEEDER.md, test_boundaries.py)
-    df = httpanalyzer.analyze(files, summary=s, boundaries=False)
+    df = httpanalyzer.analyze(files, summary=s)
     return files, df, s
 
 
@@ -55,9 +53,6 @@ def test_all_traces_as_one_stream(all_traces, n):
     for k in ("messages", "paired", "paired_after_interim", "request_repeat", "response_repeat"):
         assert s.pairing[k] == s1.pairing[k], k
     # the reader counts what it walked, the consumers what only parsing tells: same totals
-    # ... but the boundaries the single walk would keep, which the consumers count
-    unwatched, s.dissect["boundary_unwatched"] = s.dissect["boundary_unwatched"], 0
-    assert unwatched > 0 and s1.dissect["boundary_unwatched"] == 0
     assert dict(s.dissect) == dict(s1.dissect)
     assert (s.dissect["http_request"] + s.dissect["http_response"] + s.dissect["mid_segment_request"]
             + s.dissect["mid_segment_response"]) == s1.pairing["messages"]
@@ -81,7 +76,7 @@ def test_trace_by_trace_two_consumers():
     compared = 0
     for p in sample:
         try:
-            single = httpanalyzer.analyze(str(p), boundaries=False)
+            single = httpanalyzer.analyze(str(p))
         except (OSError, ValueError, RuntimeError):
             continue
         two = httpanalyzer.analyze(str(p), consumers=2)

@@ -353,58 +353,6 @@ def check_segment(data: bytes) -> None:
                 assert po <= o and o + ln <= po + pc, f"span {f} outside its message"
     last = m[len(m) - 1]
     assert int(last["payload_off"]) + int(last["payload_len"]) == len(frame)
-    _check_segments_with_bounds(payload, sport, dport, data[0] >> 3)
-
-
-def _check_segments_with_bounds(payload: bytes, sport: int, dport: int, x: int) -> None:
-    """The same payload cut into up to three segments (x picks the cuts), the last one sent
-    twice (a retransmitted copy), walked with expected boundaries
-    (ext/walk/segbound.h, dissect.pyx _sb_segment): every message lies inside its segment at
-    seq = segment SEQ + seg_off (modulo 2^32), flagged MSGF_MID_SEGMENT exactly when seg_off is
-    not 0, no SEQ is reported twice (a copied segment adds nothing), what the walk without the
-    table finds is found with it, and the counters add up."""
-    from tests.dissect._scapy_batches import batch_from_raw
-    from webtap._ext.dissect import SegBounds
-    from webtap.dissect import dissect
-    from webtap.records.message import MSGF_MID_SEGMENT
-
-    n = len(payload)
-    if n < 2:
-        return
-    c1 = max(1, n * (x & 7) // 8)
-    c2 = c1 + (n - c1) * ((x >> 3) & 3) // 4
-    cuts = sorted({0, c1, c2, n})
-    parts = [(a, payload[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a]
-    parts.append(parts[-1])                      # a retransmitted copy of the last segment
-    frames = [_tcp_frame(p, sport, dport, (_SEG_SEQ + a) % (1 << 32), 7) for a, p in parts]
-    pk, buf = batch_from_raw([(f, 1, i, len(f)) for i, f in enumerate(frames)])
-    b = SegBounds()
-    mb = dissect(pk, buf, seg_bounds=b)
-    c, m = mb.counters, mb.msgs
-    assert len(m) == (c["http_request"] + c["http_response"] + c["mid_segment_request"]
-                      + c["mid_segment_response"])
-    assert c["boundary_message"] <= c["boundary_kept"] and c["boundary_evicted"] == 0
-    assert b.live <= 1
-    seqs, by_pkt = [], {}
-    for row in m:
-        i = int(row["pkt_index"])
-        by_pkt.setdefault(i, []).append((int(row["seq"]), int(row["seg_off"])))
-        a, part = parts[i]
-        off = int(row["seg_off"])
-        assert off < len(part)
-        assert int(row["seq"]) == (_SEG_SEQ + a + off) % (1 << 32)
-        assert bool(int(row["flags"]) & MSGF_MID_SEGMENT) == (off != 0)
-        assert int(row["payload_off"]) == 54 + off
-        assert off + int(row["payload_len"]) <= len(part)
-        if i < len(parts) - 1:
-            seqs.append(int(row["seq"]))
-    assert len(seqs) == len(set(seqs)), "a SEQ reported twice"
-    # the copy repeats a first packet's messages (the first-packet rule has no TCP state), never
-    # those found at a boundary
-    last, copy = by_pkt.get(len(parts) - 2, []), by_pkt.get(len(parts) - 1, [])
-    assert copy == (last if last and last[0][1] == 0 else []), (last, copy)
-    plain = dissect(pk[:len(parts) - 1], buf)
-    assert {int(r["seq"]) for r in plain.msgs} <= set(seqs)
 
 
 def seeds_segment(shared: str | None) -> list[bytes]:

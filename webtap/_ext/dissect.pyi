@@ -6,20 +6,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-class SegBounds:
-    def __init__(self, capacity: int = ..., gc_timeout_ns: int = ...) -> None: ...
-    @property
-    def capacity(self) -> int: ...
-    @property
-    def live(self) -> int: ...
-
 def dissect_batch(
     packets: np.ndarray,
     data: npt.NDArray[np.uint8],
     reasons: npt.NDArray[np.uint8] | None = ...,
     tls_watch: Any = ...,
     tcp_events: int = ...,
-    bounds: SegBounds | None = ...,
 ) -> (tuple[np.ndarray, npt.NDArray[np.uint64]] | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray]
       | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray | None, npt.NDArray[np.uint8]]): ...
 def tcp_event_size() -> int: ...

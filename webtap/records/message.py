@@ -184,12 +184,6 @@ DISSECT_REASONS = (
     "length_unknown",
     "rest_not_http",
     "request_line_split",
-    # expected boundaries (ext/walk/segbound.h): the next message's SEQ after a message whose
-    # first packet tells its length but that continues past it
-    "boundary_kept",
-    "boundary_message",
-    "boundary_evicted",
-    "boundary_unwatched",
     # encapsulations: packets whose walk crossed each layer (ext/walk/l34.pxd), whatever their outcome
     "encap_too_deep",
 ) + tuple("encap_" + n for n in ENCAP_NAMES[1:])
