@@ -6,6 +6,7 @@
     analysis.ccdf(analysis.response_times_s(df))      # x (s), p = P(response time >= x)
     analysis.slowest(df, by="host")                    # count, median, p95, max per host (s)
     analysis.unmatched_over_time(df)                   # unmatched records per time bin
+    analysis.content_type_counts(httpanalyzer.analyze("trace.pcap", headers=["Content-Type"]))
 
 Every function takes the DataFrame of `httpanalyzer.analyze` (the schema of
 webtap.records.http) and returns a DataFrame or an array; none re-reads a trace.
@@ -16,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["response_times_s", "ccdf", "status_counts", "method_counts", "url_lengths", "slowest",
-           "unmatched_over_time", "summary"]
+           "unmatched_over_time", "summary", "media_types", "content_type_counts"]
 
 
 def response_times_s(df: pd.DataFrame) -> np.ndarray:
@@ -57,6 +58,25 @@ def status_counts(df: pd.DataFrame) -> pd.DataFrame:
 def method_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Requests per method (count, pct), most frequent first."""
     return _counts(df["method"], "method")
+
+
+def media_types(values: pd.Series) -> pd.Series:
+    """The media type of Content-Type values (RFC 9110 8.3.1: type "/" subtype, case-insensitive;
+    the parameters after ';' and the whitespace around them dropped): 'text/html;
+    charset=UTF-8' -> 'text/html'. A null stays null; a value without '/' stays as written,
+    lower-cased (it is not a media type, and the table should show it)."""
+    s = values.astype("string")
+    return s.str.split(";", n=1).str[0].str.strip().str.lower()
+
+
+def content_type_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Responses per media type (count, pct), most frequent first, from the response_content_type
+    column that `headers=["Content-Type"]` (`--headers Content-Type`) adds: what Lin et al.'s
+    gateway checks as MIME types, seen by a pass-by analyser (issue 34). Responses whose first
+    packet holds no Content-Type are not counted."""
+    if "response_content_type" not in df.columns:
+        raise KeyError("no response_content_type column: analyze with headers=['Content-Type']")
+    return _counts(media_types(df["response_content_type"]), "media_type")
 
 
 def url_lengths(df: pd.DataFrame) -> np.ndarray:
