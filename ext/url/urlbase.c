@@ -21,16 +21,7 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
     if (h->max_key > WT_BASE_MAX_KEY) return "max_key too large";
     if (h->pal_bits < 32 && h->pal_n > (1u << h->pal_bits) && h->pal_n > 1) return "palette larger than its index width";
     if (h->n > 0 && h->pal_n == 0) return "empty palette";
-    b->h = h;
-    b->sym = mem + off[0];
-    b->symlen = mem + off[1];
-    b->palette = (const uint32_t *)(mem + off[2]);
-    b->heads = (const uint64_t *)(mem + off[3]);
-    b->offs = (const uint32_t *)(mem + off[4]);
-    b->payload = (const uint64_t *)(mem + off[5]);
-    b->blob = mem + off[6];
-    b->n = h->n; b->block = h->block; b->n_blocks = h->n_blocks; b->pal_bits = h->pal_bits;
-    b->max_key = h->max_key; b->image_bytes = size;
+    wt_base_bind(b, mem, size, off);
     for (c = 0; c < 256; c++)
         if (b->symlen[c] > 8 || (c == WT_BASE_ESC && b->symlen[c] != 0)) return "bad symbol length";
     if (b->offs[0] != 0 || b->offs[b->n_blocks] != h->blob_bytes) return "block offsets do not cover the records";

@@ -568,15 +568,11 @@ static inline int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, 
     return 0;
 }
 
-/* The section pointers of an image this process built itself (build_base's output, trusted:
- * no O(n) check, which wt_base_open does for anything read from outside). */
-static inline int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
+/* The section pointers of an image whose layout offsets (wt_base_layout) are known: one home
+ * for wt_base_view and wt_base_open. */
+static inline void wt_base_bind(WtBase *b, const uint8_t *mem, size_t size, const size_t off[8])
 {
     const WtBaseHeader *h = (const WtBaseHeader *)mem;
-    size_t off[8];
-    if (size < sizeof(WtBaseHeader) ||
-        wt_base_layout(h->n, h->block, h->pal_n, h->pal_bits, h->blob_bytes, off) != 0 || off[7] != size)
-        return -1;
     b->h = h;
     b->sym = mem + off[0];
     b->symlen = mem + off[1];
@@ -587,6 +583,18 @@ static inline int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     b->blob = mem + off[6];
     b->n = h->n; b->block = h->block; b->n_blocks = h->n_blocks; b->pal_bits = h->pal_bits;
     b->max_key = h->max_key; b->image_bytes = size;
+}
+
+/* The section pointers of an image this process built itself (build_base's output, trusted:
+ * no O(n) check, which wt_base_open does for anything read from outside). */
+static inline int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
+{
+    const WtBaseHeader *h = (const WtBaseHeader *)mem;
+    size_t off[8];
+    if (size < sizeof(WtBaseHeader) ||
+        wt_base_layout(h->n, h->block, h->pal_n, h->pal_bits, h->blob_bytes, off) != 0 || off[7] != size)
+        return -1;
+    wt_base_bind(b, mem, size, off);
     return 0;
 }
 
