@@ -750,27 +750,7 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     # packet cannot tell, and the request is no slowloris candidate)
     cut = ((msg["flags"] & MSGF_HEADERS_INCOMPLETE) != 0) & ((msg["flags"] & MSGF_PAYLOAD_TRUNCATED) == 0)
     body = _BODY_METHODS[msg["method_id"]]
-    stalled = wait >= stall_s
-    loris = cut & stalled
-    slowbody = ~cut & body & stalled & (segs >= 1) & (rate < min_body_rate)
-    for name, v in (("slowloris", loris), ("slow_body", slowbody)):
-        flag = np.zeros(nc, bool)
-        flag[rconn[v]] = True
-        c[name] = flag
-    wmax = np.zeros(nc)
-    np.maximum.at(wmax, rconn, wait)
-    c["wait_s"] = wmax
-    tseg = np.zeros(nc)
-    np.maximum.at(tseg, rconn, segs.astype(float))
-    c["trickle_segments"] = tseg.astype(np.int64)
-    trate = np.full(nc, np.nan)
-    wr = np.where(stalled & (segs >= 1), rate, np.nan)
-    ok = ~np.isnan(wr)
-    if ok.any():
-        tr = np.full(nc, np.inf)
-        np.minimum.at(tr, rconn[ok], wr[ok])
-        trate = np.where(np.isinf(tr), np.nan, tr)
-    c["trickle_rate"] = trate
+    _request_flags(c, rconn, wait, segs, rate, cut, body, stall_s, min_body_rate)
     c["slow_read"] = c["zero_window_s"].to_numpy() >= zero_window_s
     # idle keep-alive: from a server data segment to the next data segment of the connection
     # when that one is the client's (or to the end when none follows)
@@ -799,17 +779,12 @@ def slow_http(run: AbuseRun, stall_s: float = 5.0, min_body_rate: float = 1000.0
     return c
 
 
-def _slow_from_rows(c, stall_s, min_body_rate, zero_window_s, idle_s):
-    """slow_http() over the streaming table's rows: the same rules (its docstring)."""
+def _request_flags(c, rconn, wait, segs, rate, cut, body, stall_s, min_body_rate) -> None:
+    """The per-request rules of slow_http (its docstring), folded per connection into c:
+    slowloris, slow_body, wait_s, trickle_segments, trickle_rate. rconn: each request's row of
+    c; wait (s), segs (client data segments after it), rate (bytes/s over the wait), cut (its
+    header block ended by the segment), body (a method with a body): per request."""
     nc = len(c)
-    r, reqs, id_to_pos, idle = c.attrs["_rows"]
-    rconn = id_to_pos[reqs["conn"]] if len(reqs) else np.zeros(0, np.int64)
-    wait = np.maximum(reqs["end_ts"] - reqs["ts"], 0) / 1e9
-    segs = reqs["segs"]
-    byts = reqs["bytes"]
-    rate = np.where(wait > 0, byts / np.maximum(wait, 1e-9), np.inf)
-    cut = (reqs["flags"] & 2) != 0
-    body = (reqs["flags"] & 4) != 0
     stalled = wait >= stall_s
     loris = cut & stalled
     slowbody = ~cut & body & stalled & (segs >= 1) & (rate < min_body_rate)
@@ -824,12 +799,26 @@ def _slow_from_rows(c, stall_s, min_body_rate, zero_window_s, idle_s):
     np.maximum.at(tseg, rconn, segs.astype(float))
     c["trickle_segments"] = tseg.astype(np.int64)
     trate = np.full(nc, np.nan)
-    ok = stalled & (segs >= 1)
+    ok = stalled & (segs >= 1)          # (rate is never NaN: finite, or inf without a wait)
     if ok.any():
         tr = np.full(nc, np.inf)
         np.minimum.at(tr, rconn[ok], rate[ok])
         trate = np.where(np.isinf(tr), np.nan, tr)
     c["trickle_rate"] = trate
+
+
+def _slow_from_rows(c, stall_s, min_body_rate, zero_window_s, idle_s):
+    """slow_http() over the streaming table's rows: the same rules (its docstring)."""
+    nc = len(c)
+    r, reqs, id_to_pos, idle = c.attrs["_rows"]
+    rconn = id_to_pos[reqs["conn"]] if len(reqs) else np.zeros(0, np.int64)
+    wait = np.maximum(reqs["end_ts"] - reqs["ts"], 0) / 1e9
+    segs = reqs["segs"]
+    byts = reqs["bytes"]
+    rate = np.where(wait > 0, byts / np.maximum(wait, 1e-9), np.inf)
+    cut = (reqs["flags"] & 2) != 0
+    body = (reqs["flags"] & 4) != 0
+    _request_flags(c, rconn, wait, segs, rate, cut, body, stall_s, min_body_rate)
     c["slow_read"] = c["zero_window_s"].to_numpy() >= zero_window_s
     c["idle_s"] = idle
     c["idle_keepalive"] = (idle >= idle_s) & ~c["slow_read"].to_numpy(bool)
