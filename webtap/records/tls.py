@@ -166,8 +166,9 @@ def sorted_table(parts) -> pa.Table:
     """One table of SCHEMA from several TlsTable.take() results (in emit order), its rows in the
     order of their first frame (ClientHello, else ServerHello; ties by ServerHello frame, a
     missing one first; stable). The rows are put in order in their numpy buffers, before Arrow:
-    an Arrow take of the 40 columns (list columns among them) cost about 5 us per handshake of
-    a whole `--tls-out` run and imported pyarrow.compute."""
+    an Arrow take of the 40 columns (list columns among them) imported pyarrow.compute and was
+    9 % of a `--tls-out` run's perf samples under load; the paired whole-process gain of this
+    and the other changes of that round was smaller (the run 0.948x, docs/PERFORMANCE.md)."""
     parts = [(np.frombuffer(r, dtype=TLS_OUT_DTYPE) if r.dtype != TLS_OUT_DTYPE else r, s)
              for r, s in parts if len(r)]
     if not parts:
