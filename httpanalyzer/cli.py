@@ -377,6 +377,11 @@ def handle(a, run) -> int:
         run.note(f"stopped by {run.stopped_by} after {summary.packets} packets")
         run.signum = None              # the normal end of a live capture
     _report_inputs(run, summary, len(a.traces or [a.interface]))
+    if tls is not None:
+        # the HTTP records' last row group, the handshakes and the exchanges are encoded at
+        # once (each output's writer thread); the files are put in place HTTP first, as before
+        o.flush()
+        tls.prepare()
     o.commit()
     if tls is not None:
         tls.commit()

@@ -25,6 +25,7 @@ from webtap._ext.textout import seconds_text, text_array
 from webtap._ext.tls import TlsTable
 from webtap.capture import compile_filter
 from webtap.errors import BpfError
+from webtap.inflight import InFlight
 from webtap.pipeline import Pipeline
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, exchange_table)
@@ -202,9 +203,17 @@ class ExchangeRun:
         self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
                                    max_conns=max_conns)
         self._raw: list = []
+        # the record walk over a batch runs in a thread of its own (ExchangeTable.feed releases
+        # the GIL) while the next batch is walked and paired: the stage overlaps the run (issue
+        # 33's cost) instead of following the other stages
+        self._job = InFlight("webtap-exchange")
 
     def feed(self, events, data) -> None:
-        """One batch's TCP events (webtap.dissect.dissect(tcp_events=True).tcp_events)."""
+        """One batch's TCP events (webtap.dissect.dissect(tcp_events=True).tcp_events); `data`
+        (the batch's buffer, which the events point into) is held by the job until it is done."""
+        self._job.submit(self._feed, events, data)
+
+    def _feed(self, events, data) -> None:
         self.table.feed(events, data)
         raw = self.table.take()
         if raw.size:
@@ -212,6 +221,7 @@ class ExchangeRun:
 
     def finish(self) -> np.ndarray:
         """End of input: every record, raw (EXCHANGE_RECORD_DTYPE)."""
+        self._job.close()
         self.table.flush()
         raw = self.table.take()
         if raw.size:
@@ -221,6 +231,7 @@ class ExchangeRun:
         return raw.view(EXCHANGE_RECORD_DTYPE)
 
     def counters(self) -> dict:
+        self._job.wait()
         return self.table.counters()
 
 
@@ -267,6 +278,7 @@ class OnePass:
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
                           max_reassembly=max_reassembly)
         self.x = self.xo = self.xtab = None
+        self.tab = None                    # the handshakes, once prepare() made them
         if exchanges_out is not None:
 
             self.xo = open_exchange_output(run, exchanges_out)
@@ -318,17 +330,30 @@ class OnePass:
     def finish(self) -> None:
         """The end of the input: the output is written by commit() (after the HTTP records)."""
 
-    def commit(self) -> None:
-        tab = self.run.finish()
-        if tab is None:
-            tab = empty_table()
+    def prepare(self) -> pa.Table:
+        """The end of the run, before the outputs are committed: the handshakes as one table in
+        frame order and the exchanges joined to them, each handed to its output, whose Parquet
+        encoding starts in the output's writer thread (Output.flush). The caller commits the
+        HTTP records meanwhile, then commit() waits for these and puts them in place: the three
+        files are encoded at once instead of one after another (issue 29, 33)."""
+        if self.tab is None:
+            tab = self.run.finish()
+            self.tab = tab if tab is not None else empty_table()
+            if self.o is not None:
+                self.o.write(self.tab)
+                self.o.flush()
+            if self.xo is not None:
+                self.xtab = exchange_table(self.x.finish(), self.tab)
+                self.xo.write(self.xtab)
+                self.xo.flush()
+        return self.tab
+
+    def commit(self) -> pa.Table:
+        """The outputs in place (after prepare(), which it calls if the caller did not)."""
+        tab = self.prepare()
         if self.o is not None:
-            self.o.write(tab)
             self.o.commit()
         if self.xo is not None:
-
-            self.xtab = exchange_table(self.x.finish(), tab)
-            self.xo.write(self.xtab)
             self.xo.commit()
         return tab
 

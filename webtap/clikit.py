@@ -438,6 +438,14 @@ class Output:
         # a signal that came meanwhile is not raised here: the reader ends its input at its next
         # batch (the run context's stop_requested), what waits is flushed, and commit() raises
 
+    def flush(self) -> None:
+        """Start writing what the output holds now, where its format can do it in the
+        background (Parquet: a row group in the writer's thread; commit() waits for it): the
+        run's other outputs are finished meanwhile. The other formats write as they go."""
+        if self._writer is not None and hasattr(self._writer, "flush"):
+            with self.run.shielded():
+                self._writer.flush()
+
     def _finish(self, meta: dict) -> None:
         if self.directory or self.raw:
             return

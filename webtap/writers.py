@@ -23,6 +23,7 @@ import json
 import re
 
 from webtap._ext import textout
+from webtap.inflight import InFlight
 
 # pyarrow is imported by the functions that need it, not here: the CLI builds its writer before
 # the first packet, and a line output needs pyarrow only once records exist (start-up, issue 21).
@@ -242,8 +243,7 @@ class ParquetWriter:
         self.held = []
         self.rows = 0
         self.bytes = 0
-        self._pool = None              # the writer thread (made at the first full row group)
-        self._pending = None           # its row group under way (a Future)
+        self._job = InFlight("webtap-parquet")   # the writer thread: one row group under way
 
     def _open(self, schema):
         import pyarrow.parquet as pq
@@ -269,27 +269,22 @@ class ParquetWriter:
         tab = pa.Table.from_batches(self.held, schema=self.w.schema)
         rows = max(self.rows, 1)
         self.held, self.rows, self.bytes = [], 0, 0
-        self.wait()                    # the previous row group first: order, bounded memory
         if not background:
+            self.wait()                # the previous row group first: order, bounded memory
             self.w.write_table(tab, row_group_size=rows)
             return
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+        self._job.submit(self.w.write_table, tab, row_group_size=rows)
 
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="webtap-parquet")
-        self._pending = self._pool.submit(self.w.write_table, tab, row_group_size=rows)
+    def flush(self) -> None:
+        """Write what is held as a row group now, in the writer thread (the run goes on; close
+        waits for it): a sink that has all its records early (a stage's one table at the end)
+        encodes them while the other outputs are finished."""
+        self._flush(background=True)
 
     def wait(self) -> None:
         """Until the row group under way is written (its error raised here). Interrupted while
         waiting, it stays under way: the next wait waits for it again."""
-        f = self._pending
-        if f is None:
-            return
-        try:
-            f.result()
-        finally:
-            if f.done():
-                self._pending = None
+        self._job.wait()
 
     def close(self, meta: dict) -> None:
         try:
@@ -302,8 +297,5 @@ class ParquetWriter:
             self.w.add_key_value_metadata({str(k): str(v) for k, v in meta.items()})
             self.w.close()
         finally:
-            self.wait()
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+            self._job.close()
         self.f.flush()
