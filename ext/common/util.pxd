@@ -2,7 +2,6 @@
 # checked allocator. cimport from here; never write a second prefetch, clock, byte-order read,
 # UTF-8 check, address formatter or malloc-and-check in a module.
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, realloc
 
 cdef extern from "util.h" nogil:
     void wt_prefetch(const void *p)
@@ -22,27 +21,9 @@ cdef extern from "util.h" nogil:
     size_t wt_u32_dec(uint32_t v, char *out)
 
 
-cdef inline void *wt_realloc(void *p, size_t nbytes) except NULL nogil:
-    """The checked allocator: realloc p (NULL: a fresh block) to nbytes (0 counts as 1). On
-    failure raises MemoryError (taking the GIL) and p stays valid and owned by the caller, so
-    `x = wt_realloc(x, n)` never loses x."""
-    cdef void *q = realloc(p, nbytes if nbytes else 1)
-    if q == NULL:
-        with gil:
-            raise MemoryError(f"cannot allocate {nbytes} bytes")
-    return q
-
-
-cdef inline void *wt_alloc(size_t nbytes) except NULL nogil:
-    """A fresh block of nbytes, checked as wt_realloc."""
-    return wt_realloc(NULL, nbytes)
-
-
-cdef inline void *wt_zalloc(size_t count, size_t size) except NULL nogil:
-    """A fresh zeroed block of count * size bytes (calloc: the product is checked for
-    overflow), checked as wt_realloc."""
-    cdef void *q = calloc(count if count else 1, size if size else 1)
-    if q == NULL:
-        with gil:
-            raise MemoryError(f"cannot allocate {count} x {size} bytes")
-    return q
+cdef extern from "alloc.h" nogil:
+    # The checked allocator (code in ext/common/alloc.c): MemoryError (the GIL taken) and NULL
+    # on failure; wt_realloc's block then stays valid and owned by the caller.
+    void *wt_realloc(void *p, size_t nbytes) except NULL
+    void *wt_alloc(size_t nbytes) except NULL
+    void *wt_zalloc(size_t count, size_t size) except NULL

@@ -1,40 +1,14 @@
-# The paper's three hash equations (Vega et al. 2017, section 2.1), their one home. Each is a
-# XOR over the 4-tuple, so a request and its response (the tuple reversed) give the same value:
-#   Eq. 1  srcIP ^ srcPort ^ dstIP ^ dstPort                       (flow hash)
-#   Eq. 2  Eq. 1 ^ key                                             (the pairing table's cell)
-#   Eq. 3  Eq. 1 ^ key ^ (key's four bytes XOR'ed together)        (the feeder's consumer)
-# key: the ACK of a request, the SEQ of a response (the number the pairing condition compares).
-# Addresses are in the HttpMsg layout (IPv4 in bytes 0-3). cimported by the pairing table
-# (ext/pair/pairing.pyx), the TLS hello table (ext/tls/tls.pyx) and the feeder (ext/run/feeder.pyx); the
-# live fanout writes Eq. 3 as classic BPF (ext/read/afpacket.h), checked against this one by tests.
+# Declarations of ext/pair/hashes.h: the paper's three hash equations (Eq. 1, 2, 3 of Vega et al.
+# 2017; what each is, in the header). cimported by the pairing table (ext/pair/pairing.pyx), the
+# TLS hello table (ext/tls/tls.pyx), the exchange stage (ext/pair/exchange.pyx) and the feeder
+# (ext/run/feeder.pyx).
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
-from util cimport wt_be32
 
-
-cdef inline uint32_t fold_ip(const uint8_t *a, uint8_t ip_version) noexcept nogil:
-    """An address folded to 32 bits: IPv4 is bytes 0-3 (big-endian), IPv6 the XOR of its four
-    big-endian 32-bit words."""
-    cdef uint32_t h = wt_be32(a)
-    if ip_version == 6:
-        h ^= wt_be32(a + 4) ^ wt_be32(a + 8) ^ wt_be32(a + 12)
-    return h
-
-
-cdef inline uint32_t eq1_of(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
-                            uint16_t dst_port, uint8_t ip_version) noexcept nogil:
-    """Eq. 1: srcIP ^ srcPort ^ dstIP ^ dstPort."""
-    return fold_ip(src_ip, ip_version) ^ src_port ^ fold_ip(dst_ip, ip_version) ^ dst_port
-
-
-cdef inline uint32_t eq2_hash(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
-                              uint16_t dst_port, uint32_t key, uint8_t ip_version) noexcept nogil:
-    """Eq. 2: Eq. 1 ^ (ACK of a request | SEQ of a response)."""
-    return eq1_of(src_ip, src_port, dst_ip, dst_port, ip_version) ^ key
-
-
-cdef inline uint32_t eq3_of(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
-                            uint16_t dst_port, uint8_t ip_version, uint32_t key) noexcept nogil:
-    """Eq. 3: Eq. 2 ^ (key's four bytes XOR'ed together); folding the bytes stirs the low bits
-    that the modulo (consumer = Eq. 3 mod N) keeps."""
-    cdef uint32_t fold = (key ^ (key >> 8) ^ (key >> 16) ^ (key >> 24)) & 0xFF
-    return eq2_hash(src_ip, src_port, dst_ip, dst_port, key, ip_version) ^ fold
+cdef extern from "hashes.h" nogil:
+    uint32_t fold_ip(const uint8_t *a, uint8_t ip_version)
+    uint32_t eq1_of(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
+                    uint16_t dst_port, uint8_t ip_version)
+    uint32_t eq2_hash(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
+                      uint16_t dst_port, uint32_t key, uint8_t ip_version)
+    uint32_t eq3_of(const uint8_t *src_ip, uint16_t src_port, const uint8_t *dst_ip,
+                    uint16_t dst_port, uint8_t ip_version, uint32_t key)

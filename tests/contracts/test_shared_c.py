@@ -1,9 +1,10 @@
 """The shared C helpers have one home (issue 19): ext/common/util.h / ext/common/util.pxd for prefetch, the
-monotonic clock, address text, the UTF-8 check and the checked allocator; ext/pair/hashes.pxd for the
-paper's three hash equations; ext/tls/hellostream.pxd for the rules of a TLS hello split over TCP
-segments (the handshake records' and the URL filter's); ext/pair/pendtable.pxd for the Eq. 2 pending
-table's index (pool, free list, cells, chains, age list: the HTTP pairing table's and the TLS
-hello table's); webtap._ext.canon.CODES for the canonicaliser's error names.
+monotonic clock, address text and the UTF-8 check, ext/common/alloc.c for the checked allocator;
+ext/pair/hashes.h for the paper's three hash equations; ext/tls/hellostream.pxd for the rules of a
+TLS hello split over TCP segments (the handshake records' and the URL filter's);
+ext/pair/pendtable.c (declared in pendtable.h / .pxd) for the Eq. 2 pending table's index (pool,
+free list, cells, chains, age list: the HTTP pairing table's, the TLS hello table's and the
+exchange stage's); webtap._ext.canon.CODES for the canonicaliser's error names.
 
 A second copy written into another module fails here, with the file and line. What is still
 allowed to allocate by hand is listed below with the reason, file by file.
@@ -19,6 +20,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 EXT = REPO / "ext"
 C_SOURCES = sorted(p for p in EXT.rglob("*") if p.suffix in (".pyx", ".pxd", ".pxi", ".h", ".c"))
 
+# the pending table's index: its C, its header, its Cython declarations
+PENDTABLE = {"pendtable.c", "pendtable.h", "pendtable.pxd"}
+
 # (what, pattern, the files allowed to hold it)
 ONE_HOME = [
     ("prefetch", r"__builtin_prefetch", {"util.h"}),
@@ -26,8 +30,9 @@ ONE_HOME = [
     ("address to text", r"\binet_ntop\b", {"util.h"}),
     ("UTF-8 check", r"^\s*(?:cdef|static)[^\n(]*utf8[^\n(]*\(", {"util.h"}),
     ("byte swap", r"__builtin_bswap", {"util.h"}),
-    ("Eq. 1-3 hash, address fold", r"^\s*cdef\s+(?:inline\s+)?\w+\s+(?:eq[123]_\w*|\w*fold\w*)\s*\(\s*const uint8_t \*",
-     {"hashes.pxd"}),
+    ("Eq. 1-3 hash, address fold",
+     r"^\s*(?:cdef\s+(?:inline\s+)?|static\s+inline\s+)\w+\s+(?:eq[123]_\w*|\w*fold\w*)\s*\(\s*const uint8_t \*",
+     {"hashes.h"}),
     # a split TLS hello over TCP: the stream's rules (in order, retransmission, gap, caps, whole)
     ("split-hello stream: gathering the held records", r"\btls_gather\s*\(",
      {"hellostream.pxd", "tls_hello.h", "tls_hello.c", "tls.pxd"}),
@@ -37,16 +42,18 @@ ONE_HOME = [
     # the Eq. 2 pending table's index (PairingTable, TlsTable): cells, chains, age list, link,
     # unlink, doubling the cells. The TLS reassembly table's own lists (rage_head, rcells,
     # _runlink) are another table and do not match.
-    ("pending table: the age list's ends", r"\bage_(?:head|tail)\b", {"pendtable.pxd"}),
-    ("pending table: the chains' ends per cell", r"\bcell_(?:head|tail)\b", {"pendtable.pxd"}),
-    ("pending table: link / unlink / grow", r"^\s*cdef[^\n(=]*\b(?:\w*_unlink|\w*_grow_cells|pt_\w+)\s*\(",
-     {"pendtable.pxd"}),
+    ("pending table: the age list's ends", r"\bage_(?:head|tail)\b", PENDTABLE),
+    ("pending table: the chains' ends per cell", r"\bcell_(?:head|tail)\b", PENDTABLE),
+    # a definition or declaration (Cython or C) of a pt_ function, an unlink or a cell doubling
+    ("pending table: link / unlink / grow",
+     r"^\s*(?:cdef[^\n(=]*|(?:static\s+inline\s+)?(?:void|int|int32_t|uint32_t|bint|PendLinks)\s*\*?\s*)"
+     r"\b(?:\w*_unlink|\w*_grow_cells|pt_\w+)\s*\(", PENDTABLE),
 ]
 
 # Files that still call malloc/calloc/realloc themselves, and why (every other module allocates
-# through ext/common/util.pxd's wt_alloc / wt_zalloc / wt_realloc).
+# through ext/common/alloc.c's wt_alloc / wt_zalloc / wt_realloc).
 RAW_ALLOC_ALLOWED = {
-    "util.pxd": "the checked allocator itself",
+    "alloc.c": "the checked allocator itself",
     "pairing.pyx": "the text arena: a failed chunk allocation is the arena cap (the message is "
                    "kept without its text, counted), not an error",
     "source.pyx": "the pcapng interface table grows inside the noexcept read loop: a failed "
@@ -55,7 +62,7 @@ RAW_ALLOC_ALLOWED = {
                     "nogil extract loop, where a failed allocation drops that hello (counted) "
                     "instead of raising",
     "tls.pyx": "the TLS stage's records, reassembly table and scratch buffers, each result "
-               "checked by hand (MemoryError); its pending hellos are ext/pair/pendtable.pxd's "
+               "checked by hand (MemoryError); its pending hellos are ext/pair/pendtable.c's "
                "index, allocated through wt_alloc / wt_realloc",
     "colbuild.c": "plain C called from nogil code: each growth is checked and returned as a "
                   "failure, which the TLS stage raises as MemoryError with the GIL back",
@@ -86,7 +93,7 @@ def test_helper_has_one_home(what, pattern, home):
 def test_allocations_go_through_the_checked_allocator():
     hits = _hits(r"(?<![\w.])(?:malloc|calloc|realloc)\s*\(")
     stray = {f: lines for f, lines in hits.items() if f not in RAW_ALLOC_ALLOWED}
-    assert not stray, f"malloc/calloc/realloc outside ext/common/util.pxd: {stray} (use wt_alloc/wt_zalloc/wt_realloc)"
+    assert not stray, f"malloc/calloc/realloc outside ext/common/alloc.c: {stray} (use wt_alloc/wt_zalloc/wt_realloc)"
 
 
 def test_canonicaliser_error_names_are_one_table():
