@@ -89,6 +89,12 @@ static inline size_t wt_u32_dec(uint32_t v, char *out) {
 /* Room for an address as text, NUL included (INET6_ADDRSTRLEN). */
 #define WT_IP_TEXT 46
 
+/* Whether two 16-byte address fields of HttpMsg (IPv4 in bytes 0-3, zeros after) are equal (the
+ * pairing table's and the feeder's one comparison; Cython: ext/walk/message.pxd same_ip). */
+static inline int wt_same_ip(const uint8_t *a, const uint8_t *b) {
+    return memcmp(a, b, 16) == 0;
+}
+
 /* The dotted quad of 4 bytes at ip into out; returns its length (no NUL). */
 static inline size_t wt_ip4_text(const uint8_t *ip, char *out) {
     size_t n = 0;

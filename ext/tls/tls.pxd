@@ -1,9 +1,9 @@
-# TLS first flight, C-level API (issue 17). The parser is plain C in ext/tls/tls_hello.h (no
-# allocation, bounds-checked, spans into the message) and the fingerprints in ext/tls/tls_fp.h
-# (JA3/JA3S/JA4 with libcrypto's MD5/SHA-256). Any module may cimport this file; everything
-# declared here is a static inline C function compiled into the module that uses it (house
-# rule: no cdef functions through runtime cimports). A module that uses the tls_fp.h part
-# must link libcrypto (meson: dependency('libcrypto')).
+# TLS first flight, C-level API (issue 17): declarations only. The parser is plain C in
+# ext/tls/tls_hello.c (no allocation, bounds-checked, spans into the message), the fingerprints in
+# ext/tls/tls_fp.c (JA3/JA3S/JA4 with libcrypto's MD5/SHA-256), both compiled once into the static
+# library `wtc`; the watch list's few-line helpers are static inline in ext/tls/tlswatch.h. Any
+# module may cimport this file; one that uses the fingerprints links libcrypto (meson:
+# dependency('libcrypto')).
 #
 # Typical use (e.g. the URL filter matching an SNI):
 #     cdef tls_hello h
@@ -87,72 +87,19 @@ cdef enum:
     TLS_HELLO_CAP = 16384         # largest handshake message reassembled / gathered (bytes)
 
 
-# ---------------------------------------------------------------------------------------------
-# The TLS stage's watch list, read by the dissector's walk (ext/walk/dissect.pyx): the flows (one
-# direction) whose split hello the stage is reassembling, so that the one pass over the packets
-# hands the stage their next segments as MSG_TLS messages (ext/walk/message.pxd) even when those do
-# not start a hello. A set of 64-bit flow hashes (open addressing, 0 = empty): a false positive
-# only hands the stage a segment it ignores. The dissector adds the flow of every hello start
-# that does not end in its first record and segment (the stage may start reassembling it while
-# the batch is still being walked); the stage rebuilds the set from its reassembly table after
-# each batch. When more flows arrive in one batch than the set takes, `overflow` makes the walk
-# hand over every TCP payload until the next rebuild (correct, only slower).
-# ---------------------------------------------------------------------------------------------
+# The TLS stage's watch list, read by the dissector's walk (what it is: ext/tls/tlswatch.h, where
+# its few-line helpers are C, static inline).
 from libc.stdint cimport uint64_t
 
-ctypedef struct TlsWatch:
-    uint64_t *keys            # cap slots
-    uint32_t cap              # a power of two
-    uint32_t n                # slots in use
-    uint32_t overflow         # 1: hand every TCP payload to the stage
-    uint64_t udp              # UDP datagrams the walk located (the stage reads and clears it)
-
-
-cdef inline uint64_t tls_flow_hash(const uint8_t *src, uint16_t sport, const uint8_t *dst,
-                                   uint16_t dport, uint8_t ipv) noexcept nogil:
-    """One direction of a flow (addresses 4 or 16 bytes as ipv says) -> nonzero 64-bit hash."""
-    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((<uint64_t>sport << 16) | dport) ^ (<uint64_t>ipv << 40)
-    cdef int i, n = 4 if ipv == 4 else 16
-    for i in range(n):
-        h = (h ^ src[i]) * 0x100000001B3ULL
-    for i in range(n):
-        h = (h ^ dst[i]) * 0x100000001B3ULL
-    h ^= h >> 29
-    return h if h else 1
-
-
-cdef inline bint tls_watch_has(const TlsWatch *w, uint64_t k) noexcept nogil:
-    cdef uint32_t m = w.cap - 1, i = <uint32_t>(k ^ (k >> 32)) & m
-    while w.keys[i]:
-        if w.keys[i] == k:
-            return True
-        i = (i + 1) & m
-    return False
-
-
-cdef inline void tls_watch_add(TlsWatch *w, uint64_t k) noexcept nogil:
-    cdef uint32_t m = w.cap - 1, i = <uint32_t>(k ^ (k >> 32)) & m
-    if w.overflow:
-        return
-    while w.keys[i]:
-        if w.keys[i] == k:
-            return
-        i = (i + 1) & m
-    if 2 * (w.n + 1) > w.cap:
-        w.overflow = 1           # at most half full: probes stay short
-        return
-    w.keys[i] = k
-    w.n += 1
-
-
-cdef inline bint tls_hello_fits(const uint8_t *p, uint32_t n) noexcept nogil:
-    """Whether the hello starting p[0:n] (a handshake record at offset 0, or an SSLv2-format
-    ClientHello) ends inside its first record and inside these bytes: then the stage never
-    reassembles it (an SSLv2 hello is never reassembled: it always "fits")."""
-    cdef uint32_t rl
-    if n > 0 and p[0] & 0x80:
-        return True
-    if n < 9:
-        return False
-    rl = tls_be16(p + 3)
-    return 5 + rl <= n and 4 + tls_be24(p + 6) <= rl
+cdef extern from "tlswatch.h" nogil:
+    ctypedef struct TlsWatch:
+        uint64_t *keys            # cap slots
+        uint32_t cap              # a power of two
+        uint32_t n                # slots in use
+        uint32_t overflow         # 1: hand every TCP payload to the stage
+        uint64_t udp              # UDP datagrams the walk located (the stage reads and clears it)
+    uint64_t tls_flow_hash(const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
+                           uint8_t ipv)
+    bint tls_watch_has(const TlsWatch *w, uint64_t k)
+    void tls_watch_add(TlsWatch *w, uint64_t k)
+    bint tls_hello_fits(const uint8_t *p, uint32_t n)

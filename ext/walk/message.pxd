@@ -185,11 +185,7 @@ ctypedef struct DissectCounters:
     uint64_t n[<int>DR_N]    # n[reason]: packets (or messages) counted under each DissectReason
 
 
-cdef inline bint same_ip(const uint8_t *a, const uint8_t *b) noexcept nogil:
-    """Whether two 16-byte address fields of HttpMsg (IPv4 in bytes 0-3, zeros after) are equal;
-    the one comparison the pairing table and the feeder both make."""
-    cdef int i
-    for i in range(16):
-        if a[i] != b[i]:
-            return False
-    return True
+cdef extern from "util.h" nogil:
+    # Whether two 16-byte address fields of HttpMsg (IPv4 in bytes 0-3, zeros after) are equal;
+    # the one comparison the pairing table and the feeder both make.
+    bint same_ip "wt_same_ip"(const uint8_t *a, const uint8_t *b)
