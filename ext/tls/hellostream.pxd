@@ -1,168 +1,34 @@
-# A TLS hello split over TCP segments: the one set of reassembly rules, shared by the handshake
-# records (ext/tls/tls.pyx, TlsTable: ClientHello and ServerHello, keyed per direction, capture-time
-# GC) and the pass-by filter's SNI pass (ext/url/urlmatch.pyx, SniTable: ClientHellos, its slot
-# table, idle expiry). Each table keeps its own lookup, buffers (HS_STREAM_CAP bytes per stream,
-# allocated by the table), counters and reasons; what a stream does with a segment is decided
-# here, nowhere else. The hello itself is judged by the parser entry points of ext/tls/tls.pxd
-# (tls_hello_start, tls_gather; the caller parses the gathered message with tls_parse_hello).
-#
-# House rule (ext/walk/l34.pxd): everything here is `cdef inline ... noexcept nogil`, compiled into
-# each module that cimports it. Sequence numbers are compared modulo 2^32.
-#
-# The rules
-# - Start: a segment whose hello does not end in it (tls_parse_payload: TLS_INCOMPLETE), held
-#   from the hello's first record, after at most four whole ChangeCipherSpec, alert or heartbeat
-#   records (tls_hello_start: a TLS 1.3 client sends a ChangeCipherSpec before its second
-#   ClientHello, and with a post-quantum key share that hello spans segments too; a server may
-#   send a warning alert before its ServerHello); or a segment of 1-5 bytes that can only be the beginning of a handshake record
-#   header (hs_may_start: the record header itself cut by the segment boundary, as DPI-evasion
-#   tools cut a ClientHello on purpose). The segment must be captured whole (a snaplen cut
-#   segment can neither start a stream nor continue one it does not complete).
-# - In TCP order only. A segment is offered by its seq:
-#     seq == next byte expected: appended;
-#     ends at or before the next byte expected: a retransmission of held bytes, ignored;
-#     starts before it and ends after it (a retransmission resegmented with new bytes, a
-#     coalesced resend): the bytes past the held end are appended, the held ones are kept;
-#     starts after it: a gap, the stream ends (the segment may itself start another hello).
-# - The handshake message is capped at TLS_HELLO_CAP (16 KiB, the declared length decides), the
-#   stream at HS_STREAM_CAP = 32 KiB of stream bytes (the message plus its record headers: a
-#   16 KiB message fits in records of 2.5 bytes of payload per header on average); bytes past the
-#   cap are not kept, and a stream that reaches the cap without its message whole is too long.
-# - Handshake records only between the fragments (any other record type, a zero-length record
-#   or a bad record version ends it as malformed: tls_gather).
-# - Whole when the held bytes hold the whole handshake message (tls_gather: TLS_OK); its type
-#   (1 ClientHello, 2 ServerHello) is known once 6 bytes are held, and a stream whose first
-#   11 bytes are not a hello's (tls_hello_start, which also checks the hello's version field)
-#   ends silently: no hello was ever there.
-#
-# Where the two old copies differed, and the rule chosen (tshark agrees with each choice: the
-# compare tests on the shared traces, tests/tls/test_compare_tls.py, tests/quic/test_sni_scan.py):
-# - Cap: the analyzer kept 32 KiB of stream bytes, the filter 16 KiB + 64 record headers, refused
-#   before appending. Chosen: the analyzer's 32 KiB, filled up to the cap and judged: a ClientHello
-#   under 16 KiB in many small records is no less a ClientHello (tshark reassembles it), and the
-#   filter must not let a client pass by cutting its hello into small records.
-# - Partial overlap: the analyzer ignored any segment starting before the next byte expected (the
-#   new bytes of a resegmented retransmission were lost and the stream then ended at the next
-#   segment, a gap); the filter abandoned the stream (tls_gap). Chosen: the new bytes are
-#   appended (what the receiving TCP does, and tshark).
-# - Gap: the analyzer ended the stream and tried the segment as a new hello; the filter ended it
-#   only. Chosen: the analyzer's; a new hello on the same 4-tuple is a hello.
-# - ChangeCipherSpec before the hello: the analyzer reassembled only a hello without CCS before
-#   it; the filter also one after CCS. Chosen: the filter's (the split second ClientHello of a
-#   TLS 1.3 HelloRetryRequest exchange is a ClientHello; tshark shows it).
-# - A first segment of 1-5 bytes (record header cut): only the filter held it. Chosen: both (the
-#   dissector's walk hands such a segment to the analyzer and watches its flow).
-# - Snaplen cut continuation: the analyzer appended the captured bytes and ended the stream only
-#   when the hello was still not whole; the filter ended it at once. Chosen: the analyzer's (the
-#   hello may end inside the captured bytes).
-# - Record headers between fragments: both through tls_gather already (the filter via
-#   tls_parse_payload); no difference.
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, int32_t
-from libc.string cimport memcpy
+# Declarations of ext/tls/hellostream.h: a TLS hello split over TCP segments, the one set of
+# reassembly rules shared by the handshake records (ext/tls/tls.pyx) and the pass-by filter's SNI
+# pass (ext/url/urlmatch.pyx). The rules, and where the two old copies differed: the header; the
+# code: ext/tls/hellostream.c (static library `wtc`), hs_may_start static inline in the header.
+from libc.stdint cimport uint8_t, uint16_t, uint32_t
 
-from tls cimport tls_hello_start, tls_gather, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP
+cdef extern from "hellostream.h" nogil:
+    enum:
+        HS_STREAM_CAP             # stream bytes held per split hello (records add 5 each)
+        HS_HEAD                   # record header + handshake type: the stream's type known
+        HS_VERSION_END            # ... + handshake length + the hello's version field
 
-cdef enum:
-    HS_STREAM_CAP = 2 * TLS_HELLO_CAP   # stream bytes held per split hello (records add 5 each)
-    HS_HEAD = 6                         # record header + handshake type: the stream's type known
-    HS_VERSION_END = 11                 # ... + handshake length + the hello's version field
+    enum:
+        HS_MORE
+        HS_WHOLE
+        HS_RETRANSMISSION
+        HS_GAP
+        HS_CUT
+        HS_TOO_LONG
+        HS_MALFORMED
+        HS_NOT_HELLO
 
-# What a stream did with a segment (hs_start, hs_offer)
-cdef enum:
-    HS_MORE = 0            # held; the message is not whole yet
-    HS_WHOLE = 1           # the held bytes hold the whole message: gathered into scratch
-    HS_RETRANSMISSION = 2  # nothing new (all its bytes held already): ignored, the stream goes on
-    HS_GAP = 3             # the segment starts past the next byte expected: the stream ends
-    HS_CUT = 4             # snaplen cut the segment and the message is not whole: the stream ends
-    HS_TOO_LONG = 5        # declared length above TLS_HELLO_CAP, or HS_STREAM_CAP bytes held
-                           # without the message whole: the stream ends
-    HS_MALFORMED = 6       # a non-handshake record / zero-length record between fragments: ends
-    HS_NOT_HELLO = 7       # the held bytes do not start a hello after all: ends, silently
+    ctypedef struct HelloStream:
+        uint8_t *buf
+        uint32_t len
+        uint32_t next_seq
+        uint16_t segs
+        uint8_t hs_type
 
-ctypedef struct HelloStream:
-    uint8_t *buf           # HS_STREAM_CAP bytes (the table's): stream bytes from the hello's record
-    uint32_t len           # bytes held
-    uint32_t next_seq      # TCP seq of the next byte expected (modulo 2^32)
-    uint16_t segs          # segments that added bytes (the first included)
-    uint8_t hs_type        # 0 until HS_HEAD bytes are held; then 1 ClientHello, 2 ServerHello
-
-
-cdef inline bint hs_may_start(const uint8_t *p, uint32_t n) noexcept nogil:
-    """Whether a TCP payload of 1-5 bytes can be the beginning of a handshake record header (type
-    22, major version 3, minor 0..4): a stream whose record header the segment boundary cuts."""
-    return 0 < n < HS_HEAD and p[0] == 22 and (n < 2 or p[1] == 3) and (n < 3 or p[2] <= 4)
-
-
-cdef inline int _hs_judge(HelloStream *s, bint cut, uint8_t *scratch,
-                          uint32_t *msg_len) noexcept nogil:
-    cdef int t = 0, st
-    cdef uint32_t got = 0, hl = 0
-    msg_len[0] = 0
-    if s.len < HS_HEAD:
-        return HS_CUT if cut else HS_MORE
-    # the record header, handshake type and (once held) the hello's version field
-    tls_hello_start(s.buf, s.len if s.len < HS_VERSION_END else HS_VERSION_END, &t)
-    if t == 0:
-        return HS_NOT_HELLO
-    s.hs_type = <uint8_t>t
-    st = tls_gather(s.buf, s.len, scratch, TLS_HELLO_CAP, &got, &hl)
-    if st == TLS_OK:
-        msg_len[0] = got
-        return HS_WHOLE
-    if st == TLS_INCOMPLETE:
-        if s.len >= HS_STREAM_CAP:
-            return HS_TOO_LONG
-        return HS_CUT if cut else HS_MORE
-    if st == TLS_TOO_LONG:
-        return HS_TOO_LONG
-    return HS_MALFORMED
-
-
-cdef inline void _hs_append(HelloStream *s, const uint8_t *p, uint32_t n) noexcept nogil:
-    cdef uint32_t take = n if n < <uint32_t>HS_STREAM_CAP - s.len else <uint32_t>HS_STREAM_CAP - s.len
-    if take:
-        memcpy(s.buf + s.len, p, take)
-        s.len += take
-
-
-cdef inline int hs_start(HelloStream *s, uint8_t *buf, uint32_t seq, uint32_t wire_len,
-                         const uint8_t *p, uint32_t caplen, uint32_t off, uint8_t *scratch,
-                         uint32_t *msg_len) noexcept nogil:
-    """Start a stream from its first segment (TCP seq, length on the wire, the captured bytes
-    p[0:caplen]); the hello's first record at p[off] (past the records skipped before it). buf: the
-    table's HS_STREAM_CAP bytes. Call it for a segment whose hello does not end in it
-    (tls_parse_payload said TLS_INCOMPLETE) or one hs_may_start accepts. Returns HS_MORE, or why
-    the stream ends at once (HS_CUT, HS_TOO_LONG, ...; HS_WHOLE is not expected here)."""
-    s.buf = buf
-    s.len = 0
-    s.segs = 1
-    s.hs_type = 0
-    s.next_seq = seq + wire_len
-    if off < caplen:
-        _hs_append(s, p + off, caplen - off)
-    return _hs_judge(s, caplen < wire_len, scratch, msg_len)
-
-
-cdef inline int hs_offer(HelloStream *s, uint32_t seq, uint32_t wire_len, const uint8_t *p,
-                         uint32_t caplen, uint8_t *scratch, uint32_t *msg_len) noexcept nogil:
-    """Offer a later segment of the stream's direction (TCP seq, length on the wire, captured
-    bytes p[0:caplen]). Returns HS_RETRANSMISSION (ignored) or HS_GAP (nothing changed: the
-    caller ends the stream), else the bytes are taken and the result says whether the message is
-    whole (HS_WHOLE: scratch[0:*msg_len], TLS_HELLO_CAP bytes), wanted (HS_MORE) or the stream
-    ends (HS_CUT, HS_TOO_LONG, HS_MALFORMED, HS_NOT_HELLO)."""
-    cdef int32_t d = <int32_t>(seq - s.next_seq)
-    cdef uint32_t skip = 0
-    msg_len[0] = 0
-    if d > 0:
-        return HS_GAP
-    if d < 0:
-        skip = s.next_seq - seq                # bytes of this segment the stream holds already
-        if wire_len <= skip:
-            return HS_RETRANSMISSION
-    elif wire_len == 0:
-        return HS_RETRANSMISSION
-    s.next_seq = seq + wire_len
-    s.segs += 1
-    if caplen > skip:
-        _hs_append(s, p + skip, caplen - skip)
-    return _hs_judge(s, caplen < wire_len, scratch, msg_len)
+    bint hs_may_start(const uint8_t *p, uint32_t n)
+    int hs_start(HelloStream *s, uint8_t *buf, uint32_t seq, uint32_t wire_len, const uint8_t *p,
+                 uint32_t caplen, uint32_t off, uint8_t *scratch, uint32_t *msg_len)
+    int hs_offer(HelloStream *s, uint32_t seq, uint32_t wire_len, const uint8_t *p,
+                 uint32_t caplen, uint8_t *scratch, uint32_t *msg_len)

@@ -83,8 +83,8 @@ cdef extern from "tls_fp.h" nogil:
     int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch, char *text,
                 uint32_t text_cap, char *out, char *raw, uint32_t raw_cap)
 
-cdef enum:
-    TLS_HELLO_CAP = 16384         # largest handshake message reassembled / gathered (bytes)
+cdef extern from "tls_hello.h" nogil:
+    enum: TLS_HELLO_CAP           # largest handshake message reassembled / gathered (bytes)
 
 
 # The TLS stage's watch list, read by the dissector's walk (what it is: ext/tls/tlswatch.h, where

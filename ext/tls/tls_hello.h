@@ -15,6 +15,9 @@
 
 typedef struct { uint32_t off, len; } tls_span;
 
+/* Largest handshake message reassembled / gathered (bytes). */
+#define TLS_HELLO_CAP 16384
+
 /* tls_parse_hello / tls_gather results */
 enum {
     TLS_OK = 0,            /* a complete ClientHello or ServerHello was parsed */

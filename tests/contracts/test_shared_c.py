@@ -1,6 +1,6 @@
 """The shared C helpers have one home (issue 19): ext/common/util.h / ext/common/util.pxd for prefetch, the
 monotonic clock, address text and the UTF-8 check, ext/common/alloc.c for the checked allocator;
-ext/pair/hashes.h for the paper's three hash equations; ext/tls/hellostream.pxd for the rules of a
+ext/pair/hashes.h for the paper's three hash equations; ext/tls/hellostream.c for the rules of a
 TLS hello split over TCP segments (the handshake records' and the URL filter's);
 ext/pair/pendtable.c (declared in pendtable.h / .pxd) for the Eq. 2 pending table's index (pool,
 free list, cells, chains, age list: the HTTP pairing table's, the TLS hello table's and the
@@ -35,10 +35,10 @@ ONE_HOME = [
      {"hashes.h"}),
     # a split TLS hello over TCP: the stream's rules (in order, retransmission, gap, caps, whole)
     ("split-hello stream: gathering the held records", r"\btls_gather\s*\(",
-     {"hellostream.pxd", "tls_hello.h", "tls_hello.c", "tls.pxd"}),
-    ("split-hello stream: TCP seq order", r"<int32_t>\s*\([^)\n]*seq\s*-", {"hellostream.pxd"}),
+     {"hellostream.c", "tls_hello.h", "tls_hello.c", "tls.pxd"}),
+    ("split-hello stream: TCP seq order", r"(?:<int32_t>|\(int32_t\))\s*\([^)\n]*seq\s*-", {"hellostream.c"}),
     ("split-hello stream: the stream cap", r"\b(?:RAW_CAP|TLS_STREAM_CAP)\b|2\s*\*\s*TLS_HELLO_CAP",
-     {"hellostream.pxd"}),
+     {"hellostream.h"}),
     # the Eq. 2 pending table's index (PairingTable, TlsTable): cells, chains, age list, link,
     # unlink, doubling the cells. The TLS reassembly table's own lists (rage_head, rcells,
     # _runlink) are another table and do not match.
