@@ -354,7 +354,7 @@ ctypedef struct Pend:
     uint8_t side                # 1: a ClientHello waits, 2: a ServerHello waits
     TlsRecord r
 
-# A split hello being reassembled: its stream (ext/tls/hellostream.pxd: the rules, shared with the
+# A split hello being reassembled: its stream (ext/tls/hellostream.h: the rules, shared with the
 # URL filter's SNI pass) plus what its record needs from the first segment; hs.hs_type is the
 # side (1 ClientHello, 2 ServerHello; 0 while a stream started by a 1-5 byte segment has not
 # shown its type: such a stream leaves without a record).
@@ -621,7 +621,7 @@ cdef class TlsTable:
     rule (reversed 4-tuple, ServerHello SEQ == ClientHello ACK) and emits handshake records.
 
     Memory bound: max_pending waiting hellos (one Pend, ~3.3 KB, each) plus max_reassembly split
-    hellos (each at most HS_STREAM_CAP = 32 KiB of stream bytes, ext/tls/hellostream.pxd).
+    hellos (each at most HS_STREAM_CAP = 32 KiB of stream bytes, ext/tls/hellostream.h).
     """
     # the pending hellos' index (ext/pair/pendtable.pxd) and a typed alias of its pool, refreshed
     # after pt_alloc (_alloc), the only call that moves it
@@ -1035,7 +1035,7 @@ cdef class TlsTable:
 
     cdef int _rstart(self, L34 *l, const uint8_t *p, uint32_t n, uint32_t off, int64_t ts,
                      uint64_t pkt) except -1 nogil:
-        """Start reassembling the hello whose first record is at p[off] (ext/tls/hellostream.pxd
+        """Start reassembling the hello whose first record is at p[off] (ext/tls/hellostream.h
         hs_start); p[0:n] is the whole captured payload."""
         cdef int32_t i, nc, k
         cdef uint32_t got
@@ -1100,7 +1100,7 @@ cdef class TlsTable:
                                          self.scratch, &got), got)
 
     cdef int _rresult(self, int32_t i, int res, uint32_t got) except -1 nogil:
-        """What a split hello's stream said about its latest segment (ext/tls/hellostream.pxd):
+        """What a split hello's stream said about its latest segment (ext/tls/hellostream.h):
         wait, complete it as a hello, or end it with its reason."""
         cdef Reasm *e = &self.rpool[i]
         cdef tls_hello h
@@ -1476,7 +1476,7 @@ cdef class TlsTable:
         if self.nreasm > 0:
             ri = self._rfind(l)
             if ri >= 0:
-                # the stream's rules are ext/tls/hellostream.pxd's (shared with the URL filter)
+                # the stream's rules are ext/tls/hellostream.h's (shared with the URL filter)
                 res = hs_offer(&self.rpool[ri].hs, l.seq, l.payload_len, pl, n, self.scratch, &got)
                 if res == HS_RETRANSMISSION:
                     self.cnt[<int>TC_REASM_RETRANS] += 1

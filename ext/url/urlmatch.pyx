@@ -768,7 +768,7 @@ ctypedef struct HelloSlot:
     int64_t t_last
     uint8_t *buf           # TLS: HS_STREAM_CAP stream bytes; QUIC: TLS_HELLO_CAP message bytes
     uint8_t *have          # QUIC: coverage bitmap of buf (TLS_HELLO_CAP / 8 bytes)
-    HelloStream tcp        # TLS: the split ClientHello's stream over buf (ext/tls/hellostream.pxd:
+    HelloStream tcp        # TLS: the split ClientHello's stream over buf (ext/tls/hellostream.h:
                            # the rules, shared with the handshake records)
 
 
@@ -1345,7 +1345,7 @@ cdef class SniTable:
         if self.used:
             e = self._slot(m, PROTO_TLS, NULL, 0, False, 0)
             if e != NULL:
-                # the stream's rules are ext/tls/hellostream.pxd's (shared with the handshake records)
+                # the stream's rules are ext/tls/hellostream.h's (shared with the handshake records)
                 typed = e.tcp.hs_type
                 res = hs_offer(&e.tcp, m.seq, m.payload_len, pay, plen, self.scratch, &got)
                 if res == HS_RETRANSMISSION:
