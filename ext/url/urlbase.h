@@ -10,17 +10,21 @@
  *   symbols    256 x 8 B: the bytes of symbol c (1..8 used)          } the static code
  *   symlen     256 x 1 B: length of symbol c (0: code c unused)      }
  *   palette    pal_n x (uint32 category, uint32 period)
- *   heads      n_blocks x 2 uint64: bytes 0-7 and 8-15 of each block's first key, each
- *              big-endian as an integer (zero padded), so comparing heads compares the keys'
- *              first 16 bytes
- *   offs       (n_blocks + 1) x uint32: byte offset of each block in the record bytes
+ *   index      (n_blocks + 1) x 20 B, packed (read with memcpy): per block its head, bytes 0-7
+ *              and 8-15 of its first key as two uint64, each big-endian as an integer (zero
+ *              padded), so comparing heads compares the keys' first 16 bytes, then the uint32
+ *              byte offset of the block in the record bytes. Entry n_blocks: heads all ones,
+ *              the offset blob_bytes (the end of the last block). The binary search reads a
+ *              block's head and offset in one place: one cache miss to find the block, one to
+ *              read it (format 01 kept the offsets in an array of their own: a third miss).
  *   payload    ceil(n * pal_bits / 64) x uint64: key i's palette index, pal_bits bits each
  *   records    blob_bytes: per key, varint (lcp << 1 | np), varint (code bytes), code bytes
  *
- * A key is key(i-1)[:lcp] + decode(codes); the first key of a block has lcp 0 (a block decodes
- * on its own). np = 1: no other key of the base is a proper prefix of this one (the AVL tree's
- * no-prefix flag, same use). A code byte c < 255 stands for symbol c; 255 is an escape: the next
- * byte is literal.
+ * A key is key(i-1)[:lcp] + decode(codes); the first key of a block is its head's first lcp
+ * bytes + decode(codes), lcp = min(16, its length) (a block decodes on its own, and its first
+ * record does not repeat the bytes its head holds). np = 1: no other key of the base is a
+ * proper prefix of this one (the AVL tree's no-prefix flag, same use). A code byte c < 255
+ * stands for symbol c; 255 is an escape: the next byte is literal.
  */
 #ifndef WEBTAP_URLBASE_H
 #define WEBTAP_URLBASE_H
@@ -32,7 +36,9 @@
 #include "urlcanon.h"
 #include "util.h"
 
-#define WT_BASE_MAGIC "WTURLB01"
+#define WT_BASE_MAGIC "WTURLB02"
+#define WT_BASE_IDX 20      /* bytes per index entry */
+#define WT_BASE_HEAD 16     /* key bytes a head holds */
 #define WT_BASE_ESC 255
 #define WT_BASE_MAX_KEY 65536
 
@@ -55,8 +61,7 @@ typedef struct {
     const uint8_t *sym;      /* 256 x 8 */
     const uint8_t *symlen;   /* 256 */
     const uint32_t *palette; /* pal_n x 2 */
-    const uint64_t *heads;
-    const uint32_t *offs;
+    const uint8_t *idx;      /* (n_blocks + 1) x WT_BASE_IDX */
     const uint64_t *payload;
     const uint8_t *blob;
     uint64_t n;
@@ -79,9 +84,9 @@ static inline int wt_base_layout(uint64_t n, uint32_t block, uint32_t pal_n, uin
     off[0] = sizeof(WtBaseHeader);
     off[1] = off[0] + 256 * 8;                          /* symlen */
     off[2] = wt_base_align8(off[1] + 256);              /* palette */
-    off[3] = wt_base_align8(off[2] + (size_t)pal_n * 8); /* heads */
-    off[4] = off[3] + (size_t)nb * 16;                  /* offs */
-    off[5] = wt_base_align8(off[4] + ((size_t)nb + 1) * 4); /* payload */
+    off[3] = wt_base_align8(off[2] + (size_t)pal_n * 8); /* index */
+    off[4] = off[3] + ((size_t)nb + 1) * WT_BASE_IDX;   /* end of the index */
+    off[5] = wt_base_align8(off[4]);                    /* payload */
     off[6] = off[5] + (size_t)((n * pal_bits + 63) / 64) * 8; /* records */
     off[7] = wt_base_align8(off[6] + (size_t)blob_bytes);    /* end */
     return 0;
@@ -216,15 +221,55 @@ static inline int wt_base_cmp_codes(const WtBase *b, const uint8_t *codes, uint3
     return pos == qn ? 0 : -1;                                   /* key is a prefix of q */
 }
 
-/* Full comparison of the first key of block k with q. */
-static inline int wt_base_cmp_first(const WtBase *b, uint32_t k, const uint8_t *q, size_t qn,
-                                    size_t *m, size_t *klen)
+/* Index entry k: the head's two integers and the block's offset (packed, unaligned). */
+static inline const uint8_t *wt_base_ix(const WtBase *b, uint32_t k) { return b->idx + (size_t)k * WT_BASE_IDX; }
+static inline uint64_t wt_ix_h1(const uint8_t *e) { uint64_t x; memcpy(&x, e, 8); return x; }
+static inline uint64_t wt_ix_h2(const uint8_t *e) { uint64_t x; memcpy(&x, e + 8, 8); return x; }
+static inline uint32_t wt_ix_off(const uint8_t *e) { uint32_t x; memcpy(&x, e + 16, 4); return x; }
+
+/* Byte j (< 16) of a head. */
+static inline uint8_t wt_head_byte(uint64_t h1, uint64_t h2, size_t j)
 {
-    const uint8_t *p = b->blob + b->offs[k];
-    uint32_t v, nc;
-    p = wt_base_varint(p, &v);
+    return (uint8_t)((j < 8 ? h1 >> (56 - 8 * j) : h2 >> (56 - 8 * (j - 8))) & 0xff);
+}
+
+/* The head's first l bytes into out. */
+static inline void wt_head_bytes(const uint8_t *e, uint32_t l, uint8_t *out)
+{
+    uint8_t hb[16];
+    uint64_t x = __builtin_bswap64(wt_ix_h1(e)), y = __builtin_bswap64(wt_ix_h2(e));
+    memcpy(hb, &x, 8);
+    memcpy(hb + 8, &y, 8);
+    memcpy(out, hb, l);
+}
+
+/* Compare the first key of block k (its head's first l bytes + its codes) with q (qh, qh2: q's
+ * head, wt_base_head / wt_base_head2). Sets *c (-1, 0, 1), *m, *klen as wt_base_cmp_codes, *v
+ * = the record's first varint; returns the pointer past the record. */
+static inline const uint8_t *wt_base_first(const WtBase *b, uint32_t k, const uint8_t *q, size_t qn,
+                                           uint64_t qh, uint64_t qh2, int *c, size_t *m, size_t *klen,
+                                           uint32_t *v)
+{
+    const uint8_t *e = wt_base_ix(b, k), *p = b->blob + wt_ix_off(e);
+    uint64_t h1 = wt_ix_h1(e), h2 = wt_ix_h2(e), d;
+    uint32_t nc, l;
+    size_t j;
+    p = wt_base_varint(p, v);
     p = wt_base_varint(p, &nc);
-    return wt_base_cmp_codes(b, p, nc, q, qn, 0, m, klen);
+    l = *v >> 1;
+    /* j = lcp of the zero-padded heads, then of the real strings' first l bytes */
+    d = h1 ^ qh;
+    if (d) j = (size_t)(__builtin_clzll(d) >> 3);
+    else { d = h2 ^ qh2; j = d ? 8 + (size_t)(__builtin_clzll(d) >> 3) : 16; }
+    if (j > qn) j = qn;
+    if (j < l) {
+        *m = j; *klen = 0;
+        if (j == qn) *c = 1;                                    /* q is a proper prefix of key */
+        else *c = wt_head_byte(h1, h2, j) < q[j] ? -1 : 1;
+        return p + nc;
+    }
+    *c = wt_base_cmp_codes(b, p, nc, q, qn, l, m, klen);
+    return p + nc;
 }
 
 typedef struct {
@@ -234,16 +279,20 @@ typedef struct {
     int np;           /* the no-prefix flag of pred */
 } WtBasePred;
 
+#define WT_IXH1(k) wt_ix_h1(X + (size_t)(k) * WT_BASE_IDX)
+#define WT_IXH2(k) wt_ix_h2(X + (size_t)(k) * WT_BASE_IDX)
+#define WT_IXLT(k) (WT_IXH1(k) < qh || (WT_IXH1(k) == qh && WT_IXH2(k) < qh2))
+
 /* The greatest key <= q[0..qn). */
 static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, WtBasePred *r)
 {
     uint64_t qh = wt_base_head(q, qn), qh2 = wt_base_head2(q, qn);
-    uint32_t lo = 0, hi = b->n_blocks, a, z, k, i;
+    uint32_t lo = 0, hi = b->n_blocks, a, z, k, i, off, endo;
     size_t m, klen, mm;
     const uint8_t *p, *end;
     int c;
     uint32_t v, nc;
-    const uint64_t *H = b->heads;
+    const uint8_t *X = b->idx;
     r->pred = -1; r->m = 0; r->is_prefix = 0; r->np = 0;
     if (b->n == 0) return;
     /* heads: [a, z) are the blocks whose 16-byte head equals q's (lower and upper bound) */
@@ -251,21 +300,21 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
         uint32_t len = b->n_blocks, base = 0;
         while (len > 1) {
             uint32_t half = len / 2, mid = base + half;
-            wt_prefetch_keep(&H[2 * (base + half / 2)]);
-            wt_prefetch_keep(&H[2 * (mid + half / 2)]);
-            base = (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] < qh2)) ? mid : base;
+            wt_prefetch_keep(X + (size_t)(base + half / 2) * WT_BASE_IDX);
+            wt_prefetch_keep(X + (size_t)(mid + half / 2) * WT_BASE_IDX);
+            base = WT_IXLT(mid) ? mid : base;
             len -= half;
         }
-        a = base + (H[2 * base] < qh || (H[2 * base] == qh && H[2 * base + 1] < qh2));
+        a = base + WT_IXLT(base);
     }
     z = a;
-    while (z < b->n_blocks && H[2 * z] == qh && H[2 * z + 1] == qh2) {
+    while (z < b->n_blocks && WT_IXH1(z) == qh && WT_IXH2(z) == qh2) {
         z++;
         if (z - a == 8) {                  /* a long run of equal heads: binary search its end */
             lo = z; hi = b->n_blocks;
             while (lo < hi) {
                 uint32_t mid = lo + (hi - lo) / 2;
-                if (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] <= qh2)) lo = mid + 1; else hi = mid;
+                if (WT_IXH1(mid) < qh || (WT_IXH1(mid) == qh && WT_IXH2(mid) <= qh2)) lo = mid + 1; else hi = mid;
             }
             z = lo;
             break;
@@ -275,18 +324,18 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
     lo = a; hi = z;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (wt_base_cmp_first(b, mid, q, qn, &m, &klen) <= 0) lo = mid + 1; else hi = mid;
+        wt_base_first(b, mid, q, qn, qh, qh2, &c, &m, &klen, &v);
+        if (c <= 0) lo = mid + 1; else hi = mid;
     }
     if (lo == 0) return;                 /* q is below every key */
     k = lo - 1;
-    p = b->blob + b->offs[k];
-    end = b->blob + b->offs[k + 1];
+    off = wt_ix_off(X + (size_t)k * WT_BASE_IDX);
+    endo = wt_ix_off(X + (size_t)(k + 1) * WT_BASE_IDX);
+    p = b->blob + off;
+    end = b->blob + endo;
     for (i = 64; p + i < end; i += 64) wt_prefetch(p + i);
     /* first key of the block: <= q by the choice of k */
-    p = wt_base_varint(p, &v);
-    p = wt_base_varint(p, &nc);
-    c = wt_base_cmp_codes(b, p, nc, q, qn, 0, &m, &klen);
-    p += nc;
+    p = wt_base_first(b, k, q, qn, qh, qh2, &c, &m, &klen, &v);
     r->pred = (int64_t)k * b->block;
     r->m = m; r->np = v & 1;
     r->is_prefix = klen > 0;             /* keys are never empty: decoded to the end = a prefix of q */
@@ -392,12 +441,13 @@ static inline int64_t wt_base_lpm(const WtBase *b, const uint64_t *tomb, const u
 static inline ptrdiff_t wt_base_key(const WtBase *b, uint64_t i, uint8_t *out, size_t cap)
 {
     uint32_t k = (uint32_t)(i / b->block), j, v, nc, l;
-    const uint8_t *p = b->blob + b->offs[k];
+    const uint8_t *p = b->blob + wt_ix_off(wt_base_ix(b, k));
     ptrdiff_t n = 0;
     for (j = 0; j <= (uint32_t)(i % b->block); j++) {
         p = wt_base_varint(p, &v);
         p = wt_base_varint(p, &nc);
         l = v >> 1;
+        if (j == 0) wt_head_bytes(wt_base_ix(b, k), l, out);
         n = wt_base_decode_codes(b, p, nc, out, l, cap);
         if (n < 0) return -1;
         p += nc;
@@ -416,11 +466,12 @@ static inline uint64_t wt_base_dump(const WtBase *b, const uint64_t *tomb, uint8
     int64_t o = 0;
     offs[0] = 0;
     for (k = 0; k < b->n_blocks; k++) {
-        const uint8_t *p = b->blob + b->offs[k], *end = b->blob + b->offs[k + 1];
+        const uint8_t *p = b->blob + wt_ix_off(wt_base_ix(b, k)), *end = b->blob + wt_ix_off(wt_base_ix(b, k + 1));
         for (j = 0; p < end; j++, i++) {
             p = wt_base_varint(p, &v);
             p = wt_base_varint(p, &nc);
             l = v >> 1;
+            if (j == 0) wt_head_bytes(wt_base_ix(b, k), l, kbuf);
             n = wt_base_decode_codes(b, p, nc, kbuf, l, WT_BASE_MAX_KEY + 16);
             p += nc;
             if (wt_base_dead(tomb, (int64_t)i)) continue;
@@ -577,8 +628,7 @@ static inline void wt_base_bind(WtBase *b, const uint8_t *mem, size_t size, cons
     b->sym = mem + off[0];
     b->symlen = mem + off[1];
     b->palette = (const uint32_t *)(mem + off[2]);
-    b->heads = (const uint64_t *)(mem + off[3]);
-    b->offs = (const uint32_t *)(mem + off[4]);
+    b->idx = mem + off[3];
     b->payload = (const uint64_t *)(mem + off[5]);
     b->blob = mem + off[6];
     b->n = h->n; b->block = h->block; b->n_blocks = h->n_blocks; b->pal_bits = h->pal_bits;

@@ -60,13 +60,18 @@ cdef extern from "urlbase.h" nogil:
     size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, size_t n, uint8_t *out)
     uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     int WT_BASE_MAX_KEY
+    int WT_BASE_HEAD
+    int WT_BASE_IDX
     int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
     void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
     int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     int WT_DFILT_BITS
 
-BASE_MAGIC = b"WTURLB01"
+BASE_MAGIC = b"WTURLB02"
+# the index entry of a block (ext/url/urlbase.h): its head (first 16 key bytes, two big-endian
+# integers) and its record offset, packed
+IDX_DTYPE = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("off", "<u4")])
 BASE_HEADER = struct.Struct("<8sQQQIIIIIIQ")       # WtBaseHeader (ext/url/urlbase.h)
 BASE_BLOCK = 32                                     # keys per front-coded block (docs/urlfilter.md)
 cdef uint64_t MAX_BASE = 0x7FFFFFFF - MAX_ID        # ids n_base + tree id must fit int32
@@ -185,7 +190,7 @@ def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods
                     heads[2 * (i // block)] = wt_base_head(k, kn)
                     heads[2 * (i // block) + 1] = wt_base_head2(k, kn)
                     offs[i // block] = <uint32_t>o
-                    lcp = 0
+                    lcp = <uint32_t>kn if kn < WT_BASE_HEAD else WT_BASE_HEAD   # the head holds these
                 p = &rec[o]
                 p = wt_base_put_varint(p, (lcp << 1) | v)
                 nc = wt_base_encode(cd, k + lcp, kn - lcp, p + 5)
@@ -221,8 +226,12 @@ def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods
     palv[0::2] = (pal >> np.uint64(32)).astype(np.uint32)
     palv[1::2] = (pal & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     img[off[2]:off[2] + 8 * pal_n] = palv.view(np.uint8)
-    img[off[3]:off[3] + 16 * nb] = heads_a.view(np.uint8)
-    img[off[4]:off[4] + 4 * (nb + 1)] = offs_a.view(np.uint8) if nb else np.zeros(4, np.uint8)
+    ix = np.zeros(nb + 1, IDX_DTYPE)
+    ix["h1"][:nb] = heads_a[0::2]
+    ix["h2"][:nb] = heads_a[1::2]
+    ix["h1"][nb] = ix["h2"][nb] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    ix["off"] = offs_a
+    img[off[3]:off[4]] = ix.view(np.uint8)
     pw = (n * pal_bits + 63) // 64
     img[off[5]:off[5] + 8 * pw] = payload_a[:pw].view(np.uint8)
     img[off[6]:off[6] + o] = rec_a[:o]
@@ -1090,7 +1099,7 @@ cdef class UrlStore:
             "run_filter_bytes": runf,
             "base_bytes": self.runs[0].image_bytes,
             "base_record_bytes": h.blob_bytes,
-            "base_index_bytes": nb * 20 + 4,
+            "base_index_bytes": (nb + 1) * WT_BASE_IDX,
             "base_payload_bytes": (self.runs[0].n * self.runs[0].pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
             "base_raw_key_bytes": h.raw_bytes,
             "delta_bytes": ds["paper_bytes"],
@@ -1143,6 +1152,9 @@ cdef class UrlStore:
             mm.close()
             if magic[:5] == b"WTAVL":
                 raise ValueError(f"{path}: an older URL tree snapshot ({magic.decode('ascii', 'replace')}), "
+                                 f"this version reads {BASE_MAGIC.decode()}: rebuild it")
+            if magic[:6] == b"WTURLB":
+                raise ValueError(f"{path}: an older URL store snapshot format ({magic.decode('ascii', 'replace')}), "
                                  f"this version reads {BASE_MAGIC.decode()}: rebuild it")
             raise ValueError(f"{path}: not a URL store snapshot")
         if verify:

@@ -405,3 +405,60 @@ def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= bound
     assert st_["merged_keys"] <= n * bound, (st_["merged_keys"], n * bound)
     s.check()
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def test_image_layout_format_02(tmp_path):
+    """The image as ext/url/urlbase.h's comment specifies format 02, parsed here by hand: the
+    index of (n_blocks + 1) packed 20-byte entries (head = first 16 key bytes as two big-endian
+    integers, zero padded; the block's record offset; an end entry of all-ones heads and the
+    record size), and a block's first record taking min(16, len) bytes from the head."""
+    keys = [b"com.example", b"com.example.www/a/very/long/path", b"net.evil", b"org.x/" + b"y" * 30,
+            b"org.x/z", b"ru.a"]
+    s, _ = build_store([avl.key_to_url(k) for k in keys], block=2)
+    p = tmp_path / "img"
+    s.save(p)
+    img = p.read_bytes()
+    h = avl.BASE_HEADER.unpack_from(img, 0)
+    assert h[0] == b"WTURLB02"
+    n, blob, block, nb, pal_n, pal_bits = h[1], h[2], h[4], h[5], h[6], h[7]
+    assert (n, block, nb) == (6, 2, 3)
+    a8 = lambda x: (x + 7) & ~7                                   # noqa: E731
+    o_pal = a8(64 + 2048 + 256)
+    o_ix = a8(o_pal + 8 * pal_n)
+    o_pay = a8(o_ix + 20 * (nb + 1))
+    o_rec = o_pay + ((n * pal_bits + 63) // 64) * 8
+    assert len(img) == a8(o_rec + blob)
+    assert s.stats()["base_index_bytes"] == 20 * (nb + 1)
+    sym = [img[64 + 8 * c:64 + 8 * c + img[64 + 2048 + c]] for c in range(256)]
+    for k in range(nb + 1):
+        e = img[o_ix + 20 * k:o_ix + 20 * k + 20]
+        h1, h2, off = int.from_bytes(e[:8], "little"), int.from_bytes(e[8:16], "little"), int.from_bytes(e[16:], "little")
+        if k == nb:
+            assert (h1, h2, off) == (2**64 - 1, 2**64 - 1, blob)
+            continue
+        first = keys[k * block]
+        assert h1 == int.from_bytes(first[:8].ljust(8, b"\0"), "big")
+        assert h2 == int.from_bytes(first[8:16].ljust(8, b"\0"), "big")
+        v, i = _varint(img, o_rec + off)
+        nc, i = _varint(img, i)
+        assert v >> 1 == min(16, len(first))
+        codes, j, tail = img[i:i + nc], 0, b""
+        while j < len(codes):
+            if codes[j] == 255:
+                tail += codes[j + 1:j + 2]
+                j += 2
+            else:
+                tail += sym[codes[j]]
+                j += 1
+        assert first[:v >> 1] + tail == first
