@@ -8,7 +8,7 @@
 #   65536) and merged by size (the newest two while the older holds at most RUN_RATIO x the
 #   newer's live keys; into the base when a run reaches the base's size), so a delta of 10 %
 #   costs ~ the base's bytes per key, and each key is rewritten O(log) times, not the base per
-#   merge. Each delta run has a host filter (ext/url/urlbase.h) that skips it for most queries.
+#   merge. Each delta run has a key filter (ext/url/urlbase.h) that skips it for most queries.
 # * A key lives in exactly one place: a live run key (its bit not in that run's tombstones) or
 #   the delta tree. insert: a key live anywhere is a duplicate; anything else goes to the tree
 #   (a deleted run key too: runs never change). delete: from the tree, else a tombstone bit.
@@ -62,9 +62,11 @@ cdef extern from "urlbase.h" nogil:
     int WT_BASE_MAX_KEY
     int WT_BASE_HEAD
     int WT_BASE_IDX
-    int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
+    int WT_PSIG_MAX
+    uint64_t wt_key_sig(const uint8_t *k, size_t n)
+    int wt_pfx_sigs(const uint8_t *q, size_t qn, uint64_t *sig)
     void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
-    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
+    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, const uint64_t *sig, int ns)
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     int WT_DFILT_BITS
 
@@ -79,6 +81,19 @@ cdef uint64_t MAX_BASE = 0x7FFFFFFF - MAX_ID        # ids n_base + tree id must 
 
 def sizeof_base_header():
     return sizeof(WtBaseHeader)
+
+
+def key_signature(const uint8_t[::1] key):
+    """The delta filters' signature of a whole key (ext/url/urlbase.h wt_key_sig); for tests."""
+    return wt_key_sig(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+
+
+def prefix_signatures(const uint8_t[::1] key):
+    """The signatures a prefix lookup of key probes (wt_pfx_sigs: key[:b] for each component
+    boundary b, then key), or None when key has too many boundaries to filter; for tests."""
+    cdef uint64_t sigs[64]
+    cdef int ns = wt_pfx_sigs(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], sigs)
+    return None if ns < 0 else [sigs[i] for i in range(ns)]
 
 
 def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods,
@@ -246,10 +261,12 @@ cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
 
 cdef enum:
     MAX_RUNS = 32              # static runs (the base + delta runs); the merge policy keeps ~log2
-    RUN_FILT_BITS_PER_KEY = 10 # host filter of a delta run: bits per key
+    RUN_FILT_BITS_PER_KEY = 10 # key filter of a delta run: bits per key
     TREE_CAP_MIN = 4096        # the delta tree is flushed into a run at max(this, live / 64) keys
     TREE_CAP_MAX = 65536
 
+if WT_PSIG_MAX != 64:                                # _prefix's signature buffer
+    raise ImportError("urlbase.h WT_PSIG_MAX changed: resize UrlStore._prefix's sigs")
 RUN_RATIO = 2                  # merge the newest two runs while older <= RUN_RATIO x newer (the base: 1 x)
 
 
@@ -371,16 +388,16 @@ cdef class UrlStore:
         cdef uint32_t x = 0
         cdef size_t ln
         cdef int64_t i
-        cdef int r, two = 0
-        cdef uint64_t s1 = 0, s2 = 0
+        cdef int r
+        cdef uint64_t sig
         if self.nr > 1 or self.delta.count:
-            two = wt_host_sigs(q, qn, &s1, &s2)
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
+            sig = wt_key_sig(q, qn)                     # an exact lookup: q's signature alone
+            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, &sig, 1)):
                 x = self.delta._search(self.delta.root, q, qn, 0, 0)
                 if x:
                     return <int64_t>self._nst() + x
             for r in range(self.nr - 1, 0, -1):
-                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
+                if wt_filt_maybe(self.filt[r], self.fbits[r], &sig, 1):
                     i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
                     if i >= 0:
                         return <int64_t>self.roff[r] + i + 1
@@ -394,26 +411,25 @@ cdef class UrlStore:
         cdef size_t ln = 0, best_len = 0
         cdef Rec rec
         cdef int64_t i, best = 0
-        cdef int r, two = 0
-        cdef uint64_t s1 = 0, s2 = 0
+        cdef int r, ns
+        cdef uint64_t sigs[64]                          # WT_PSIG_MAX
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 0, &ln)
         if self.nr == 1 and self.delta.count == 0:      # a mapped snapshot: the base alone
             return i + 1 if i >= 0 else 0
         if i >= 0:
             best, best_len = i + 1, ln
-        if True:
-            two = wt_host_sigs(q, qn, &s1, &s2)
-            for r in range(1, self.nr):
-                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
-                    i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
-                    if i >= 0 and ln > best_len:
-                        best, best_len = <int64_t>self.roff[r] + i + 1, ln
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
-                x = self.delta._prefix(q, qn)
-                if x:
-                    _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
-                    if <size_t>(rec.cp + rec.dlen) > best_len:
-                        best = <int64_t>self._nst() + x
+        ns = wt_pfx_sigs(q, qn, sigs)                   # q's candidate entries, once for all filters
+        for r in range(1, self.nr):
+            if wt_filt_maybe(self.filt[r], self.fbits[r], sigs, ns):
+                i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
+                if i >= 0 and ln > best_len:
+                    best, best_len = <int64_t>self.roff[r] + i + 1, ln
+        if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, sigs, ns)):
+            x = self.delta._prefix(q, qn)
+            if x:
+                _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
+                if <size_t>(rec.cp + rec.dlen) > best_len:
+                    best = <int64_t>self._nst() + x
         return best
 
     cdef int _insert(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period, int64_t *hit) except -2 nogil:

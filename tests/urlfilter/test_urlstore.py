@@ -462,3 +462,44 @@ def test_image_layout_format_02(tmp_path):
                 tail += sym[codes[j]]
                 j += 1
         assert first[:v >> 1] + tail == first
+
+
+def _ref_boundaries(k: bytes) -> list[int]:
+    """Component boundaries of key k by the rule of ext/url/urlbase.h wt_base_boundary, written
+    from its comment: '.' inside the host unless it is an IPv6 literal ([...]: the host ends
+    after ']'), the host's end (':', '/', '?' or the key's end), '/' in the path, the first '?'."""
+    if k[:1] == b"[":
+        j = k.find(b"]")
+        he = len(k) if j < 0 else j + 1
+    else:
+        he = next((i for i, c in enumerate(k) if c in b":/?"), len(k))
+    qpos = k.find(b"?", he)
+    qpos = len(k) if qpos < 0 else qpos
+    out = []
+    for b in range(1, len(k)):
+        if b < he:
+            ok = k[b:b + 1] == b"." and k[:1] != b"["
+        elif b == he:
+            ok = True
+        else:
+            ok = b <= qpos and (k[b:b + 1] == b"/" or b == qpos)
+        if ok:
+            out.append(b)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=70) | st.text("ab.:/?[]x9", max_size=90).map(str.encode), st.integers(0, 7))
+def test_prefix_signatures_are_the_signatures_of_every_candidate_entry(k, pad):
+    """A prefix lookup probes the delta filters with the signatures of q's candidate entries
+    (every boundary prefix, then q); each must equal the signature that key gets when it is
+    added (wt_key_sig), or a run holding it would be skipped. Boundaries 8 bytes at a time
+    against the byte-wise rule; keys cut at every offset mod 8."""
+    k = b"x" * pad + k
+    sigs = avl.prefix_signatures(k)
+    want = [avl.key_signature(k[:b]) for b in _ref_boundaries(k)] + [avl.key_signature(k)]
+    if len(want) > 64:
+        assert sigs is None
+    else:
+        assert sigs == want, (k, _ref_boundaries(k))
+    assert avl.key_signature(k) == avl.key_signature(bytes(bytearray(k)))
