@@ -5,8 +5,8 @@
 #
 # * Static runs, log-structured (as an LSM tree): runs[0] is the base; runs[1..] are delta runs,
 #   the same encoding, built when the tree fills (flush(): at max(4096, live / 64) keys, up to
-#   65536) and merged by size (the newest two while the older holds at most RUN_RATIO x the
-#   newer's live keys; into the base when a run reaches the base's size), so a delta of 10 %
+#   65536) and merged by size tiers (the newest RUN_FANOUT runs when their sizes are within 2x
+#   of each other; into the base when run 1 reaches the base's size), so a delta of 10 %
 #   costs ~ the base's bytes per key, and each key is rewritten O(log) times, not the base per
 #   merge. Each delta run has a key filter (ext/url/urlbase.h) that skips it for most queries.
 # * A key lives in exactly one place: a live run key (its bit not in that run's tombstones) or
@@ -267,7 +267,7 @@ cdef enum:
 
 if WT_PSIG_MAX != 64:                                # _prefix's signature buffer
     raise ImportError("urlbase.h WT_PSIG_MAX changed: resize UrlStore._prefix's sigs")
-RUN_RATIO = 2                  # merge the newest two runs while older <= RUN_RATIO x newer (the base: 1 x)
+RUN_FANOUT = 4                 # merge the newest RUN_FANOUT runs of one size tier into one (UrlStore._compact)
 
 
 cdef class UrlStore:
@@ -952,17 +952,28 @@ cdef class UrlStore:
         if r == 0:
             self.mapped = False
 
-    cdef _drop_last(self):
-        cdef int r = self.nr - 1
-        free(self.tombs[r])
-        self.tombs[r] = NULL
-        free(self.filt[r])
-        self.filt[r] = NULL
-        self.n_dead -= self.dead[r]
-        self.dead[r] = 0
-        memset(&self.runs[r], 0, sizeof(WtBase))
-        del self._images[r:]
-        self.nr -= 1
+    cdef _drop_runs(self, int a, int e):
+        """Remove runs a .. e - 1; the runs after them move down."""
+        cdef int r, k = e - a
+        for r in range(a, e):
+            free(self.tombs[r])
+            free(self.filt[r])
+            self.n_dead -= self.dead[r]
+        for r in range(a, self.nr):
+            if r + k < self.nr:
+                self.tombs[r] = self.tombs[r + k]
+                self.filt[r] = self.filt[r + k]
+                self.fbits[r] = self.fbits[r + k]
+                self.dead[r] = self.dead[r + k]
+                self.runs[r] = self.runs[r + k]
+            else:
+                self.tombs[r] = NULL
+                self.filt[r] = NULL
+                self.fbits[r] = 0
+                self.dead[r] = 0
+                memset(&self.runs[r], 0, sizeof(WtBase))
+        del self._images[a:e]
+        self.nr -= k
 
     def _sources(self, runs, bint with_tree):
         """(data, starts, ends, cats, pers, bounds) of the live keys of the given runs and of the
@@ -995,9 +1006,8 @@ cdef class UrlStore:
 
     def flush(self):
         """Write the delta tree into a new static run (keys in order, the base's code), then
-        merge the newest runs by the size rule: while the older of the last two holds at most
-        RUN_RATIO times the newer's live keys (the base: at most as many), they become one.
-        Each key is so rewritten O(log(n / tree cap)) times: inserts cost that amortised, not
+        merge runs by the size-tier rule (_compact). Each key is so rewritten about
+        log_RUN_FANOUT(n / tree cap) times: inserts cost that amortised, not
         a re-encode of the base per flush. Ids are renumbered."""
         if self.delta.count == 0:
             return
@@ -1028,32 +1038,59 @@ cdef class UrlStore:
         self._compact()
 
     def _compact(self):
-        cdef int r
+        """The size-tiered merge rule: the newest RUN_FANOUT delta runs become one when their
+        live sizes are within 2x of each other (a tier: flushes of about one tree cap, then
+        RUN_FANOUT caps, ...); run 1 (the largest) merges into the base when it is as large.
+        Each key is so rewritten about log_RUN_FANOUT(n / cap) times, and a tier holds at most
+        RUN_FANOUT - 1 runs between merges."""
+        cdef int r, j
+        cdef uint64_t lo_, hi_
         while self.nr >= 2:
-            r = self.nr - 2
-            if self._live(r) > (1 if r == 0 else RUN_RATIO) * self._live(r + 1):
-                break
-            data, st, en, cats, pers, bounds = self._sources([r, r + 1], False)
-            sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
-            order = _kmerge_order(data, st, en, bounds)
-            img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
-            if self._pending is not None and len(self._pending):
-                # ids of runs r and r + 1 -> their key's position in the merged run
-                inv = np.zeros(len(order), np.int64)
-                inv[order] = np.arange(len(order))
-                lo, mid = int(self.roff[r]), int(self.roff[r + 1])
-                P = self._pending
-                m = P > lo
-                q = P[m].astype(np.int64)
-                a = q <= mid
-                src = np.where(a, np.searchsorted(self._src_ix[0], q - lo - 1),
-                               len(self._src_ix[0]) + np.searchsorted(self._src_ix[1], q - mid - 1))
-                P[m] = lo + inv[src] + 1
-            self._drop_last()
-            self._install(r, img, data, st, en)
-            self._reoff()
-            self.n_run_merges += 1
-            self.merged_keys += len(st)
+            r = self.nr - RUN_FANOUT
+            if r >= 1:
+                lo_, hi_ = self._live(r), self._live(r)
+                for j in range(r + 1, self.nr):
+                    lo_, hi_ = min(lo_, self._live(j)), max(hi_, self._live(j))
+                if hi_ > 2 * lo_:
+                    r = -1
+            if r < 1:
+                if self._live(0) > self._live(1):
+                    break
+                if self.nr > 2:
+                    # run 1 reached the base's size: base + run 1 (the newer runs stay)
+                    self._merge_runs(0, 2)
+                    continue
+                r = 0
+            self._merge_runs(r, self.nr)
+
+    cdef _merge_runs(self, int r, int e):
+        """Runs r .. e - 1 (consecutive) become one run at r; the runs after e move down."""
+        cdef int j
+        data, st, en, cats, pers, bounds = self._sources(list(range(r, e)), False)
+        sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
+        order = _kmerge_order(data, st, en, bounds)
+        img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
+        if self._pending is not None and len(self._pending):
+            # ids of runs r .. e - 1 -> their key's position in the merged run; later runs and
+            # the tree shift down by the dead keys left out
+            inv = np.zeros(len(order), np.int64)
+            inv[order] = np.arange(len(order))
+            lo = int(self.roff[r])
+            P = self._pending
+            m = (P > lo) & (P <= int(self.roff[e]))
+            q = P[m].astype(np.int64)
+            src = np.zeros(len(q), np.int64)
+            for j in range(r, e):
+                a = (q > int(self.roff[j])) & (q <= int(self.roff[j + 1]))
+                src[a] = bounds[j - r] + np.searchsorted(self._src_ix[j - r], q[a] - int(self.roff[j]) - 1)
+            P[m] = lo + inv[src] + 1
+            after = P > int(self.roff[e])
+            P[after] -= int(self.roff[e] - self.roff[r]) - len(order)
+        self._drop_runs(r + 1, e)
+        self._install(r, img, data, st, en)
+        self._reoff()
+        self.n_run_merges += 1
+        self.merged_keys += len(st)
 
     def merge_with(self, sym, symlen, uint32_t block=BASE_BLOCK):
         """Fold the delta runs, the tree and the tombstones into a new base coded with

@@ -386,8 +386,9 @@ def test_code_trainer_is_deterministic_and_symbols_at_most_8_bytes():
 def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     """A batch whose inserts flush the tree several times (cap 16) returns ids that name their
     URLs when the call returns (the ones before the last flush are looked up again); the size
-    rule keeps few runs and rewrites each key O(log(n / cap)) times: with ratio 2, at most
-    log2(n / cap) + 2 rewrites per key, runs at most log2(n / cap) + 2."""
+    tiers keep few runs and rewrite each key O(log(n / cap)) times: with fanout F = 4, a key is
+    rewritten once per tier it climbs (at most log_F(n / cap) + 2 times, the base merges
+    included), and each tier holds at most F - 1 runs (runs <= (F - 1)(log_F(n / cap) + 1) + 1)."""
     import math
 
     urls = [f"h{i % 37}.example/p/{i}".encode() for i in range(3000)]
@@ -401,9 +402,11 @@ def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     assert keys == [b"example.h" + str(i % 37).encode() + b"/p/" + str(i).encode() for i in range(3000)] + keys[:500]
     assert (ids[3000:] == ids[:500]).all()
     st_ = s.stats()
-    n, bound = 3000, math.log2(3000 / 16) + 2
-    assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= bound
-    assert st_["merged_keys"] <= n * bound, (st_["merged_keys"], n * bound)
+    F = avl.RUN_FANOUT
+    assert F == 4
+    tiers = math.log(3000 / 16, F)
+    assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= (F - 1) * (tiers + 1) + 1, st_["runs"]
+    assert st_["merged_keys"] <= 3000 * (tiers + 2), (st_["merged_keys"], 3000 * (tiers + 2))
     s.check()
 
 

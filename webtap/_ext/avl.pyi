@@ -14,7 +14,7 @@ TREE_NODE_DTYPE: np.dtype
 BASE_BLOCK: int
 BASE_HEADER: struct.Struct
 BASE_MAGIC: bytes
-RUN_RATIO: int
+RUN_FANOUT: int
 
 
 def sizeof_tree_node() -> int: ...
