@@ -237,7 +237,7 @@ static inline uint8_t wt_head_byte(uint64_t h1, uint64_t h2, size_t j)
 static inline void wt_head_bytes(const uint8_t *e, uint32_t l, uint8_t *out)
 {
     uint8_t hb[16];
-    uint64_t x = __builtin_bswap64(wt_ix_h1(e)), y = __builtin_bswap64(wt_ix_h2(e));
+    uint64_t x = wt_rd64(e, 1), y = wt_rd64(e + 8, 1);     /* the heads' bytes in key order */
     memcpy(hb, &x, 8);
     memcpy(hb + 8, &y, 8);
     memcpy(out, hb, l);

@@ -14,6 +14,7 @@ TREE_NODE_DTYPE: np.dtype
 BASE_BLOCK: int
 BASE_HEADER: struct.Struct
 BASE_MAGIC: bytes
+IDX_DTYPE: np.dtype
 RUN_FANOUT: int
 
 
