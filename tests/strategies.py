@@ -26,12 +26,19 @@ def urls(draw):
 
 
 def is_boundary(q: bytes, b: int) -> bool:
-    """Reference rule: is q[:b] a component prefix of the key q? (mirrors the module docstring)"""
+    """Reference rule: is q[:b] a component prefix of the key q? (mirrors the module docstring;
+    an IPv6 literal [...] is one label and the host ends after its ']', as webtap_host_len)"""
     host_end = len(q)
-    for i, c in enumerate(q):
-        if c in b":/?":
-            host_end = i
-            break
+    if q[:1] == b"[":
+        j = q.find(b"]")
+        host_end = len(q) if j < 0 else j + 1
+        if b < host_end:
+            return False
+    else:
+        for i, c in enumerate(q):
+            if c in b":/?":
+                host_end = i
+                break
     qpos = q.find(b"?", host_end)
     qpos = len(q) if qpos < 0 else qpos
     if b < host_end:

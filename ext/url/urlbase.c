@@ -24,13 +24,17 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
     wt_base_bind(b, mem, size, off);
     for (c = 0; c < 256; c++)
         if (b->symlen[c] > 8 || (c == WT_BASE_ESC && b->symlen[c] != 0)) return "bad symbol length";
-    if (b->offs[0] != 0 || b->offs[b->n_blocks] != h->blob_bytes) return "block offsets do not cover the records";
+    if (wt_ix_off(wt_base_ix(b, 0)) != 0 || wt_ix_off(wt_base_ix(b, b->n_blocks)) != h->blob_bytes)
+        return "block offsets do not cover the records";
+    if (wt_ix_h1(wt_base_ix(b, b->n_blocks)) != UINT64_MAX || wt_ix_h2(wt_base_ix(b, b->n_blocks)) != UINT64_MAX)
+        return "index end entry wrong";
     for (k = 0; k < b->n_blocks; k++) {
         const uint8_t *p, *end;
         uint32_t cnt = (k + 1 < b->n_blocks) ? b->block : (uint32_t)(h->n - (uint64_t)k * b->block);
-        if (b->offs[k + 1] < b->offs[k]) return "block offsets decrease";
-        p = b->blob + b->offs[k];
-        end = b->blob + b->offs[k + 1];
+        uint32_t o0 = wt_ix_off(wt_base_ix(b, k)), o1 = wt_ix_off(wt_base_ix(b, k + 1));
+        if (o1 < o0) return "block offsets decrease";
+        p = b->blob + o0;
+        end = b->blob + o1;
         for (i = 0; i < cnt; i++) {
             uint32_t v, nc, l, pos, mm;
             const uint8_t *ce;
@@ -41,9 +45,13 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
             if (p == NULL || nc > (size_t)(end - p)) return "record runs past its block";
             l = v >> 1;
             np = v & 1;
-            if (i == 0 && l != 0) return "first key of a block is not whole";
-            if (l > prevn) return "shared prefix longer than the previous key";
-            if (i > 0 && l > 0) memcpy(cur, prev, l);
+            if (i == 0) {
+                if (l > WT_BASE_HEAD) return "first key of a block takes more than its head";
+                wt_head_bytes(wt_base_ix(b, k), l, cur);
+            } else {
+                if (l > prevn) return "shared prefix longer than the previous key";
+                if (l > 0) memcpy(cur, prev, l);
+            }
             pos = l;
             ce = p + nc;
             while (p < ce) {
@@ -69,7 +77,8 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
             while (mm < pos && mm < prevn && cur[mm] == prev[mm]) mm++;
             if (nkeys > 0 && !(mm < pos && (mm == prevn || cur[mm] > prev[mm]))) return "keys not ascending";
             if (i > 0 && mm != l) return "shared prefix not the exact lcp";
-            if (i == 0 && (b->heads[2 * k] != wt_base_head(cur, pos) || b->heads[2 * k + 1] != wt_base_head2(cur, pos)))
+            if (i == 0 && (wt_ix_h1(wt_base_ix(b, k)) != wt_base_head(cur, pos) ||
+                           wt_ix_h2(wt_base_ix(b, k)) != wt_base_head2(cur, pos)))
                 return "block head does not match its key";
             /* np exact: the stack of lengths of the entries prev starts with (as in avl's _np_scan) */
             while (nl > 0 && lens[nl - 1] > mm) nl--;

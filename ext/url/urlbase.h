@@ -10,17 +10,21 @@
  *   symbols    256 x 8 B: the bytes of symbol c (1..8 used)          } the static code
  *   symlen     256 x 1 B: length of symbol c (0: code c unused)      }
  *   palette    pal_n x (uint32 category, uint32 period)
- *   heads      n_blocks x 2 uint64: bytes 0-7 and 8-15 of each block's first key, each
- *              big-endian as an integer (zero padded), so comparing heads compares the keys'
- *              first 16 bytes
- *   offs       (n_blocks + 1) x uint32: byte offset of each block in the record bytes
+ *   index      (n_blocks + 1) x 20 B, packed (read with memcpy): per block its head, bytes 0-7
+ *              and 8-15 of its first key as two uint64, each big-endian as an integer (zero
+ *              padded), so comparing heads compares the keys' first 16 bytes, then the uint32
+ *              byte offset of the block in the record bytes. Entry n_blocks: heads all ones,
+ *              the offset blob_bytes (the end of the last block). The binary search reads a
+ *              block's head and offset in one place: one cache miss to find the block, one to
+ *              read it (format 01 kept the offsets in an array of their own: a third miss).
  *   payload    ceil(n * pal_bits / 64) x uint64: key i's palette index, pal_bits bits each
  *   records    blob_bytes: per key, varint (lcp << 1 | np), varint (code bytes), code bytes
  *
- * A key is key(i-1)[:lcp] + decode(codes); the first key of a block has lcp 0 (a block decodes
- * on its own). np = 1: no other key of the base is a proper prefix of this one (the AVL tree's
- * no-prefix flag, same use). A code byte c < 255 stands for symbol c; 255 is an escape: the next
- * byte is literal.
+ * A key is key(i-1)[:lcp] + decode(codes); the first key of a block is its head's first lcp
+ * bytes + decode(codes), lcp = min(16, its length) (a block decodes on its own, and its first
+ * record does not repeat the bytes its head holds). np = 1: no other key of the base is a
+ * proper prefix of this one (the AVL tree's no-prefix flag, same use). A code byte c < 255
+ * stands for symbol c; 255 is an escape: the next byte is literal.
  */
 #ifndef WEBTAP_URLBASE_H
 #define WEBTAP_URLBASE_H
@@ -32,7 +36,9 @@
 #include "urlcanon.h"
 #include "util.h"
 
-#define WT_BASE_MAGIC "WTURLB01"
+#define WT_BASE_MAGIC "WTURLB02"
+#define WT_BASE_IDX 20      /* bytes per index entry */
+#define WT_BASE_HEAD 16     /* key bytes a head holds */
 #define WT_BASE_ESC 255
 #define WT_BASE_MAX_KEY 65536
 
@@ -55,8 +61,7 @@ typedef struct {
     const uint8_t *sym;      /* 256 x 8 */
     const uint8_t *symlen;   /* 256 */
     const uint32_t *palette; /* pal_n x 2 */
-    const uint64_t *heads;
-    const uint32_t *offs;
+    const uint8_t *idx;      /* (n_blocks + 1) x WT_BASE_IDX */
     const uint64_t *payload;
     const uint8_t *blob;
     uint64_t n;
@@ -79,9 +84,9 @@ static inline int wt_base_layout(uint64_t n, uint32_t block, uint32_t pal_n, uin
     off[0] = sizeof(WtBaseHeader);
     off[1] = off[0] + 256 * 8;                          /* symlen */
     off[2] = wt_base_align8(off[1] + 256);              /* palette */
-    off[3] = wt_base_align8(off[2] + (size_t)pal_n * 8); /* heads */
-    off[4] = off[3] + (size_t)nb * 16;                  /* offs */
-    off[5] = wt_base_align8(off[4] + ((size_t)nb + 1) * 4); /* payload */
+    off[3] = wt_base_align8(off[2] + (size_t)pal_n * 8); /* index */
+    off[4] = off[3] + ((size_t)nb + 1) * WT_BASE_IDX;   /* end of the index */
+    off[5] = wt_base_align8(off[4]);                    /* payload */
     off[6] = off[5] + (size_t)((n * pal_bits + 63) / 64) * 8; /* records */
     off[7] = wt_base_align8(off[6] + (size_t)blob_bytes);    /* end */
     return 0;
@@ -216,15 +221,55 @@ static inline int wt_base_cmp_codes(const WtBase *b, const uint8_t *codes, uint3
     return pos == qn ? 0 : -1;                                   /* key is a prefix of q */
 }
 
-/* Full comparison of the first key of block k with q. */
-static inline int wt_base_cmp_first(const WtBase *b, uint32_t k, const uint8_t *q, size_t qn,
-                                    size_t *m, size_t *klen)
+/* Index entry k: the head's two integers and the block's offset (packed, unaligned). */
+static inline const uint8_t *wt_base_ix(const WtBase *b, uint32_t k) { return b->idx + (size_t)k * WT_BASE_IDX; }
+static inline uint64_t wt_ix_h1(const uint8_t *e) { uint64_t x; memcpy(&x, e, 8); return x; }
+static inline uint64_t wt_ix_h2(const uint8_t *e) { uint64_t x; memcpy(&x, e + 8, 8); return x; }
+static inline uint32_t wt_ix_off(const uint8_t *e) { uint32_t x; memcpy(&x, e + 16, 4); return x; }
+
+/* Byte j (< 16) of a head. */
+static inline uint8_t wt_head_byte(uint64_t h1, uint64_t h2, size_t j)
 {
-    const uint8_t *p = b->blob + b->offs[k];
-    uint32_t v, nc;
-    p = wt_base_varint(p, &v);
+    return (uint8_t)((j < 8 ? h1 >> (56 - 8 * j) : h2 >> (56 - 8 * (j - 8))) & 0xff);
+}
+
+/* The head's first l bytes into out. */
+static inline void wt_head_bytes(const uint8_t *e, uint32_t l, uint8_t *out)
+{
+    uint8_t hb[16];
+    uint64_t x = wt_rd64(e, 1), y = wt_rd64(e + 8, 1);     /* the heads' bytes in key order */
+    memcpy(hb, &x, 8);
+    memcpy(hb + 8, &y, 8);
+    memcpy(out, hb, l);
+}
+
+/* Compare the first key of block k (its head's first l bytes + its codes) with q (qh, qh2: q's
+ * head, wt_base_head / wt_base_head2). Sets *c (-1, 0, 1), *m, *klen as wt_base_cmp_codes, *v
+ * = the record's first varint; returns the pointer past the record. */
+static inline const uint8_t *wt_base_first(const WtBase *b, uint32_t k, const uint8_t *q, size_t qn,
+                                           uint64_t qh, uint64_t qh2, int *c, size_t *m, size_t *klen,
+                                           uint32_t *v)
+{
+    const uint8_t *e = wt_base_ix(b, k), *p = b->blob + wt_ix_off(e);
+    uint64_t h1 = wt_ix_h1(e), h2 = wt_ix_h2(e), d;
+    uint32_t nc, l;
+    size_t j;
+    p = wt_base_varint(p, v);
     p = wt_base_varint(p, &nc);
-    return wt_base_cmp_codes(b, p, nc, q, qn, 0, m, klen);
+    l = *v >> 1;
+    /* j = lcp of the zero-padded heads, then of the real strings' first l bytes */
+    d = h1 ^ qh;
+    if (d) j = (size_t)(__builtin_clzll(d) >> 3);
+    else { d = h2 ^ qh2; j = d ? 8 + (size_t)(__builtin_clzll(d) >> 3) : 16; }
+    if (j > qn) j = qn;
+    if (j < l) {
+        *m = j; *klen = 0;
+        if (j == qn) *c = 1;                                    /* q is a proper prefix of key */
+        else *c = wt_head_byte(h1, h2, j) < q[j] ? -1 : 1;
+        return p + nc;
+    }
+    *c = wt_base_cmp_codes(b, p, nc, q, qn, l, m, klen);
+    return p + nc;
 }
 
 typedef struct {
@@ -234,16 +279,20 @@ typedef struct {
     int np;           /* the no-prefix flag of pred */
 } WtBasePred;
 
+#define WT_IXH1(k) wt_ix_h1(X + (size_t)(k) * WT_BASE_IDX)
+#define WT_IXH2(k) wt_ix_h2(X + (size_t)(k) * WT_BASE_IDX)
+#define WT_IXLT(k) (WT_IXH1(k) < qh || (WT_IXH1(k) == qh && WT_IXH2(k) < qh2))
+
 /* The greatest key <= q[0..qn). */
 static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, WtBasePred *r)
 {
     uint64_t qh = wt_base_head(q, qn), qh2 = wt_base_head2(q, qn);
-    uint32_t lo = 0, hi = b->n_blocks, a, z, k, i;
+    uint32_t lo = 0, hi = b->n_blocks, a, z, k, i, off, endo;
     size_t m, klen, mm;
     const uint8_t *p, *end;
     int c;
     uint32_t v, nc;
-    const uint64_t *H = b->heads;
+    const uint8_t *X = b->idx;
     r->pred = -1; r->m = 0; r->is_prefix = 0; r->np = 0;
     if (b->n == 0) return;
     /* heads: [a, z) are the blocks whose 16-byte head equals q's (lower and upper bound) */
@@ -251,21 +300,21 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
         uint32_t len = b->n_blocks, base = 0;
         while (len > 1) {
             uint32_t half = len / 2, mid = base + half;
-            wt_prefetch_keep(&H[2 * (base + half / 2)]);
-            wt_prefetch_keep(&H[2 * (mid + half / 2)]);
-            base = (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] < qh2)) ? mid : base;
+            wt_prefetch_keep(X + (size_t)(base + half / 2) * WT_BASE_IDX);
+            wt_prefetch_keep(X + (size_t)(mid + half / 2) * WT_BASE_IDX);
+            base = WT_IXLT(mid) ? mid : base;
             len -= half;
         }
-        a = base + (H[2 * base] < qh || (H[2 * base] == qh && H[2 * base + 1] < qh2));
+        a = base + WT_IXLT(base);
     }
     z = a;
-    while (z < b->n_blocks && H[2 * z] == qh && H[2 * z + 1] == qh2) {
+    while (z < b->n_blocks && WT_IXH1(z) == qh && WT_IXH2(z) == qh2) {
         z++;
         if (z - a == 8) {                  /* a long run of equal heads: binary search its end */
             lo = z; hi = b->n_blocks;
             while (lo < hi) {
                 uint32_t mid = lo + (hi - lo) / 2;
-                if (H[2 * mid] < qh || (H[2 * mid] == qh && H[2 * mid + 1] <= qh2)) lo = mid + 1; else hi = mid;
+                if (WT_IXH1(mid) < qh || (WT_IXH1(mid) == qh && WT_IXH2(mid) <= qh2)) lo = mid + 1; else hi = mid;
             }
             z = lo;
             break;
@@ -275,18 +324,18 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
     lo = a; hi = z;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (wt_base_cmp_first(b, mid, q, qn, &m, &klen) <= 0) lo = mid + 1; else hi = mid;
+        wt_base_first(b, mid, q, qn, qh, qh2, &c, &m, &klen, &v);
+        if (c <= 0) lo = mid + 1; else hi = mid;
     }
     if (lo == 0) return;                 /* q is below every key */
     k = lo - 1;
-    p = b->blob + b->offs[k];
-    end = b->blob + b->offs[k + 1];
+    off = wt_ix_off(X + (size_t)k * WT_BASE_IDX);
+    endo = wt_ix_off(X + (size_t)(k + 1) * WT_BASE_IDX);
+    p = b->blob + off;
+    end = b->blob + endo;
     for (i = 64; p + i < end; i += 64) wt_prefetch(p + i);
     /* first key of the block: <= q by the choice of k */
-    p = wt_base_varint(p, &v);
-    p = wt_base_varint(p, &nc);
-    c = wt_base_cmp_codes(b, p, nc, q, qn, 0, &m, &klen);
-    p += nc;
+    p = wt_base_first(b, k, q, qn, qh, qh2, &c, &m, &klen, &v);
     r->pred = (int64_t)k * b->block;
     r->m = m; r->np = v & 1;
     r->is_prefix = klen > 0;             /* keys are never empty: decoded to the end = a prefix of q */
@@ -392,12 +441,13 @@ static inline int64_t wt_base_lpm(const WtBase *b, const uint64_t *tomb, const u
 static inline ptrdiff_t wt_base_key(const WtBase *b, uint64_t i, uint8_t *out, size_t cap)
 {
     uint32_t k = (uint32_t)(i / b->block), j, v, nc, l;
-    const uint8_t *p = b->blob + b->offs[k];
+    const uint8_t *p = b->blob + wt_ix_off(wt_base_ix(b, k));
     ptrdiff_t n = 0;
     for (j = 0; j <= (uint32_t)(i % b->block); j++) {
         p = wt_base_varint(p, &v);
         p = wt_base_varint(p, &nc);
         l = v >> 1;
+        if (j == 0) wt_head_bytes(wt_base_ix(b, k), l, out);
         n = wt_base_decode_codes(b, p, nc, out, l, cap);
         if (n < 0) return -1;
         p += nc;
@@ -416,11 +466,12 @@ static inline uint64_t wt_base_dump(const WtBase *b, const uint64_t *tomb, uint8
     int64_t o = 0;
     offs[0] = 0;
     for (k = 0; k < b->n_blocks; k++) {
-        const uint8_t *p = b->blob + b->offs[k], *end = b->blob + b->offs[k + 1];
+        const uint8_t *p = b->blob + wt_ix_off(wt_base_ix(b, k)), *end = b->blob + wt_ix_off(wt_base_ix(b, k + 1));
         for (j = 0; p < end; j++, i++) {
             p = wt_base_varint(p, &v);
             p = wt_base_varint(p, &nc);
             l = v >> 1;
+            if (j == 0) wt_head_bytes(wt_base_ix(b, k), l, kbuf);
             n = wt_base_decode_codes(b, p, nc, kbuf, l, WT_BASE_MAX_KEY + 16);
             p += nc;
             if (wt_base_dead(tomb, (int64_t)i)) continue;
@@ -513,60 +564,144 @@ static inline uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     return p;
 }
 
-/* ---- the delta's host filter ---------------------------------------------------------------
- * An entry e that equals q or is a prefix of q on a component boundary consists of whole host
- * labels of q: so if e's host has two labels or more, e and q share their first two labels (the
- * host up to its second '.', or all of it); if it has one, e's host is q's first label. sig2 /
- * sig1 are hashes of those strings ([IPv6] hosts have no label boundaries: one label). The
- * store sets the bit of each delta entry's signature; a query whose sig1 and sig2 bits are both
- * clear has no candidate in the delta, which is then not searched. Returns 1 when k's host has
- * a '.' (sig2 valid). */
-static inline uint64_t wt_fnv(const uint8_t *k, size_t n, uint64_t h)
+/* ---- the delta's filters -------------------------------------------------------------------
+ * An entry e that equals q or is a prefix of q on a component boundary is q[:b] for a boundary
+ * b of q (wt_base_boundary) or q itself. Each delta run has a filter of its keys' signatures
+ * (a hash of the whole key), and the tree one of its keys; a query computes the signatures of
+ * its candidate entries, q[:b] for every boundary b and q (one pass over q's bytes, once for all
+ * filters), and searches a run or the tree only when the filter may hold one of them (an exact
+ * lookup asks for q's alone). The filter is a blocked Bloom filter: a signature sets 3 bits of
+ * one 64-bit word, so a probe is one load (~2-3 % false positives at 10 bits per key). Until
+ * 2026-11-28 the filters held the first two host labels: on the URL lists most listed queries
+ * share those with some delta key (65 % at a 10 % delta), so most lookups searched every run. */
+#define WT_PSIG_MAX 64
+
+static inline uint64_t wt_sig_mix(uint64_t h)
 {
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= k[i]; h *= 0x100000001b3ULL; }
-    return h ^ (h >> 29);
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
 }
 
-static inline int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
+/* Signatures hash 8 bytes at a time (a prefix's last, partial word zero padded), so that the
+ * signatures of all of q's prefixes cost one pass over q's words and one step per boundary. */
+static inline uint64_t wt_sig_fold(uint64_t h, uint64_t w)
 {
-    size_t he = webtap_host_len(k, n), d1 = he, d2 = he, i;
-    int has1 = 0;
-    if (n && k[0] != '[') {
-        for (i = 0; i < he; i++)
-            if (k[i] == '.') {
-                if (!has1) { d1 = i; has1 = 1; } else { d2 = i; break; }
-            }
+    h = (h ^ w) * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 32);
+}
+
+/* k[c..c + r) (r < 8) as a little-endian word, zero padded; may read up to k[n) only. */
+static inline uint64_t wt_sig_part(const uint8_t *k, size_t c, size_t r, size_t n)
+{
+    uint64_t x = 0;
+    if (c + 8 <= n) {
+        memcpy(&x, k + c, 8);
+        return x & ((((uint64_t)1) << (8 * r)) - 1);
     }
-    *s1 = wt_fnv(k, d1, 0xcbf29ce484222325ULL);
-    *s2 = has1 ? wt_fnv(k, d2, 0x84222325cbf29ce4ULL) : 0;
-    return has1;
+    memcpy(&x, k + c, r);
+    return x;
 }
 
-/* A filter of nbits bits (any count: the bit of a signature is its fast range reduction,
- * (s * nbits) >> 64): the tree's (2^17 bits) and one per delta run (10 bits per key), the
- * query's signatures computed once for all of them. */
-#define WT_DFILT_BITS (1u << 17)
+#define WT_SIG_SEED 0xcbf29ce484222325ULL
 
-static inline uint64_t wt_filt_bit(uint64_t s, uint64_t nbits)
+/* The signature of the whole key k. */
+static inline uint64_t wt_key_sig(const uint8_t *k, size_t n)
 {
-    return (uint64_t)(((unsigned __int128)(s * 0x9E3779B97F4A7C15ULL) * nbits) >> 64);
+    uint64_t h = WT_SIG_SEED, w;
+    size_t c = 0;
+    for (; c + 8 <= n; c += 8) { memcpy(&w, k + c, 8); h = wt_sig_fold(h, w); }
+    if (c < n) h = wt_sig_fold(h, wt_sig_part(k, c, n - c, n));
+    return wt_sig_mix(h ^ n);
+}
+
+/* 0x80 in each byte of t that is zero (exact: no borrow between bytes). */
+static inline uint64_t wt_zero_bytes(uint64_t t)
+{
+    const uint64_t lo7 = 0x7F7F7F7F7F7F7F7FULL;
+    return ~(((t & lo7) + lo7) | t | lo7);
+}
+
+static inline uint64_t wt_eq_bytes(uint64_t x, uint8_t c)
+{
+    return wt_zero_bytes(x ^ (0x0101010101010101ULL * c));
+}
+
+/* 0x80 in the bytes of the word at c whose positions are in [lo, hi). */
+static inline uint64_t wt_byte_range(size_t c, size_t lo, size_t hi)
+{
+    size_t a = lo > c ? lo - c : 0, z = hi >= c + 8 ? 8 : (hi > c ? hi - c : 0);
+    uint64_t hm, lm;
+    if (z <= a) return 0;
+    hm = z == 8 ? ~(uint64_t)0 : ((((uint64_t)1) << (8 * z)) - 1);
+    lm = (((uint64_t)1) << (8 * a)) - 1;
+    return hm & ~lm & 0x8080808080808080ULL;
+}
+
+/* The signatures of q's candidate entries (q[:b] for each boundary b, then q) into sig; their
+ * count, or -1 when q has more than WT_PSIG_MAX - 1 boundaries (the caller then searches every
+ * run: a filter never drops a candidate). Each equals wt_key_sig of that prefix. The boundaries
+ * (wt_base_boundary's rule: '.' in a host that is not an IPv6 literal, the host's end, '/' in
+ * the path, the first '?') are found 8 bytes at a time. */
+static inline int wt_pfx_sigs(const uint8_t *q, size_t qn, uint64_t *sig)
+{
+    size_t he = webtap_host_len(q, qn), qpos = qn, c;
+    uint64_t h = WT_SIG_SEED, x = 0, m;
+    int n = 0, ip6 = qn > 0 && q[0] == '[';
+    const uint8_t *qm = he < qn ? (const uint8_t *)memchr(q + he, '?', qn - he) : NULL;
+    if (qm != NULL) qpos = (size_t)(qm - q);
+    for (c = 0; c < qn; c += 8) {
+        size_t r = qn - c < 8 ? qn - c : 8;
+        if (r == 8) memcpy(&x, q + c, 8); else x = wt_sig_part(q, c, r, qn);
+        m = 0;
+        if (c < he && !ip6) m |= wt_eq_bytes(x, '.') & wt_byte_range(c, 0, he);
+        if (qpos > he + 1 && c + 8 > he + 1 && c < qpos) m |= wt_eq_bytes(x, '/') & wt_byte_range(c, he + 1, qpos);
+        if (he >= c && he < c + r) m |= (uint64_t)0x80 << (8 * (he - c));
+        if (qpos > he && qpos >= c && qpos < c + r) m |= (uint64_t)0x80 << (8 * (qpos - c));
+        if (c == 0) m &= ~(uint64_t)0x80;                  /* b = 0 is no boundary */
+        while (m) {
+            size_t j = (size_t)(__builtin_ctzll(m) >> 3);
+            m &= m - 1;
+            if (n == WT_PSIG_MAX - 1) return -1;
+            sig[n++] = wt_sig_mix((j ? wt_sig_fold(h, x & ((((uint64_t)1) << (8 * j)) - 1)) : h) ^ (c + j));
+        }
+        if (r == 8) h = wt_sig_fold(h, x);
+    }
+    sig[n++] = wt_sig_mix((qn & 7 ? wt_sig_fold(h, x) : h) ^ qn);
+    return n;
+}
+
+/* The bits of a filter of nbits bits (a multiple of 64): word (s * words) >> 64, bits from s's
+ * low 18 bits. */
+static inline uint64_t wt_filt_word(uint64_t s, uint64_t nbits)
+{
+    return (uint64_t)(((unsigned __int128)s * (nbits >> 6)) >> 64);
+}
+
+static inline uint64_t wt_filt_mask(uint64_t s)
+{
+    return ((uint64_t)1 << (s & 63)) | ((uint64_t)1 << ((s >> 6) & 63)) | ((uint64_t)1 << ((s >> 12) & 63));
 }
 
 static inline void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
 {
-    uint64_t s1, s2, h;
-    h = wt_filt_bit(wt_host_sigs(k, n, &s1, &s2) ? s2 : s1, nbits);
-    f[h >> 6] |= (uint64_t)1 << (h & 63);
+    uint64_t s = wt_key_sig(k, n);
+    f[wt_filt_word(s, nbits)] |= wt_filt_mask(s);
 }
 
-static inline int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
+/* May the filter hold one of sig[0..ns)? (ns < 0: unknown, yes.) */
+static inline int wt_filt_maybe(const uint64_t *f, uint64_t nbits, const uint64_t *sig, int ns)
 {
-    uint64_t h = wt_filt_bit(s1, nbits);
-    if ((f[h >> 6] >> (h & 63)) & 1) return 1;
-    if (two) { h = wt_filt_bit(s2, nbits); return (int)((f[h >> 6] >> (h & 63)) & 1); }
+    int i;
+    if (ns < 0) return 1;
+    for (i = 0; i < ns; i++) {
+        uint64_t m = wt_filt_mask(sig[i]);
+        if ((f[wt_filt_word(sig[i], nbits)] & m) == m) return 1;
+    }
     return 0;
 }
+
+#define WT_DFILT_BITS (1u << 17)
 
 /* The section pointers of an image whose layout offsets (wt_base_layout) are known: one home
  * for wt_base_view and wt_base_open. */
@@ -577,8 +712,7 @@ static inline void wt_base_bind(WtBase *b, const uint8_t *mem, size_t size, cons
     b->sym = mem + off[0];
     b->symlen = mem + off[1];
     b->palette = (const uint32_t *)(mem + off[2]);
-    b->heads = (const uint64_t *)(mem + off[3]);
-    b->offs = (const uint32_t *)(mem + off[4]);
+    b->idx = mem + off[3];
     b->payload = (const uint64_t *)(mem + off[5]);
     b->blob = mem + off[6];
     b->n = h->n; b->block = h->block; b->n_blocks = h->n_blocks; b->pal_bits = h->pal_bits;

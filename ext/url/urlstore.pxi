@@ -5,10 +5,10 @@
 #
 # * Static runs, log-structured (as an LSM tree): runs[0] is the base; runs[1..] are delta runs,
 #   the same encoding, built when the tree fills (flush(): at max(4096, live / 64) keys, up to
-#   65536) and merged by size (the newest two while the older holds at most RUN_RATIO x the
-#   newer's live keys; into the base when a run reaches the base's size), so a delta of 10 %
+#   65536) and merged by size tiers (the newest RUN_FANOUT runs when their sizes are within 2x
+#   of each other; into the base when run 1 reaches the base's size), so a delta of 10 %
 #   costs ~ the base's bytes per key, and each key is rewritten O(log) times, not the base per
-#   merge. Each delta run has a host filter (ext/url/urlbase.h) that skips it for most queries.
+#   merge. Each delta run has a key filter (ext/url/urlbase.h) that skips it for most queries.
 # * A key lives in exactly one place: a live run key (its bit not in that run's tombstones) or
 #   the delta tree. insert: a key live anywhere is a duplicate; anything else goes to the tree
 #   (a deleted run key too: runs never change). delete: from the tree, else a tombstone bit.
@@ -60,13 +60,20 @@ cdef extern from "urlbase.h" nogil:
     size_t wt_base_encode(const WtBaseCoder *cd, const uint8_t *s, size_t n, uint8_t *out)
     uint8_t *wt_base_put_varint(uint8_t *p, uint32_t v)
     int WT_BASE_MAX_KEY
-    int wt_host_sigs(const uint8_t *k, size_t n, uint64_t *s1, uint64_t *s2)
+    int WT_BASE_HEAD
+    int WT_BASE_IDX
+    int WT_PSIG_MAX
+    uint64_t wt_key_sig(const uint8_t *k, size_t n)
+    int wt_pfx_sigs(const uint8_t *q, size_t qn, uint64_t *sig)
     void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
-    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, uint64_t s1, uint64_t s2, int two)
+    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, const uint64_t *sig, int ns)
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     int WT_DFILT_BITS
 
-BASE_MAGIC = b"WTURLB01"
+BASE_MAGIC = b"WTURLB02"
+# the index entry of a block (ext/url/urlbase.h): its head (first 16 key bytes, two big-endian
+# integers) and its record offset, packed
+IDX_DTYPE = np.dtype([("h1", "<u8"), ("h2", "<u8"), ("off", "<u4")])
 BASE_HEADER = struct.Struct("<8sQQQIIIIIIQ")       # WtBaseHeader (ext/url/urlbase.h)
 BASE_BLOCK = 32                                     # keys per front-coded block (docs/urlfilter.md)
 cdef uint64_t MAX_BASE = 0x7FFFFFFF - MAX_ID        # ids n_base + tree id must fit int32
@@ -74,6 +81,19 @@ cdef uint64_t MAX_BASE = 0x7FFFFFFF - MAX_ID        # ids n_base + tree id must 
 
 def sizeof_base_header():
     return sizeof(WtBaseHeader)
+
+
+def key_signature(const uint8_t[::1] key):
+    """The delta filters' signature of a whole key (ext/url/urlbase.h wt_key_sig); for tests."""
+    return wt_key_sig(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
+
+
+def prefix_signatures(const uint8_t[::1] key):
+    """The signatures a prefix lookup of key probes (wt_pfx_sigs: key[:b] for each component
+    boundary b, then key), or None when key has too many boundaries to filter; for tests."""
+    cdef uint64_t sigs[64]
+    cdef int ns = wt_pfx_sigs(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], sigs)
+    return None if ns < 0 else [sigs[i] for i in range(ns)]
 
 
 def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods,
@@ -185,7 +205,7 @@ def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods
                     heads[2 * (i // block)] = wt_base_head(k, kn)
                     heads[2 * (i // block) + 1] = wt_base_head2(k, kn)
                     offs[i // block] = <uint32_t>o
-                    lcp = 0
+                    lcp = <uint32_t>kn if kn < WT_BASE_HEAD else WT_BASE_HEAD   # the head holds these
                 p = &rec[o]
                 p = wt_base_put_varint(p, (lcp << 1) | v)
                 nc = wt_base_encode(cd, k + lcp, kn - lcp, p + 5)
@@ -221,8 +241,12 @@ def build_base(const uint8_t[::1] data, starts, ends, order, categories, periods
     palv[0::2] = (pal >> np.uint64(32)).astype(np.uint32)
     palv[1::2] = (pal & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     img[off[2]:off[2] + 8 * pal_n] = palv.view(np.uint8)
-    img[off[3]:off[3] + 16 * nb] = heads_a.view(np.uint8)
-    img[off[4]:off[4] + 4 * (nb + 1)] = offs_a.view(np.uint8) if nb else np.zeros(4, np.uint8)
+    ix = np.zeros(nb + 1, IDX_DTYPE)
+    ix["h1"][:nb] = heads_a[0::2]
+    ix["h2"][:nb] = heads_a[1::2]
+    ix["h1"][nb] = ix["h2"][nb] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    ix["off"] = offs_a
+    img[off[3]:off[4]] = ix.view(np.uint8)
     pw = (n * pal_bits + 63) // 64
     img[off[5]:off[5] + 8 * pw] = payload_a[:pw].view(np.uint8)
     img[off[6]:off[6] + o] = rec_a[:o]
@@ -237,11 +261,13 @@ cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
 
 cdef enum:
     MAX_RUNS = 32              # static runs (the base + delta runs); the merge policy keeps ~log2
-    RUN_FILT_BITS_PER_KEY = 10 # host filter of a delta run: bits per key
+    RUN_FILT_BITS_PER_KEY = 10 # key filter of a delta run: bits per key
     TREE_CAP_MIN = 4096        # the delta tree is flushed into a run at max(this, live / 64) keys
     TREE_CAP_MAX = 65536
 
-RUN_RATIO = 2                  # merge the newest two runs while older <= RUN_RATIO x newer (the base: 1 x)
+if WT_PSIG_MAX != 64:                                # _prefix's signature buffer
+    raise ImportError("urlbase.h WT_PSIG_MAX changed: resize UrlStore._prefix's sigs")
+RUN_FANOUT = 4                 # merge the newest RUN_FANOUT runs of one size tier into one (UrlStore._compact)
 
 
 cdef class UrlStore:
@@ -362,16 +388,16 @@ cdef class UrlStore:
         cdef uint32_t x = 0
         cdef size_t ln
         cdef int64_t i
-        cdef int r, two = 0
-        cdef uint64_t s1 = 0, s2 = 0
+        cdef int r
+        cdef uint64_t sig
         if self.nr > 1 or self.delta.count:
-            two = wt_host_sigs(q, qn, &s1, &s2)
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
+            sig = wt_key_sig(q, qn)                     # an exact lookup: q's signature alone
+            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, &sig, 1)):
                 x = self.delta._search(self.delta.root, q, qn, 0, 0)
                 if x:
                     return <int64_t>self._nst() + x
             for r in range(self.nr - 1, 0, -1):
-                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
+                if wt_filt_maybe(self.filt[r], self.fbits[r], &sig, 1):
                     i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
                     if i >= 0:
                         return <int64_t>self.roff[r] + i + 1
@@ -385,26 +411,25 @@ cdef class UrlStore:
         cdef size_t ln = 0, best_len = 0
         cdef Rec rec
         cdef int64_t i, best = 0
-        cdef int r, two = 0
-        cdef uint64_t s1 = 0, s2 = 0
+        cdef int r, ns
+        cdef uint64_t sigs[64]                          # WT_PSIG_MAX
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 0, &ln)
         if self.nr == 1 and self.delta.count == 0:      # a mapped snapshot: the base alone
             return i + 1 if i >= 0 else 0
         if i >= 0:
             best, best_len = i + 1, ln
-        if True:
-            two = wt_host_sigs(q, qn, &s1, &s2)
-            for r in range(1, self.nr):
-                if wt_filt_maybe(self.filt[r], self.fbits[r], s1, s2, two):
-                    i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
-                    if i >= 0 and ln > best_len:
-                        best, best_len = <int64_t>self.roff[r] + i + 1, ln
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, s1, s2, two)):
-                x = self.delta._prefix(q, qn)
-                if x:
-                    _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
-                    if <size_t>(rec.cp + rec.dlen) > best_len:
-                        best = <int64_t>self._nst() + x
+        ns = wt_pfx_sigs(q, qn, sigs)                   # q's candidate entries, once for all filters
+        for r in range(1, self.nr):
+            if wt_filt_maybe(self.filt[r], self.fbits[r], sigs, ns):
+                i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
+                if i >= 0 and ln > best_len:
+                    best, best_len = <int64_t>self.roff[r] + i + 1, ln
+        if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, sigs, ns)):
+            x = self.delta._prefix(q, qn)
+            if x:
+                _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
+                if <size_t>(rec.cp + rec.dlen) > best_len:
+                    best = <int64_t>self._nst() + x
         return best
 
     cdef int _insert(self, const uint8_t *k, size_t kn, uint32_t cat, uint32_t period, int64_t *hit) except -2 nogil:
@@ -927,17 +952,28 @@ cdef class UrlStore:
         if r == 0:
             self.mapped = False
 
-    cdef _drop_last(self):
-        cdef int r = self.nr - 1
-        free(self.tombs[r])
-        self.tombs[r] = NULL
-        free(self.filt[r])
-        self.filt[r] = NULL
-        self.n_dead -= self.dead[r]
-        self.dead[r] = 0
-        memset(&self.runs[r], 0, sizeof(WtBase))
-        del self._images[r:]
-        self.nr -= 1
+    cdef _drop_runs(self, int a, int e):
+        """Remove runs a .. e - 1; the runs after them move down."""
+        cdef int r, k = e - a
+        for r in range(a, e):
+            free(self.tombs[r])
+            free(self.filt[r])
+            self.n_dead -= self.dead[r]
+        for r in range(a, self.nr):
+            if r + k < self.nr:
+                self.tombs[r] = self.tombs[r + k]
+                self.filt[r] = self.filt[r + k]
+                self.fbits[r] = self.fbits[r + k]
+                self.dead[r] = self.dead[r + k]
+                self.runs[r] = self.runs[r + k]
+            else:
+                self.tombs[r] = NULL
+                self.filt[r] = NULL
+                self.fbits[r] = 0
+                self.dead[r] = 0
+                memset(&self.runs[r], 0, sizeof(WtBase))
+        del self._images[a:e]
+        self.nr -= k
 
     def _sources(self, runs, bint with_tree):
         """(data, starts, ends, cats, pers, bounds) of the live keys of the given runs and of the
@@ -970,9 +1006,8 @@ cdef class UrlStore:
 
     def flush(self):
         """Write the delta tree into a new static run (keys in order, the base's code), then
-        merge the newest runs by the size rule: while the older of the last two holds at most
-        RUN_RATIO times the newer's live keys (the base: at most as many), they become one.
-        Each key is so rewritten O(log(n / tree cap)) times: inserts cost that amortised, not
+        merge runs by the size-tier rule (_compact). Each key is so rewritten about
+        log_RUN_FANOUT(n / tree cap) times: inserts cost that amortised, not
         a re-encode of the base per flush. Ids are renumbered."""
         if self.delta.count == 0:
             return
@@ -1003,32 +1038,59 @@ cdef class UrlStore:
         self._compact()
 
     def _compact(self):
-        cdef int r
+        """The size-tiered merge rule: the newest RUN_FANOUT delta runs become one when their
+        live sizes are within 2x of each other (a tier: flushes of about one tree cap, then
+        RUN_FANOUT caps, ...); run 1 (the largest) merges into the base when it is as large.
+        Each key is so rewritten about log_RUN_FANOUT(n / cap) times, and a tier holds at most
+        RUN_FANOUT - 1 runs between merges."""
+        cdef int r, j
+        cdef uint64_t lo_, hi_
         while self.nr >= 2:
-            r = self.nr - 2
-            if self._live(r) > (1 if r == 0 else RUN_RATIO) * self._live(r + 1):
-                break
-            data, st, en, cats, pers, bounds = self._sources([r, r + 1], False)
-            sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
-            order = _kmerge_order(data, st, en, bounds)
-            img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
-            if self._pending is not None and len(self._pending):
-                # ids of runs r and r + 1 -> their key's position in the merged run
-                inv = np.zeros(len(order), np.int64)
-                inv[order] = np.arange(len(order))
-                lo, mid = int(self.roff[r]), int(self.roff[r + 1])
-                P = self._pending
-                m = P > lo
-                q = P[m].astype(np.int64)
-                a = q <= mid
-                src = np.where(a, np.searchsorted(self._src_ix[0], q - lo - 1),
-                               len(self._src_ix[0]) + np.searchsorted(self._src_ix[1], q - mid - 1))
-                P[m] = lo + inv[src] + 1
-            self._drop_last()
-            self._install(r, img, data, st, en)
-            self._reoff()
-            self.n_run_merges += 1
-            self.merged_keys += len(st)
+            r = self.nr - RUN_FANOUT
+            if r >= 1:
+                lo_, hi_ = self._live(r), self._live(r)
+                for j in range(r + 1, self.nr):
+                    lo_, hi_ = min(lo_, self._live(j)), max(hi_, self._live(j))
+                if hi_ > 2 * lo_:
+                    r = -1
+            if r < 1:
+                if self._live(0) > self._live(1):
+                    break
+                if self.nr > 2:
+                    # run 1 reached the base's size: base + run 1 (the newer runs stay)
+                    self._merge_runs(0, 2)
+                    continue
+                r = 0
+            self._merge_runs(r, self.nr)
+
+    cdef _merge_runs(self, int r, int e):
+        """Runs r .. e - 1 (consecutive) become one run at r; the runs after e move down."""
+        cdef int j
+        data, st, en, cats, pers, bounds = self._sources(list(range(r, e)), False)
+        sym, ln = self._code_for(data, np.append(st, en[len(en) - 1:]))
+        order = _kmerge_order(data, st, en, bounds)
+        img = build_base(data, st, en, order, cats, pers, sym, ln, BASE_BLOCK, self.tag)
+        if self._pending is not None and len(self._pending):
+            # ids of runs r .. e - 1 -> their key's position in the merged run; later runs and
+            # the tree shift down by the dead keys left out
+            inv = np.zeros(len(order), np.int64)
+            inv[order] = np.arange(len(order))
+            lo = int(self.roff[r])
+            P = self._pending
+            m = (P > lo) & (P <= int(self.roff[e]))
+            q = P[m].astype(np.int64)
+            src = np.zeros(len(q), np.int64)
+            for j in range(r, e):
+                a = (q > int(self.roff[j])) & (q <= int(self.roff[j + 1]))
+                src[a] = bounds[j - r] + np.searchsorted(self._src_ix[j - r], q[a] - int(self.roff[j]) - 1)
+            P[m] = lo + inv[src] + 1
+            after = P > int(self.roff[e])
+            P[after] -= int(self.roff[e] - self.roff[r]) - len(order)
+        self._drop_runs(r + 1, e)
+        self._install(r, img, data, st, en)
+        self._reoff()
+        self.n_run_merges += 1
+        self.merged_keys += len(st)
 
     def merge_with(self, sym, symlen, uint32_t block=BASE_BLOCK):
         """Fold the delta runs, the tree and the tombstones into a new base coded with
@@ -1090,7 +1152,7 @@ cdef class UrlStore:
             "run_filter_bytes": runf,
             "base_bytes": self.runs[0].image_bytes,
             "base_record_bytes": h.blob_bytes,
-            "base_index_bytes": nb * 20 + 4,
+            "base_index_bytes": (nb + 1) * WT_BASE_IDX,
             "base_payload_bytes": (self.runs[0].n * self.runs[0].pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
             "base_raw_key_bytes": h.raw_bytes,
             "delta_bytes": ds["paper_bytes"],
@@ -1143,6 +1205,9 @@ cdef class UrlStore:
             mm.close()
             if magic[:5] == b"WTAVL":
                 raise ValueError(f"{path}: an older URL tree snapshot ({magic.decode('ascii', 'replace')}), "
+                                 f"this version reads {BASE_MAGIC.decode()}: rebuild it")
+            if magic[:6] == b"WTURLB":
+                raise ValueError(f"{path}: an older URL store snapshot format ({magic.decode('ascii', 'replace')}), "
                                  f"this version reads {BASE_MAGIC.decode()}: rebuild it")
             raise ValueError(f"{path}: not a URL store snapshot")
         if verify:

@@ -623,8 +623,9 @@ def seeds_tree(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# urlbase: the reader of the URL store's base image (ext/url/urlbase.h wt_base_open, issue 35; the
-# delta runs are the same encoding, built in-process and never read from outside). A
+# urlbase: the reader of the URL store's base image (ext/url/urlbase.h wt_base_open, issue 35,
+# format WTURLB02: the packed index of heads + offsets, first records taking bytes from their
+# head; the delta runs are the same encoding, built in-process and never read from outside). A
 # corrupt image must be refused with a ValueError naming the reason, never crash or let a
 # lookup read outside it; an accepted image must answer consistently (every key it lists is
 # found under its own id, in ascending order, and prefix matches equal the naive rule on its
@@ -704,6 +705,15 @@ def seeds_urlbase(shared: str | None) -> list[bytes]:
         edits = b"".join(bytes([int(p) >> 8, int(p) & 0xFF, int(v)])
                          for p, v in zip(rng.integers(0, len(img), n), rng.integers(0, 256, n)))
         out.append(b"\1" + edits)
+    # edits aimed at format 02's index (a block's offset, its head, the end entry) and at the
+    # first record's header (how many bytes it takes from the head)
+    n, _blob, _tag, _block, nb, pal_n, pal_bits = struct.unpack_from("<QQQIIII", img, 8)
+    a8 = lambda x: (x + 7) & ~7                                   # noqa: E731
+    o_ix = a8(a8(64 + 2048 + 256) + 8 * pal_n)
+    o_rec = a8(o_ix + 20 * (nb + 1)) + ((n * pal_bits + 63) // 64) * 8
+    for pos, val in ((o_ix + 20 + 16, 0), (o_ix + 20 + 16, 0xFF), (o_ix + 20 * nb, 0), (o_ix + 3, 0x7F),
+                     (o_ix + 20 * nb + 16, 1), (o_rec, 0x22), (o_rec, 0x40), (o_rec + 1, 0)):
+        out.append(b"\1" + bytes([pos >> 8, pos & 0xFF, val]))
     return out
 
 

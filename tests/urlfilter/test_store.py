@@ -3,6 +3,7 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -213,9 +214,11 @@ def test_import_folder_of_plain_lists_and_empty_folder(tmp_path):
 
 
 def test_older_snapshot_formats_are_refused_and_rebuilt_from_the_store(tmp_path):
-    """The snapshot is the URL store's base image (magic WTURLB01, issue 35). A bare tree
+    """The snapshot is the URL store's base image (magic WTURLB02, issue 35). A bare tree
     snapshot of the format before (WTAVL004) or an older one (WTAVL001) at DB.tree is refused
-    by UrlStore.load with a ValueError naming it, and the manager rebuilds from the store."""
+    by UrlStore.load with a ValueError naming it, and the manager rebuilds from the store; so is
+    a store snapshot of format 01 (separate offset array, first records whole: the file in
+    tests/urlfilter/data was written by that format's code, commit 7074d0b)."""
     from urlfilter.tree import UrlTree
     from urlfilter.urlstore import UrlStore
 
@@ -225,7 +228,14 @@ def test_older_snapshot_formats_are_refused_and_rebuilt_from_the_store(tmp_path)
     m.add("bad.org/p", "phishing")
     m.load_tree()
     m.save_snapshot(force=True)
-    assert m.snapshot.read_bytes()[:8] == b"WTURLB01"
+    assert m.snapshot.read_bytes()[:8] == b"WTURLB02"
+    v01 = (Path(__file__).parent / "data" / "store-WTURLB01.bin").read_bytes()
+    assert v01[:8] == b"WTURLB01"
+    m.snapshot.write_bytes(v01)
+    with pytest.raises(ValueError, match=r"older URL store snapshot format \(WTURLB01\), this version reads WTURLB02"):
+        UrlStore.load(m.snapshot)
+    t = UrlManager(db).load_tree()
+    assert t.match("x.evil.com/a") > 0 and t.match("bad.org/p/q") > 0 and len(t) == 2
     old = UrlTree()
     old.insert("evil.com")
     old.save(m.snapshot)

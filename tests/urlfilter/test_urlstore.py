@@ -386,8 +386,9 @@ def test_code_trainer_is_deterministic_and_symbols_at_most_8_bytes():
 def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     """A batch whose inserts flush the tree several times (cap 16) returns ids that name their
     URLs when the call returns (the ones before the last flush are looked up again); the size
-    rule keeps few runs and rewrites each key O(log(n / cap)) times: with ratio 2, at most
-    log2(n / cap) + 2 rewrites per key, runs at most log2(n / cap) + 2."""
+    tiers keep few runs and rewrite each key O(log(n / cap)) times: with fanout F = 4, a key is
+    rewritten once per tier it climbs (at most log_F(n / cap) + 2 times, the base merges
+    included), and each tier holds at most F - 1 runs (runs <= (F - 1)(log_F(n / cap) + 1) + 1)."""
     import math
 
     urls = [f"h{i % 37}.example/p/{i}".encode() for i in range(3000)]
@@ -401,7 +402,107 @@ def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     assert keys == [b"example.h" + str(i % 37).encode() + b"/p/" + str(i).encode() for i in range(3000)] + keys[:500]
     assert (ids[3000:] == ids[:500]).all()
     st_ = s.stats()
-    n, bound = 3000, math.log2(3000 / 16) + 2
-    assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= bound
-    assert st_["merged_keys"] <= n * bound, (st_["merged_keys"], n * bound)
+    F = avl.RUN_FANOUT
+    assert F == 4
+    tiers = math.log(3000 / 16, F)
+    assert st_["flushes"] >= 3000 // 16 - 1 and st_["runs"] <= (F - 1) * (tiers + 1) + 1, st_["runs"]
+    assert st_["merged_keys"] <= 3000 * (tiers + 2), (st_["merged_keys"], 3000 * (tiers + 2))
     s.check()
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def test_image_layout_format_02(tmp_path):
+    """The image as ext/url/urlbase.h's comment specifies format 02, parsed here by hand: the
+    index of (n_blocks + 1) packed 20-byte entries (head = first 16 key bytes as two big-endian
+    integers, zero padded; the block's record offset; an end entry of all-ones heads and the
+    record size), and a block's first record taking min(16, len) bytes from the head."""
+    keys = [b"com.example", b"com.example.www/a/very/long/path", b"net.evil", b"org.x/" + b"y" * 30,
+            b"org.x/z", b"ru.a"]
+    s, _ = build_store([avl.key_to_url(k) for k in keys], block=2)
+    p = tmp_path / "img"
+    s.save(p)
+    img = p.read_bytes()
+    h = avl.BASE_HEADER.unpack_from(img, 0)
+    assert h[0] == b"WTURLB02"
+    n, blob, block, nb, pal_n, pal_bits = h[1], h[2], h[4], h[5], h[6], h[7]
+    assert (n, block, nb) == (6, 2, 3)
+    a8 = lambda x: (x + 7) & ~7                                   # noqa: E731
+    o_pal = a8(64 + 2048 + 256)
+    o_ix = a8(o_pal + 8 * pal_n)
+    o_pay = a8(o_ix + 20 * (nb + 1))
+    o_rec = o_pay + ((n * pal_bits + 63) // 64) * 8
+    assert len(img) == a8(o_rec + blob)
+    assert s.stats()["base_index_bytes"] == 20 * (nb + 1)
+    sym = [img[64 + 8 * c:64 + 8 * c + img[64 + 2048 + c]] for c in range(256)]
+    for k in range(nb + 1):
+        e = img[o_ix + 20 * k:o_ix + 20 * k + 20]
+        h1, h2, off = int.from_bytes(e[:8], "little"), int.from_bytes(e[8:16], "little"), int.from_bytes(e[16:], "little")
+        if k == nb:
+            assert (h1, h2, off) == (2**64 - 1, 2**64 - 1, blob)
+            continue
+        first = keys[k * block]
+        assert h1 == int.from_bytes(first[:8].ljust(8, b"\0"), "big")
+        assert h2 == int.from_bytes(first[8:16].ljust(8, b"\0"), "big")
+        v, i = _varint(img, o_rec + off)
+        nc, i = _varint(img, i)
+        assert v >> 1 == min(16, len(first))
+        codes, j, tail = img[i:i + nc], 0, b""
+        while j < len(codes):
+            if codes[j] == 255:
+                tail += codes[j + 1:j + 2]
+                j += 2
+            else:
+                tail += sym[codes[j]]
+                j += 1
+        assert first[:v >> 1] + tail == first
+
+
+def _ref_boundaries(k: bytes) -> list[int]:
+    """Component boundaries of key k by the rule of ext/url/urlbase.h wt_base_boundary, written
+    from its comment: '.' inside the host unless it is an IPv6 literal ([...]: the host ends
+    after ']'), the host's end (':', '/', '?' or the key's end), '/' in the path, the first '?'."""
+    if k[:1] == b"[":
+        j = k.find(b"]")
+        he = len(k) if j < 0 else j + 1
+    else:
+        he = next((i for i, c in enumerate(k) if c in b":/?"), len(k))
+    qpos = k.find(b"?", he)
+    qpos = len(k) if qpos < 0 else qpos
+    out = []
+    for b in range(1, len(k)):
+        if b < he:
+            ok = k[b:b + 1] == b"." and k[:1] != b"["
+        elif b == he:
+            ok = True
+        else:
+            ok = b <= qpos and (k[b:b + 1] == b"/" or b == qpos)
+        if ok:
+            out.append(b)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=70) | st.text("ab.:/?[]x9", max_size=90).map(str.encode), st.integers(0, 7))
+def test_prefix_signatures_are_the_signatures_of_every_candidate_entry(k, pad):
+    """A prefix lookup probes the delta filters with the signatures of q's candidate entries
+    (every boundary prefix, then q); each must equal the signature that key gets when it is
+    added (wt_key_sig), or a run holding it would be skipped. Boundaries 8 bytes at a time
+    against the byte-wise rule; keys cut at every offset mod 8."""
+    k = b"x" * pad + k
+    sigs = avl.prefix_signatures(k)
+    want = [avl.key_signature(k[:b]) for b in _ref_boundaries(k)] + [avl.key_signature(k)]
+    if len(want) > 64:
+        assert sigs is None
+    else:
+        assert sigs == want, (k, _ref_boundaries(k))
+    assert avl.key_signature(k) == avl.key_signature(bytes(bytearray(k)))
