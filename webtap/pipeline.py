@@ -34,8 +34,9 @@ import os
 import stat
 from typing import Iterable, Iterator, Protocol
 
-from webtap.capture import Batch
+from webtap.capture import Batch, window_of
 from webtap.dissect import MessageBatch, dissect
+from webtap.errors import CaptureError
 from webtap.stream import Totals, messages, read_ahead
 
 __all__ = ["Pipeline", "Stage", "EXECUTORS", "choose_executor", "is_pipe"]
@@ -101,6 +102,11 @@ class Pipeline:
         self.tick = tick
         self.open_kw = open_kw
         self.walk = dissector if dissector is not None else self._walk()
+        # readahead: the reading thread also walks when the walk depends on no stage's state
+        # (no TLS watch list, which a stage extends as it sees hellos) and is the core's own
+        self.walk_ahead = (self.executor == "readahead" and dissector is None
+                           and not any(getattr(s, "tls_watch", None) is not None
+                                       for s in self.stages))
 
     def _walk(self):
         """webtap.dissect.dissect with what the stages ask of the walk."""
@@ -124,15 +130,28 @@ class Pipeline:
         if self.live and self.tick is not None:
             kw["tick"] = self.tick
         if self.executor == "inline":
-            yield from messages(self.sources, dissector=self.walk, **kw)
+            gen = messages(self.sources, dissector=self.walk, **kw)
+            try:
+                for batch, mb in gen:
+                    yield batch, mb
+                    _check_mapped(batch)
+            finally:
+                gen.close()
             return
-        gen = messages(self.sources, dissector=_unwalked, **kw)
+        if self.walk_ahead:
+            # the walk needs nothing a stage changes while it runs: the reading thread walks
+            # too (GIL released), so this thread only runs the stages
+            gen = messages(self.sources, dissector=self.walk, **kw)
+        else:
+            gen = messages(self.sources, dissector=_unwalked, **kw)
         reader = read_ahead(gen)
         try:
-            for batch, _ in reader:
-                mb = self.walk(batch.packets, batch.data)
-                self.totals.add_dissect(mb.counters)
+            for batch, mb in reader:
+                if not self.walk_ahead:
+                    mb = self.walk(batch.packets, batch.data)
+                    self.totals.add_dissect(mb.counters)
                 yield batch, mb
+                _check_mapped(batch)
         finally:
             reader.close()
             try:
@@ -157,6 +176,16 @@ class Pipeline:
         for _ in self.outputs():
             pass
         return self.totals
+
+
+def _check_mapped(batch: Batch) -> None:
+    """After the stages are done with a batch: its bytes were the file's own, not the zeros of
+    pages past the end of a file that shrank under its mapped window (webtap.capture)."""
+    w = window_of(batch.data)
+    if w is not None:
+        why = w.file.shrunk()
+        if why:
+            raise CaptureError(f"{batch.source}: {why}")
 
 
 class _Unwalked:
