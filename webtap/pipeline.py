@@ -19,9 +19,11 @@
 - **Stages**: objects with `feed(batch, mb)` and `finish()`; a non-None return value of either is
   an output of the run (`outputs()` yields it). The stages of a run see every batch in order,
   in this thread.
-- **Executors**: the core's are `inline` (this thread reads, walks and feeds) and `readahead` (a
-  thread reads and parses a batch or two ahead, releasing the GIL; the walk and the stages run
-  here, since a stage's watch list must be current when the next batch is walked). The
+- **Executors**: the core's are `inline` (this thread reads, walks and feeds) and `readahead`: a
+  thread reads and parses a few batches ahead, a second thread walks them (both release the
+  GIL), and the stages run here, so reading, walking, pairing and writing overlap. When a stage
+  has a TLS watch list (it must be current when the next batch is walked) or the caller gives
+  its own walk, the walk runs here instead, after the reading thread. The
   analyzer adds `feeder` and `fanout` (consumer processes: httpanalyzer.stream) and `dask`
   (chunks of one trace over workers: httpanalyzer.distributed); its HTTP pairing merges several
   traces' messages by capture time on top of one Pipeline per trace. `choose_executor` names the
@@ -40,6 +42,10 @@ from webtap.errors import CaptureError
 from webtap.stream import Totals, messages, read_ahead
 
 __all__ = ["Pipeline", "Stage", "EXECUTORS", "choose_executor", "is_pipe"]
+
+#: readahead: walked batches that may wait for the stages (each holds its packets' bytes: a
+#: mapped window or a read chunk is kept while a batch over it waits)
+WALKED_AHEAD = 8
 
 #: the executors of the core (the analyzer's are named in its own summary: feeder, fanout, dask)
 EXECUTORS = ("inline", "readahead")
@@ -66,7 +72,7 @@ def choose_executor(sources: list, live: bool) -> tuple[str, str]:
     if live:
         return "inline", "live capture: Ctrl-C must reach the capture loop, in the main thread"
     if len(sources) == 1:
-        return "readahead", "one input: a thread reads the next batch while this one is walked"
+        return "readahead", "one input: a thread reads ahead while this one runs the stages"
     return "inline", f"{len(sources)} inputs read one after another as one stream"
 
 
@@ -96,7 +102,6 @@ class Pipeline:
         self.progress = progress
         self.skip_unreadable = skip_unreadable
         self.totals = totals if totals is not None else Totals()
-        self.totals.executor = f"{self.executor}: {self.why}"
         self.on_source = on_source
         self.on_ready = on_ready
         self.tick = tick
@@ -107,6 +112,13 @@ class Pipeline:
         self.walk_ahead = (self.executor == "readahead" and dissector is None
                            and not any(getattr(s, "tls_watch", None) is not None
                                        for s in self.stages))
+        if self.walk_ahead:
+            self.why += "; a second thread walks the read batches (no stage needs the walk in step)"
+        elif self.executor == "readahead":
+            self.why += ("; the walk runs in the stages' thread (" + (
+                "a stage's TLS watch list must be current)" if dissector is None
+                else "the caller's walk)"))
+        self.totals.executor = f"{self.executor}: {self.why}"
 
     def _walk(self):
         """webtap.dissect.dissect with what the stages ask of the walk."""
@@ -138,21 +150,26 @@ class Pipeline:
             finally:
                 gen.close()
             return
-        if self.walk_ahead:
-            # the walk needs nothing a stage changes while it runs: the reading thread walks
-            # too (GIL released), so this thread only runs the stages
-            gen = messages(self.sources, dissector=self.walk, **kw)
-        else:
-            gen = messages(self.sources, dissector=_unwalked, **kw)
+        gen = messages(self.sources, dissector=_unwalked, **kw)
         reader = read_ahead(gen)
+        walker = None
+        if self.walk_ahead:
+            # the walk needs nothing a stage changes while it runs: a second thread walks the
+            # batches the reading thread parsed (both release the GIL), so reading, walking
+            # and the stages here run at once, on as many cores as there are
+            # and the stages' thread may stop for longer than a batch (its first records
+            # import pyarrow; a row group is made): the walked batches wait in a deeper queue
+            walker = read_ahead(_walked(reader, self.walk, self.totals), depth=WALKED_AHEAD)
         try:
-            for batch, mb in reader:
-                if not self.walk_ahead:
+            for batch, mb in (walker if walker is not None else reader):
+                if walker is None:
                     mb = self.walk(batch.packets, batch.data)
                     self.totals.add_dissect(mb.counters)
                 yield batch, mb
                 _check_mapped(batch)
         finally:
+            if walker is not None:
+                walker.close()
             reader.close()
             try:
                 gen.close()
@@ -176,6 +193,20 @@ class Pipeline:
         for _ in self.outputs():
             pass
         return self.totals
+
+
+def _walked(reader: Iterator, walk, totals: Totals) -> Iterator[tuple[Batch, MessageBatch]]:
+    """The read batches walked (in the walking thread of the readahead executor)."""
+    try:
+        for batch, _ in reader:
+            mb = walk(batch.packets, batch.data)
+            totals.add_dissect(mb.counters)
+            yield batch, mb
+    finally:
+        try:
+            reader.close()
+        except ValueError:
+            pass            # closed from the pipeline's thread at the same time
 
 
 def _check_mapped(batch: Batch) -> None:
