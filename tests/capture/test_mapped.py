@@ -171,3 +171,59 @@ def test_records_are_the_same_mapped_and_read(jumpy, monkeypatch):
     read_df = analyze(jumpy)
     assert len(mapped_df) > 100
     assert mapped_df.equals(read_df)
+
+
+@pytest.mark.parametrize("executor", ["inline", "readahead"])
+def test_a_file_cut_while_the_stages_hold_its_batch_ends_the_pipeline(tmp_path, executor):
+    """The walk or a stage may touch a batch's bytes after the reader parsed them: the pipeline
+    checks the window's file once the stages are done with each batch."""
+    from webtap.pipeline import Pipeline
+
+    p = tmp_path / "cut.pcap"
+    p.write_bytes(pcap(_packets(6000)))
+
+    class Cut:
+        fed = 0
+
+        def feed(self, batch, mb):
+            if Cut.fed == 0:
+                os.truncate(p, 50_000)
+            Cut.fed += 1
+
+        def finish(self):
+            return None
+
+    pipe = Pipeline([str(p)], [Cut()], executor=executor, batch_size=100)
+    with pytest.raises(CaptureError, match="shrank to 50000 bytes"):
+        pipe.run()
+    assert Cut.fed == 1
+
+
+def test_readahead_walks_in_a_second_thread_and_yields_what_inline_does(jumpy):
+    """The readahead executor (a reading and a walking thread) hands the stages the same
+    message batches, in the same order, as the inline one (every shared Ethernet trace)."""
+    from webtap.pipeline import Pipeline
+
+    class Keep:
+        def __init__(self):
+            self.msgs, self.readers = [], set()
+
+        def feed(self, batch, mb):
+            self.msgs.append((batch.packets["index"].copy(), mb.msgs.copy()))
+            self.readers.add(sum(t.name == "webtap-reader" for t in threading.enumerate()))
+
+        def finish(self):
+            return None
+
+    a, b = Keep(), Keep()
+    pa = Pipeline([str(jumpy)], [a], executor="inline")
+    pb = Pipeline([str(jumpy)], [b], executor="readahead")
+    pa.run()
+    pb.run()
+    assert not pa.walk_ahead and pb.walk_ahead
+    assert "a second thread walks" in pb.totals.executor
+    assert a.readers == {0} and max(b.readers) == 2      # (they end before the last batches)
+    assert len(a.msgs) == len(b.msgs) > 10
+    for (ia, ma), (ib, mbb) in zip(a.msgs, b.msgs):
+        assert np.array_equal(ia, ib) and ma.tobytes() == mbb.tobytes()
+    assert pa.totals.dissect == pb.totals.dissect and pa.totals.source == pb.totals.source
