@@ -170,11 +170,11 @@ class Pipeline:
         finally:
             if walker is not None:
                 walker.close()
-            reader.close()
-            try:
-                gen.close()
-            except ValueError:
-                pass        # still running in an abandoned read-ahead thread (interrupted run)
+            for g in (reader, gen):
+                try:
+                    g.close()
+                except ValueError:
+                    pass    # still running in an abandoned thread (an interrupted run)
 
     def outputs(self) -> Iterator:
         """Drive every stage over the run; yields what feed() and finish() return (not None)."""
