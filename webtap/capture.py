@@ -57,9 +57,9 @@ DEFAULT_CHUNK = 4 * 1024 * 1024
 #: the walk read the page cache's own pages, without the copy of read() (on the 16-round HTTP
 #: bench trace that copy was a fifth of the run's CPU time, on the reading thread). A window is
 #: unmapped when the last batch over it goes, so the batches in flight bound what is mapped
-#: (8 MiB, not 16: the same speed on the bench trace, 40 MiB less peak RSS with the readahead
-#: executor's queues).
-DEFAULT_MAP_WINDOW = 8 * 1024 * 1024
+#: (4 MiB, as the read chunks: a window in flight is resident whole, and the peak RSS must not
+#: depend on the trace; 16 MiB windows were no faster on the bench trace and held 40 MiB more).
+DEFAULT_MAP_WINDOW = 4 * 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 

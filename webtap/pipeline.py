@@ -45,8 +45,9 @@ __all__ = ["Pipeline", "Stage", "EXECUTORS", "choose_executor", "is_pipe"]
 
 #: readahead: walked batches that may wait for the stages (each holds its packets' bytes: a
 #: mapped window or a read chunk is kept while a batch over it waits; 8 was no faster on the
-#: bench trace and held 40 MiB more)
-WALKED_AHEAD = 4
+#: bench trace and held 40 MiB more, and with 4 the peak RSS grew with the trace: tests/bench
+#: test_rss, tests/robustness test_hostile_memory)
+WALKED_AHEAD = 2
 
 #: the executors of the core (the analyzer's are named in its own summary: feeder, fanout, dask)
 EXECUTORS = ("inline", "readahead")
