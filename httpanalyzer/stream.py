@@ -223,12 +223,11 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     else:
         pairer = Pairer(gc_timeout=gc_timeout, **table_options)
     if len(sources) == 1 and not live:
-        # One thread reads a batch or two ahead (read() and the record walk release the GIL)
-        # while this one dissects and pairs (or, with consumers, classifies and dispatches):
-        # the copy out of the page cache, half of one pass, overlaps the rest (bench-4: 0.155
-        # -> 0.115 s wall, 0.155 -> 0.179 s CPU, on a loaded 2-core machine). Not live: Ctrl-C
-        # must reach the capture loop, which only the main thread sees.
-        gens = [_message_batches(sources[0], bpf, stats, progress=progress, executor="readahead",
+        # The pipeline's readahead executor (its default for one file): one thread reads a few
+        # batches ahead, a second walks them, and this one pairs and hands records to the sink
+        # (with consumers: the walk is classify_packets, here, and this thread dispatches).
+        # Not live: Ctrl-C must reach the capture loop, which only the main thread sees.
+        gens = [_message_batches(sources[0], bpf, stats, progress=progress, executor=None,
                                  dissector=dissector, packet_hook=packet_hook)]
     else:
         gens = [_message_batches(p, bpf, stats, live=live, progress=progress, executor="inline",

@@ -33,12 +33,13 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
+from webtap._ext import mapped as _mapped
 from webtap._ext import source as _source
 from webtap.errors import BpfError, CaptureError, NotACapture
 from webtap.records.message import PACKET_DTYPE, SOURCE_REASONS
 
 __all__ = ["Batch", "Trace", "LiveCapture", "open_trace", "open_live", "compile_filter",
-           "DEFAULT_BATCH", "DEFAULT_CHUNK", "BpfError", "CaptureError", "NotACapture",
+           "DEFAULT_BATCH", "DEFAULT_CHUNK", "DEFAULT_MAP_WINDOW", "BpfError", "CaptureError", "NotACapture",
            "ChunkStart", "plan_chunks", "read_chunk", "open_at", "write_pcap", "counter_warnings"]
 
 #: Packets per batch: large enough that Python's per-batch cost vanishes (~100 batches for a
@@ -51,6 +52,14 @@ DEFAULT_BATCH = 8192
 #: bench-4 (383 MB, page cache) 4 MiB chunks analyse in 0.077 s, 8 MiB in 0.091 s, 16 MiB in
 #: 0.115 s (same process, best of 6). The floor is 2 MiB: two records of the largest size.
 DEFAULT_CHUNK = 4 * 1024 * 1024
+
+#: Bytes of a regular, uncompressed file mapped at once (webtap._ext.mapped): the reader and
+#: the walk read the page cache's own pages, without the copy of read() (on the 16-round HTTP
+#: bench trace that copy was a fifth of the run's CPU time, on the reading thread). A window is
+#: unmapped when the last batch over it goes, so the batches in flight bound what is mapped
+#: (4 MiB, as the read chunks: a window in flight is resident whole, and the peak RSS must not
+#: depend on the trace; 16 MiB windows were no faster on the bench trace and held 40 MiB more).
+DEFAULT_MAP_WINDOW = 4 * 1024 * 1024
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -107,6 +116,14 @@ def _anonymous_buffer(size: int) -> np.ndarray:
         except OSError:
             pass
     return np.frombuffer(m, dtype=np.uint8)
+
+
+def window_of(data: np.ndarray) -> "_mapped.Window | None":
+    """The mapped window (webtap._ext.mapped) a batch's bytes are, or None (a chunk read into
+    memory, a live capture's buffer)."""
+    base = getattr(data, "base", None)
+    base = getattr(base, "obj", base)             # np.frombuffer keeps a memoryview of it
+    return base if isinstance(base, _mapped.Window) else None
 
 
 def counter_warnings(c: dict[str, int]) -> list[str]:
@@ -321,11 +338,17 @@ class Trace:
     why (keys: :data:`webtap.records.message.SOURCE_REASONS`); ``warnings`` lists problems in words.
     ``engine="libpcap"`` reads through libpcap's own ``pcap_next_ex`` instead (a copy and a
     call per packet; used as an independent reference in the tests).
+
+    A regular, uncompressed file is read through mapped windows of ``map_window`` bytes (0:
+    read() into chunks, as gzip, pipes and FIFOs always are; also where the system refuses a
+    mapping). A file that shrinks while it is read raises :class:`CaptureError` (read() would
+    see an earlier end; a mapping would see zeros, or end the process with SIGBUS).
     """
 
     def __init__(self, path: str | os.PathLike, bpf: str | None = None,
                  batch_size: int = DEFAULT_BATCH, engine: str = "native",
-                 progress: bool | None = None, chunk_size: int = DEFAULT_CHUNK):
+                 progress: bool | None = None, chunk_size: int = DEFAULT_CHUNK,
+                 map_window: int | None = None):
         self.path = os.fspath(path)
         self.bpf = bpf
         self.batch_size = int(batch_size)
@@ -341,6 +364,10 @@ class Trace:
         self._reader = None
         self._handle = None
         self._pool: ChunkPool | None = None
+        self.map_window = int(DEFAULT_MAP_WINDOW if map_window is None else map_window)
+        self._map: _mapped.MapFile | None = None     # the file's mapped windows (native engine)
+        self._map_start = 0                           # file offset of the current window
+        self._windows: list[np.ndarray] = []          # windows mapped (unmapped once unused)
         if engine == "native":
             self._open_native()
         elif engine == "libpcap":
@@ -363,6 +390,9 @@ class Trace:
             raw = f if self._fd is None else _PipeStream(f)
             self.gzip = head == _GZIP_MAGIC
             self._stream = _GzipStream(raw, self.warnings) if self.gzip else raw
+            if self._fd is None and not self.gzip and self.map_window > 0 and self._open_mapped(f):
+                self._file = f
+                return
             self._pool = ChunkPool()
             buf = self._pool.get(self.chunk_size)
             # (at least a pcapng section header's fixed part, so the format can be told)
@@ -375,6 +405,67 @@ class Trace:
             f.close()
             raise
         self._file = f
+
+    def _open_mapped(self, f) -> bool:
+        """Read the file through mapped windows; False where the system refuses a mapping."""
+        if self._size == 0:
+            raise NotACapture(f"{self.path}: empty file, not a capture")
+        try:
+            self._map = _mapped.MapFile(f.fileno())
+            buf, final = self._window(0, 0)
+        except OSError:
+            self._map = None
+            return False
+        self._reader = _source.FileReader(buf, self.bpf, self.path, final)
+        self._chunk = buf
+        return True
+
+    def _window(self, start: int, least: int) -> tuple[np.ndarray, bool]:
+        """(the file's bytes from `start` mapped, whether they reach its end as it is now):
+        map_window bytes or `least`, whichever is more, never past the end."""
+        size = self._map.size()
+        ln = max(self.map_window, least)
+        if start + ln >= size:
+            ln = size - start
+        if ln <= 0:
+            self._check_mapped()
+            raise CaptureError(f"{self.path}: the file shrank to {size} bytes while it was read")
+        w = self._map.window(start, ln)
+        self._map_start = start
+        buf = np.frombuffer(w, dtype=np.uint8)
+        # Windows are unmapped here, in the reading thread, not wherever the last batch over
+        # one is dropped (the stages' thread: munmap was 5 % of its CPU time): the list holds
+        # each window until no batch refers to it any more.
+        keep = []
+        for a in self._windows:
+            # references: the list, `a`, getrefcount's argument; more: a batch still has it
+            if sys.getrefcount(a) > 3:
+                keep.append(a)
+        self._windows = keep
+        self._windows.append(buf)
+        return buf, start + ln >= size
+
+    def _check_mapped(self) -> None:
+        why = self._map.shrunk() if self._map is not None else None
+        if why:
+            raise CaptureError(f"{self.path}: {why}")
+
+    def _next_window(self, reader, buf: np.ndarray) -> np.ndarray:
+        """The reader stopped inside a record at the end of a window: map the next one from
+        the page that record starts in (no copy: windows overlap by less than a page, or by
+        the record). Where the system refuses, the rest of the file is read into chunks."""
+        self._check_mapped()
+        at = self._map_start + reader.position
+        start = at - at % mmap.ALLOCATIONGRANULARITY
+        tail = self._map_start + reader.size - start
+        try:
+            nxt, final = self._window(start, 2 * tail)
+        except OSError:
+            self._file.seek(self._map_start + reader.size)
+            self._pool = ChunkPool()
+            return carry_over(reader, buf, self.chunk_size, self._pool, self._stream)
+        reader.set_buffer(nxt, at - start, final)
+        return nxt
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -393,15 +484,21 @@ class Trace:
             while True:
                 packets = np.empty(self.batch_size, dtype=PACKET_DTYPE)
                 n = reader.read_into(packets)
+                if self._map is not None:
+                    self._check_mapped()        # the file shrank under the windows: no zeros
                 if n:
                     yield Batch(packets[:n], buf, self.path)
                 if reader.eof:
                     break
                 if reader.need_more:
-                    buf = carry_over(reader, buf, self.chunk_size, self._pool, self._stream,
-                                     self._fd)
+                    if self._pool is None:
+                        buf = self._next_window(reader, buf)
+                    else:
+                        buf = carry_over(reader, buf, self.chunk_size, self._pool, self._stream,
+                                         self._fd)
                     if bar is not None:
-                        bar.update(self._file.tell() - bar.n)
+                        bar.update((self._file.tell() if self._pool is not None
+                                    else self._map_start) - bar.n)
         finally:
             if bar is not None:
                 bar.close()
@@ -469,6 +566,8 @@ class Trace:
             self._closed_info = (self.format, self.interface_info, self.big_endian)
         self._reader = None
         self._handle = None
+        self._map = None            # its windows go with the last batch over them
+        self._windows = []
         if self._pool is not None:
             self._pool.clear()
         if self._file is not None:
@@ -487,14 +586,14 @@ class Trace:
 
 def open_trace(path: str | os.PathLike, bpf: str | None = None, batch_size: int = DEFAULT_BATCH,
                engine: str = "native", progress: bool | None = None,
-               chunk_size: int = DEFAULT_CHUNK) -> Trace:
+               chunk_size: int = DEFAULT_CHUNK, map_window: int | None = None) -> Trace:
     """Open a pcap/pcapng file (optionally gzip-compressed) for reading in batches.
 
     Raises :class:`NotACapture` (a one-line message naming the file) for anything that is not a
     capture, :class:`BpfError` for a filter libpcap rejects, ``OSError`` if it cannot be opened.
     """
     return Trace(path, bpf=bpf, batch_size=batch_size, engine=engine, progress=progress,
-                 chunk_size=chunk_size)
+                 chunk_size=chunk_size, map_window=map_window)
 
 
 class LiveCapture:

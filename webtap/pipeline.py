@@ -19,9 +19,11 @@
 - **Stages**: objects with `feed(batch, mb)` and `finish()`; a non-None return value of either is
   an output of the run (`outputs()` yields it). The stages of a run see every batch in order,
   in this thread.
-- **Executors**: the core's are `inline` (this thread reads, walks and feeds) and `readahead` (a
-  thread reads and parses a batch or two ahead, releasing the GIL; the walk and the stages run
-  here, since a stage's watch list must be current when the next batch is walked). The
+- **Executors**: the core's are `inline` (this thread reads, walks and feeds) and `readahead`: a
+  thread reads and parses a few batches ahead, a second thread walks them (both release the
+  GIL), and the stages run here, so reading, walking, pairing and writing overlap. When a stage
+  has a TLS watch list (it must be current when the next batch is walked) or the caller gives
+  its own walk, the walk runs here instead, after the reading thread. The
   analyzer adds `feeder` and `fanout` (consumer processes: httpanalyzer.stream) and `dask`
   (chunks of one trace over workers: httpanalyzer.distributed); its HTTP pairing merges several
   traces' messages by capture time on top of one Pipeline per trace. `choose_executor` names the
@@ -34,11 +36,18 @@ import os
 import stat
 from typing import Iterable, Iterator, Protocol
 
-from webtap.capture import Batch
+from webtap.capture import Batch, window_of
 from webtap.dissect import MessageBatch, dissect
+from webtap.errors import CaptureError
 from webtap.stream import Totals, messages, read_ahead
 
 __all__ = ["Pipeline", "Stage", "EXECUTORS", "choose_executor", "is_pipe"]
+
+#: readahead: walked batches that may wait for the stages (each holds its packets' bytes: a
+#: mapped window or a read chunk is kept while a batch over it waits; 8 was no faster on the
+#: bench trace and held 40 MiB more, and with 4 the peak RSS grew with the trace: tests/bench
+#: test_rss, tests/robustness test_hostile_memory)
+WALKED_AHEAD = 2
 
 #: the executors of the core (the analyzer's are named in its own summary: feeder, fanout, dask)
 EXECUTORS = ("inline", "readahead")
@@ -65,7 +74,7 @@ def choose_executor(sources: list, live: bool) -> tuple[str, str]:
     if live:
         return "inline", "live capture: Ctrl-C must reach the capture loop, in the main thread"
     if len(sources) == 1:
-        return "readahead", "one input: a thread reads the next batch while this one is walked"
+        return "readahead", "one input: a thread reads ahead while this one runs the stages"
     return "inline", f"{len(sources)} inputs read one after another as one stream"
 
 
@@ -95,12 +104,23 @@ class Pipeline:
         self.progress = progress
         self.skip_unreadable = skip_unreadable
         self.totals = totals if totals is not None else Totals()
-        self.totals.executor = f"{self.executor}: {self.why}"
         self.on_source = on_source
         self.on_ready = on_ready
         self.tick = tick
         self.open_kw = open_kw
         self.walk = dissector if dissector is not None else self._walk()
+        # readahead: the reading thread also walks when the walk depends on no stage's state
+        # (no TLS watch list, which a stage extends as it sees hellos) and is the core's own
+        self.walk_ahead = (self.executor == "readahead" and dissector is None
+                           and not any(getattr(s, "tls_watch", None) is not None
+                                       for s in self.stages))
+        if self.walk_ahead:
+            self.why += "; a second thread walks the read batches (no stage needs the walk in step)"
+        elif self.executor == "readahead":
+            self.why += ("; the walk runs in the stages' thread (" + (
+                "a stage's TLS watch list must be current)" if dissector is None
+                else "the caller's walk)"))
+        self.totals.executor = f"{self.executor}: {self.why}"
 
     def _walk(self):
         """webtap.dissect.dissect with what the stages ask of the walk."""
@@ -124,21 +144,39 @@ class Pipeline:
         if self.live and self.tick is not None:
             kw["tick"] = self.tick
         if self.executor == "inline":
-            yield from messages(self.sources, dissector=self.walk, **kw)
+            gen = messages(self.sources, dissector=self.walk, **kw)
+            try:
+                for batch, mb in gen:
+                    yield batch, mb
+                    _check_mapped(batch)
+            finally:
+                gen.close()
             return
         gen = messages(self.sources, dissector=_unwalked, **kw)
         reader = read_ahead(gen)
+        walker = None
+        if self.walk_ahead:
+            # the walk needs nothing a stage changes while it runs: a second thread walks the
+            # batches the reading thread parsed (both release the GIL), so reading, walking
+            # and the stages here run at once, on as many cores as there are
+            # and the stages' thread may stop for longer than a batch (its first records
+            # import pyarrow; a row group is made): the walked batches wait in a deeper queue
+            walker = read_ahead(_walked(reader, self.walk, self.totals), depth=WALKED_AHEAD)
         try:
-            for batch, _ in reader:
-                mb = self.walk(batch.packets, batch.data)
-                self.totals.add_dissect(mb.counters)
+            for batch, mb in (walker if walker is not None else reader):
+                if walker is None:
+                    mb = self.walk(batch.packets, batch.data)
+                    self.totals.add_dissect(mb.counters)
                 yield batch, mb
+                _check_mapped(batch)
         finally:
-            reader.close()
-            try:
-                gen.close()
-            except ValueError:
-                pass        # still running in an abandoned read-ahead thread (interrupted run)
+            if walker is not None:
+                walker.close()
+            for g in (reader, gen):
+                try:
+                    g.close()
+                except ValueError:
+                    pass    # still running in an abandoned thread (an interrupted run)
 
     def outputs(self) -> Iterator:
         """Drive every stage over the run; yields what feed() and finish() return (not None)."""
@@ -157,6 +195,30 @@ class Pipeline:
         for _ in self.outputs():
             pass
         return self.totals
+
+
+def _walked(reader: Iterator, walk, totals: Totals) -> Iterator[tuple[Batch, MessageBatch]]:
+    """The read batches walked (in the walking thread of the readahead executor)."""
+    try:
+        for batch, _ in reader:
+            mb = walk(batch.packets, batch.data)
+            totals.add_dissect(mb.counters)
+            yield batch, mb
+    finally:
+        try:
+            reader.close()
+        except ValueError:
+            pass            # closed from the pipeline's thread at the same time
+
+
+def _check_mapped(batch: Batch) -> None:
+    """After the stages are done with a batch: its bytes were the file's own, not the zeros of
+    pages past the end of a file that shrank under its mapped window (webtap.capture)."""
+    w = window_of(batch.data)
+    if w is not None:
+        why = w.file.shrunk()
+        if why:
+            raise CaptureError(f"{batch.source}: {why}")
 
 
 class _Unwalked:

@@ -7,9 +7,9 @@ byte buffer):
   pcapng (several sections and interfaces, either byte order, any ``if_tsresol``) out of large
   chunks of the file (webtap.capture fills them with one read() each, or inflates gzip into
   them) and describes the packets in place: no per-packet copy, no per-packet call, which is
-  how read+dissect beats a bare ``pcap_next_ex`` loop. (A memory map was tried first: setting
-  up the page tables of a 4 KiB-paged file mapping cost more than one bulk copy into a reused,
-  already-mapped buffer.) A BPF filter is compiled by libpcap per link type and applied with
+  how read+dissect beats a bare ``pcap_next_ex`` loop. (A regular file's chunks are mapped
+  windows of the file, ext/read/mapped.pyx; gzip, pipes and FIFOs are read into reused
+  buffers: docs/CAPTURE.md.) A BPF filter is compiled by libpcap per link type and applied with
   ``pcap_offline_filter``, so a user's filter means exactly what it means to tcpdump.
   Bad records are counted by reason and skipped: the reader re-synchronises on the next
   plausible record (pcap) or block (pcapng) instead of giving up on the rest of the file.
