@@ -29,7 +29,6 @@ from webtap.inflight import InFlight
 from webtap.pipeline import Pipeline
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, exchange_table)
-from webtap.records.message import MSG_QUIC, MSG_TLS
 from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table
 from webtap.writers import empty_batch_of
 
@@ -38,27 +37,14 @@ __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS"
            "EXCHANGE_SCHEMA", "ExchangeStage"]
 
 class TlsRun:
-    """One TLS record stage over a stream of packet batches (several traces in a row).
-
-    TCP and QUIC handshakes wait in two tables: the TCP one (its watch list tells the walk
-    which flows a split hello continues in) is fed here, between one batch's walk and the
-    next; the QUIC one (Initial decryption, ~40 % of the stage's C work on the TLS bench
-    trace) is fed the same messages in a thread of its own (webtap.inflight; TlsTable
-    releases the GIL) while the run walks the next batch. Each table processes its kind and
-    lets the other kind's messages move its clock and run its GC, so the records, their
-    reasons and the counters are those of one table fed everything; each table holds up to
-    max_pending waiting hellos."""
+    """One TLS record stage over a stream of packet batches (several traces in a row)."""
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_reassembly: int = 1024):
 
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
-        self.qtable = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
-                               max_reassembly=1)
         self._parts: list = []                      # TlsTable.take() results, in emit order
-        self._qparts: list = []                     # the QUIC table's (its thread appends)
-        self._qjob = InFlight("webtap-quic")
 
     #: records the C table gathers before they are taken out as numpy parts: the take has a
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
@@ -71,41 +57,27 @@ class TlsRun:
 
     def feed(self, packets, data, msgs=None) -> None:
         """One packet batch; msgs: the stage's messages of it from the HTTP dissector's walk
-        (MessageBatch.tls), else the walk is done here. The records wait as numpy parts;
-        finish() makes the table, in frame order, once. `data` (the batch's buffer) is held
-        by the QUIC thread until its job is done."""
+        (MessageBatch.tls), else the stage walks the batch itself. The records wait as numpy
+        parts; finish() makes the table, in frame order, once."""
         if msgs is None:
-            msgs = dissect_batch(packets, np.asarray(data), None, self.table.watch)[2]
-        self.table.feed_messages(msgs, data, len(packets), MSG_TLS)
+            self.table.feed(packets, data)
+        else:
+            self.table.feed_messages(msgs, data, len(packets))
         if self.table.records_waiting >= self.CONVERT_EVERY:
             self._parts.append(self.table.take())
-        if len(msgs):
-            self._qjob.submit(self._feed_quic, msgs, data)
-
-    def _feed_quic(self, msgs, data) -> None:
-        self.qtable.feed_messages(msgs, data, 0, MSG_QUIC)
-        if self.qtable.records_waiting >= self.CONVERT_EVERY:
-            self._qparts.append(self.qtable.take())
 
     def finish(self) -> pa.Table | None:
         """End of input (the waiting hellos leave as unmatched): every record so far as one
         table of SCHEMA in the order of its first frame (None if there is none). Called again
         (an interrupted run's partial output), it gives the records since."""
-        self._qjob.close()
-        for table, parts in ((self.table, self._parts), (self.qtable, self._qparts)):
-            table.flush()
-            if table.records_waiting:
-                parts.append(table.take())
-        parts = self._parts + self._qparts
-        self._parts, self._qparts = [], []
+        self.table.flush()
+        if self.table.records_waiting:
+            self._parts.append(self.table.take())
+        parts, self._parts = self._parts, []
         return sorted_table(parts) if parts else None
 
     def counters(self) -> dict:
-        self._qjob.wait()
-        c = self.table.counters()
-        for k, v in self.qtable.counters().items():
-            c[k] += v
-        return c
+        return self.table.counters()
 
 
 class TlsStage:
@@ -418,8 +390,7 @@ def build_parser():
                     help=clikit.output_help("handshake records") + "; default: lines on stdout")
     clikit.add_gc_timeout(ap, "a hello")
     ap.add_argument("--max-pending", type=clikit.max_pending, default=1 << 15, metavar="N",
-                    help="waiting hellos at most, per transport (TCP, QUIC; oldest evicted, "
-                         "reason cap; 1 .. 2**30; "
+                    help="waiting hellos at most (oldest evicted, reason cap; 1 .. 2**30; "
                          "default 32768)")
     ap.add_argument("--max-reassembly", type=clikit.number(int, 1, 1 << 20), default=1024,
                     metavar="N",

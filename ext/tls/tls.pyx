@@ -1525,15 +1525,11 @@ cdef class TlsTable:
         tm = _dissect_batch(packets, data, None, self._watch_capsule)[2]
         self.feed_messages(tm, data, len(packets))
 
-    def feed_messages(self, msgs, const uint8_t[::1] data, uint64_t npackets=0, int only=0):
+    def feed_messages(self, msgs, const uint8_t[::1] data, uint64_t npackets=0):
         """Process the TLS stage's messages of one packet batch (MSG_TLS / MSG_QUIC rows of a
         MESSAGE_DTYPE array from dissect_batch(..., tls_watch=self.watch), in packet order;
         their offsets index `data`), then rebuild the watch list for the next batch. The
-        capture clock moves with the messages; the GC runs before each one.
-        only=MSG_TLS (3) or MSG_QUIC (4): process that kind only; the others still move the
-        clock and run the GC, as they would in one table (httpanalyzer.tls.TlsRun keeps TCP
-        and QUIC in two tables, the QUIC one fed in a thread of its own: the records and
-        their reasons are those of one table fed everything)."""
+        capture clock moves with the messages; the GC runs before each one."""
         arr = np.ascontiguousarray(np.asarray(msgs))
         if arr.dtype != _MESSAGE_DTYPE or arr.ndim != 1 or _MESSAGE_DTYPE.itemsize != sizeof(HttpMsg):
             raise TypeError("msgs must be a 1-D MESSAGE_DTYPE array")
@@ -1552,8 +1548,6 @@ cdef class TlsTable:
                     self.now = m[i].ts_ns
                     self.has_now = True
                 self._gc()
-                if only != 0 and m[i].kind != only:
-                    continue
                 _l34_of(&m[i], &l)
                 if m[i].kind == MSG_TLS:
                     self._tcp(base + m[i].pkt_offset, &l, m[i].ts_ns, m[i].pkt_index)

@@ -109,8 +109,6 @@ UDP_TUNNEL_KINDS = ("vxlan", "geneve", "gtpu", "teredo", "ayiya", "gre")
 # ext/walk/message.pxd MsgKind
 MSG_REQUEST = 1
 MSG_RESPONSE = 2
-MSG_TLS = 3          # a TCP payload that starts (or continues) a TLS hello: the TLS stage's
-MSG_QUIC = 4         # a UDP datagram that starts with a QUIC long header: the TLS stage's
 
 # ext/walk/message.pxd MsgFlags
 MSGF_URI_TRUNCATED = 1
