@@ -110,6 +110,41 @@ def http_table(trace: pathlib.Path, repeats: int) -> str:
     return "\n".join(lines)
 
 
+def stage_table(trace: pathlib.Path, repeats: int) -> str:
+    """The TLS stage's and the exchange stage's cost in the one pass, on the TLS trace (issues
+    29 and 33): the HTTP pass alone, + --tls-out, + --exchanges-out, whole processes alternating
+    round by round; each row's cost against the row before it as the median of the per-round
+    ratios, and per handshake (or exchange) record as the median of the per-round differences."""
+    import pyarrow.parquet as pq
+
+    warm(trace)
+    base = [PYTHON, "-P", "-c", CLI, str(trace), "-o", str(OUT / "bench-stage-http.parquet"),
+            "--no-progress", "--quiet"]
+    tls = base + ["--tls-out", str(OUT / "bench-stage-tls.parquet")]
+    ex = tls + ["--exchanges-out", str(OUT / "bench-stage-exchanges.parquet")]
+    names = ["HTTP pass", "  + --tls-out", "  + --exchanges-out"]
+    res = paired(list(zip(names, (base, tls, ex))), repeats)
+    records = [0, pq.read_metadata(OUT / "bench-stage-tls.parquet").num_rows,
+               pq.read_metadata(OUT / "bench-stage-exchanges.parquet").num_rows]
+    lines = [f"Stages of the one pass on {trace.name} ({_packets(trace)} packets): "
+             f"{records[1]} handshake records, {records[2]} exchange records",
+             f"{'run (whole process)':<30} {'median s':>9} {'min s':>8} {'peak RSS':>10} "
+             f"{'cost vs the row above':>22} {'us per record':>14}"]
+    for k, name in enumerate(names):
+        r = res[name]
+        cost = per = ""
+        if k:
+            prev = res[names[k - 1]]["walls"]
+            cost = f"{(median([1 / x for x in pair_ratios(res, name, names[k - 1])]) - 1) * 100:.1f}%"
+            per = f"{median([a - b for a, b in zip(r['walls'], prev)]) / records[k] * 1e6:.1f}"
+        lines.append(f"{name:<30} {median(r['walls']):>9.3f} {min(r['walls']):>8.3f} "
+                     f"{r['rss'] / 2**20:>8.1f}MB {cost:>22} {per:>14}")
+    lines.append("targets: --tls-out <= 3 us per handshake (issue 29), --exchanges-out <= 5 % "
+                 "(issue 33)")
+    lines.append(f"{repeats} alternating rounds; {load_average()}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bench_tls")
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("WEBTAP_BENCH_TLS_ROUNDS", "8")),
@@ -120,6 +155,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.no_tls:
         print(tls_table(tls_trace(a.rounds), a.repeat), flush=True)
+        print()
+        print(stage_table(tls_trace(a.rounds), a.repeat), flush=True)
     if not a.no_http:
         if not a.no_tls:
             print()
