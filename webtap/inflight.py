@@ -31,10 +31,6 @@ class InFlight:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    @property
-    def busy(self) -> bool:
-        return self._thread is not None
-
     def submit(self, fn, *args, **kw) -> None:
         """Wait for the job under way (its error is raised here, and this one is then not
         started), then start fn(*args, **kw) in a thread."""
