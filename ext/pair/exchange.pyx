@@ -419,19 +419,24 @@ cdef class ExchangeTable:
         return 0
 
     cdef int _response(self, XConn *c, uint32_t key, uint32_t key2, int64_t ts, uint64_t pkt_index,
-                       uint32_t rec_len, uint8_t flags) except -1 nogil:
+                       uint32_t rec_len, uint8_t flags, uint32_t step=0) except -1 nogil:
         """A server burst: its first application-data packet (ts, pkt_index), looked up by key
-        (its SEQ, or where the session tickets before it started) and then key2."""
-        cdef uint32_t hv, k
+        (its SEQ, or where the session tickets before it started), then, when step is not 0, at
+        every step bytes after key up to key2 (the boundaries between the session tickets: the
+        client may have acknowledged some of them before its request), and then key2."""
+        cdef uint32_t hv, k = key
         cdef int32_t j
-        cdef int t
+        cdef int t = 0
         cdef XPend *p
         cdef XRecord *r
         self.cnt[XC_RESPONSES] += 1
-        for t in range(2):
-            k = key if t == 0 else key2
-            if t == 1 and key2 == key:
-                break
+        while True:
+            if t > 0:
+                if k == key2:
+                    break
+                # the next ticket boundary, or key2 when none is left before it
+                k = k + step if step != 0 and t < 64 and _seq_lt(k + step, key2) else key2
+            t += 1
             hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, k, c.ipv)
             j = pt_first(&self.px, pt_cell(&self.px, hv))
             while j != -1:
@@ -484,7 +489,8 @@ cdef class ExchangeTable:
                 self._learn(c, c.nst_len)
             self.cnt[XC_TICKET_RECORDS] += c.nst_count
             if not at_end:
-                self._response(c, c.nst_start, next_seq, ts, pkt_index, rec_len, XF_TICKETS)
+                self._response(c, c.nst_start, next_seq, ts, pkt_index, rec_len, XF_TICKETS,
+                               c.nst_len + 5)
             return 1
         self._response(c, c.nst_start, c.nst_start, c.h_ts, c.h_frame, c.h_reclen, 0)
         return 0
