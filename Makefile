@@ -65,6 +65,9 @@ $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	# aioquic (and its cryptography): the real QUIC server/client of the netns test and an
 	# independent AES-GCM/HKDF reference for ext/tls/quic_crypto.h's tests (issue 18)
 	$(BIN)/pip install -q aioquic
+	# cryptography (also aioquic's): the decrypted truth of `httpanalyzer compare --tls --keylog`
+	# (httpanalyzer/tls_truth.py; the optional extra webtap[verify])
+	$(BIN)/pip install -q cryptography
 	# notebooks/ run in the tests (tests/notebooks) through nbclient in a kernel of this venv
 	$(BIN)/pip install -q nbclient nbformat ipykernel
 	# the readers the record outputs are tested against: communityid (Community ID reference),

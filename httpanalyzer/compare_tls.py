@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from httpanalyzer.compare_exchanges import compare_exchanges, summary_lines
+from httpanalyzer.errors import TruthError
 from httpanalyzer.tshark import AGG as _AGG, SEP as _SEP, TsharkError, run_fields
 from webtap import clikit
 from webtap.capture import open_trace
@@ -475,9 +477,14 @@ def build_parser():
     ap.add_argument("--csv", metavar="OUT", help="write the per-hello rows as CSV")
     ap.add_argument("--tshark", default="tshark", metavar="PATH",
                     help="tshark binary (default: on PATH)")
+    ap.add_argument("--keylog", metavar="FILE", action="append",
+                    help="the traces' TLS session keys (NSS key log, as SSLKEYLOGFILE writes "
+                         "it; repeat for several files, their keys are merged): also compare webtap's exchanges (--exchanges-out) with the "
+                         "decrypted truth, per trace (httpanalyzer.compare_exchanges; needs "
+                         "the `cryptography` package: pip install 'webtap[verify]')")
     clikit.add_gc_timeout(ap, "a hello of webtap's records")
     clikit.add_common(ap)
-    clikit.files(ap, inputs=("traces",), outputs=("csv",))
+    clikit.files(ap, inputs=("traces", "keylog"), outputs=("csv",))
     return ap
 
 
@@ -492,9 +499,13 @@ def _handle(a, run) -> int:
             with open_trace(p):        # NotACapture, an empty file: one line, exit 1
                 pass
     damage: list = []
+    exchanges = []
     try:
         c = compare_tls(a.traces, tshark=a.tshark, gc_timeout=a.gc_timeout, warnings=damage)
-    except TsharkError as e:
+        if a.keylog is not None:
+            exchanges = [compare_exchanges(p, a.keylog, tshark=a.tshark, gc_timeout=a.gc_timeout)
+                         for p in a.traces]
+    except (TsharkError, TruthError) as e:
         raise clikit.RunError(clikit.describe(e)) from None
     except subprocess.CalledProcessError as e:
         raise clikit.RunError(f"{e.cmd[0]} exited with status {e.returncode}") from None
@@ -504,6 +515,8 @@ def _handle(a, run) -> int:
         c.rows.drop(columns=["how"], errors="ignore").to_csv(o.target, index=False)
         o.commit()
     s = c.summary()
+    if a.keylog is not None:
+        s["exchanges"] = exchanges
     if a.json:
         print(json.dumps(s))
     else:
@@ -513,10 +526,15 @@ def _handle(a, run) -> int:
         un = c.rows[c.rows["category"] == "unexplained"] if len(c.rows) else c.rows
         for r in un.head(50).itertuples(index=False):
             print(f"  unexplained: {r.file} frame {r.frame} {r.side}: {r.differs}")
+        if exchanges:
+            print("exchanges against the decrypted truth (--keylog):")
+            for r in exchanges:
+                print("\n".join("  " + ln for ln in summary_lines(r)))
     return 0
 
 
 def cli(argv=None) -> int:
-    """`httpanalyzer compare --tls TRACE... [--json] [--csv OUT]` (the webtap.clikit contract)."""
+    """`httpanalyzer compare --tls TRACE... [--keylog FILE] [--json] [--csv OUT]` (the
+    webtap.clikit contract)."""
 
     return clikit.main("httpanalyzer compare --tls", build_parser(), _handle, argv)

@@ -9,6 +9,8 @@ naturally catch.
   workers having died more often than the scheduler allows (exit 1 in the CLI).
 - :class:`TsharkError` (RuntimeError): tshark, editcap or capinfos failed (httpanalyzer.tshark);
   the message names the tool.
+- :class:`TruthError` (RuntimeError): the decrypted truth of `compare --tls --keylog` cannot be
+  built at all (httpanalyzer.tls_truth: the optional `cryptography` package is missing).
 
 The core's own errors (webtap.errors: NotACapture, BpfError, CaptureError) pass through
 unchanged; HttpAnalyzerError derives from their base, webtap.errors.WebtapError.
@@ -45,3 +47,7 @@ class WorkersLost(HttpAnalyzerError, RuntimeError):
 class TsharkError(HttpAnalyzerError, RuntimeError):
     """tshark (or editcap/capinfos) failed: the message names the tool, its exit status and the
     end of its stderr."""
+
+
+class TruthError(HttpAnalyzerError, RuntimeError):
+    """The decrypted truth cannot be built at all (the optional dependency missing)."""

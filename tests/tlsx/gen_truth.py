@@ -20,7 +20,9 @@ namespaces joined by a bridge; nothing outside the namespaces is contacted):
 
 Scenarios (SCENARIOS): h1_tls12, h1_tls13 (one keep-alive connection of many requests each),
 h1_resume (new connection per request, TLS 1.2 then TLS 1.3, resumed by curl's session cache),
-h2_curl (sequential h2 requests on one TLS 1.3 connection), h2_nghttp (concurrent streams).
+h2_curl (sequential h2 requests on one TLS 1.3 connection), h2_nghttp (concurrent streams),
+h1_suites (one connection each with TLS 1.2 AES-256-GCM-SHA384 and ChaCha20-Poly1305, TLS 1.3
+AES-256-GCM-SHA384 and ChaCha20-Poly1305), h1_cbc (a TLS 1.2 CBC suite the truth does not open).
 Each capture is a few hundred KB. Prints one JSON line per scenario (path, packets, bytes).
 """
 from __future__ import annotations
@@ -49,7 +51,15 @@ H1_PATHS = (["/s.txt", "/m.bin", "/l.bin", "/d?ms=40&size=500", "/d?ms=15&size=3
 # nghttp fetches each distinct URI once: a query string makes every request its own
 H2_PATHS = [p + ("&" if "?" in p else "?") + f"i={i}" for i, p in enumerate(
     ["/s.txt", "/m.bin", "/l.bin", "/d?ms=30&size=800", "/d?ms=10&size=20000"] * 3)]
-SCENARIOS = ("h1_tls12", "h1_tls13", "h1_resume", "h2_curl", "h2_nghttp")
+SCENARIOS = ("h1_tls12", "h1_tls13", "h1_resume", "h2_curl", "h2_nghttp", "h1_suites", "h1_cbc")
+
+#: h1_suites: one keep-alive connection per AEAD suite the truth opens besides AES-128-GCM
+#: (curl offers that suite only; the server prefers AES-128-GCM when a client offers it, so the
+#: other scenarios keep it)
+SUITES = ((("--tlsv1.2", "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES256-GCM-SHA384")),
+          (("--tlsv1.2", "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-CHACHA20-POLY1305")),
+          (("--tlsv1.3", "--tls13-ciphers", "TLS_AES_256_GCM_SHA384")),
+          (("--tlsv1.3", "--tls13-ciphers", "TLS_CHACHA20_POLY1305_SHA256")))
 
 UPSTREAM = r'''
 import sys, time
@@ -114,8 +124,9 @@ http {{
     ssl_certificate {d}/cert.pem;
     ssl_certificate_key {d}/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;
-    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-SHA256;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_prefer_server_ciphers on;
     ssl_session_cache shared:S:1m;
     ssl_session_tickets on;
     server {{
@@ -178,6 +189,13 @@ def _scenario(name: str, t: Topology, keys: Path, shim: Path) -> None:
         paths = ["/s.txt", "/d?ms=20&size=3000", "/l.bin", "/s.txt"]
         for v in (("--tlsv1.2", "--tls-max", "1.2"), ("--tlsv1.3",)):
             _curl(t, paths, "--http1.1", *v, "-H", "Connection: close", keys=keys)
+    elif name == "h1_suites":
+        for opts in SUITES:
+            _curl(t, ["/s.txt", "/d?ms=10&size=20000", "/m.bin"], "--http1.1", *opts, keys=keys)
+    elif name == "h1_cbc":
+        # a CBC suite (TLS 1.2 ECDHE-ECDSA-AES128-SHA256): the truth leaves it out and says so
+        _curl(t, ["/s.txt", "/m.bin"], "--http1.1", "--tlsv1.2", "--tls-max", "1.2",
+              "--ciphers", "ECDHE-ECDSA-AES128-SHA256", keys=keys)
     elif name == "h2_curl":
         _curl(t, H2_PATHS, "--http2", "--tlsv1.3", keys=keys, port=8443)
     elif name == "h2_nghttp":
