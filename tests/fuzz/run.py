@@ -30,7 +30,7 @@ REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 #: libFuzzer's -max_len per target: room for a few records / lines, small enough to stay fast.
 MAX_LEN = {"source": 16384, "dissect": 4096, "encap": 2048, "http": 4096, "segment": 4096, "canon": 1024,
            "blacklist": 4096, "tree": 4096, "urlbase": 4096, "tls": 20000, "quic": 8192, "sni": 8192,
-           "exchange": 8192, "rules": 2048}
+           "exchange": 8192, "rules": 2048, "truth": 4096}
 
 
 def _shared() -> str | None:
@@ -105,7 +105,8 @@ def main(argv=None) -> int:
 
     for name in [m for m in sys.modules if m.startswith(("tests.fuzz.targets", "tests.strategies"))]:
         del sys.modules[name]          # imported above for argparse: import again, instrumented
-    with atheris.instrument_imports(include=["webtap", "urlfilter", "tests.fuzz", "tests.strategies"]):
+    with atheris.instrument_imports(include=["webtap", "urlfilter", "httpanalyzer.tls_truth",
+                                             "tests.fuzz", "tests.strategies"]):
         import tests.fuzz.targets as targets
         import urlfilter.importers  # noqa: F401
         import urlfilter.policy  # noqa: F401
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
         import urlfilter.tree  # noqa: F401
         import webtap.capture  # noqa: F401
         import webtap.dissect  # noqa: F401
+        import httpanalyzer.tls_truth  # noqa: F401
     if a.ext_dir:
         import webtap._ext.source as s
 

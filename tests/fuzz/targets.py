@@ -22,7 +22,7 @@ import tempfile
 import numpy as np
 
 TARGETS = ("source", "dissect", "encap", "http", "segment", "canon", "blacklist", "tree", "urlbase",
-           "tls", "quic", "sni", "exchange", "rules")
+           "tls", "quic", "sni", "exchange", "rules", "truth")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1069,6 +1069,52 @@ def seeds_rules(shared: str | None) -> list[bytes]:
             b"cut port=70000\n", b'cut ua="x\n', b"drop url=a.b\n", b"cut url=\n",
             b"cut client=1.2.3.4 client=5.6.7.8\n", b"\xff\xfe cut\n", b"cut ua=\x01\n"]
 
+# ---------------------------------------------------------------------------------------------
+# truth: the plaintext parsers of the decrypted truth (httpanalyzer/tls_truth.py: TLS records,
+# hellos, HTTP/1.1 framing, h2 frames). truth() turns ValueError / IndexError / struct.error
+# into a connection left out with its reason; anything else would end the comparison.
+
+def check_truth(data: bytes) -> None:
+    import struct
+
+    from httpanalyzer import tls_truth as tt
+
+    if not data:
+        return
+    kind, body = data[0] % 4, data[1:]
+    try:
+        if kind == 0:
+            recs = list(tt._records(body, len(body)))
+            off = 0
+            for o, typ, ver, b in recs:          # records tile the bytes from the start
+                assert o == off and typ == body[o] and len(b) == int.from_bytes(body[o + 3:o + 5], "big")
+                off = o + 5 + len(b)
+            assert off <= len(body)
+            tt.server_hellos(recs)
+        elif kind in (1, 2):
+            last = -1
+            for start, end, first in tt._h1_messages(body, kind == 1):
+                assert last <= start < end <= len(body)
+                assert body[start:].startswith(first.encode("latin-1"))
+                last = end
+        else:
+            seen = set()
+            for o, sid in tt._h2_headers(body, False):
+                assert 0 <= o < len(body) and body[o + 3] == 1 and sid not in seen
+                seen.add(sid)
+    except (ValueError, IndexError, struct.error):
+        pass
+
+
+def seeds_truth(shared: str | None) -> list[bytes]:
+    sh = bytes.fromhex("160303002d0200002903030000000000000000000000000000000000000000000000"
+                       "0000000000000000c02b000001ff0100")
+    return [b"\x00" + sh + bytes.fromhex("140303000101") + b"\x16\x03\x03\x00\x05\x02abcd",
+            b"\x01GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nxyGET /b HTTP/1.1\r\n\r\n",
+            b"\x02HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            b"\x03" + bytes.fromhex("000004040000000000") + bytes.fromhex("00000301050000000182aabb")]
+
 
 CHECKS = {name: globals()["check_" + name] for name in TARGETS}
 SEEDS = {name: globals()["seeds_" + name] for name in TARGETS}
+
