@@ -3,6 +3,7 @@ command's imports load, the start-up objects are frozen, and the collector is on
 (docs/PERFORMANCE.md, "Start-up")."""
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -85,3 +86,30 @@ def test_entry_points_go_through_startup():
     # a bad option still gives the contract's exit 2 through the entry
     p = subprocess.run([sys.executable, "-m", "httpanalyzer", "--no-such-option"], capture_output=True, text=True)
     assert p.returncode == 2
+
+
+@pytest.mark.parametrize("user", [None, "mimalloc", "jemalloc"])
+def test_commands_use_the_system_arrow_pool_unless_the_user_chose(user):
+    """The installed commands run with Arrow's system allocator (webtap.startup: mimalloc's huge
+    pages cost a short command their zeroing); a pool the user names in
+    ARROW_DEFAULT_MEMORY_POOL is kept. Checked in a fresh process, pyarrow imported by the
+    command's load as a command's module does."""
+    import pyarrow as pa
+
+    if user == "jemalloc":
+        try:
+            pa.jemalloc_memory_pool()
+        except NotImplementedError:
+            pytest.skip("this pyarrow has no jemalloc")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if user:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = user
+    code = ("from webtap.startup import run_command\n"
+            "def load():\n"
+            "    import pyarrow as pa\n"
+            "    return lambda: print(pa.default_memory_pool().backend_name) or 0\n"
+            "run_command(load)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [user or "system"]
