@@ -109,3 +109,33 @@ def test_an_error_of_the_writer_thread_is_raised_not_lost(limit):
         for k in range(200):
             w.write(_batch(k * 500, 500))
         w.close({"webtap.partial": "false"})
+
+
+def test_only_text_columns_are_dictionary_encoded():
+    """Dictionary pages for text leaves only (strings, in lists and structs too), none for the
+    numbers (webtap.writers.dictionary_columns); every value reads back as written."""
+    schema = pa.schema([("ts", pa.timestamp("ns", tz="UTC")), ("frame", pa.uint64()),
+                        ("ip", pa.string()), ("alpn", pa.list_(pa.string())),
+                        ("groups", pa.list_(pa.uint16())),
+                        ("hdr", pa.struct([("name", pa.string()), ("len", pa.uint32())])),
+                        ("kind", pa.dictionary(pa.int8(), pa.string()))])
+    n = 5000
+    t = pa.table({"ts": pa.array(np.arange(n) * 1000 + 1_700_000_000 * 10**9, pa.timestamp("ns", tz="UTC")),
+                  "frame": pa.array(np.arange(1, n + 1, dtype=np.uint64)),
+                  "ip": [f"10.0.0.{i % 7}" for i in range(n)],
+                  "alpn": [["h2", "http/1.1"] if i % 2 else ["h2"] for i in range(n)],
+                  "groups": [[29, 23] for _ in range(n)],
+                  "hdr": [{"name": "host", "len": i} for i in range(n)],
+                  "kind": pa.array(["a", "b"] * (n // 2)).dictionary_encode()}, schema=schema)
+    buf = io.BytesIO()
+    w = ParquetWriter(buf, schema=schema)
+    w.write(t)
+    w.close({"webtap.partial": "false"})
+    f = pq.ParquetFile(io.BytesIO(buf.getvalue()))
+    rg = f.metadata.row_group(0)
+    dicts = {rg.column(i).path_in_schema: rg.column(i).has_dictionary_page for i in range(rg.num_columns)}
+    assert dicts == {"ts": False, "frame": False, "ip": True, "alpn.list.element": True,
+                     "groups.list.element": False, "hdr.name": True, "hdr.len": False, "kind": True}
+    back = f.read()
+    assert back.drop_columns(["kind"]).equals(t.drop_columns(["kind"]))
+    assert back.column("kind").to_pylist() == t.column("kind").to_pylist()
