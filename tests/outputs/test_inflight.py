@@ -51,3 +51,57 @@ def test_error_is_raised_by_wait_and_close_once(end):
     with pytest.raises(ZeroDivisionError):
         getattr(job, end)()
     getattr(job, end)()                          # raised once: the next wait is clean
+
+
+def test_one_worker_thread_kept_across_jobs_and_ended_by_close():
+    """The jobs run in one worker thread (not a thread each: ~65 us a job), which close ends;
+    a submit after close starts a new one; an InFlight dropped without close ends its worker."""
+    import gc
+
+    job, idents = InFlight("t-kept"), []
+    for _ in range(10):
+        job.submit(lambda: idents.append(threading.get_ident()))
+    job.wait()
+    assert len(set(idents)) == 1 and idents[0] != threading.get_ident()
+    workers = [t for t in threading.enumerate() if t.name == "t-kept"]
+    assert len(workers) == 1
+    job.close()
+    workers[0].join(5)
+    assert not workers[0].is_alive()
+    threads = []
+    job.submit(lambda: threads.append(threading.current_thread()))
+    job.close()
+    assert threads and threads[0] is not workers[0] and threads[0].name == "t-kept"
+    dropped = InFlight("t-dropped")
+    dropped.submit(int)
+    dropped.wait()
+    (w,) = [t for t in threading.enumerate() if t.name == "t-dropped"]
+    del dropped
+    gc.collect()
+    w.join(5)
+    assert not w.is_alive()
+
+
+def test_a_forked_child_runs_its_jobs_in_a_worker_of_its_own():
+    """After fork the parent's worker thread does not exist in the child: the child's first
+    submit starts its own (else its jobs would wait forever)."""
+    import os
+
+    job = InFlight("t-fork")
+    job.submit(int)
+    job.wait()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                  # the child
+        try:
+            out = []
+            job.submit(out.append, 7)
+            job.close()
+            os.write(w, b"ok" if out == [7] else b"no")
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 2)
+    os.waitpid(pid, 0)
+    job.close()
+    assert got == b"ok"
