@@ -179,7 +179,10 @@ class _Dir:
 class _Stream:
     """One direction's bytes in sequence order, each byte's first packet (in capture order)
     remembered: retransmissions and segments that arrive out of order are placed by their
-    sequence numbers; a byte no packet carried is a hole."""
+    sequence numbers. The bytes run from the SYN to the first hole (a byte no packet carried):
+    the connection's truth ends there, and nothing past it is held, so memory follows the
+    bytes captured, not the sequence numbers a segment claims (a far jump, a segment from
+    before the SYN)."""
 
     def __init__(self):
         self.isn = None
@@ -189,20 +192,33 @@ class _Stream:
     def add(self, seq: int, payload: bytes, frame: int, ts_ns: int):
         if self.isn is None:
             self.isn = seq
-        self.segs.append(((seq - self.isn) % (1 << 32), payload, frame))
+        off = (seq - self.isn) % (1 << 32)
+        if off >= 1 << 31:                    # before the stream's first byte
+            off -= 1 << 32
+        if off + len(payload) <= 0:
+            return
+        if off < 0:
+            payload, off = payload[-off:], 0
+        self.segs.append((off, payload, frame))
         self.ts[frame] = ts_ns
 
     def build(self):
-        n = max((o + len(p) for o, p, _ in self.segs), default=0)
-        self.data = bytearray(n)
-        self.frame_of = np.zeros(n, dtype=np.int64)
+        end = 0                               # the contiguous bytes from offset 0
+        for o, p, _ in sorted(self.segs, key=lambda x: x[0]):
+            if o > end:
+                break
+            end = max(end, o + len(p))
+        self.complete = end
+        self.holes = any(o >= end for o, _, _ in self.segs)
+        self.data = bytearray(end)
+        self.frame_of = np.zeros(end, dtype=np.int32)     # 1-based frame numbers, 0: none yet
         for o, p, f in self.segs:
+            if o >= end:
+                continue
+            p = p[:end - o]
             fresh = self.frame_of[o:o + len(p)] == 0
             self.frame_of[o:o + len(p)][fresh] = f
             self.data[o:o + len(p)] = p
-        # the bytes up to the first hole (a connection's truth ends there)
-        holes = np.flatnonzero(self.frame_of == 0)
-        self.complete = int(holes[0]) if len(holes) else n
         return self
 
     def first_packet(self, off: int):
@@ -226,10 +242,15 @@ def _records(data: bytes, limit: int):
 
 def _hello(body: bytes):
     """(handshake type, random, selected or legacy version, cipher) of a plaintext hello record
-    (the first handshake message of the record)."""
+    (the first handshake message of the record); cipher -1 for a TLS 1.3 draft ServerHello."""
     hs_type = body[0]
     p = 6
     rnd = body[p:p + 32]
+    legacy = struct.unpack(">H", body[4:6])[0]
+    if hs_type == 2 and (legacy >> 8 == 0x7F or legacy == 0x0304):
+        # a TLS 1.3 draft ServerHello (no session id, no compression byte; a final one says
+        # 0x0303 here): its key schedule is the draft's, which the truth does not follow
+        return hs_type, rnd, legacy, -1
     p += 32
     p += 1 + body[p]
     cipher = 0
@@ -382,6 +403,7 @@ def truth(pcap, keylog, tshark: str = "tshark") -> Truth:
         st = conns[key][a]
         if flags & 0x02:
             st.isn = seq + 1
+            seq += 1                          # data on a SYN (TCP Fast Open) follows it
         if pl:
             st.add(seq, pl, fr, ts)
             acks[fr] = ack
@@ -400,7 +422,7 @@ def truth(pcap, keylog, tshark: str = "tshark") -> Truth:
         if why:
             c.skipped, c.messages = why, []
             skipped[why] += 1
-        elif min(cs.complete - len(cs.data), ss.complete - len(ss.data)) < 0:
+        elif cs.holes or ss.holes:
             c.skipped = "capture_hole"     # the messages before the hole are kept
             skipped["capture_hole_messages_before_it_kept"] += 1
     return Truth(out, dict(sorted(skipped.items())), acks)
@@ -418,6 +440,8 @@ def _decrypt(c: Connection, ci: int, cs: _Stream, ss: _Stream, keys: dict) -> st
     if not shs:
         return "no_server_hello"
     _, srand, c.version, c.cipher = shs[0]
+    if c.cipher < 0:
+        return f"tls13_draft_0x{c.version:04x}"
     k = keys.get(crand)
     if not k:
         return "no_keys_in_log"

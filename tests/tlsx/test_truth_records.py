@@ -33,3 +33,46 @@ def test_hello_retry_request_is_left_out():
     assert server_hellos(recs) == []
     recs = [(0, 22, b"\x03\x03", hrr), (90, 22, b"\x03\x03", real), (190, 23, b"\x03\x03", b"\x00" * 40)]
     assert [(h[1], h[2], h[3]) for h in server_hellos(recs)] == [(b"\x22" * 32, 0x0304, 0x1301)]
+
+
+def test_stream_holds_the_bytes_up_to_the_first_hole_only():
+    """A direction's bytes from the SYN to the first hole: a segment from before the SYN is cut
+    to its part after it, a far jump (a sequence number 1.5 GB ahead; 4 GB arrays were asked for on real captures)
+    allocates nothing, and a retransmission keeps each byte's first packet."""
+    from httpanalyzer.tls_truth import _Stream
+
+    st = _Stream()
+    st.isn = 1000
+    st.add(990, b"0123456789abcdef", 1, 10)      # 10 bytes before the first: 6 kept
+    st.add(1006, b"ghij", 2, 20)
+    st.add(1002, b"cdefghij", 3, 30)              # a retransmission of bytes of frames 1, 2
+    st.add(1000 + 1_500_000_000, b"far", 4, 40)   # beyond a hole, 1.5 GB ahead
+    st.build()
+    assert bytes(st.data) == b"abcdefghij" and st.complete == 10 and st.holes
+    assert list(st.frame_of) == [1] * 6 + [2] * 4
+    assert st.first_packet(7) == (2, 20) and st.completing_frame(0, 10) == 2
+
+
+def test_tcp_fast_open_data_on_the_syn_starts_the_stream(tmp_path):
+    """TCP Fast Open: the SYN carries data, which starts one past the SYN's sequence number
+    (RFC 7413); it was placed at offset 2**32 - 1 (a 4 GB array: MemoryError on suricata-verify's
+    tcp-fastopen captures). Built capture: the ClientHello on the SYN and the ServerHello are
+    read (so the connection gets as far as its keys, which the empty key log does not hold)."""
+    from httpanalyzer.tls_truth import truth
+    from tests.pcapbuild import pcap
+    from tests.tls.hellobuild import client_hello, record, server_hello, tcp_packet
+
+    ch = record(22, client_hello(version=0x0303, ciphers=(0xC02B,), exts=()), 0x0301)
+    sh = record(22, server_hello(version=0x0303, cipher=0xC02B, exts=()))
+    c, s = "10.0.0.1", "10.0.0.2"
+    pkts = [tcp_packet(c, s, 40000, 443, 100, 0, ch, flags=0x02),
+            tcp_packet(s, c, 443, 40000, 900, 101 + len(ch), b"", flags=0x12),
+            tcp_packet(c, s, 40000, 443, 101 + len(ch), 901, b"", flags=0x10),
+            tcp_packet(s, c, 443, 40000, 901, 101 + len(ch), sh, flags=0x18)]
+    path = tmp_path / "tfo.pcap"
+    path.write_bytes(pcap([(1_700_000_000_000_000_000 + k * 1000, p) for k, p in enumerate(pkts)]))
+    keys = tmp_path / "k"
+    keys.write_text("")
+    t = truth(path, keys)
+    assert [(x.client, x.version, x.cipher, x.skipped) for x in t.connections] == [
+        ((c, 40000), 0x0303, 0xC02B, "no_keys_in_log")]
