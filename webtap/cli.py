@@ -13,6 +13,8 @@ import argparse
 import sys
 
 from webtap import clikit
+from webtap._ext.textout import seconds_text
+from webtap.errors import BpfError, CaptureError, NotACapture
 
 EPILOG = """examples:
   webtap info ../shared/traces/zeek/http/*.pcap
@@ -53,8 +55,6 @@ def _zeek_view(batch):
     in place of ts_ns, then the other message columns; #path dissect. (An integer ts_ns does not
     fit the 32-bit integers zat reads Zeek's `int` into.)"""
     import pyarrow as pa
-
-    from webtap._ext.textout import seconds_text
 
     ts = seconds_text(batch.column("ts_ns"), 9)
     rest = [i for i, n in enumerate(batch.schema.names) if n != "ts_ns"]
@@ -143,7 +143,6 @@ def _fmt_counters(d: dict[str, int]) -> str:
 
 
 def cmd_info(args, run) -> int:
-    from webtap.errors import BpfError, CaptureError, NotACapture
     from webtap.pipeline import Pipeline
     from webtap.stream import Totals
 
@@ -280,7 +279,6 @@ def _handle(args, run) -> int:
         _tunnel_ports(args.tunnel_port)
     if args.filter:
         from webtap.capture import compile_filter
-        from webtap.errors import BpfError
 
         try:
             compile_filter(args.filter)    # before any output is touched
