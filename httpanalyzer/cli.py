@@ -12,7 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from httpanalyzer.consumers import choose_consumers, max_consumers
+from httpanalyzer.errors import ConsumerFailed
+from httpanalyzer.writers import VIEWS, fields_views
 from webtap import clikit
+from webtap.errors import BpfError
 
 EPILOG = """examples:
   httpanalyzer trace.pcap                       paper line format on stdout
@@ -70,8 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-pending", type=clikit.max_pending, default=1 << 20, metavar="N",
                     help="hard cap on waiting messages (oldest evicted, counted; 1 .. 2**30; "
                          "default 1048576)")
-    from httpanalyzer.consumers import max_consumers
-
     ap.add_argument("--consumers", type=clikit.number(int, 0, max_consumers()), default=None,
                     metavar="N",
                     help="pair in N consumer processes fed through shared memory (the paper's "
@@ -137,7 +139,6 @@ def _empty_schema(out, headers):
     if fmt is None or fmt.name in ("lines", "jsonl"):
         return None        # these write nothing without records: no schema, and no pyarrow
     from webtap.records import http as records     # (imported at the first batch otherwise)
-    from httpanalyzer.writers import VIEWS
 
     ext = (out or "").lower()
     if ext.endswith((".parquet", ".pq")):
@@ -151,8 +152,6 @@ def _views(a, out):
     (checked here, before anything is read: a name that is no record column, or a binary
     output, is a usage error)."""
     import os
-
-    from httpanalyzer.writers import VIEWS, fields_views
 
     if a.fields is None:
         return VIEWS
@@ -204,7 +203,6 @@ def _main_dask(a, run) -> int:
 
     from httpanalyzer import distributed
     from webtap.records import http as records
-    from httpanalyzer.writers import VIEWS
 
     out = a.output
     dataset_out = out not in (None, "-") and os.path.splitext(out)[1].lower() in (".parquet", ".pq")
@@ -262,8 +260,6 @@ def _check_scheduler(spec: str) -> None:
     here (and not a network error after seconds of trying)."""
     import re
 
-    from httpanalyzer.consumers import max_consumers
-
     if spec == "local" or spec.startswith("local:"):
         n = spec[len("local:"):] if spec != "local" else "1"
         hi = max_consumers()
@@ -278,8 +274,6 @@ def _check_scheduler(spec: str) -> None:
 
 
 def handle(a, run) -> int:
-    from webtap.errors import BpfError
-
     if bool(a.traces) == bool(a.interface):
         raise clikit.UsageError("give TRACE files or -i IFACE (not both)")
     a.traces = [clikit.trace_path(t) for t in a.traces]
@@ -310,7 +304,6 @@ def handle(a, run) -> int:
     if a.chunk_mb is not None or a.chunk_packets is not None:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
     from httpanalyzer.stream import Summary, iter_record_batches
-    from httpanalyzer.writers import VIEWS
 
     out = a.output or "-"
     o = run.output(out, views=_views(a, out),
@@ -325,12 +318,9 @@ def handle(a, run) -> int:
     if a.consumers is None and not live and any(is_pipe(t) for t in a.traces):
         consumers, why = 0, "a pipe streams its records from one process"
     elif a.consumers is None:
-        from httpanalyzer.consumers import choose_consumers
-
         consumers, why = choose_consumers()
     else:
         consumers, why = a.consumers, "--consumers"
-    from httpanalyzer.errors import ConsumerFailed
 
     capture = "fanout" if live and consumers else None
     balance: dict = {}

@@ -34,7 +34,10 @@ import sys
 import time
 from datetime import datetime, timezone
 
+from urlfilter.errors import InvalidUrl, StoreError, UrlFilterError
 from webtap import clikit
+from webtap.errors import BpfError, CaptureError
+from webtap.writers import empty_batch_of
 
 EPILOG = """Exit status: 0 ok; 1 a match with no hit (match only), an import that imported
 nothing, a run that could not read its input or a store that does not exist; 2 usage error
@@ -258,7 +261,6 @@ def main(argv=None) -> int:
 def _handle(args, run) -> int:
     import sqlite3
 
-    from urlfilter.errors import InvalidUrl, StoreError, UrlFilterError
     from urlfilter.policy import RuleError
 
     run.quiet = bool(getattr(args, "quiet", False))
@@ -526,8 +528,7 @@ def _read_rules(path):
 
 def _policy_cmd(mgr, args, run, out) -> int:
     """urlfilter allow ... / rules ... (issue 34)."""
-    from urlfilter import canon
-    from urlfilter.errors import InvalidUrl
+    from urlfilter import canon          # the compiled canonicaliser (numpy): this command only
     from urlfilter.policy import allow_files, read_allow_file
 
     st = mgr.store
@@ -621,7 +622,6 @@ def _load_blacklist(args):
 def _check_filter(bpf) -> None:
     if bpf:
         from webtap.capture import compile_filter
-        from webtap.errors import BpfError
 
         try:
             compile_filter(bpf)
@@ -718,7 +718,6 @@ def _filter_cmd(args, run) -> int:
         bl = _load_blacklist(args)
         run.live = True
         run.forward = False            # run_live polls and takes SIGINT/SIGTERM itself
-        from webtap.errors import CaptureError
 
         try:
             st = run_live(args.iface, bl, inject_iface=args.inject_iface, bpf=args.bpf,
@@ -733,7 +732,6 @@ def _filter_cmd(args, run) -> int:
             t = st.table()
             if not t.num_columns:
                 from webtap.records.urlhit import RECORD_SCHEMA
-                from webtap.writers import empty_batch_of
 
                 t = empty_batch_of(RECORD_SCHEMA.append(pa.field("reaction_ns", pa.int64())))
             o.write(t)

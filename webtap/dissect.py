@@ -206,7 +206,7 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
             if not 0 < int(port) < 65536:
                 raise ValueError(f"bad UDP port {port!r}")
             pairs.append((int(port), ENCAP_NAMES.index(kind)))
-    _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/walk/l34.pxd l34_shared_cfg)
+    _ext.set_tunnel_ports(pairs)     # the one setting every walk reads (ext/walk/l34.c l34_shared_cfg)
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,

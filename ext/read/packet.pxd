@@ -6,38 +6,40 @@
 # test asserts the two have the same size.
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 
-ctypedef struct PacketRef:
-    int64_t ts_ns        # capture time, nanoseconds since the Unix epoch (UTC)
-    uint64_t index       # 0-based position of the packet in its trace (tshark's frame.number - 1)
-    uint64_t offset      # byte offset of the first captured byte in the batch buffer
-    uint32_t caplen      # bytes captured (present in the buffer)
-    uint32_t wirelen     # bytes the packet had on the wire
-    uint16_t linktype    # LINKTYPE_* value of the packet's interface (pcap-linktype(7))
-    uint16_t iface       # pcapng interface id; 0 for pcap files and live capture
-    uint32_t flags       # PKTF_* bits below
+# PacketRef, its flags and the link types are C (ext/read/packet.h), so that the walk's C
+# (ext/walk/l34.c) reads the same definitions.
+cdef extern from "packet.h" nogil:
+    ctypedef struct PacketRef:
+        int64_t ts_ns
+        uint64_t index
+        uint64_t offset
+        uint32_t caplen
+        uint32_t wirelen
+        uint16_t linktype
+        uint16_t iface
+        uint32_t flags
 
-cdef enum PacketFlags:
-    PKTF_CAPLEN_GT_SNAPLEN = 1    # caplen exceeds the interface snaplen (kept, as tshark keeps it)
-    PKTF_CAPLEN_GT_WIRELEN = 2    # caplen exceeds the wire length (kept; wirelen is then unreliable)
+    enum PacketFlags:
+        PKTF_CAPLEN_GT_SNAPLEN
+        PKTF_CAPLEN_GT_WIRELEN
 
-# Link types webtap dissects (values from pcap-linktype(7) / LINKTYPE_*).
-cdef enum LinkType:
-    LINKTYPE_NULL = 0             # BSD loopback, 4-byte address family in host byte order
-    LINKTYPE_ETHERNET = 1
-    LINKTYPE_RAW = 101            # raw IPv4 or IPv6 (version nibble decides)
-    LINKTYPE_LOOP = 108           # OpenBSD loopback, address family in network byte order
-    LINKTYPE_LINUX_SLL = 113      # Linux cooked capture v1
-    LINKTYPE_IPV4 = 228
-    LINKTYPE_IPV6 = 229
-    LINKTYPE_LINUX_SLL2 = 276     # Linux cooked capture v2
-    LINKTYPE_NFLOG = 239          # Linux NFLOG (nflog: captures): TLVs, the packet in NFULA_PAYLOAD
-    LINKTYPE_ATM_RFC1483 = 100    # 802.2 LLC/SNAP-encapsulated frames (RFC 2684)
-    LINKTYPE_PPP = 9              # PPP (RFC 1661), with or without the RFC 1662 FF 03 header
-    LINKTYPE_PPP_HDLC = 50        # PPP in HDLC-like framing (RFC 1662), or Cisco PPP (0x0F/0x8F)
-    LINKTYPE_PPP_ETHER = 51       # PPPoE session header (RFC 2516) + PPP, no Ethernet header
-    LINKTYPE_C_HDLC = 104         # Cisco HDLC: address 0x0F/0x8F, control, ethertype
-    DLT_RAW_ALT = 12              # DLT_RAW as written by some BSDs (also raw IP)
-    DLT_RAW_ALT2 = 14             # DLT_RAW on OpenBSD (also raw IP)
+    enum LinkType:
+        LINKTYPE_NULL
+        LINKTYPE_ETHERNET
+        LINKTYPE_RAW
+        LINKTYPE_LOOP
+        LINKTYPE_LINUX_SLL
+        LINKTYPE_IPV4
+        LINKTYPE_IPV6
+        LINKTYPE_LINUX_SLL2
+        LINKTYPE_NFLOG
+        LINKTYPE_ATM_RFC1483
+        LINKTYPE_PPP
+        LINKTYPE_PPP_HDLC
+        LINKTYPE_PPP_ETHER
+        LINKTYPE_C_HDLC
+        DLT_RAW_ALT
+        DLT_RAW_ALT2
 
 # What the capture stage read, skipped, and why. Index into the reader's counters array;
 # webtap.records.message.SOURCE_REASONS names them in this order.

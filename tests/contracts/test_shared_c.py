@@ -39,6 +39,10 @@ ONE_HOME = [
     ("split-hello stream: TCP seq order", r"(?:<int32_t>|\(int32_t\))\s*\([^)\n]*seq\s*-", {"hellostream.c"}),
     ("split-hello stream: the stream cap", r"\b(?:RAW_CAP|TLS_STREAM_CAP)\b|2\s*\*\s*TLS_HELLO_CAP",
      {"hellostream.h"}),
+    # the link -> IP -> TCP walk (issue 29): its body once, in ext/walk/l34.c (the wtc library),
+    # declared in l34.h / l34.pxd; every module that walks packets links it
+    ("the L3/L4 walk", r"^\s*(?:cdef[^\n(=]*|int\s+)\b(?:l34_parse|quic_udp_locate)\s*\([^;]*\)\s*(?:noexcept\s*nogil\s*)?[:{]",
+     {"l34.c"}),
     # the Eq. 2 pending table's index (PairingTable, TlsTable): cells, chains, age list, link,
     # unlink, doubling the cells. The TLS reassembly table's own lists (rage_head, rcells,
     # _runlink) are another table and do not match.
@@ -88,6 +92,22 @@ def test_helper_has_one_home(what, pattern, home):
     assert set(hits) & home, f"{what}: not found in its home {sorted(home)} (pattern out of date?)"
     stray = {f: lines for f, lines in hits.items() if f not in home}
     assert not stray, f"{what} written outside {sorted(home)}: {stray} (cimport it instead)"
+
+
+# .pxd files that hold declarations only (issue 29: "no logic in .pxd files"): their C is in .c
+# files of the wtc library. Not yet listed: httpstart.pxd, httphdr.pxd, tls.pxd, urltree.pxd,
+# pairing.pxd, classify.pxd, util.pxd (still inline Cython).
+DECLARATIONS_ONLY = ["walk/l34.pxd", "tls/quic_initial.pxd", "read/packet.pxd", "walk/message.pxd",
+                     "tls/hellostream.pxd", "pair/pendtable.pxd", "walk/evasion.pxd"]
+
+
+@pytest.mark.parametrize("rel", DECLARATIONS_ONLY)
+def test_pxd_holds_declarations_only(rel):
+    text = (EXT / rel).read_text()
+    code = [i + 1 for i, line in enumerate(text.splitlines())
+            if re.match(r"\s*cdef\s+(?:inline\b|(?:public\s+)?\w[\w\s*]*\([^)]*\)\s*(?:noexcept|nogil|except|:))", line)
+            or re.match(r"\s*(?:def|cpdef)\s", line)]
+    assert not code, f"ext/{rel} defines functions at lines {code}: move them to a .c file of the wtc library"
 
 
 def test_allocations_go_through_the_checked_allocator():

@@ -1,4 +1,4 @@
-"""Encapsulations (ext/walk/l34.pxd): every tunnel and link type the walk opens, on built packets
+"""Encapsulations (ext/walk/l34.c): every tunnel and link type the walk opens, on built packets
 checked against the real tshark, and on the shared traces that hold them, frame by frame.
 
 Each built packet carries one HTTP request inside its encapsulation; tshark must decode the same
@@ -314,7 +314,7 @@ def test_cli_tunnel_port(tmp_path, capsys):
 
 
 def test_feeder_reader_takes_the_same_tunnelled_packets():
-    """The feeder's reader walks the same tunnels (ext/walk/l34.pxd): same first packets, same
+    """The feeder's reader walks the same tunnels (ext/walk/l34.c): same first packets, same
     encapsulation counters as the dissector."""
     from tests.dissect._scapy_batches import batch_from_raw
     from webtap._ext.feeder import classify_batch

@@ -194,7 +194,7 @@ def seeds_dissect(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# encap: the link/IP/TCP walk through tunnels (ext/walk/l34.pxd, via ext/walk/dissect.pyx l34_batch)
+# encap: the link/IP/TCP walk through tunnels (ext/walk/l34.c, via ext/walk/dissect.pyx l34_batch)
 
 _ENCAP_LINKTYPES = (1, 239, 100, 113, 101, 9, 50, 51, 104)
 

@@ -1,4 +1,4 @@
-"""Which packets reach TCP, and which TCP segment they hold, in webtap's walk (ext/walk/l34.pxd) and in
+"""Which packets reach TCP, and which TCP segment they hold, in webtap's walk (ext/walk/l34.c) and in
 tshark's dissection, frame by frame: the check of the decapsulation (docs/ACCURACY.md,
 "Encapsulations").
 
