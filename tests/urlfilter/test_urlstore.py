@@ -506,3 +506,21 @@ def test_prefix_signatures_are_the_signatures_of_every_candidate_entry(k, pad):
     else:
         assert sigs == want, (k, _ref_boundaries(k))
     assert avl.key_signature(k) == avl.key_signature(bytes(bytearray(k)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("ab.:/?[]x9", min_size=1, max_size=90).map(str.encode), st.integers(0, 7), st.integers(0, 200))
+def test_prefix_signatures_above_a_length_are_those_of_the_longer_candidates(k, pad, above):
+    """After the base answers with an entry of length L, a prefix lookup probes the delta only
+    for candidates longer than L (a key lives in one place, so only a longer delta entry can
+    win): the signatures of q[:b] for the boundaries b > L, then q's, in that order."""
+    k = b"x" * pad + k
+    above %= len(k)
+    sigs = avl.prefix_signatures(k, above)
+    want = [avl.key_signature(k[:b]) for b in _ref_boundaries(k) if b > above] + [avl.key_signature(k)]
+    if len(want) > 64:
+        assert sigs is None
+    else:
+        assert sigs == want, (k, above)
+    with pytest.raises(ValueError):
+        avl.prefix_signatures(k, len(k))
