@@ -268,7 +268,7 @@ cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
 
 cdef enum:
     MAX_RUNS = 32              # static runs (the base + delta runs); the merge policy keeps ~log2
-    RUN_FILT_BITS_PER_KEY = 10 # key filter of a delta run: bits per key
+    RUN_FILT_BITS_PER_KEY = 16 # key filter of a delta run: bits per key
     TREE_CAP_MIN = 4096        # the delta tree is flushed into a run at max(this, live / 64) keys
     TREE_CAP_MAX = 65536
 
