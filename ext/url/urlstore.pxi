@@ -386,7 +386,7 @@ cdef class UrlStore:
         """Run r's sampled first level (urlbase.h wt_base_top_fill), held in self._tops[r]."""
         cdef uint32_t n = wt_base_top_count(self.runs[r].n_blocks)
         cdef uint64_t[::1] t
-        if n < 2:
+        if n == 0:
             self._tops[r] = None
             self.runs[r].top = NULL
             self.runs[r].top_n = 0
