@@ -11,8 +11,10 @@ delta tree's three arrays and the tombstone bits (UrlStore.stats()["held_bytes"]
 are real: the list's category per entry (an entry in several lists keeps the first).
 
 Times are in-process: per URL inside the C batch loop, canonicalisation included, one clock read
-per URL (as bench_urltree); latency figures are the per-URL times of the fastest of 3 timed
-runs. Queries as in bench_urltree: 40 % listed entries, 20 % listed + '/index.html', 40 %
+per URL (as bench_urltree); the latency figures are the medians over BENCH_REPEATS (default 5)
+timed runs of each run's median and p99 (a p99 moves with the machine's load, a median of them
+less); the load average is printed before and after each set. On a shared machine pin it to one
+core, `taskset -c 1 python -m benchmarks.bench_urlstore` (the affinity is printed). Queries as in bench_urltree: 40 % listed entries, 20 % listed + '/index.html', 40 %
 benign hosts as https://host/index.html. Insert: each URL of the delta inserted into the store
 with the base built (per-URL times, a flush's or run merge's time in the URL that triggered it),
 and amortised = the wall time (and the thread's CPU time, which leaves out the time the thread
@@ -73,15 +75,22 @@ def _load(name):
     return [u for u, _ in seen.values()], np.array([c for _, c in seen.values()], np.uint32), len(names)
 
 
+REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
+
+
 def _timed(store, qd, qo, prefix=True):
-    best, tm, res = float("inf"), None, None
-    for _ in range(3):
+    """(answers, median us, p99 us, mean us): each the median over REPEATS timed runs of that
+    run's figure."""
+    meds, p99s, means, res = [], [], [], None
+    for _ in range(REPEATS):
         gc.collect()
         one = np.zeros(len(qo) - 1, np.int64)
-        r = store.match_batch(qd, qo, prefix, True, one)
-        if one.sum() < best:
-            best, tm, res = one.sum(), one, r
-    return res, tm / 1e3
+        res = store.match_batch(qd, qo, prefix, True, one)
+        tm = one / 1e3
+        meds.append(np.median(tm))
+        p99s.append(pct(tm, 99))
+        means.append(tm.mean())
+    return res, float(np.median(meds)), float(np.median(p99s)), float(np.median(means))
 
 
 def run(name, rng):
@@ -99,9 +108,10 @@ def run(name, rng):
     gc.collect()
     tree, _ = build_tree(raw, cats)
     n = len(tree)
-    tres, ttm = _timed(tree, qd, qo)
+    load0 = load_average()
+    tres, tmed, tp99, tmean = _timed(tree, qd, qo)
     tcat = tree.payload_batch(tres)[0]
-    out["tree"] = dict(bpu=tree.stats()["paper_bytes"] / n, med=np.median(ttm), p99=pct(ttm, 99), mean=ttm.mean())
+    out["tree"] = dict(bpu=tree.stats()["paper_bytes"] / n, med=tmed, p99=tp99, mean=tmean)
     del tree
 
     try:
@@ -132,7 +142,7 @@ def run(name, rng):
         ins_s, ins_cpu = time.perf_counter() - t0, time.thread_time() - c0
         st = s.stats()
         assert st["urls"] == n, (st["urls"], n)
-        res, tm = _timed(s, qd, qo)
+        res, med, p99, mean = _timed(s, qd, qo)
         scat = s.payload_batch(res)[0]
         assert ((res > 0) == (tres > 0)).all() and (scat == tcat).all(), "store answers differ from the tree's"
         t0 = time.perf_counter()
@@ -149,7 +159,7 @@ def run(name, rng):
                          rec=st["base_record_bytes"] / max(1, st["base_urls"]),
                          idx=st["base_index_bytes"] / max(1, st["base_urls"]),
                          pay=st["base_payload_bytes"] / max(1, st["base_urls"]),
-                         delta=st["delta_bytes"], med=np.median(tm), p99=pct(tm, 99), mean=tm.mean(),
+                         delta=st["delta_bytes"], med=med, p99=p99, mean=mean,
                          ins_med=np.median(new) if len(new) else float("nan"),
                          ins_p99=pct(new, 99) if len(new) else float("nan"),
                          ins_mean=new.mean() if len(new) else float("nan"),
@@ -162,7 +172,8 @@ def run(name, rng):
         del s
     hits = float((tres > 0).mean())
     print(f"\n## {name}: {n_raw} unique lines, {n} keys, {ncat} categories; {len(queries)} queries, "
-          f"prefix hit rate {hits:.3f}; {load_average()}")
+          f"prefix hit rate {hits:.3f}; latency: medians of {REPEATS} runs; cores {sorted(os.sched_getaffinity(0))}; "
+          f"at the start {load0}, at the end {load_average()}")
     print("| delta | bytes/URL held (base B/key: records + index + payload) | prefix median / p99 / mean us "
           "(in-process) | insert median / p99 / mean us | amortised insert incl. its flushes + run merges us, wall / thread CPU | "
           "delta: runs (keys) + tree keys; flushes, run merges | full merge s | build s | M URL/s |")

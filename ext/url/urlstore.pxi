@@ -42,6 +42,8 @@ cdef extern from "urlbase.h" nogil:
         uint64_t n
         uint32_t block, n_blocks, pal_bits, max_key
         size_t image_bytes
+        const uint64_t *top
+        uint32_t top_n
     ctypedef struct WtBaseCoder:
         pass
     int wt_base_layout(uint64_t n, uint32_t block, uint32_t pal_n, uint32_t pal_bits,
@@ -64,10 +66,12 @@ cdef extern from "urlbase.h" nogil:
     int WT_BASE_IDX
     int WT_PSIG_MAX
     uint64_t wt_key_sig(const uint8_t *k, size_t n)
-    int wt_pfx_sigs(const uint8_t *q, size_t qn, uint64_t *sig)
+    int wt_pfx_sigs(const uint8_t *q, size_t qn, size_t above, uint64_t *sig)
     void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
     int wt_filt_maybe(const uint64_t *f, uint64_t nbits, const uint64_t *sig, int ns)
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
+    uint32_t wt_base_top_count(uint32_t n_blocks)
+    void wt_base_top_fill(const WtBase *b, uint64_t *top)
     int WT_DFILT_BITS
 
 BASE_MAGIC = b"WTURLB02"
@@ -88,11 +92,14 @@ def key_signature(const uint8_t[::1] key):
     return wt_key_sig(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0])
 
 
-def prefix_signatures(const uint8_t[::1] key):
+def prefix_signatures(const uint8_t[::1] key, size_t above=0):
     """The signatures a prefix lookup of key probes (wt_pfx_sigs: key[:b] for each component
-    boundary b, then key), or None when key has too many boundaries to filter; for tests."""
+    boundary b > above, then key), or None when key has too many such boundaries to filter; for
+    tests."""
     cdef uint64_t sigs[64]
-    cdef int ns = wt_pfx_sigs(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], sigs)
+    if above >= <size_t>key.shape[0] and key.shape[0]:
+        raise ValueError("above must be below the key's length")
+    cdef int ns = wt_pfx_sigs(&key[0] if key.shape[0] else <const uint8_t *>b"", key.shape[0], above, sigs)
     return None if ns < 0 else [sigs[i] for i in range(ns)]
 
 
@@ -261,7 +268,7 @@ cdef inline void _set_bit(uint64_t *a, uint64_t i) noexcept nogil:
 
 cdef enum:
     MAX_RUNS = 32              # static runs (the base + delta runs); the merge policy keeps ~log2
-    RUN_FILT_BITS_PER_KEY = 10 # key filter of a delta run: bits per key
+    RUN_FILT_BITS_PER_KEY = 16 # key filter of a delta run: bits per key
     TREE_CAP_MIN = 4096        # the delta tree is flushed into a run at max(this, live / 64) keys
     TREE_CAP_MAX = 65536
 
@@ -282,6 +289,7 @@ cdef class UrlStore:
     cdef uint64_t roff[MAX_RUNS + 1] # ids of run r: roff[r] + 1 .. roff[r + 1]; tree x: roff[nr] + x
     cdef int nr
     cdef list _images             # the runs' images (NumPy arrays; the base may be an mmap)
+    cdef list _tops               # the runs' sampled first levels (NumPy uint64, runs[r].top)
     cdef readonly bint mapped
     cdef readonly uint64_t n_dead
     cdef uint8_t *kbuf            # scratch for decoded keys (MAX_KEY + 16)
@@ -304,6 +312,7 @@ cdef class UrlStore:
         memset(&self.roff[0], 0, sizeof(self.roff))
         self.nr = 1
         self._images = [None]
+        self._tops = [None]
         self.tag = 0
         self.auto_merge = True
 
@@ -367,9 +376,27 @@ cdef class UrlStore:
         self.runs[0] = b
         self.nr = 1
         self._images = [img]
+        self._tops = [None]
+        self._attach_top(0)
         self.mapped = mapped
         self.tag = b.h.tag
         self._reoff()
+
+    cdef _attach_top(self, int r):
+        """Run r's sampled first level (urlbase.h wt_base_top_fill), held in self._tops[r]."""
+        cdef uint32_t n = wt_base_top_count(self.runs[r].n_blocks)
+        cdef uint64_t[::1] t
+        if n == 0:
+            self._tops[r] = None
+            self.runs[r].top = NULL
+            self.runs[r].top_n = 0
+            return
+        a = np.zeros(2 * n, np.uint64)
+        t = a
+        wt_base_top_fill(&self.runs[r], &t[0])
+        self._tops[r] = a
+        self.runs[r].top = &t[0]
+        self.runs[r].top_n = n
 
     cdef void _reoff(self) noexcept:
         cdef int r
@@ -418,12 +445,17 @@ cdef class UrlStore:
             return i + 1 if i >= 0 else 0
         if i >= 0:
             best, best_len = i + 1, ln
-        ns = wt_pfx_sigs(q, qn, sigs)                   # q's candidate entries, once for all filters
+            if ln == qn:                                # q itself: no delta entry is longer
+                return best
+        # q's candidate entries longer than the base's answer, once for all filters
+        ns = wt_pfx_sigs(q, qn, best_len, sigs)
         for r in range(1, self.nr):
             if wt_filt_maybe(self.filt[r], self.fbits[r], sigs, ns):
                 i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
                 if i >= 0 and ln > best_len:
                     best, best_len = <int64_t>self.roff[r] + i + 1, ln
+                    if ln == qn:
+                        return best
         if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, sigs, ns)):
             x = self.delta._prefix(q, qn)
             if x:
@@ -948,7 +980,9 @@ cdef class UrlStore:
         self.runs[r] = b
         while len(self._images) <= r:
             self._images.append(None)
+            self._tops.append(None)
         self._images[r] = img
+        self._attach_top(r)
         if r == 0:
             self.mapped = False
 
@@ -973,6 +1007,7 @@ cdef class UrlStore:
                 self.dead[r] = 0
                 memset(&self.runs[r], 0, sizeof(WtBase))
         del self._images[a:e]
+        del self._tops[a:e]
         self.nr -= k
 
     def _sources(self, runs, bint with_tree):
@@ -1139,7 +1174,8 @@ cdef class UrlStore:
         filt = WT_DFILT_BITS // 8 if self.dfilt != NULL else 0
         nb = self.runs[0].n_blocks
         h = self.runs[0].h
-        held = self.runs[0].image_bytes + runb + runf + ds["paper_bytes"] + tomb + filt
+        top = sum(t.nbytes for t in self._tops if t is not None)
+        held = self.runs[0].image_bytes + runb + runf + ds["paper_bytes"] + tomb + filt + top
         return {
             "urls": len(self),
             "height": ds["height"],           # of the delta tree
@@ -1153,6 +1189,7 @@ cdef class UrlStore:
             "base_bytes": self.runs[0].image_bytes,
             "base_record_bytes": h.blob_bytes,
             "base_index_bytes": (nb + 1) * WT_BASE_IDX,
+            "top_bytes": top,                 # the runs' sampled first levels (in memory, not in the image)
             "base_payload_bytes": (self.runs[0].n * self.runs[0].pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
             "base_raw_key_bytes": h.raw_bytes,
             "delta_bytes": ds["paper_bytes"],

@@ -506,3 +506,72 @@ def test_prefix_signatures_are_the_signatures_of_every_candidate_entry(k, pad):
     else:
         assert sigs == want, (k, _ref_boundaries(k))
     assert avl.key_signature(k) == avl.key_signature(bytes(bytearray(k)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("ab.:/?[]x9", min_size=1, max_size=90).map(str.encode), st.integers(0, 7), st.integers(0, 200))
+def test_prefix_signatures_above_a_length_are_those_of_the_longer_candidates(k, pad, above):
+    """After the base answers with an entry of length L, a prefix lookup probes the delta only
+    for candidates longer than L (a key lives in one place, so only a longer delta entry can
+    win): the signatures of q[:b] for the boundaries b > L, then q's, in that order."""
+    k = b"x" * pad + k
+    above %= len(k)
+    sigs = avl.prefix_signatures(k, above)
+    want = [avl.key_signature(k[:b]) for b in _ref_boundaries(k) if b > above] + [avl.key_signature(k)]
+    if len(want) > 64:
+        assert sigs is None
+    else:
+        assert sigs == want, (k, above)
+    with pytest.raises(ValueError):
+        avl.prefix_signatures(k, len(k))
+
+
+def test_sampled_first_level_with_tied_heads_across_samples():
+    """The base's block search starts from a sampled first level (every WT_BASE_TOP_STEP = 16th
+    block head, ext/url/urlbase.h). Blocks of 4 keys, 3,000 keys of which a third share their
+    first 16 bytes (a run of ~250 blocks whose heads tie, across ~16 samples) and a third their
+    first 9: every key is found under its own id, a non-key is not found, and every prefix
+    match equals the boundary rule (tests/strategies.is_boundary) applied to the key set."""
+    from tests.strategies import is_boundary
+
+    rng = np.random.default_rng(5)
+    words = [rng.choice(list(b"abcdefgh/."), int(rng.integers(1, 12))).astype(np.uint8).tobytes() for _ in range(4000)]
+    keys = set()
+    for i, w in enumerate(words):
+        kind = i % 3
+        if kind == 0:
+            keys.add(b"com.example.abc/" + w.replace(b".", b"x"))
+        elif kind == 1:
+            keys.add(b"org.site/" + w.replace(b".", b"y"))
+        else:
+            keys.add(b"net.h%05d" % int(rng.integers(0, 99999)))
+    urls = [avl.key_to_url(k) for k in sorted(keys)]
+    d, o = arrow_layout(urls)
+    ck, cc = canonicalize_many(d, o, key=True)              # the keys as the canonicaliser makes them
+    keys = sorted({k.encode() for k, c in zip(ck, cc) if c == 0})
+    s, _ = build_store(urls, block=4)
+    assert len(s) == len(keys)
+    nb = -(-len(keys) // 4)
+    assert s.stats()["top_bytes"] == 16 * -(-nb // 16)                # one (h1, h2) per 16 blocks
+    assert sum(k.startswith(b"com.example.abc/") for k in keys) > 4 * 16 * 3   # ties span >= 3 samples
+    kset = set(keys)
+    ids = {}
+    for k in keys:
+        i = s.find_key(k)
+        assert i > 0 and s.get_key(i) == k, k
+        ids[k] = i
+
+    def ref(q):
+        best = q if q in kset else None
+        if best is None:
+            for b in range(len(q) - 1, 0, -1):
+                if is_boundary(q, b) and q[:b] in kset:
+                    best = q[:b]
+                    break
+        return ids[best] if best is not None else 0
+
+    queries = keys + [k + b"/x" for k in keys] + [k[:-1] for k in keys] + [k + b"0" for k in keys] + \
+        [b"com.example.abc/", b"com.example.abc", b"a", b"zzz", b"org.site/zzzz/q"]
+    for q in queries:
+        assert s.find_key(q) == (ids[q] if q in kset else 0), q
+        assert s.prefix_key(q) == ref(q), q
