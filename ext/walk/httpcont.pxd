@@ -15,8 +15,9 @@ from httpstart cimport http_start, _line_ends_with_version
 
 cdef enum:
     CONT_NONE = 0          # not a continued header block, or nothing after it: nothing counted
-    CONT_UNKNOWN = -1      # a continued header block ends in the packet, bytes follow, and the
-                           # packet does not tell that a message starts there (counted)
+    CONT_UNKNOWN = -1      # a continued header block ends in the packet and a message may start
+                           # after it (the bytes there, or after the body, begin like one), but
+                           # the packet does not tell (counted)
     CONT_MAX_OFFSET = 0xFFFF   # seg_off is 16 bits
 
 
@@ -77,6 +78,17 @@ cdef inline int _strict_start(const uint8_t *q, uint32_t n, uint32_t wire, uint3
     return 0
 
 
+cdef inline int _doubt(const uint8_t *q, uint32_t n, uint32_t wire, uint64_t pos) noexcept nogil:
+    """CONT_UNKNOWN when q[pos:] begins like a message (http_start, not strictly), else
+    CONT_NONE: a body after the block, which is no doubt about a message."""
+    cdef uint32_t s = 0, t = 0
+    cdef int mid = 0
+    if pos >= n:
+        return CONT_NONE
+    return CONT_UNKNOWN if http_start(q + pos, n - <uint32_t>pos, wire - <uint32_t>pos, &s, &t,
+                                      &mid) != 0 else CONT_NONE
+
+
 cdef inline int http_after_continuation(const uint8_t *q, uint32_t n, uint32_t wire,
                                         uint32_t *at, uint32_t *start, uint32_t *tok_end,
                                         int *method_id) noexcept nogil:
@@ -85,24 +97,27 @@ cdef inline int http_after_continuation(const uint8_t *q, uint32_t n, uint32_t w
     segment and the message they belong to ends in this packet, followed by the start of the
     next message: that message's kind (MSG_REQUEST / MSG_RESPONSE), *at its offset in the
     payload, *start / *tok_end / *method_id http_start's for q[*at:]. CONT_NONE when the payload
-    does not look like a continued header block or nothing follows it; CONT_UNKNOWN (counted
-    continuation_unknown) when one ends in the packet, bytes follow it, and the packet does not
-    tell that a message starts there.
+    does not look like a continued header block or no message can follow it; CONT_UNKNOWN
+    (counted continuation_unknown) when one ends in the packet and a message may start after it
+    (right after the empty line or the body, the bytes begin like one: http_start) but the
+    packet does not tell (_doubt).
 
     The rule (docs/ACCURACY.md "After a continued header block"):
       - the first line is a fragment (the tail of a header line or of the request/status line,
         possibly empty); if it holds a colon after a tail of "Content-Length" or
-        "Transfer-Encoding" (the name was cut by the segment's start): CONT_UNKNOWN;
+        "Transfer-Encoding" (the name was cut by the segment's start): doubt;
       - every further line up to the first empty one is a header field line (tchar name, colon;
-        at most MAX_HEADER_LINE bytes), else CONT_NONE (a body); a MIME part's own fields
-        (Content-Transfer-Encoding, Content-ID, Content-Type application/http: a multipart
-        batch body that carries HTTP messages) make it CONT_UNKNOWN;
+        at most MAX_HEADER_LINE bytes, else doubt), else CONT_NONE (a body); a MIME part's own
+        fields (Content-Transfer-Encoding, Content-ID, Content-Type application/http: a multipart
+        batch body that carries HTTP messages) are doubt;
       - the message ends at the empty line when a status line follows at once (the answer to a
         HEAD, a 304, ...: _msg_end's rule), else as the continued lines' Content-Length /
         Transfer-Encoding tell (_msg_end's rules; chunks must all end in the packet), else at
         the empty line (a request without a body; a response without a length runs to the
         close, so only a message that starts there strictly is taken);
       - what follows must start a message strictly (_strict_start).
+    Doubt, a length the packet cannot read (bad Content-Length, a coding other than chunked,
+    chunks or a body past the segment) and a start that is not strict take nothing.
     A segment that starts with the LF completing a CRLF split at the segment's edge, followed by
     a strict start, is taken at offset 1. Linear in n; most bodies stop at their second line."""
     cdef uint32_t e, pos, h, ln, nl, v0, v1
@@ -110,6 +125,7 @@ cdef inline int http_after_continuation(const uint8_t *q, uint32_t n, uint32_t w
     cdef const uint8_t *hit
     cdef BodyInfo b
     cdef int kind, st
+    cdef bint doubt = False
     if n == 0:
         return CONT_NONE
     # the fragment: up to the first line end
@@ -128,7 +144,7 @@ cdef inline int http_after_continuation(const uint8_t *q, uint32_t n, uint32_t w
         ln += 1
     if ln < e and q[ln] == 58 and (_name_suffix(q, ln, b"content-length", 14)
                                    or _name_suffix(q, ln, b"transfer-encoding", 17)):
-        return CONT_UNKNOWN
+        doubt = True
     b.hdr_end = 0
     b.cl = 0
     b.cl_state = CL_NONE
@@ -143,7 +159,7 @@ cdef inline int http_after_continuation(const uint8_t *q, uint32_t n, uint32_t w
         if e == pos:
             break
         if e - pos > MAX_HEADER_LINE:
-            return CONT_UNKNOWN
+            doubt = True
         nl = _field_name(q, pos, e)
         if nl == 0:
             return CONT_NONE                       # not a header block: a body
@@ -161,33 +177,36 @@ cdef inline int http_after_continuation(const uint8_t *q, uint32_t n, uint32_t w
               or _name_is(q + pos, nl, b"content-id", 10)
               or (_name_is(q + pos, nl, b"content-type", 12)
                   and _value_starts(q + v0, v1 - v0, b"application/http", 16))):
-            return CONT_UNKNOWN
+            doubt = True
         pos = _next_line(q, e, n)
     h = _next_line(q, e, n)
     if h >= wire:
         return CONT_NONE                           # the segment ends with the block
     if h >= n:
         return CONT_UNKNOWN                        # the snaplen cut what follows
+    if doubt:
+        return _doubt(q, n, wire, h)
     if _status_line_at(q, h, n):
         end = h
     elif b.te == TE_CHUNKED:
         st = _chunked_end(q, h, n, wire, &end)
         if st != END_KNOWN:
-            return CONT_UNKNOWN
+            return _doubt(q, n, wire, h)
     elif b.te == TE_OTHER or b.cl_state == CL_BAD:
-        return CONT_UNKNOWN
+        return _doubt(q, n, wire, h)
     elif b.cl_state == CL_VALID:
         end = h + b.cl
     else:
         end = h
     if end >= wire:
-        return CONT_NONE if end == wire else CONT_UNKNOWN
+        return CONT_NONE if end == wire else _doubt(q, n, wire, h)
     if end >= n or end > CONT_MAX_OFFSET:
         return CONT_UNKNOWN
     if wire - end <= 2 and n == wire and _is_eol(q[end]) and (end + 1 >= n or _is_eol(q[end + 1])):
         return CONT_NONE                           # a stray CRLF after the message
     kind = _strict_start(q + end, n - <uint32_t>end, wire - <uint32_t>end, start, tok_end, method_id)
     if kind == 0:
-        return CONT_UNKNOWN
+        st = _doubt(q, n, wire, end)
+        return st if st != CONT_NONE or end == h else _doubt(q, n, wire, h)
     at[0] = <uint32_t>end
     return kind
