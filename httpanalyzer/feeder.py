@@ -51,7 +51,8 @@ FEED_DTYPE = _fx.feed_dtype()
 #: dissector counters only parsing a message can tell: the consumers count these, the reader
 #: (classify_packets) counts every other one
 MESSAGE_COUNTERS = ("uri_truncated", "headers_incomplete", "line_too_long", "mid_segment_request",
-                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http")
+                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http",
+                    "after_continuation_request", "after_continuation_response")
 
 
 class PacketBatch:

@@ -32,7 +32,8 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
-                      MSGF_HEADERS_INCOMPLETE, MSGF_MID_SEGMENT, same_ip)
+                      MSGF_HEADERS_INCOMPLETE, MSGF_MID_SEGMENT,
+                      MSGF_AFTER_CONTINUATION, same_ip)
 from pairing cimport *
 from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_full,
                         pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
@@ -575,10 +576,12 @@ cdef class PairingTable:
             self._fill_entry(&self.pool[idx], &m[i], buf, buflen,
                              self.xspans + i * self.nx if self.nx else NULL)
             # A response inside a segment after another one (MSGF_MID_SEGMENT) may also pair on
-            # its packet's SEQ (docs/PAIRING.md "Messages inside a segment")
+            # its packet's SEQ, unless the segment starts inside an earlier message
+            # (MSGF_AFTER_CONTINUATION: that SEQ is no message's; docs/PAIRING.md "Messages
+            # inside a segment")
             self._place(idx, m[i].seq - m[i].seg_off,
                         m[i].kind == MSG_RESPONSE and (m[i].flags & MSGF_MID_SEGMENT) != 0
-                        and m[i].seg_off != 0)
+                        and m[i].seg_off != 0 and (m[i].flags & MSGF_AFTER_CONTINUATION) == 0)
         return 0
 
     cdef void _span(self, TextView *tv, int f, const HttpMsg *m, Span s, const uint8_t *buf,
