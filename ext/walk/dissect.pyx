@@ -27,10 +27,10 @@ from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_pa
                  l34_count_encap, ENC_N)
 from msglen cimport (BodyInfo, _is_eol, _name_is, _line_end, _next_line, _is_version, _cl_value,
                     _te_value, _msg_end, END_CONTINUES, END_UNKNOWN, END_CLOSE, CL_NONE, TE_NONE,
-                    MAX_HEADER_LINE)
+                    MAX_HEADER_LINE, WT_MSGF_LINE_TOO_LONG, WT_METHOD_CONNECT)
 from httpcont cimport http_after_continuation, CONT_UNKNOWN
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
-                        http_status_code, http_split_start)
+                        http_status_code, http_split_start, WT_MSG_REQUEST, WT_MSG_RESPONSE)
 from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
                  tls_hello_fits)
 from hellostream cimport hs_may_start
@@ -56,9 +56,15 @@ from message cimport (
 
 cnp.import_array()
 
+# The C of the HTTP rules (ext/walk/httpstart.h, msglen.h) spells the few message.pxd values it
+# needs; they must agree.
+if (WT_MSG_REQUEST != MSG_REQUEST or WT_MSG_RESPONSE != MSG_RESPONSE
+        or WT_MSGF_LINE_TOO_LONG != MSGF_LINE_TOO_LONG or WT_METHOD_CONNECT != METHOD_CONNECT):
+    raise ImportError("ext/walk/httpstart.h or msglen.h disagrees with ext/walk/message.pxd")
+
 # Bounds. Work per packet is linear in its captured bytes whatever they hold; the loops that could
 # otherwise be driven by hostile headers are bounded: header lines (MAX_HEADER_LINE,
-# ext/walk/msglen.pxd), VLAN tags and IPv6 extension headers (ext/walk/l34.pxd), method tokens
+# ext/walk/msglen.h), VLAN tags and IPv6 extension headers (ext/walk/l34.pxd), method tokens
 # (ext/walk/httpmethods.h).
 
 # Link types: LINKTYPE_* of ext/read/packet.pxd, walked by ext/walk/l34.pxd. Methods: ext/walk/httpmethods.h
@@ -115,7 +121,7 @@ def sizeof_packet_ref():
 # ---------------------------------------------------------------------------------------------
 cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_len,
                      HttpMsg *m, uint32_t *lines_too_long, BodyInfo *b) noexcept nogil:
-    """Classify (ext/walk/httpstart.pxd) and parse; for parse_http_payload."""
+    """Classify (ext/walk/httpstart.c) and parse; for parse_http_payload."""
     cdef uint32_t s = 0, t = 0
     cdef int mid = 0, kind
     lines_too_long[0] = 0
@@ -308,7 +314,7 @@ cdef inline void _fill_l34(HttpMsg *m, const L34 *l) noexcept nogil:
 cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
                          HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt, L34 *lp,
                          BodyInfo *b) noexcept nogil:
-    """Link, IP and TCP by ext/walk/l34.pxd, the HTTP decision by ext/walk/httpstart.pxd (the walk and
+    """Link, IP and TCP by ext/walk/l34.pxd, the HTTP decision by ext/walk/httpstart.c (the walk and
     the rule the feeder's reader shares), then the message's fields. Only an HTTP first
     packet writes *m (cleared first); any other packet leaves it untouched. *lp gets the walk
     (for the TLS messages of the same pass)."""
@@ -340,7 +346,7 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
     payload (p: the packet, *l: its walk, *b: the first message's BodyInfo), that start in the
     same segment: while a message's end is
     known from this packet (_msg_end) and bytes follow it, they are looked at as the start of a
-    message (ext/walk/httpstart.pxd, as a payload's first bytes are) and, when they start one,
+    message (ext/walk/httpstart.c, as a payload's first bytes are) and, when they start one,
     parsed into msgs[k], msgs[k + 1], ... No reassembly, no state beyond the packet. A message
     found there is flagged MSGF_MID_SEGMENT; its seq is the packet's SEQ plus its offset in the
     payload, its payload_* span the segment from its first byte; the message before it gets
@@ -357,7 +363,8 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
     cdef HttpMsg *prev = &msgs[k - 1]
     cdef HttpMsg *m
     while b.hdr_end != 0:
-        st = _msg_end(q + mstart, n - mstart, wire - mstart, prev, b, &e)
+        st = _msg_end(q + mstart, n - mstart, wire - mstart, prev.kind, prev.status, prev.method_id,
+                      prev.flags, b, &e)
         if st == END_CONTINUES:
             cnt[<int>DR_BODY_CONTINUES] += 1
             break
@@ -415,7 +422,7 @@ cdef Py_ssize_t _after_continuation(const uint8_t *p, const L34 *l, HttpMsg *msg
                                     const PacketRef *ref) noexcept nogil:
     """A TCP segment (p: the packet, *l: its walk) whose payload starts no message: the message
     that starts after the header block its first bytes continue, when the packet tells
-    (ext/walk/httpcont.pxd), parsed into msgs[k] and flagged MSGF_AFTER_CONTINUATION (seq,
+    (ext/walk/httpcont.c), parsed into msgs[k] and flagged MSGF_AFTER_CONTINUATION (seq,
     seg_off and payload_* from its first byte, as a message inside a segment), then the ones
     after it (_more_messages). Counted after_continuation_request/response, or
     continuation_unknown when the packet does not tell. Returns the new k."""

@@ -1,5 +1,6 @@
-/* First CR or LF in a byte range: the line-end scan of the HTTP header walks
-   (declared in ext/walk/msglen.pxd for ext/walk/dissect.pyx and ext/walk/httpcont.pxd). */
+/* First CR or LF in a byte range: the line-end scan of the HTTP header walks, called once per
+   header line (inline here, as the per-packet loops' byte helpers are; included by msglen.h,
+   whose .pxd declares it for ext/walk/dissect.pyx; used by msglen.c and httpcont.c). */
 #ifndef WT_LINEEND_H
 #define WT_LINEEND_H
 
