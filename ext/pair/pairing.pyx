@@ -37,7 +37,7 @@ from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCAT
 from pairing cimport *
 from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_full,
                         pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
-from httphdr cimport hdr_scan, HDR_MAX_NAMES
+from httphdr cimport HdrSpan, hdr_scan, HDR_MAX_NAMES
 from util cimport WT_IP_TEXT, wt_alloc, wt_ip_text, wt_realloc, wt_utf8_seq, wt_zalloc
 
 
@@ -286,12 +286,13 @@ cdef class PairingTable:
             if self.nx:
                 # the chosen headers: one pass over the batch's messages, spans into the packets
                 for i in range(n):
-                    if m[i].pkt_offset <= buflen:
-                        hdr_scan(buf + m[i].pkt_offset, buflen - m[i].pkt_offset, &m[i],
-                                 self.xnames, self.xname_off, self.nx, self.xspans + i * self.nx)
-                    else:
-                        hdr_scan(NULL, 0, &m[i], self.xnames, self.xname_off, self.nx,
-                                 self.xspans + i * self.nx)
+                    hdr_scan(buf + m[i].pkt_offset if m[i].pkt_offset <= buflen else NULL,
+                             buflen - m[i].pkt_offset if m[i].pkt_offset <= buflen else 0,
+                             m[i].payload_off, m[i].payload_caplen,
+                             m[i].method.off if m[i].kind == MSG_REQUEST else m[i].version.off,
+                             m[i].kind == MSG_REQUEST and (m[i].flags & MSGF_URI_TRUNCATED) != 0,
+                             self.xnames, self.xname_off, self.nx,
+                             <HdrSpan *>(self.xspans + i * self.nx))
             self._feed(m, n, buf, buflen, clk)
 
     def advance(self, int64_t now_ns):
