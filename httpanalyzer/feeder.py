@@ -1,7 +1,7 @@
 """The packet feeder (paper section 2.1.4): one reader, N consumer processes, shared-memory rings.
 
 The parent reads and classifies (the cheap part: link/IP/TCP and the first payload bytes, the
-dissector's own rule, ext/run/classify.pxd) and drives a `FeederPairer` in place of the pairing
+dissector's own rule, ext/run/feeder.pyx classify_packets) and drives a `FeederPairer` in place of the pairing
 table: each HTTP first packet goes to consumer Eq. 3 mod N (ext/pair/hashes.pxd, ext/run/feeder.pyx),
 stamped with the capture clock of the whole stream, through a single-producer/single-consumer
 ring in shared memory (ext/run/spsc.h). Each consumer dissects its packets, runs the ordinary
