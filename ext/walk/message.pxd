@@ -112,7 +112,7 @@ cdef enum MsgFlags:
     MSGF_EV_LONG_HEADER_LINE = 2048   # a header line over EV_MAX_LINE (8190) bytes
     MSGF_EV_MANY_FIELDS = 4096    # more than EV_MAX_FIELDS (100) header fields in the packet
     MSGF_AFTER_CONTINUATION = 8192  # the message is in a segment whose first bytes continue a
-                                  # message begun in an earlier segment (ext/walk/httpcont.pxd;
+                                  # message begun in an earlier segment (ext/walk/httpcont.c;
                                   # docs/ACCURACY.md "After a continued header block")
 
 # Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
@@ -162,7 +162,7 @@ cdef enum DissectReason:
     DR_REST_NOT_HTTP          # a message's end is known and the bytes after it start no message
     DR_LINE_SPLIT             # a whole payload that is only the beginning of a request or status
                               # line ("G", then the rest): not read (no reassembly)
-    # Messages after a header block continued from an earlier segment (ext/walk/httpcont.pxd;
+    # Messages after a header block continued from an earlier segment (ext/walk/httpcont.c;
     # docs/ACCURACY.md "After a continued header block")
     DR_AFTER_CONT_REQUEST     # requests found after a continued header block
     DR_AFTER_CONT_RESPONSE    # responses found likewise

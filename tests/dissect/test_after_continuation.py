@@ -1,4 +1,4 @@
-"""Messages after a header block continued from an earlier segment (ext/walk/httpcont.pxd;
+"""Messages after a header block continued from an earlier segment (ext/walk/httpcont.c;
 docs/ACCURACY.md "After a continued header block"): the segment's first bytes continue a message
 begun in an earlier segment, and the next message starts inside it. Offsets, SEQ and payload
 spans are worked out by hand from the bytes each test builds (RFC 9112 2.2 lines, 6.3 lengths,

@@ -311,7 +311,7 @@ def seeds_http(shared: str | None) -> list[bytes]:
 
 # ---------------------------------------------------------------------------------------------
 # segment: the messages after a first one in one TCP segment (ext/walk/dissect.pyx _more_messages),
-# and after a header block continued from an earlier segment (ext/walk/httpcont.pxd)
+# and after a header block continued from an earlier segment (ext/walk/httpcont.c)
 
 _SEG_SEQ = 0xFFFFFF00          # near the wrap: seq + offset must wrap modulo 2^32
 

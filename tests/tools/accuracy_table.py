@@ -143,7 +143,7 @@ def _starts_later(pay: bytes, method: str) -> bool:
 def _not_request_shape(pay: bytes, methods) -> bool:
     """The payload starts with a known method and a space, and what follows is not a request
     line's shape: the rule of docs/ACCURACY.md, in its one Python home (httpanalyzer.tshark,
-    independent of ext/walk/httpstart.pxd). `methods` is webtap.records.message.METHOD_NAMES, which it uses."""
+    independent of ext/walk/httpstart.c). `methods` is webtap.records.message.METHOD_NAMES, which it uses."""
     from httpanalyzer.tshark import not_request_line
 
     return not_request_line(pay)
