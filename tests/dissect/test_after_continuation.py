@@ -119,6 +119,8 @@ def test_head_or_304_answer_continued_then_a_status_line():
     b"t: x\r\n\r\nGET /next\r\nHost: h\r\n\r\n",
     # a lower-case status line: not strict
     b"t: x\r\n\r\nhttp/1.1 200 OK\r\n\r\n",
+    # a request line without its version (HTTP/0.9 shape, or cut): not strict
+    b"t: x\r\n\r\nGET /b\r\n\r\n",
     # the fragment holds a cut Content-Length name ("ngth: 9")
     b"ngth: 9\r\n\r\n" + GET_B,
     b": 9\r\n\r\n" + GET_B,
