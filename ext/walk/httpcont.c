@@ -3,6 +3,32 @@
 #include "httpcont.h"
 #include "httpstart.h"
 #include "msglen.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* First byte of p[0:n] that is a control byte other than HTAB (0x00-0x08, 0x0A-0x1F, 0x7F: CR
+   and LF among them), n if none: where a line of header text ends, or the byte that shows it is
+   none (a field line, a request line and a status line hold no other control byte: RFC 9110
+   5.5, RFC 9112 3 and 4). Sixteen bytes per step; a binary payload stops within a few bytes. */
+static inline uint32_t text_end(const uint8_t *p, uint32_t n) {
+    uint32_t pos = 0;
+#ifdef __SSE2__
+    const __m128i lim = _mm_set1_epi8(0x1F), tab = _mm_set1_epi8(9), del = _mm_set1_epi8(0x7F);
+    while (pos + 16 <= n) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + pos));
+        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, lim), v);          /* v <= 0x1F */
+        ctl = _mm_or_si128(_mm_andnot_si128(_mm_cmpeq_epi8(v, tab), ctl), _mm_cmpeq_epi8(v, del));
+        unsigned mask = (unsigned)_mm_movemask_epi8(ctl);
+        if (mask)
+            return pos + (uint32_t)__builtin_ctz(mask);
+        pos += 16;
+    }
+#endif
+    while (pos < n && (p[pos] >= 32 || p[pos] == 9) && p[pos] != 127)
+        pos++;
+    return pos;
+}
 
 /* RFC 9110 5.6.2 tchar (a field name's bytes). */
 static inline int tchar(uint8_t c) {
@@ -80,9 +106,10 @@ int wt_http_after_continuation(const uint8_t *q, uint32_t n, uint32_t wire, uint
     int kind, st, doubt = 0;
     if (n == 0)
         return WT_CONT_NONE;
-    /* the fragment: up to the first line end */
-    e = wt_line_end(q, 0, n);
-    if (e >= n)
+    /* the fragment: up to the first line end; a control byte before it (binary data, a TLS
+       record) is no tail of a header, request or status line */
+    e = text_end(q, n);
+    if (e >= n || !wt_is_eol(q[e]))
         return WT_CONT_NONE;
     if (e == 0 && q[0] == 10 && n > 1 && !wt_is_eol(q[1])) {
         kind = strict_start(q + 1, n - 1, wire - 1, start, tok_end, method_id);
