@@ -141,6 +141,11 @@ def test_doubt_takes_nothing_and_is_counted(payload):
 
 
 @pytest.mark.parametrize("payload", [
+    # a first line with a control byte (not the tail of a header, request or status line: RFC
+    # 9110 5.5), though header lines and a request follow
+    b"t\x01x\r\nAccept: */*\r\n\r\n" + GET_B,
+    b"\x17\x03\x03\x00\x05x\r\nA: b\r\n\r\n" + GET_B,
+    b"t: x\x7f\r\n\r\n" + GET_B,
     # a continuation without any empty line
     b"t: x\r\nAccept: */*\r\nGET /b HTTP/1.1\r\n",
     b"<html><body>GET / HTTP/1.1</body></html>",
