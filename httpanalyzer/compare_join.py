@@ -72,6 +72,11 @@ CATEGORIES = {
                                    "quote, ...)",
     "link_unsupported": "a link type webtap does not dissect (802.11, NFLOG, ARCNET, C-HDLC)",
     "ip_reassembled": "an IP fragment: tshark reassembles IP, webtap skips fragments",
+    "after_continuation": "the message starts inside a segment whose first bytes continue a "
+                          "header block begun in an earlier segment: webtap reads it when the "
+                          "packet tells where the continued message ends (docs/ACCURACY.md "
+                          "'After a continued header block'), tshark's first-packet mode shows "
+                          "the segment as a continuation",
     "message_mid_payload": "the message starts after the first byte of the payload, after a "
                            "message whose end the packet does not tell (body_continues, "
                            "length_unknown): webtap does not look there",
@@ -258,6 +263,10 @@ def _frame_reason_not_in_tshark(info) -> str:
         return "connect_tunnel"
     if info.lower_case_status:
         return "lower_case_status_line"
+    if not info.payload_starts_message and not info.http_method:
+        # the frame's payload starts no message (tshark's first-packet mode: a continuation),
+        # yet webtap reads one in it: after the header block the payload continues
+        return "after_continuation"
     if info.http_method or "http" in layers:
         return "tshark_header_exception"
     return "unexplained"

@@ -1,7 +1,7 @@
 """The packet feeder (paper section 2.1.4): one reader, N consumer processes, shared-memory rings.
 
 The parent reads and classifies (the cheap part: link/IP/TCP and the first payload bytes, the
-dissector's own rule, ext/run/classify.pxd) and drives a `FeederPairer` in place of the pairing
+dissector's own rule, ext/run/feeder.pyx classify_packets) and drives a `FeederPairer` in place of the pairing
 table: each HTTP first packet goes to consumer Eq. 3 mod N (ext/pair/hashes.pxd, ext/run/feeder.pyx),
 stamped with the capture clock of the whole stream, through a single-producer/single-consumer
 ring in shared memory (ext/run/spsc.h). Each consumer dissects its packets, runs the ordinary
@@ -51,7 +51,8 @@ FEED_DTYPE = _fx.feed_dtype()
 #: dissector counters only parsing a message can tell: the consumers count these, the reader
 #: (classify_packets) counts every other one
 MESSAGE_COUNTERS = ("uri_truncated", "headers_incomplete", "line_too_long", "mid_segment_request",
-                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http")
+                    "mid_segment_response", "body_continues", "length_unknown", "rest_not_http",
+                    "after_continuation_request", "after_continuation_response")
 
 
 class PacketBatch:

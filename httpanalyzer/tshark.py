@@ -346,7 +346,7 @@ def not_request_line(pay: bytes) -> bool:
     """The payload starts with a method and a space but not with a request line's shape (issue 23,
     docs/ACCURACY.md "Request lines"): no request-target form and no version at the line's end,
     e.g. a response body "POST request received successfully!". Written from the documented
-    rule, apart from ext/walk/httpstart.pxd (the compare explainer and tests/tools/accuracy_table.py
+    rule, apart from ext/walk/httpstart.c (the compare explainer and tests/tools/accuracy_table.py
     use it to name the difference)."""
 
     line = re.split(rb"[\r\n]", pay, maxsplit=1)[0]

@@ -32,11 +32,12 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from message cimport (HttpMsg, Span, MSG_REQUEST, MSG_RESPONSE, MSGF_URI_TRUNCATED,
-                      MSGF_HEADERS_INCOMPLETE, MSGF_MID_SEGMENT, same_ip)
+                      MSGF_HEADERS_INCOMPLETE, MSGF_MID_SEGMENT,
+                      MSGF_AFTER_CONTINUATION, same_ip)
 from pairing cimport *
 from pendtable cimport (PendIndex, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free, pt_full,
                         pt_grow, pt_init, pt_link, pt_oldest, pt_release_all, pt_unlink)
-from httphdr cimport hdr_scan, HDR_MAX_NAMES
+from httphdr cimport HdrSpan, hdr_scan, HDR_MAX_NAMES
 from util cimport WT_IP_TEXT, wt_alloc, wt_ip_text, wt_realloc, wt_utf8_seq, wt_zalloc
 
 
@@ -285,12 +286,13 @@ cdef class PairingTable:
             if self.nx:
                 # the chosen headers: one pass over the batch's messages, spans into the packets
                 for i in range(n):
-                    if m[i].pkt_offset <= buflen:
-                        hdr_scan(buf + m[i].pkt_offset, buflen - m[i].pkt_offset, &m[i],
-                                 self.xnames, self.xname_off, self.nx, self.xspans + i * self.nx)
-                    else:
-                        hdr_scan(NULL, 0, &m[i], self.xnames, self.xname_off, self.nx,
-                                 self.xspans + i * self.nx)
+                    hdr_scan(buf + m[i].pkt_offset if m[i].pkt_offset <= buflen else NULL,
+                             buflen - m[i].pkt_offset if m[i].pkt_offset <= buflen else 0,
+                             m[i].payload_off, m[i].payload_caplen,
+                             m[i].method.off if m[i].kind == MSG_REQUEST else m[i].version.off,
+                             m[i].kind == MSG_REQUEST and (m[i].flags & MSGF_URI_TRUNCATED) != 0,
+                             self.xnames, self.xname_off, self.nx,
+                             <HdrSpan *>(self.xspans + i * self.nx))
             self._feed(m, n, buf, buflen, clk)
 
     def advance(self, int64_t now_ns):
@@ -575,10 +577,12 @@ cdef class PairingTable:
             self._fill_entry(&self.pool[idx], &m[i], buf, buflen,
                              self.xspans + i * self.nx if self.nx else NULL)
             # A response inside a segment after another one (MSGF_MID_SEGMENT) may also pair on
-            # its packet's SEQ (docs/PAIRING.md "Messages inside a segment")
+            # its packet's SEQ, unless the segment starts inside an earlier message
+            # (MSGF_AFTER_CONTINUATION: that SEQ is no message's; docs/PAIRING.md "Messages
+            # inside a segment")
             self._place(idx, m[i].seq - m[i].seg_off,
                         m[i].kind == MSG_RESPONSE and (m[i].flags & MSGF_MID_SEGMENT) != 0
-                        and m[i].seg_off != 0)
+                        and m[i].seg_off != 0 and (m[i].flags & MSGF_AFTER_CONTINUATION) == 0)
         return 0
 
     cdef void _span(self, TextView *tv, int f, const HttpMsg *m, Span s, const uint8_t *buf,

@@ -25,8 +25,12 @@ from packet cimport PacketRef
 from util cimport WT_IP_TEXT, wt_ip_text, wt_utf8_seq
 from l34 cimport (L34, L34Cfg, L34_DATA, L34_MAX_UDP_PORTS, batch_caplen, l34_parse, l34_msg_encap,
                  l34_count_encap, ENC_N)
+from msglen cimport (BodyInfo, _is_eol, _name_is, _line_end, _next_line, _is_version, _cl_value,
+                    _te_value, _msg_end, END_CONTINUES, END_UNKNOWN, END_CLOSE, CL_NONE, TE_NONE,
+                    MAX_HEADER_LINE, WT_MSGF_LINE_TOO_LONG, WT_METHOD_CONNECT)
+from httpcont cimport http_after_continuation, CONT_UNKNOWN
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
-                        http_status_code, http_split_start)
+                        http_status_code, http_split_start, WT_MSG_REQUEST, WT_MSG_RESPONSE)
 from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
                  tls_hello_fits)
 from hellostream cimport hs_may_start
@@ -38,6 +42,7 @@ from message cimport (
     MSG_REQUEST, MSG_RESPONSE, MSG_TLS, MSG_QUIC,
     MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
     MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS, MSGF_MID_SEGMENT,
+    MSGF_AFTER_CONTINUATION,
     MSGF_EV_HOST_MISMATCH, MSGF_EV_DOUBLE_ENCODED, MSGF_EV_LONG_REQUEST_LINE,
     MSGF_EV_LONG_HEADER_LINE, MSGF_EV_MANY_FIELDS,
     METHOD_OTHER, METHOD_HEAD, METHOD_CONNECT,
@@ -45,17 +50,22 @@ from message cimport (
     DR_IP_BAD_HEADER, DR_IP_FRAGMENT, DR_NOT_TCP, DR_TCP_TRUNCATED, DR_TCP_BAD_OFFSET,
     DR_NO_PAYLOAD, DR_NOT_HTTP, DR_HTTP_REQUEST, DR_HTTP_RESPONSE, DR_URI_TRUNCATED,
     DR_HEADERS_INCOMPLETE, DR_LINE_TOO_LONG, DR_PAYLOAD_TRUNCATED, DR_MID_REQUEST,
-    DR_MID_RESPONSE, DR_BODY_CONTINUES, DR_LENGTH_UNKNOWN, DR_REST_NOT_HTTP, DR_LINE_SPLIT, DR_N,
+    DR_MID_RESPONSE, DR_BODY_CONTINUES, DR_LENGTH_UNKNOWN, DR_REST_NOT_HTTP, DR_LINE_SPLIT,
+    DR_AFTER_CONT_REQUEST, DR_AFTER_CONT_RESPONSE, DR_CONT_UNKNOWN, DR_N,
 )
 
 cnp.import_array()
 
-# Bounds. Work per packet is linear in its captured bytes whatever they hold; these bound the
-# loops that could otherwise be driven by hostile headers. (VLAN tags and IPv6 extension headers
-# are bounded in ext/walk/l34.pxd, method tokens in ext/walk/httpmethods.h.)
-cdef enum:
-    MAX_HEADER_LINE = 8192     # header lines longer than this are flagged, not parsed (nginx's
-                               # default large_client_header_buffers size)
+# The C of the HTTP rules (ext/walk/httpstart.h, msglen.h) spells the few message.pxd values it
+# needs; they must agree.
+if (WT_MSG_REQUEST != MSG_REQUEST or WT_MSG_RESPONSE != MSG_RESPONSE
+        or WT_MSGF_LINE_TOO_LONG != MSGF_LINE_TOO_LONG or WT_METHOD_CONNECT != METHOD_CONNECT):
+    raise ImportError("ext/walk/httpstart.h or msglen.h disagrees with ext/walk/message.pxd")
+
+# Bounds. Work per packet is linear in its captured bytes whatever they hold; the loops that could
+# otherwise be driven by hostile headers are bounded: header lines (MAX_HEADER_LINE,
+# ext/walk/msglen.h), VLAN tags and IPv6 extension headers (ext/walk/l34.pxd), method tokens
+# (ext/walk/httpmethods.h).
 
 # Link types: LINKTYPE_* of ext/read/packet.pxd, walked by ext/walk/l34.pxd. Methods: ext/walk/httpmethods.h
 # (index = MethodId; mirrors webtap.records.message.METHOD_NAMES, a test checks).
@@ -104,277 +114,6 @@ def sizeof_packet_ref():
 
 
 # ---------------------------------------------------------------------------------------------
-# Byte helpers
-# ---------------------------------------------------------------------------------------------
-cdef extern from *:
-    """
-    #include <string.h>
-    #ifdef __SSE2__
-    #include <emmintrin.h>
-    #endif
-    /* First CR or LF in p[pos:n], or n: eight bytes per step. (v - 0x01..) & ~v & 0x80.. sets
-       the top bit of every zero byte of v and possibly of bytes above the first zero (borrows),
-       never below it, so the lowest set bit of x|y is the first CR or LF (little-endian). */
-    static inline uint32_t wt_line_end(const uint8_t *p, uint32_t pos, uint32_t n) {
-        const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    #ifdef __SSE2__
-        const __m128i cr = _mm_set1_epi8(13), lf = _mm_set1_epi8(10);
-        while (pos + 16 <= n) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(p + pos));
-            unsigned mask = (unsigned)_mm_movemask_epi8(
-                _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf)));
-            if (mask)
-                return pos + (uint32_t)__builtin_ctz(mask);
-            pos += 16;
-        }
-    #endif
-        while (pos + 8 <= n) {
-            uint64_t v, x, y, h;
-            memcpy(&v, p + pos, 8);
-            x = v ^ (ones * 10);
-            y = v ^ (ones * 13);
-            h = ((x - ones) & ~x & highs) | ((y - ones) & ~y & highs);
-            if (h)
-                return pos + (uint32_t)(__builtin_ctzll(h) >> 3);
-            pos += 8;
-        }
-        while (pos < n && p[pos] != 10 && p[pos] != 13)
-            pos++;
-        return pos;
-    }
-    """
-    uint32_t wt_line_end(const uint8_t *p, uint32_t pos, uint32_t n) nogil
-
-
-cdef inline bint _is_eol(uint8_t c) noexcept nogil:
-    return c == 13 or c == 10
-
-
-cdef inline uint8_t _lower(uint8_t c) noexcept nogil:
-    if c >= 65 and c <= 90:
-        return c + 32
-    return c
-
-
-cdef inline bint _name_is(const uint8_t *p, uint32_t n, const char *lname, uint32_t ln) noexcept nogil:
-    """Case-insensitive ASCII comparison of p[0:n] with the lower-case name lname[0:ln]."""
-    cdef uint32_t i
-    if n != ln:
-        return False
-    for i in range(n):
-        if _lower(p[i]) != <uint8_t>lname[i]:
-            return False
-    return True
-
-
-cdef inline uint32_t _line_end(const uint8_t *p, uint32_t pos, uint32_t n) noexcept nogil:
-    """First CR or LF at or after pos (tshark's line terminators: CRLF, lone CR, lone LF); n if none."""
-    return wt_line_end(p, pos, n)
-
-
-cdef inline uint32_t _next_line(const uint8_t *p, uint32_t eol, uint32_t n) noexcept nogil:
-    """Start of the line after the terminator at eol (eol < n)."""
-    if p[eol] == 13 and eol + 1 < n and p[eol + 1] == 10:
-        return eol + 2
-    return eol + 1
-
-
-cdef inline bint _is_version(const uint8_t *p, uint32_t n) noexcept nogil:
-    """p[0:n] is exactly HTTP/d.d"""
-    return (n == 8 and memcmp(p, b"HTTP/", 5) == 0 and p[5] >= 48 and p[5] <= 57
-            and p[6] == 46 and p[7] >= 48 and p[7] <= 57)
-
-
-# ---------------------------------------------------------------------------------------------
-# Message length (RFC 9112 6.3) from one packet: what the header block says about the body.
-# ---------------------------------------------------------------------------------------------
-ctypedef struct BodyInfo:
-    uint32_t hdr_end      # offset (from the message's first byte) just past the header block's
-                          # empty line; 0 when the block does not end in the packet
-    uint64_t cl           # Content-Length value (cl_state == CL_VALID)
-    uint8_t cl_state      # CL_NONE / CL_VALID / CL_BAD (not digits, or two different values)
-    uint8_t te            # TE_NONE / TE_CHUNKED (chunked is the final coding) / TE_OTHER
-
-cdef enum:
-    CL_NONE = 0
-    CL_VALID = 1
-    CL_BAD = 2
-    TE_NONE = 0
-    TE_CHUNKED = 1
-    TE_OTHER = 2
-    CL_HUGE = 1000000000000000   # values of more digits than this are kept as this (> any packet)
-
-# _msg_end's outcomes
-cdef enum:
-    END_KNOWN = 0        # *end: the message's last byte + 1 (it may lie past the captured bytes)
-    END_CONTINUES = 1    # the body runs past the segment on the wire
-    END_UNKNOWN = 2      # bytes follow whose extent the packet cannot tell (counted)
-    END_CLOSE = 3        # nothing HTTP can follow in the connection: a response delimited by
-                         # the close, 101 Switching Protocols, CONNECT (a tunnel)
-
-
-cdef inline void _cl_value(const uint8_t *v, uint32_t n, BodyInfo *b) noexcept nogil:
-    """One Content-Length field value: 1*DIGIT, or a list of equal ones ("5, 5"; RFC 9110 8.6).
-    A value that is not that, or that differs from an earlier one, makes the length unknown."""
-    cdef uint32_t i = 0, d
-    cdef uint64_t x
-    while True:
-        while i < n and (v[i] == 32 or v[i] == 9):
-            i += 1
-        x = 0
-        d = 0
-        while i < n and v[i] >= 48 and v[i] <= 57:
-            if x < CL_HUGE:
-                x = x * 10 + (v[i] - 48)
-            d += 1
-            i += 1
-        if x > CL_HUGE:
-            x = CL_HUGE
-        while i < n and (v[i] == 32 or v[i] == 9):
-            i += 1
-        if d == 0 or (i < n and v[i] != 44):
-            b.cl_state = CL_BAD
-            return
-        if b.cl_state == CL_VALID and b.cl != x:
-            b.cl_state = CL_BAD
-            return
-        if b.cl_state == CL_NONE:
-            b.cl_state = CL_VALID
-            b.cl = x
-        if i >= n:
-            return
-        i += 1                                    # the comma
-
-
-cdef inline void _te_value(const uint8_t *v, uint32_t n, BodyInfo *b) noexcept nogil:
-    """One Transfer-Encoding field value: its last coding decides (RFC 9112 6.3 item 4)."""
-    cdef uint32_t e = n, k
-    while e > 0 and (v[e - 1] == 32 or v[e - 1] == 9):
-        e -= 1
-    k = e
-    while k > 0 and v[k - 1] != 44 and v[k - 1] != 32 and v[k - 1] != 9:
-        k -= 1
-    if e - k == 0:
-        return                                   # an empty value: no coding named
-    b.te = TE_CHUNKED if _name_is(v + k, e - k, b"chunked", 7) else TE_OTHER
-
-
-cdef inline bint _is_hex(uint8_t c) noexcept nogil:
-    return (c >= 48 and c <= 57) or (c >= 65 and c <= 70) or (c >= 97 and c <= 102)
-
-
-cdef inline int _chunked_end(const uint8_t *q, uint64_t pos, uint32_t n, uint32_t wire,
-                             uint64_t *end) noexcept nogil:
-    """A chunked body (RFC 9112 7.1) starting at q[pos], in a message whose bytes in this
-    segment are q[0:n] (wire on the wire): END_KNOWN with *end just past the last chunk's
-    trailer section, END_CONTINUES when the chunks run past the segment, END_UNKNOWN when the
-    bytes are not chunks or the capture cut them. Lines end at CRLF or LF (tshark's and Zeek's
-    tolerance). Each round consumes at least three bytes: the work is linear in n."""
-    cdef uint64_t size
-    cdef uint32_t digits, e
-    while True:
-        if pos >= n:
-            return END_CONTINUES if n == wire else END_UNKNOWN
-        size = 0
-        digits = 0
-        while pos < n and _is_hex(q[pos]):
-            if digits < 15:
-                size = size * 16 + (q[pos] - 48 if q[pos] <= 57 else (q[pos] | 32) - 87)
-            else:
-                size = CL_HUGE
-            digits += 1
-            pos += 1
-        if pos >= n:
-            return END_CONTINUES if n == wire else END_UNKNOWN
-        if digits == 0 or not (q[pos] == 59 or q[pos] == 32 or q[pos] == 9 or _is_eol(q[pos])):
-            return END_UNKNOWN
-        e = _line_end(q, <uint32_t>pos, n)       # chunk extensions end with the line
-        if e >= n or (q[e] == 13 and e + 1 >= n):
-            return END_CONTINUES if n == wire else END_UNKNOWN
-        pos = _next_line(q, e, n)
-        if size == 0:                             # last-chunk: the trailer section, then CRLF
-            while True:
-                if pos >= n:
-                    return END_CONTINUES if n == wire else END_UNKNOWN
-                e = _line_end(q, <uint32_t>pos, n)
-                if e >= n or (q[e] == 13 and e + 1 >= n):
-                    return END_CONTINUES if n == wire else END_UNKNOWN
-                if e == pos:
-                    end[0] = _next_line(q, e, n)
-                    return END_KNOWN
-                pos = _next_line(q, e, n)
-        pos += size
-        if pos >= n:
-            return END_CONTINUES if pos >= wire or n == wire else END_UNKNOWN
-        if q[pos] == 13:
-            if pos + 1 >= n:
-                return END_CONTINUES if n == wire else END_UNKNOWN
-            if q[pos + 1] != 10:
-                return END_UNKNOWN
-            pos += 2
-        elif q[pos] == 10:
-            pos += 1
-        else:
-            return END_UNKNOWN
-
-
-cdef inline bint _status_line_at(const uint8_t *q, uint32_t pos, uint32_t n) noexcept nogil:
-    """q[pos:] starts "HTTP/" DIGIT "." DIGIT SP DIGIT DIGIT DIGIT: a status line."""
-    return (n - pos >= 13 and memcmp(q + pos, b"HTTP/", 5) == 0 and q[pos + 5] >= 48
-            and q[pos + 5] <= 57 and q[pos + 6] == 46 and q[pos + 7] >= 48 and q[pos + 7] <= 57
-            and q[pos + 8] == 32 and q[pos + 9] >= 48 and q[pos + 9] <= 57 and q[pos + 10] >= 48
-            and q[pos + 10] <= 57 and q[pos + 11] >= 48 and q[pos + 11] <= 57)
-
-
-cdef inline int _msg_end(const uint8_t *q, uint32_t n, uint32_t wire, const HttpMsg *m,
-                         const BodyInfo *b, uint64_t *end) noexcept nogil:
-    """Where the message m, whose bytes in this segment are q[0:n] (wire on the wire) and whose
-    header block ends at b.hdr_end, ends: RFC 9112 6.3 read with this packet alone.
-      - a response 1xx (but 101), 204 or 304: no body; a response whose header block is
-        followed at once by a status line: no body either, whatever its Content-Length says
-        (the answer to a HEAD, RFC 9110 9.3.2: its request is not in this packet);
-      - 101, a CONNECT request: a tunnel follows (END_CLOSE);
-      - Transfer-Encoding with chunked last: the chunks; without: a response runs to the close
-        (END_CLOSE), a request is invalid (END_UNKNOWN); it overrides Content-Length;
-      - a valid Content-Length: that many bytes; an invalid one: END_UNKNOWN;
-      - neither: a request has no body, a response runs to the close (END_CLOSE).
-    A message whose header block holds a line too long to parse: END_UNKNOWN (the line may be
-    the length's)."""
-    cdef uint32_t h = b.hdr_end
-    cdef uint64_t e
-    if m.flags & MSGF_LINE_TOO_LONG:
-        return END_UNKNOWN if h < wire else END_CLOSE
-    if m.kind == MSG_RESPONSE:
-        if (m.status >= 100 and m.status < 200 and m.status != 101) or m.status == 204 \
-                or m.status == 304:
-            end[0] = h
-            return END_KNOWN
-        if m.status == 101:
-            return END_CLOSE
-        if _status_line_at(q, h, n):
-            end[0] = h
-            return END_KNOWN
-    elif m.method_id == METHOD_CONNECT:
-        return END_CLOSE
-    if b.te == TE_CHUNKED:
-        return _chunked_end(q, h, n, wire, end)
-    if b.te == TE_OTHER:
-        return END_CLOSE if m.kind == MSG_RESPONSE else END_UNKNOWN
-    if b.cl_state == CL_BAD:
-        return END_UNKNOWN if h < wire else END_CLOSE
-    if b.cl_state == CL_VALID:
-        e = h + b.cl
-        if e > wire:
-            return END_CONTINUES
-        end[0] = e
-        return END_KNOWN
-    if m.kind == MSG_REQUEST:
-        end[0] = h
-        return END_KNOWN
-    return END_CLOSE
-
-
-# ---------------------------------------------------------------------------------------------
 # HTTP: classify and parse the first line and the header block held in this packet.
 # p points at the packet's first byte; the payload is p[off : off+n]; spans are packet-relative.
 # Returns DR_HTTP_REQUEST, DR_HTTP_RESPONSE or DR_NOT_HTTP; *lines_too_long gets the number of
@@ -382,7 +121,7 @@ cdef inline int _msg_end(const uint8_t *q, uint32_t n, uint32_t wire, const Http
 # ---------------------------------------------------------------------------------------------
 cdef int _parse_http(const uint8_t *p, uint32_t off, uint32_t n, uint32_t wire_len,
                      HttpMsg *m, uint32_t *lines_too_long, BodyInfo *b) noexcept nogil:
-    """Classify (ext/walk/httpstart.pxd) and parse; for parse_http_payload."""
+    """Classify (ext/walk/httpstart.c) and parse; for parse_http_payload."""
     cdef uint32_t s = 0, t = 0
     cdef int mid = 0, kind
     lines_too_long[0] = 0
@@ -575,7 +314,7 @@ cdef inline void _fill_l34(HttpMsg *m, const L34 *l) noexcept nogil:
 cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
                          HttpMsg *m, uint32_t *lines_too_long, uint64_t *cnt, L34 *lp,
                          BodyInfo *b) noexcept nogil:
-    """Link, IP and TCP by ext/walk/l34.pxd, the HTTP decision by ext/walk/httpstart.pxd (the walk and
+    """Link, IP and TCP by ext/walk/l34.pxd, the HTTP decision by ext/walk/httpstart.c (the walk and
     the rule the feeder's reader shares), then the message's fields. Only an HTTP first
     packet writes *m (cleared first); any other packet leaves it untouched. *lp gets the walk
     (for the TLS messages of the same pass)."""
@@ -601,27 +340,31 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
 
 
 cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py_ssize_t k,
-                               Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt) noexcept nogil:
-    """The messages after msgs[k - 1], the packet's first message (p: the packet, *l: its walk,
-    *b: the first message's BodyInfo), that start in the same segment: while a message's end is
+                               Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt,
+                               uint32_t mstart) noexcept nogil:
+    """The messages after msgs[k - 1], the packet's first message, which starts at mstart in the
+    payload (p: the packet, *l: its walk, *b: the first message's BodyInfo), that start in the
+    same segment: while a message's end is
     known from this packet (_msg_end) and bytes follow it, they are looked at as the start of a
-    message (ext/walk/httpstart.pxd, as a payload's first bytes are) and, when they start one,
+    message (ext/walk/httpstart.c, as a payload's first bytes are) and, when they start one,
     parsed into msgs[k], msgs[k + 1], ... No reassembly, no state beyond the packet. A message
     found there is flagged MSGF_MID_SEGMENT; its seq is the packet's SEQ plus its offset in the
     payload, its payload_* span the segment from its first byte; the message before it gets
     payload_* up to it (messages partition the segment: seq + payload_len is the next one's
-    seq). Why the chain stops is counted (body_continues, length_unknown, rest_not_http).
+    seq). Why the chain stops is counted (body_continues, length_unknown, rest_not_http). They
+    inherit MSGF_AFTER_CONTINUATION from the first (_after_continuation).
     The caller leaves room for 1 + caplen / 5 messages (each but the last takes at least five
     bytes: "GET\n\n"); msgs[kmax - 1] is the last row there is room for, whatever. Returns the
     new k."""
     cdef const uint8_t *q = p + l.payload_off
-    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, mstart = 0, end, s, t, ltl = 0
+    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, end, s, t, ltl = 0
     cdef uint64_t e = 0
     cdef int st, kind, mid
     cdef HttpMsg *prev = &msgs[k - 1]
     cdef HttpMsg *m
     while b.hdr_end != 0:
-        st = _msg_end(q + mstart, n - mstart, wire - mstart, prev, b, &e)
+        st = _msg_end(q + mstart, n - mstart, wire - mstart, prev.kind, prev.status, prev.method_id,
+                      prev.flags, b, &e)
         if st == END_CONTINUES:
             cnt[<int>DR_BODY_CONTINUES] += 1
             break
@@ -650,7 +393,7 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
             break                                   # cannot happen (see above); never overrun
         m = &msgs[k]
         _fill_l34(m, l)
-        m.flags = MSGF_MID_SEGMENT
+        m.flags = MSGF_MID_SEGMENT | (prev.flags & MSGF_AFTER_CONTINUATION)
         m.seq = l.seq + end
         m.seg_off = <uint16_t>end
         m.payload_off = l.payload_off + end
@@ -671,6 +414,49 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
         k += 1
         prev = m
         mstart = end
+    return k
+
+
+cdef Py_ssize_t _after_continuation(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py_ssize_t k,
+                                    Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt,
+                                    const PacketRef *ref) noexcept nogil:
+    """A TCP segment (p: the packet, *l: its walk) whose payload starts no message: the message
+    that starts after the header block its first bytes continue, when the packet tells
+    (ext/walk/httpcont.c), parsed into msgs[k] and flagged MSGF_AFTER_CONTINUATION (seq,
+    seg_off and payload_* from its first byte, as a message inside a segment), then the ones
+    after it (_more_messages). Counted after_continuation_request/response, or
+    continuation_unknown when the packet does not tell. Returns the new k."""
+    cdef const uint8_t *q = p + l.payload_off
+    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, at = 0, s = 0, t = 0, ltl = 0
+    cdef int mid = 0
+    cdef int kind = http_after_continuation(q, n, wire, &at, &s, &t, &mid)
+    cdef HttpMsg *m
+    if kind <= 0:
+        if kind == CONT_UNKNOWN:
+            cnt[<int>DR_CONT_UNKNOWN] += 1
+        return k
+    if k >= kmax:
+        return k                                    # cannot happen (the caller leaves room)
+    m = &msgs[k]
+    _fill_l34(m, l)
+    m.flags = MSGF_AFTER_CONTINUATION
+    m.seq = l.seq + at
+    m.seg_off = <uint16_t>at
+    m.payload_off = l.payload_off + at
+    m.payload_caplen = n - at
+    m.payload_len = wire - at
+    if m.payload_caplen < m.payload_len:
+        m.flags |= MSGF_PAYLOAD_TRUNCATED
+    _parse_message(p, l.payload_off + at, n - at, kind, s, t, mid, m, &ltl, b)
+    m.ts_ns = ref.ts_ns
+    m.pkt_index = ref.index
+    m.pkt_offset = ref.offset
+    m.linktype = ref.linktype
+    cnt[<int>(DR_AFTER_CONT_REQUEST if kind == MSG_REQUEST else DR_AFTER_CONT_RESPONSE)] += 1
+    cnt[<int>DR_LINE_TOO_LONG] += ltl
+    k += 1
+    if b.hdr_end != 0:
+        k = _more_messages(p, l, msgs, k, kmax, b, cnt, at)
     return k
 
 
@@ -868,7 +654,12 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                     k0 = k
                     k += 1
                     if bi.hdr_end != 0:
-                        k = _more_messages(base + poff, &l, msgs, k, cap, &bi, cnt)
+                        k = _more_messages(base + poff, &l, msgs, k, cap, &bi, cnt, 0)
+                    for j in range(k0, k):
+                        _count_msg(cnt, &msgs[j])
+                elif r == DR_NOT_HTTP:
+                    k0 = k
+                    k = _after_continuation(base + poff, &l, msgs, k, cap, &bi, cnt, &refs[i])
                     for j in range(k0, k):
                         _count_msg(cnt, &msgs[j])
                 i += 1

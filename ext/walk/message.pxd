@@ -111,6 +111,9 @@ cdef enum MsgFlags:
     MSGF_EV_LONG_REQUEST_LINE = 1024  # request line over EV_MAX_LINE (8190) bytes
     MSGF_EV_LONG_HEADER_LINE = 2048   # a header line over EV_MAX_LINE (8190) bytes
     MSGF_EV_MANY_FIELDS = 4096    # more than EV_MAX_FIELDS (100) header fields in the packet
+    MSGF_AFTER_CONTINUATION = 8192  # the message is in a segment whose first bytes continue a
+                                  # message begun in an earlier segment (ext/walk/httpcont.c;
+                                  # docs/ACCURACY.md "After a continued header block")
 
 # Request methods: RFC 9110 section 9, PATCH (RFC 5789), WebDAV (RFC 4918, 3253, 3648, 4791,
 # 5323, 5842) and the few non-standard ones common in real traffic. METHOD_OTHER: responses.
@@ -155,6 +158,9 @@ cdef extern from "reasons.h" nogil:
         DR_LENGTH_UNKNOWN
         DR_REST_NOT_HTTP
         DR_LINE_SPLIT
+        DR_AFTER_CONT_REQUEST
+        DR_AFTER_CONT_RESPONSE
+        DR_CONT_UNKNOWN
         DR_ENCAP_TOO_DEEP
         DR_ENC_GRE
         DR_ENC_ERSPAN

@@ -37,6 +37,12 @@ enum DissectReason {
     DR_REST_NOT_HTTP, /* a message's end is known and the bytes after it start no message */
     DR_LINE_SPLIT, /* a whole payload that is only the beginning of a request or status */
     /* line ("G", then the rest): not read (no reassembly) */
+    /* Messages after a header block continued from an earlier segment (ext/walk/httpcont.c; */
+    /* docs/ACCURACY.md "After a continued header block") */
+    DR_AFTER_CONT_REQUEST, /* requests found after a continued header block */
+    DR_AFTER_CONT_RESPONSE, /* responses found likewise */
+    DR_CONT_UNKNOWN, /* continued header blocks followed by bytes the packet does not */
+    /* tell to be a message's start (not looked at) */
     /* Encapsulations (ext/walk/l34.c EncapKind): packets whose walk crossed each layer, whatever */
     /* their outcome; DR_ENC_GRE + kind - 1, in EncapKind order. */
     DR_ENCAP_TOO_DEEP, /* walks given up after L34_MAX_ENCAP layers (counted not_ip too) */

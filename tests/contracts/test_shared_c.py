@@ -4,7 +4,10 @@ ext/pair/hashes.h for the paper's three hash equations; ext/tls/hellostream.c fo
 TLS hello split over TCP segments (the handshake records' and the URL filter's);
 ext/pair/pendtable.c (declared in pendtable.h / .pxd) for the Eq. 2 pending table's index (pool,
 free list, cells, chains, age list: the HTTP pairing table's, the TLS hello table's and the
-exchange stage's); webtap._ext.canon.CODES for the canonicaliser's error names.
+exchange stage's); ext/walk/httpstart.c, msglen.c, httpcont.c and httphdr.c for the HTTP rules of
+the walk (the start rule, a message's length from one packet, the message after a continued
+header block, the chosen headers); webtap._ext.canon.CODES for the canonicaliser's error names.
+A .pxd file only declares (issue 29).
 
 A second copy written into another module fails here, with the file and line. What is still
 allowed to allocate by hand is listed below with the reason, file by file.
@@ -52,7 +55,20 @@ ONE_HOME = [
     ("pending table: link / unlink / grow",
      r"^\s*(?:cdef[^\n(=]*|(?:static\s+inline\s+)?(?:void|int|int32_t|uint32_t|bint|PendLinks)\s*\*?\s*)"
      r"\b(?:\w*_unlink|\w*_grow_cells|pt_\w+)\s*\(", PENDTABLE),
+    # the HTTP rules of the walk (issue 31 / 29): C of the wtc library, declared in the .pxd
+    # (a cdef inline copy in a .pxd or .pyx, or a second C body, fails)
+    ("HTTP start rule", r"^\s*(?:cdef[^\n(=]*|int|static[^\n(=]*)\s\w*http_start\s*\(",
+     {"httpstart.c", "httpstart.h", "httpstart.pxd"}),
+    ("message length from one packet", r"^\s*(?:cdef[^\n(=]*|int|static[^\n(=]*)\s\w*(?:msg_end|chunked_end)\s*\(",
+     {"msglen.c", "msglen.h", "msglen.pxd"}),
+    ("message after a continued header block",
+     r"^\s*(?:cdef[^\n(=]*|int|static[^\n(=]*)\s\w*http_after_continuation\s*\(",
+     {"httpcont.c", "httpcont.h", "httpcont.pxd"}),
+    ("chosen-header scan", r"^\s*(?:cdef[^\n(=]*|int|static[^\n(=]*)\s\w*hdr_scan\s*\(",
+     {"httphdr.c", "httphdr.h", "httphdr.pxd"}),
 ]
+
+# .pxd files only declare (issue 29): the ones that still hold cdef inline functions, and why.
 
 # Files that still call malloc/calloc/realloc themselves, and why (every other module allocates
 # through ext/common/alloc.c's wt_alloc / wt_zalloc / wt_realloc).
@@ -94,11 +110,9 @@ def test_helper_has_one_home(what, pattern, home):
     assert not stray, f"{what} written outside {sorted(home)}: {stray} (cimport it instead)"
 
 
-# .pxd files that hold declarations only (issue 29: "no logic in .pxd files"): their C is in .c
-# files of the wtc library. Not yet listed: httpstart.pxd, httphdr.pxd, tls.pxd, urltree.pxd,
-# pairing.pxd, classify.pxd, util.pxd (still inline Cython).
-DECLARATIONS_ONLY = ["walk/l34.pxd", "tls/quic_initial.pxd", "read/packet.pxd", "walk/message.pxd",
-                     "tls/hellostream.pxd", "pair/pendtable.pxd", "walk/evasion.pxd"]
+# .pxd files hold declarations only (issue 29: "no logic in .pxd files"): their C is in .c
+# files of the wtc library, with few-line static inline helpers in the headers. Every .pxd of ext/.
+DECLARATIONS_ONLY = sorted(str(p.relative_to(EXT)) for p in EXT.rglob("*.pxd"))
 
 
 @pytest.mark.parametrize("rel", DECLARATIONS_ONLY)

@@ -55,7 +55,8 @@ def test_all_traces_as_one_stream(all_traces, n):
     # the reader counts what it walked, the consumers what only parsing tells: same totals
     assert dict(s.dissect) == dict(s1.dissect)
     assert (s.dissect["http_request"] + s.dissect["http_response"] + s.dissect["mid_segment_request"]
-            + s.dissect["mid_segment_response"]) == s1.pairing["messages"]
+            + s.dissect["mid_segment_response"] + s.dissect["after_continuation_request"]
+            + s.dissect["after_continuation_response"]) == s1.pairing["messages"]
     rows = fb["consumers"]
     # the feeder sends packets (their first messages); the messages after a first one in a
     # segment (issue 31) are found by the consumer that dissects the packet

@@ -1,5 +1,5 @@
 """The feeder's reader takes exactly the packets the dissector makes messages of (it walks them
-with the same walk, ext/walk/l34.c, and the inlines of ext/walk/httpstart.pxd), with the right kind, consumer hash
+with the same C, ext/walk/l34.c and ext/walk/httpstart.c), with the right kind, consumer hash
 and 1xx route, and counts what the dissector counts except what only parsing can tell."""
 import numpy as np
 import pytest

@@ -138,7 +138,8 @@ def check_dissect(data: bytes) -> None:
     assert sum(c[k] for k in terminal) == len(parts), c
     assert c["http_request"] + c["http_response"] == int(per_reason[12] + per_reason[13])
     assert len(mb) == (c["http_request"] + c["http_response"] + c["mid_segment_request"]
-                       + c["mid_segment_response"])
+                       + c["mid_segment_response"] + c["after_continuation_request"]
+                       + c["after_continuation_response"])
     m = mb.msgs
     size = len(buf)
     for i in range(len(m)):
@@ -309,7 +310,8 @@ def seeds_http(shared: str | None) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# segment: the messages after a first one in one TCP segment (ext/walk/dissect.pyx _more_messages)
+# segment: the messages after a first one in one TCP segment (ext/walk/dissect.pyx _more_messages),
+# and after a header block continued from an earlier segment (ext/walk/httpcont.c)
 
 _SEG_SEQ = 0xFFFFFF00          # near the wrap: seq + offset must wrap modulo 2^32
 
@@ -319,10 +321,14 @@ def check_segment(data: bytes) -> None:
     snaplen cut): the messages found partition the payload from its first byte (each one's seq
     is the previous one's + its payload_len, modulo 2^32), every message after the first is
     flagged MSGF_MID_SEGMENT and starts where a message may start, spans stay inside the
-    message's own bytes, and the counters add up."""
+    message's own bytes, and the counters add up. When the payload starts no message, a first
+    message found after a continued header block (MSGF_AFTER_CONTINUATION, and every one after
+    it) starts strictly (a whole status line, or a request line ending in HTTP/d.d), and the
+    feeder's reader routes the packet by it (classify_batch: same kind, same SEQ)."""
     from tests.dissect._scapy_batches import batch_from_raw
     from webtap.dissect import dissect
-    from webtap.records.message import MSGF_MID_SEGMENT, SPAN_FIELDS
+    from webtap._ext.feeder import classify_batch
+    from webtap.records.message import MSGF_AFTER_CONTINUATION, MSGF_MID_SEGMENT, SPAN_FIELDS
 
     if not data:
         return
@@ -335,10 +341,26 @@ def check_segment(data: bytes) -> None:
     mb = dissect(pk, buf)
     c, m = mb.counters, mb.msgs
     assert len(m) == (c["http_request"] + c["http_response"] + c["mid_segment_request"]
-                      + c["mid_segment_response"])
+                      + c["mid_segment_response"] + c["after_continuation_request"]
+                      + c["after_continuation_response"])
+    fp = classify_batch(pk, buf)[0]
+    assert len(fp) == (1 if len(m) else 0)
     if len(m) == 0:
         return
-    assert int(m[0]["seq"]) == _SEG_SEQ and not int(m[0]["flags"]) & MSGF_MID_SEGMENT
+    assert int(fp["kind"][0]) == int(m[0]["kind"]) and int(fp["seq"][0]) == int(m[0]["seq"])
+    assert not int(m[0]["flags"]) & MSGF_MID_SEGMENT
+    after = int(m[0]["flags"]) & MSGF_AFTER_CONTINUATION
+    assert all(bool(int(x["flags"]) & MSGF_AFTER_CONTINUATION) == bool(after) for x in m)
+    if after:
+        at = int(m[0]["seg_off"])
+        assert c["not_http"] == 1 and at > 0
+        line = payload[at:].split(b"\n")[0].split(b"\r")[0]
+        if line == b"" and payload[at:at + 2] == b"\r\n":
+            line = payload[at + 2:].split(b"\n")[0].split(b"\r")[0]
+        assert (line[:5] == b"HTTP/" and line[8:9] == b" " and line[9:12].isdigit()) or \
+            (line[-9:-3] == b" HTTP/" and line[-1:].isdigit()), line
+    else:
+        assert int(m[0]["seq"]) == _SEG_SEQ
     for i in range(len(m)):
         row = m[i]
         po, pc, pl = int(row["payload_off"]), int(row["payload_caplen"]), int(row["payload_len"])
@@ -370,7 +392,14 @@ def seeds_segment(shared: str | None) -> list[bytes]:
             b"\x00" + b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\nhttp/1.1 204 No\r\n\r\n",
             b"\x04" + ok * 4,
             b"\x01" + get + b"\r\n",
-            b"\x01" + b"GET / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\nxGET\n\nGET\n\n"]
+            b"\x01" + b"GET / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\nxGET\n\nGET\n\n",
+            # continued header blocks (issue 31): the tail of a split block, then messages
+            b"\x01" + b"t: x\r\nAccept: */*\r\n\r\n" + get * 2,
+            b"\x01" + b"T /x HTTP/1.1\r\nHost: h\r\n\r\n" + get + b"GE",
+            b"\x00" + b"Type: t\r\nContent-Length: 2\r\n\r\nhi" + ok + ok,
+            b"\x00" + b"e: 1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n" + ok,
+            b"\x01" + b"\n" + get,
+            b"\x01" + b"ngth: 3\r\n\r\n" + get]
 
 
 # ---------------------------------------------------------------------------------------------

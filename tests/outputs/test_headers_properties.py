@@ -1,4 +1,4 @@
-"""Property tests of the chosen-header scan (ext/walk/httphdr.pxd) through the pairing table: header
+"""Property tests of the chosen-header scan (ext/walk/httphdr.c) through the pairing table: header
 blocks drawn at random, values checked against the documented rules written out in Python, and
 random bytes after a first line (no crash, every value a trimmed piece of the packet)."""
 from __future__ import annotations

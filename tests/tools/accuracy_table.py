@@ -143,7 +143,7 @@ def _starts_later(pay: bytes, method: str) -> bool:
 def _not_request_shape(pay: bytes, methods) -> bool:
     """The payload starts with a known method and a space, and what follows is not a request
     line's shape: the rule of docs/ACCURACY.md, in its one Python home (httpanalyzer.tshark,
-    independent of ext/walk/httpstart.pxd). `methods` is webtap.records.message.METHOD_NAMES, which it uses."""
+    independent of ext/walk/httpstart.c). `methods` is webtap.records.message.METHOD_NAMES, which it uses."""
     from httpanalyzer.tshark import not_request_line
 
     return not_request_line(pay)
@@ -170,7 +170,8 @@ def compare_trace(path: str) -> TraceResult:
     from tests.dissect.trace_batches import read_trace
     from webtap.dissect import dissect
     from webtap.records.message import (DISSECT_REASONS, METHOD_NAMES, METHODS_TSHARK_NOTIFICATION,
-                               METHODS_UNKNOWN_TO_TSHARK, MSG_REQUEST, MSGF_BAD_STATUS)
+                               METHODS_UNKNOWN_TO_TSHARK, MSG_REQUEST, MSGF_BAD_STATUS,
+                               MSGF_AFTER_CONTINUATION)
 
     res = TraceResult(path=path)
     try:
@@ -184,9 +185,12 @@ def compare_trace(path: str) -> TraceResult:
     m = batch.msgs
     res.packets = len(packets)
     cols = {n: batch.column(n, errors="tshark").to_pylist() for n in ("method", "uri", "version", "host", "user_agent", "reason")}
-    web: dict[int, int] = {}    # frame -> its first message (messages inside a segment after it:
-    for i in range(len(m)):     # issue 31, compared by httpanalyzer compare's reassembly mode)
-        web.setdefault(int(m["pkt_index"][i]) + 1, i)
+    # frame -> its first message (messages inside a segment after it, and those after a header block
+    # continued from an earlier segment: issue 31, compared by httpanalyzer compare, not here)
+    web: dict[int, int] = {}
+    for i in range(len(m)):
+        if not int(m["flags"][i]) & MSGF_AFTER_CONTINUATION:
+            web.setdefault(int(m["pkt_index"][i]) + 1, i)
     tsh_http = {f: r for f, r in tsh.items() if r[2] or r[3]}
     res.tshark_frames = len(tsh_http)
     res.webtap_frames = len(web)

@@ -150,6 +150,18 @@ MUTANTS = [
            "h ^= wt_be32(a + 4) ^ wt_be32(a + 8)",
            (f"{PAIR}::test_eq2_is_symmetric_and_follows_the_paper",
             "tests/feeder/test_hash.py::test_eq3_fixed_vectors"), "IPv6 fold drops the last word"),
+    # ---- the HTTP rules of the walk (ext/walk/msglen.c, httpcont.c; issue 31)
+    Mutant("W1", "ext/walk/msglen.c",
+           "        if (b->cl_state == WT_CL_VALID && b->cl != x) {",
+           "        if (0) {",
+           ("tests/dissect/test_mid_segment.py::test_why_no_next_message_is_counted",),
+           "two different Content-Lengths give the first one's length (request smuggling shape)"),
+    Mutant("W2", "ext/walk/httpcont.c",
+           "    if (kind == WT_MSG_REQUEST && wt_line_ends_with_version(q, *tok_end, n))",
+           "    if (kind == WT_MSG_REQUEST)",
+           ("tests/dissect/test_after_continuation.py::test_doubt_takes_nothing_and_is_counted",
+            "tests/dissect/test_after_continuation.py::test_not_a_continued_block_nothing_taken_nothing_counted"),
+           "after a continued block, a request line need not end with its version (not strict)"),
     # ---- canonical form (ext/url/urlcanon.h rules R1-R9)
     Mutant("C1", "ext/url/urlcanon.h",
            "        if (c >= 'A' && c <= 'Z') c |= 0x20;\n        if (c == '.') {",

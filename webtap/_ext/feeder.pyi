@@ -1,5 +1,5 @@
 """Type stub of webtap._ext.feeder (ext/run/feeder.pyx): consumer hashes (ext/pair/hashes.pxd), the reader's
-classification (ext/run/classify.pxd), SPSC rings (ext/run/spsc.h), dispatcher of HTTP first packets."""
+classification (ext/run/feeder.pyx classify_packets), SPSC rings (ext/run/spsc.h), dispatcher of HTTP first packets."""
 from typing import Any, Callable
 
 import numpy as np

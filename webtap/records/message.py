@@ -125,6 +125,9 @@ MSGF_EV_DOUBLE_ENCODED = 512
 MSGF_EV_LONG_REQUEST_LINE = 1024
 MSGF_EV_LONG_HEADER_LINE = 2048
 MSGF_EV_MANY_FIELDS = 4096
+# the message follows a header block continued from an earlier segment (docs/ACCURACY.md "After a
+# continued header block")
+MSGF_AFTER_CONTINUATION = 8192
 
 #: ext/walk/message.pxd MethodId: METHOD_NAMES[method_id] is the method token (None for METHOD_OTHER,
 #: i.e. responses). Ids 1-9 are the enum's; the rest follow ext/walk/dissect.pyx's method table, which
@@ -184,6 +187,11 @@ DISSECT_REASONS = (
     "length_unknown",
     "rest_not_http",
     "request_line_split",
+    # messages after a header block continued from an earlier segment (docs/ACCURACY.md "After a
+    # continued header block")
+    "after_continuation_request",
+    "after_continuation_response",
+    "continuation_unknown",
     # encapsulations: packets whose walk crossed each layer (ext/walk/l34.pxd), whatever their outcome
     "encap_too_deep",
 ) + tuple("encap_" + n for n in ENCAP_NAMES[1:])
