@@ -27,14 +27,19 @@ __all__ = ["InFlight"]
 
 class _State:
     """What the worker thread shares with its InFlight (not the InFlight itself, so that an
-    InFlight nobody closes is still collected, and its worker told to end)."""
+    InFlight nobody closes is still collected, and its worker told to end). Jobs carry a number;
+    the worker says which it finished last under `cond`. A signal (KeyboardInterrupt, raised in
+    the main thread between any two bytecodes) can cut a submit or a wait anywhere without
+    leaving a lock held or a count that waits for a job never handed over: a wait waits only for
+    numbers put on the queue, and `with cond` releases the lock whatever is raised."""
 
-    __slots__ = ("jobs", "done", "error", "pid")
+    __slots__ = ("jobs", "cond", "finished", "error", "pid")
 
     def __init__(self):
         self.pid = os.getpid()              # a forked child starts a worker of its own
         self.jobs = queue.SimpleQueue()
-        self.done = threading.Lock()        # held from a submit until its job has ended
+        self.cond = threading.Condition()
+        self.finished = 0                   # the number of the last job that ended
         self.error: BaseException | None = None
 
 
@@ -43,14 +48,16 @@ def _worker(st: _State) -> None:
         item = st.jobs.get()
         if item is None:
             return
-        fn, args, kw = item
+        n, fn, args, kw = item
         try:
             fn(*args, **kw)
         except BaseException as e:          # noqa: BLE001 - raised by the next wait()
             st.error = e
         finally:
             del fn, args, kw, item          # the job's data is not held past its end
-            st.done.release()
+            with st.cond:
+                st.finished = n
+                st.cond.notify_all()
 
 
 class InFlight:
@@ -63,7 +70,7 @@ class InFlight:
     def __init__(self, name: str):
         self.name = name
         self._st: _State | None = None
-        self._busy = False
+        self._put = 0                       # the number of the last job put on the queue
 
     def submit(self, fn, *args, **kw) -> None:
         """Wait for the job under way (its error is raised here, and this one is then not
@@ -72,22 +79,23 @@ class InFlight:
         st = self._st
         if st is None or st.pid != os.getpid():
             st = self._st = _State()
+            self._put = 0
             threading.Thread(target=_worker, args=(st,), name=self.name, daemon=True).start()
             # an InFlight collected without close() still ends its worker
             weakref.finalize(self, st.jobs.put, None)
-        st.done.acquire()
-        self._busy = True
-        st.jobs.put((fn, args, kw))
+        n = self._put + 1
+        st.jobs.put((n, fn, args, kw))
+        self._put = n
 
     def wait(self) -> None:
         """Until the job under way is done; its error is raised here. Interrupted while waiting
         (a signal), the job stays under way: the next wait waits for it again."""
-        if not self._busy:
-            return
         st = self._st
-        st.done.acquire()
-        st.done.release()
-        self._busy = False
+        if st is None:
+            return
+        with st.cond:
+            while st.finished < self._put:
+                st.cond.wait()
         e, st.error = st.error, None
         if e is not None:
             raise e
@@ -99,6 +107,6 @@ class InFlight:
             self.wait()
         finally:
             st = self._st
-            if st is not None and not self._busy:    # not when a signal cut the wait short
+            if st is not None and st.finished >= self._put:   # not when a signal cut the wait
                 self._st = None
                 st.jobs.put(None)
