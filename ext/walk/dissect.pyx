@@ -339,6 +339,33 @@ cdef int _dissect_packet(const uint8_t *p, uint32_t caplen, uint16_t linktype,
     return _parse_message(p, l.payload_off, l.payload_caplen, kind, s, t, mid, m, lines_too_long, b)
 
 
+cdef inline void _inside(const uint8_t *p, const L34 *l, HttpMsg *m, uint32_t at, uint16_t flags,
+                         int kind, uint32_t s, uint32_t t, int mid, BodyInfo *b, uint64_t *cnt,
+                         int dr_request, int dr_response, int64_t ts_ns, uint64_t pkt_index,
+                         uint64_t pkt_offset, uint16_t linktype) noexcept nogil:
+    """m: the message of `kind` that starts `at` bytes into the segment's payload (a message
+    after another in the segment, or after a continued header block): its seq, seg_off and
+    payload_* from its first byte, parsed, its packet's time and place, counted under
+    dr_request / dr_response (and its over-long header lines)."""
+    cdef uint32_t ltl = 0
+    _fill_l34(m, l)
+    m.flags = flags
+    m.seq = l.seq + at
+    m.seg_off = <uint16_t>at
+    m.payload_off = l.payload_off + at
+    m.payload_caplen = l.payload_caplen - at
+    m.payload_len = l.payload_len - at
+    if m.payload_caplen < m.payload_len:
+        m.flags |= MSGF_PAYLOAD_TRUNCATED
+    _parse_message(p, l.payload_off + at, l.payload_caplen - at, kind, s, t, mid, m, &ltl, b)
+    m.ts_ns = ts_ns
+    m.pkt_index = pkt_index
+    m.pkt_offset = pkt_offset
+    m.linktype = linktype
+    cnt[dr_request if kind == MSG_REQUEST else dr_response] += 1
+    cnt[<int>DR_LINE_TOO_LONG] += ltl
+
+
 cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py_ssize_t k,
                                Py_ssize_t kmax, BodyInfo *b, uint64_t *cnt,
                                uint32_t mstart) noexcept nogil:
@@ -357,7 +384,7 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
     bytes: "GET\n\n"); msgs[kmax - 1] is the last row there is room for, whatever. Returns the
     new k."""
     cdef const uint8_t *q = p + l.payload_off
-    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, end, s, t, ltl = 0
+    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, end, s, t
     cdef uint64_t e = 0
     cdef int st, kind, mid
     cdef HttpMsg *prev = &msgs[k - 1]
@@ -392,25 +419,12 @@ cdef Py_ssize_t _more_messages(const uint8_t *p, const L34 *l, HttpMsg *msgs, Py
         if k >= kmax:
             break                                   # cannot happen (see above); never overrun
         m = &msgs[k]
-        _fill_l34(m, l)
-        m.flags = MSGF_MID_SEGMENT | (prev.flags & MSGF_AFTER_CONTINUATION)
-        m.seq = l.seq + end
-        m.seg_off = <uint16_t>end
-        m.payload_off = l.payload_off + end
-        m.payload_caplen = n - end
-        m.payload_len = wire - end
-        if m.payload_caplen < m.payload_len:
-            m.flags |= MSGF_PAYLOAD_TRUNCATED
         prev.payload_caplen = end - mstart
         prev.payload_len = end - mstart
         prev.flags &= ~MSGF_PAYLOAD_TRUNCATED      # its bytes are all in the capture
-        _parse_message(p, l.payload_off + end, n - end, kind, s, t, mid, m, &ltl, b)
-        m.ts_ns = prev.ts_ns
-        m.pkt_index = prev.pkt_index
-        m.pkt_offset = prev.pkt_offset
-        m.linktype = prev.linktype
-        cnt[<int>(DR_MID_REQUEST if kind == MSG_REQUEST else DR_MID_RESPONSE)] += 1
-        cnt[<int>DR_LINE_TOO_LONG] += ltl
+        _inside(p, l, m, end, MSGF_MID_SEGMENT | (prev.flags & MSGF_AFTER_CONTINUATION), kind, s,
+                t, mid, b, cnt, DR_MID_REQUEST, DR_MID_RESPONSE, prev.ts_ns, prev.pkt_index,
+                prev.pkt_offset, prev.linktype)
         k += 1
         prev = m
         mstart = end
@@ -427,7 +441,7 @@ cdef Py_ssize_t _after_continuation(const uint8_t *p, const L34 *l, HttpMsg *msg
     after it (_more_messages). Counted after_continuation_request/response, or
     continuation_unknown when the packet does not tell. Returns the new k."""
     cdef const uint8_t *q = p + l.payload_off
-    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, at = 0, s = 0, t = 0, ltl = 0
+    cdef uint32_t n = l.payload_caplen, wire = l.payload_len, at = 0, s = 0, t = 0
     cdef int mid = 0
     cdef int kind = http_after_continuation(q, n, wire, &at, &s, &t, &mid)
     cdef HttpMsg *m
@@ -438,22 +452,8 @@ cdef Py_ssize_t _after_continuation(const uint8_t *p, const L34 *l, HttpMsg *msg
     if k >= kmax:
         return k                                    # cannot happen (the caller leaves room)
     m = &msgs[k]
-    _fill_l34(m, l)
-    m.flags = MSGF_AFTER_CONTINUATION
-    m.seq = l.seq + at
-    m.seg_off = <uint16_t>at
-    m.payload_off = l.payload_off + at
-    m.payload_caplen = n - at
-    m.payload_len = wire - at
-    if m.payload_caplen < m.payload_len:
-        m.flags |= MSGF_PAYLOAD_TRUNCATED
-    _parse_message(p, l.payload_off + at, n - at, kind, s, t, mid, m, &ltl, b)
-    m.ts_ns = ref.ts_ns
-    m.pkt_index = ref.index
-    m.pkt_offset = ref.offset
-    m.linktype = ref.linktype
-    cnt[<int>(DR_AFTER_CONT_REQUEST if kind == MSG_REQUEST else DR_AFTER_CONT_RESPONSE)] += 1
-    cnt[<int>DR_LINE_TOO_LONG] += ltl
+    _inside(p, l, m, at, MSGF_AFTER_CONTINUATION, kind, s, t, mid, b, cnt, DR_AFTER_CONT_REQUEST,
+            DR_AFTER_CONT_RESPONSE, ref.ts_ns, ref.index, ref.offset, ref.linktype)
     k += 1
     if b.hdr_end != 0:
         k = _more_messages(p, l, msgs, k, kmax, b, cnt, at)
