@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.contracts.importast import from_module
 from tests.contracts.test_imports_at_top import HEAVY_ROOTS, PACKAGES, ROOT, _graph
 
 REGISTRY, HEAVY, NUMPY = "registry", "heavy", "numpy"
@@ -103,12 +104,7 @@ def function_project_imports():
                     sk = True
                 if isinstance(ch, (ast.Import, ast.ImportFrom)) and func is not None and not skip:
                     if isinstance(ch, ast.ImportFrom):
-                        if ch.level:
-                            base = mod.split(".")
-                            base = base[:len(base) - ch.level + (1 if is_pkg else 0)]
-                            src = ".".join(base + ([ch.module] if ch.module else []))
-                        else:
-                            src = ch.module or ""
+                        src = from_module(ch, mod, is_pkg)
                         targets = [f"{src}.{a.name}" if f"{src}.{a.name}" in files else src for a in ch.names]
                     else:
                         targets = [a.name for a in ch.names]

@@ -18,6 +18,8 @@ import ast
 import sys
 from pathlib import Path
 
+from tests.contracts.importast import from_module
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("webtap", "httpanalyzer", "urlfilter")
 HEAVY_ROOTS = ("pyarrow", "pandas", "matplotlib", "dask", "distributed", "tqdm", "scipy",
@@ -43,12 +45,7 @@ def _imports(tree: ast.AST, modname: str, is_pkg: bool):
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = modname.split(".")
-                base = base[:len(base) - node.level + (1 if is_pkg else 0)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = from_module(node, modname, is_pkg)
             names = [mod] + [f"{mod}.{a.name}" for a in node.names]
         else:
             names = [a.name for a in node.names]
