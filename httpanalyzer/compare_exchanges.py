@@ -68,7 +68,7 @@ def compare_exchanges(pcap, keylog, tshark: str = "tshark", gc_timeout: float = 
     ex = tab.to_pandas()
     conns = t.connections
     cidx = _conn_of(ex, conns)
-    in_truth = np.array([i >= 0 and conns[i].skipped in ("", "capture_hole") for i in cidx],
+    in_truth = np.array([i >= 0 and conns[i].skipped in ("", "capture_hole", "cut") for i in cidx],
                         dtype=bool)
     out: dict = {"trace": str(pcap), "connections": len(conns), "skipped": t.skipped,
                  "exchanges": int(len(ex)), "not_in_truth": int((~in_truth).sum())}

@@ -70,7 +70,8 @@ class Connection:
     cipher: int = 0
     alpn: str = ""            # the protocol spoken: "h2" when the client sent h2's preface
     syn_frame: int = 0
-    skipped: str = ""         # why the truth has no messages for it ("" when it has them)
+    skipped: str = ""         # why the truth has no messages for it; "capture_hole" / "cut":
+                              # it has those before a hole / a message that never ended
     messages: list = field(default_factory=list)
 
 
@@ -296,13 +297,14 @@ _REQ = re.compile(rb"^[A-Z]+ \S+ HTTP/1\.[01]\r\n")
 
 
 def _h1_messages(pt: bytes, is_request: bool):
-    """(offset, end, first line) of each HTTP/1.1 message in a direction's application data,
-    up to the first message whose end the data does not hold."""
+    """(offset, end, first line) of each HTTP/1.1 message in a direction's application data;
+    a last message whose header block the data does not hold (the capture or the connection
+    ended in it) is not one: the caller sees the bytes left after the last end."""
     out, p = [], 0
     while p < len(pt):
         he = pt.find(b"\r\n\r\n", p)
         if he < 0:
-            raise ValueError(f"HTTP header block without end at {p}")
+            break
         head = pt[p:he].decode("latin-1")
         first = head.split("\r\n", 1)[0]
         if is_request and not _REQ.match(pt[p:he + 2]):
@@ -392,11 +394,14 @@ def truth(pcap, keylog, tshark: str = "tshark") -> Truth:
     conns: dict = {}
     order = []
     acks = {}
+    nosyn = set()                             # flows whose data came before any SYN of theirs
     for fr, ts, a, b, seq, ack, flags, pl in tcp_packets(pcap, tshark):
         key = frozenset((a, b))
         if key not in conns or ((flags & 0x12) == 0x02 and conns[key]["c"].client == a
                                 and conns[key][a].segs):
             if not (flags & 0x02) or (flags & 0x10):
+                if pl and key not in conns:
+                    nosyn.add(key)
                 continue                  # connections from their SYN only
             conns[key] = {"c": Connection(client=a, server=b, syn_frame=fr), a: _Stream(), b: _Stream()}
             order.append(conns[key])
@@ -425,6 +430,12 @@ def truth(pcap, keylog, tshark: str = "tshark") -> Truth:
         elif cs.holes or ss.holes:
             c.skipped = "capture_hole"     # the messages before the hole are kept
             skipped["capture_hole_messages_before_it_kept"] += 1
+        elif c.skipped == "cut":
+            skipped["cut_in_a_message_messages_before_it_kept"] += 1
+    if nosyn:
+        # a connection already open when the capture began: its sequence numbers' start is
+        # unknown (no SYN), so its bytes cannot be placed; its exchanges are not_in_truth
+        skipped["no_syn_in_capture"] = len(nosyn)
     return Truth(out, dict(sorted(skipped.items())), acks)
 
 
@@ -500,6 +511,8 @@ def _decrypt(c: Connection, ci: int, cs: _Stream, ss: _Stream, keys: dict) -> st
             msgs = [(o, o + 1, sid, "") for o, sid in _h2_headers(pt, is_c)]
         else:
             msgs = [(o, e, 0, txt) for o, e, txt in _h1_messages(pt, is_c)]
+            if (msgs[-1][1] if msgs else 0) < len(pt):
+                c.skipped = "cut"             # a message whose header block never ended
         starts = [w[0] for w in where]
         for n, (o, e, sid, txt) in enumerate(msgs):
             j = bisect.bisect_right(starts, o) - 1

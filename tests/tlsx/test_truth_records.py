@@ -76,3 +76,37 @@ def test_tcp_fast_open_data_on_the_syn_starts_the_stream(tmp_path):
     t = truth(path, keys)
     assert [(x.client, x.version, x.cipher, x.skipped) for x in t.connections] == [
         ((c, 40000), 0x0303, 0xC02B, "no_keys_in_log")]
+
+
+def test_a_message_cut_at_the_end_keeps_the_ones_before():
+    """A capture (or a connection) that ends inside a header block: the complete messages before
+    it are the truth, the cut one is not a message (it raised before, and the whole
+    connection's truth was lost)."""
+    from httpanalyzer.tls_truth import _h1_messages
+
+    pt = (b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"POST /b HTTP/1.1\r\nContent-Length: 3\r\n\r\nxyz"
+          b"GET /c HTTP/1.1\r\nHo")
+    got = _h1_messages(pt, True)
+    assert [(o, e, t) for o, e, t in got] == [(0, 28, "GET /a HTTP/1.1"),
+                                              (28, 28 + 42, "POST /b HTTP/1.1")]
+    assert got[-1][1] < len(pt)                   # the caller sees the cut tail
+
+
+def test_flow_without_its_syn_is_counted(tmp_path):
+    """A connection already open when the capture began (no SYN): its bytes cannot be placed,
+    so the truth leaves it out and says how many such flows there were."""
+    from httpanalyzer.tls_truth import truth
+    from tests.pcapbuild import pcap
+    from tests.tls.hellobuild import tcp_packet
+
+    c, s_ = "10.0.0.1", "10.0.0.2"
+    pkts = [tcp_packet(c, s_, 40001, 443, 5000, 9000, b"\x17\x03\x03\x00\x05hello"),
+            tcp_packet(s_, c, 443, 40001, 9000, 5010, b"\x17\x03\x03\x00\x02ok"),
+            tcp_packet(c, s_, 40002, 443, 7000, 8000, b"\x17\x03\x03\x00\x01z")]
+    path = tmp_path / "nosyn.pcap"
+    path.write_bytes(pcap([(1_700_000_000_000_000_000 + k * 1000, p) for k, p in enumerate(pkts)]))
+    keys = tmp_path / "k"
+    keys.write_text("")
+    t = truth(path, keys)
+    assert t.connections == [] and t.skipped == {"no_syn_in_capture": 2}
