@@ -28,7 +28,8 @@ from webtap.errors import BpfError
 from webtap.inflight import InFlight
 from webtap.pipeline import Pipeline
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
-                                     EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, exchange_table)
+                                     EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, ExchangeRows,
+                                     exchange_table)
 from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table
 from webtap.writers import empty_batch_of
 
@@ -203,6 +204,7 @@ class ExchangeRun:
         self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
                                    max_conns=max_conns)
         self._raw: list = []
+        self._rows: ExchangeRows | None = None     # start_rows()'s result
         # the record walk over a batch runs in a thread of its own (ExchangeTable.feed releases
         # the GIL) while the next batch is walked and paired: the stage overlaps the run (issue
         # 33's cost) instead of following the other stages
@@ -219,9 +221,24 @@ class ExchangeRun:
         if raw.size:
             self._raw.append(raw)
 
-    def finish(self) -> np.ndarray:
-        """End of input: every record, raw (EXCHANGE_RECORD_DTYPE)."""
+    def finish(self) -> np.ndarray | ExchangeRows:
+        """End of input: every record, raw (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when
+        start_rows() ran (exchange_table takes either)."""
         self._job.close()
+        rows, self._rows = self._rows, None
+        return rows if rows is not None else self._finish_raw()
+
+    def start_rows(self) -> None:
+        """End of input, in the stage's own thread: the waiting requests flushed and the
+        records' handshake-free columns built (ExchangeRows) while the caller puts the
+        handshakes in order; finish() hands them over. A whole-process cost of issue 33: the
+        two had followed each other at the end of every run."""
+        self._job.submit(self._rows_job)
+
+    def _rows_job(self) -> None:
+        self._rows = ExchangeRows(self._finish_raw())
+
+    def _finish_raw(self) -> np.ndarray:
         self.table.flush()
         raw = self.table.take()
         if raw.size:
@@ -337,6 +354,8 @@ class OnePass:
         HTTP records meanwhile, then commit() waits for these and puts them in place: the three
         files are encoded at once instead of one after another (issue 29, 33)."""
         if self.tab is None:
+            if self.x is not None:
+                self.x.start_rows()        # in the exchange stage's thread, meanwhile
             tab = self.run.finish()
             self.tab = tab if tab is not None else empty_table()
             if self.o is not None:

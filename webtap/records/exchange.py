@@ -14,7 +14,7 @@ from webtap._ext.dissect import ip_text
 from webtap.records import columns
 
 __all__ = ["EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS", "EXCHANGE_FIELDS", "EXCHANGE_COLUMNS",
-           "EXCHANGE_SCHEMA", "exchange_table"]
+           "EXCHANGE_SCHEMA", "ExchangeRows", "exchange_table"]
 
 XF_TICKETS, XF_UNSYNCED, XF_EARLY = 1, 2, 4
 
@@ -96,15 +96,55 @@ def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: 
     return np.where(found, order[pos_c], 0).astype(np.int64), found
 
 
-def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Table:
-    """Arrow table (EXCHANGE_SCHEMA) of raw exchange records, in request (else response) frame
-    order, with the handshake fields joined from `handshakes` (httpanalyzer.tls SCHEMA)."""
-    r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
-    order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
-    r = r[order]
+class ExchangeRows:
+    """The part of an exchange table that needs no handshake: the records in request (else
+    response) frame order and their own columns (addresses, Community ID, times, frames,
+    flags). httpanalyzer.tls.ExchangeRun builds it in the exchange stage's thread while the
+    handshakes are put in frame order (issue 33's cost: the two no longer follow each other);
+    exchange_table joins the handshake fields to it."""
+
+    __slots__ = ("r", "cols")
+
+    def __init__(self, raw: np.ndarray):
+        r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
+        order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
+        r = self.r = r[order]
+        hq, hr = r["has_req"] == 1, r["has_resp"] == 1
+        flags = r["flags"]
+        self.cols = {
+            # the address text every record kind carries (ext/common/util.h wt_ip_text, one C loop)
+            "client_ip": ip_text(r["client_ip"], r["ip_version"]),
+            "client_port": columns.num(r["client_port"]),
+            "server_ip": ip_text(r["server_ip"], r["ip_version"]),
+            "server_port": columns.num(r["server_port"]),
+            "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
+                                         np.ascontiguousarray(r["server_ip"]), r["server_port"],
+                                         r["ip_version"], 6),
+            "request_ts": columns.num(r["req_ts"], pa.timestamp("ns", tz="UTC"), hq),
+            "response_ts": columns.num(r["resp_ts"], pa.timestamp("ns", tz="UTC"), hr),
+            "request_frame": columns.num(r["req_frame"], valid=hq),
+            "response_frame": columns.num(r["resp_frame"], valid=hr),
+            "response_time": columns.num(r["resp_ts"] - r["req_ts"], pa.duration("ns"), hq & hr),
+            "exchange_index": columns.num(r["index"], valid=hq),
+            "request_record_len": columns.num(r["req_rec_len"], valid=hq & (r["req_rec_len"] != 0)),
+            "response_record_len": columns.num(r["resp_rec_len"], valid=hr & (r["resp_rec_len"] != 0)),
+            "matched": columns.boolean(r["reason"] == 0),
+            "unmatched_reason": _REASON_CODES.column(r["reason"], r["reason"] != 0),
+            "tickets_skipped": columns.boolean(flags & XF_TICKETS != 0),
+            "early_data": columns.boolean(flags & XF_EARLY != 0),
+            "unsynced": columns.boolean(flags & XF_UNSYNCED != 0),
+            "client_hello_frame": columns.num(r["ch_frame"]),
+            "ip_version": columns.num(r["ip_version"]),
+        }
+
+
+def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None = None) -> pa.Table:
+    """Arrow table (EXCHANGE_SCHEMA) of raw exchange records (or their ExchangeRows), in request
+    (else response) frame order, with the handshake fields joined from `handshakes`
+    (httpanalyzer.tls SCHEMA)."""
+    rows = raw if isinstance(raw, ExchangeRows) else ExchangeRows(raw)
+    r = rows.r
     n = len(r)
-    hq, hr = r["has_req"] == 1, r["has_resp"] == 1
-    both = hq & hr
     idx, found = _join_index(r["ch_frame"], r["client_port"], r["server_port"], handshakes)
 
     def joined(name, typ):
@@ -118,41 +158,16 @@ def exchange_table(raw: np.ndarray, handshakes: pa.Table | None = None) -> pa.Ta
     # h2: the server's choice where visible, else the client's first offer (TLS 1.3 hides it)
     sa_ok, sa_h2 = _is_h2(*columns.string_parts(server_alpn))
     fo_ok, fo_h2 = _first_is_h2(alpn_offered)
-    h2 = columns.boolean(np.where(sa_ok, sa_h2, fo_h2), sa_ok | fo_ok)
-    # the version the stage read in the ServerHello, else the handshake record's
-    version = _version(r["version"], joined("server_version", pa.string()))
-    flags = r["flags"]
-    cols = {
-        # the address text every record kind carries (ext/common/util.h wt_ip_text, one C loop)
-        "client_ip": ip_text(r["client_ip"], r["ip_version"]),
-        "client_port": columns.num(r["client_port"]),
-        "server_ip": ip_text(r["server_ip"], r["ip_version"]),
-        "server_port": columns.num(r["server_port"]),
-        "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
-                                     np.ascontiguousarray(r["server_ip"]), r["server_port"],
-                                     r["ip_version"], 6),
-        "request_ts": columns.num(r["req_ts"], pa.timestamp("ns", tz="UTC"), hq),
-        "response_ts": columns.num(r["resp_ts"], pa.timestamp("ns", tz="UTC"), hr),
-        "request_frame": columns.num(r["req_frame"], valid=hq),
-        "response_frame": columns.num(r["resp_frame"], valid=hr),
-        "response_time": columns.num(r["resp_ts"] - r["req_ts"], pa.duration("ns"), both),
-        "exchange_index": columns.num(r["index"], valid=hq),
-        "request_record_len": columns.num(r["req_rec_len"], valid=hq & (r["req_rec_len"] != 0)),
-        "response_record_len": columns.num(r["resp_rec_len"], valid=hr & (r["resp_rec_len"] != 0)),
+    cols = dict(rows.cols)
+    cols.update({
         "sni": joined("sni", pa.string()),
         "alpn": server_alpn,
         "alpn_offered": alpn_offered,
-        "h2": h2,
-        "version": version,
+        "h2": columns.boolean(np.where(sa_ok, sa_h2, fo_h2), sa_ok | fo_ok),
+        # the version the stage read in the ServerHello, else the handshake record's
+        "version": _version(r["version"], joined("server_version", pa.string())),
         "ja4": joined("ja4", pa.string()),
-        "matched": columns.boolean(r["reason"] == 0),
-        "unmatched_reason": _REASON_CODES.column(r["reason"], r["reason"] != 0),
-        "tickets_skipped": columns.boolean(flags & XF_TICKETS != 0),
-        "early_data": columns.boolean(flags & XF_EARLY != 0),
-        "unsynced": columns.boolean(flags & XF_UNSYNCED != 0),
-        "client_hello_frame": columns.num(r["ch_frame"]),
-        "ip_version": columns.num(r["ip_version"]),
-    }
+    })
     arrays = [cols[c] if cols[c].type == EXCHANGE_SCHEMA.field(c).type else cols[c].cast(EXCHANGE_SCHEMA.field(c).type)
               for c in EXCHANGE_COLUMNS]
     return pa.Table.from_arrays(arrays, schema=EXCHANGE_SCHEMA)
