@@ -724,6 +724,11 @@ class _Forwarder:
             os.close(w)
             return
         self.r, self.w = r, w
+        # held while a copy is sent, and by close(): once close() returned, no copy is sent
+        # any more. Without it a copy decided on before close() could land after main()
+        # restored the default handlers, and the run died by the signal (-15) instead of
+        # exiting 143 (seen under load in tests/cli test_signal_during_consumer_start_up)
+        self.lock = threading.Lock()
         main_id = threading.main_thread().ident
         if not _AT_FORK:
             os.register_at_fork(after_in_child=_child_defaults)
@@ -746,11 +751,14 @@ class _Forwarder:
                         continue
                     # again until the main thread acted on it: a copy that lands just before
                     # it enters a blocking read is not seen until the read returns
-                    while not delivered() and self.w is not None and run.forward:
-                        try:
-                            signal.pthread_kill(main_id, sig)
-                        except (OSError, ValueError):
-                            return
+                    while True:
+                        with self.lock:
+                            if delivered() or self.w is None or not run.forward:
+                                break
+                            try:
+                                signal.pthread_kill(main_id, sig)
+                            except (OSError, ValueError):
+                                return
                         time.sleep(0.2)
 
         threading.Thread(target=watch, name="webtap-signals", daemon=True).start()
@@ -758,12 +766,13 @@ class _Forwarder:
     def close(self) -> None:
         if self.w is None:
             return
+        with self.lock:                    # a copy being sent is sent before this returns
+            w, self.w = self.w, None
         try:
             signal.set_wakeup_fd(self.old)
         except ValueError:
             pass
-        os.close(self.w)                   # the watcher reads EOF and ends
-        self.w = None
+        os.close(w)                        # the watcher reads EOF and ends
 
 
 def _main(run: Run, parser, handler, argv) -> int:
