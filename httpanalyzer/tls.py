@@ -197,6 +197,10 @@ def open_output(run, path: str):
 class ExchangeRun:
     """One exchange stage over a stream of packet batches (several traces in a row)."""
 
+    #: batches handed to the stage's thread and not yet walked, at most (each holds its TCP
+    #: events and its packet buffer)
+    JOBS_AHEAD = 3
+
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_conns: int = 1 << 16):
         if sizeof_exchange_record() != EXCHANGE_RECORD_DTYPE.itemsize:
@@ -207,8 +211,10 @@ class ExchangeRun:
         self._rows: ExchangeRows | None = None     # start_rows()'s result
         # the record walk over a batch runs in a thread of its own (ExchangeTable.feed releases
         # the GIL) while the next batch is walked and paired: the stage overlaps the run (issue
-        # 33's cost) instead of following the other stages
-        self._job = InFlight("webtap-exchange")
+        # 33's cost) instead of following the other stages. Up to JOBS_AHEAD batches wait for
+        # it: with one, the walk waited whenever the stage's thread had not had a core since
+        # the last batch (36-84 ms of a TLS bench run, in-process at load 6)
+        self._job = InFlight("webtap-exchange", depth=self.JOBS_AHEAD)
 
     def feed(self, events, data) -> None:
         """One batch's TCP events (webtap.dissect.dissect(tcp_events=True).tcp_events); `data`

@@ -1,4 +1,4 @@
-"""One job in flight in a thread of its own: how a stage or a sink overlaps the run.
+"""Jobs in flight in a thread of their own: how a stage or a sink overlaps the run.
 
     job = InFlight("webtap-exchange")
     for batch in batches:
@@ -6,10 +6,12 @@
     job.close()                         # waits for the last one; its error is raised here
 
 The work handed over must release the GIL to gain anything (the C stages and pyarrow's Parquet
-writer do). One job at most is under way, so the order of the jobs is kept and whatever a job
-holds (a packet batch's buffer, a row group) is bounded by one; the submitter must keep what the
-job reads alive and unchanged until the next submit() or wait() returns (a packet batch's chunk
-buffer is: webtap.capture.ChunkPool reuses a buffer only once no one refers to it).
+writer do). One worker runs the jobs in the order given; at most `depth` of them (1 by default)
+are unfinished at once, so whatever they hold (a packet batch's buffer, a row group) is bounded
+by `depth`. A job holds what it reads through its arguments; the submitter must not change it
+until the job is done (a packet batch's chunk buffer is not: webtap.capture.ChunkPool reuses a
+buffer only once no one refers to it). After a job failed, the jobs behind it are not run; the
+error is raised by the next submit() or wait().
 
 Used by the Parquet sink (webtap.writers.ParquetWriter: a full row group is encoded and
 compressed while the run goes on) and by the TLS exchange stage (httpanalyzer.tls.ExchangeRun:
@@ -33,7 +35,7 @@ class _State:
     leaving a lock held or a count that waits for a job never handed over: a wait waits only for
     numbers put on the queue, and `with cond` releases the lock whatever is raised."""
 
-    __slots__ = ("jobs", "cond", "finished", "error", "pid")
+    __slots__ = ("jobs", "cond", "finished", "error", "skip", "pid")
 
     def __init__(self):
         self.pid = os.getpid()              # a forked child starts a worker of its own
@@ -41,6 +43,7 @@ class _State:
         self.cond = threading.Condition()
         self.finished = 0                   # the number of the last job that ended
         self.error: BaseException | None = None
+        self.skip = 0                       # jobs up to this number are not run (see _wait_for)
 
 
 def _worker(st: _State) -> None:
@@ -50,7 +53,8 @@ def _worker(st: _State) -> None:
             return
         n, fn, args, kw = item
         try:
-            fn(*args, **kw)
+            if st.error is None and n > st.skip:   # not behind a failed job
+                fn(*args, **kw)
         except BaseException as e:          # noqa: BLE001 - raised by the next wait()
             st.error = e
         finally:
@@ -67,15 +71,19 @@ class InFlight:
     the hand-over to the kept one ~6.5 us, in-process on a loaded machine: the exchange stage
     submits a job per packet batch)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, depth: int = 1):
+        if depth < 1:
+            raise ValueError("depth must be >= 1")
         self.name = name
+        self.depth = depth
         self._st: _State | None = None
         self._put = 0                       # the number of the last job put on the queue
 
     def submit(self, fn, *args, **kw) -> None:
-        """Wait for the job under way (its error is raised here, and this one is then not
-        started), then run fn(*args, **kw) in the worker thread."""
-        self.wait()
+        """Wait until fewer than `depth` jobs are unfinished (an earlier job's error is raised
+        here, and this one is then not started), then run fn(*args, **kw) in the worker
+        thread after them."""
+        self._wait_for(self._put - self.depth + 1)
         st = self._st
         if st is None or st.pid != os.getpid():
             st = self._st = _State()
@@ -90,13 +98,23 @@ class InFlight:
     def wait(self) -> None:
         """Until the job under way is done; its error is raised here. Interrupted while waiting
         (a signal), the job stays under way: the next wait waits for it again."""
+        self._wait_for(self._put)
+
+    def _wait_for(self, n: int) -> None:
+        """Until job n is done; a failed job's error is raised here."""
         st = self._st
         if st is None:
             return
         with st.cond:
-            while st.finished < self._put:
+            while st.finished < n:
                 st.cond.wait()
-        e, st.error = st.error, None
+            e = st.error
+            if e is not None:
+                # the jobs handed over behind the failed one are not run either, whenever the
+                # worker reaches them: skip first, then the error cleared (the worker reads
+                # them without the lock)
+                st.skip = self._put
+                st.error = None
         if e is not None:
             raise e
 

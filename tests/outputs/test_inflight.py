@@ -44,6 +44,58 @@ def test_error_is_raised_by_the_next_submit_which_does_not_start():
     assert ran == []                             # the job after the failed one never ran
 
 
+def test_depth_bounds_the_unfinished_jobs_and_keeps_their_order():
+    """depth=3: a submit returns while up to three jobs are unfinished and waits for the fourth;
+    the jobs still run one at a time, in order."""
+    job, seen = InFlight("t-depth", depth=3), []
+    gate = threading.Event()
+
+    def work(i):
+        gate.wait(10)
+        seen.append(i)
+
+    for i in range(3):
+        job.submit(work, i)                      # three unfinished: none waited
+    t = threading.Thread(target=job.submit, args=(work, 3))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive()                          # the fourth waits for a place
+    assert seen == []
+    gate.set()
+    t.join(10)
+    assert not t.is_alive()
+    for i in range(4, 12):
+        job.submit(work, i)
+    job.close()
+    assert seen == list(range(12))
+
+
+def test_depth_jobs_behind_a_failed_one_are_not_run():
+    """With jobs queued behind a failed one, none of them runs (the error is raised once, by
+    the next submit or wait), and the jobs submitted after that run again."""
+    job, ran = InFlight("t-depth-err", depth=4), []
+    gate = threading.Event()
+
+    def bad():
+        gate.wait(10)
+        raise OSError(28, "No space left on device")
+
+    job.submit(bad)
+    job.submit(ran.append, 1)
+    job.submit(ran.append, 2)
+    gate.set()
+    with pytest.raises(OSError, match="No space"):
+        job.wait()
+    job.submit(ran.append, 3)
+    job.close()
+    assert ran == [3]
+
+
+def test_depth_must_be_positive():
+    with pytest.raises(ValueError):
+        InFlight("t", depth=0)
+
+
 @pytest.mark.parametrize("end", ["wait", "close"])
 def test_error_is_raised_by_wait_and_close_once(end):
     job = InFlight("t")
