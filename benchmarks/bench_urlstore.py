@@ -11,7 +11,9 @@ delta tree's three arrays and the tombstone bits (UrlStore.stats()["held_bytes"]
 are real: the list's category per entry (an entry in several lists keeps the first).
 
 Times are in-process: per URL inside the C batch loop, canonicalisation included, one clock read
-per URL (as bench_urltree); the latency figures are the medians over BENCH_REPEATS (default 5)
+per URL (as bench_urltree); beside them the same queries as keys (canonicalised before, not
+timed), matched with canonical=False: the path the filter takes per GET (the extractor builds
+the key from the packet, urlfilter.analyzer hands the keys to match_batch(canonical=False)); the latency figures are the medians over BENCH_REPEATS (default 5)
 timed runs of each run's median and p99 (a p99 moves with the machine's load, a median of them
 less); the load average is printed before and after each set. On a shared machine pin it to one
 core, `taskset -c 1 python -m benchmarks.bench_urlstore` (the affinity is printed). Queries as in bench_urltree: 40 % listed entries, 20 % listed + '/index.html', 40 %
@@ -37,6 +39,7 @@ import numpy as np
 
 from benchmarks.bench_urltree import DOMAIN_LISTS, URL_LISTS, pct, read_lines, shared
 from benchmarks.common import load_average
+from urlfilter.canon import canonicalize_many
 from urlfilter.tree import arrow_layout, build_tree
 from urlfilter.urlstore import build_store
 
@@ -65,7 +68,6 @@ def _load(name):
         cats += [cid] * len(lines)
     # one line per canonical key (the first; an entry in several lists keeps the first list's
     # category), so that tree and store agree on payloads whichever part holds a key
-    from urlfilter.canon import canonicalize_many
     d, o = arrow_layout(raw)
     keys, codes = canonicalize_many(d, o, key=True)
     seen = {}
@@ -78,14 +80,15 @@ def _load(name):
 REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 
 
-def _timed(store, qd, qo, prefix=True):
+def _timed(store, qd, qo, prefix=True, canonical=True):
     """(answers, median us, p99 us, mean us): each the median over REPEATS timed runs of that
-    run's figure."""
+    run's figure. canonical=False: the queries are keys already (the filter's per-GET path:
+    urlfilter.analyzer hands the extractor's keys to match_batch(canonical=False))."""
     meds, p99s, means, res = [], [], [], None
     for _ in range(REPEATS):
         gc.collect()
         one = np.zeros(len(qo) - 1, np.int64)
-        res = store.match_batch(qd, qo, prefix, True, one)
+        res = store.match_batch(qd, qo, prefix, canonical, one)
         tm = one / 1e3
         meds.append(np.median(tm))
         p99s.append(pct(tm, 99))
@@ -102,6 +105,8 @@ def run(name, rng):
     queries = [raw[i] for i in order[:half]] + [raw[i] + b"/index.html" for i in order[half:half + half // 2]] + \
         [b"https://" + d + b"/index.html" for d in benign[:half]]
     qd, qo = arrow_layout(queries)
+    qkeys, qcodes = canonicalize_many(qd, qo, key=True)
+    kd, ko = arrow_layout([k for k, c in zip(qkeys, qcodes) if c == 0])   # the filter's path: keys
     out = {}
 
     # the tree alone (bulk-built, as the manager built it before), same queries, same process
@@ -111,12 +116,13 @@ def run(name, rng):
     load0 = load_average()
     tres, tmed, tp99, tmean = _timed(tree, qd, qo)
     tcat = tree.payload_batch(tres)[0]
-    out["tree"] = dict(bpu=tree.stats()["paper_bytes"] / n, med=tmed, p99=tp99, mean=tmean)
+    tkres, tkmed, tkp99, _ = _timed(tree, kd, ko, canonical=False)
+    tree_kcat = tree.payload_batch(tkres)[0]
+    out["tree"] = dict(bpu=tree.stats()["paper_bytes"] / n, med=tmed, p99=tp99, mean=tmean, kmed=tkmed, kp99=tkp99)
     del tree
 
     try:
         import marisa_trie
-        from urlfilter.canon import canonicalize_many
         d, o = arrow_layout(raw)
         keys, codes = canonicalize_many(d, o, key=True)
         out["marisa_bpu"] = len(marisa_trie.Trie(sorted({k for k, c in zip(keys, codes) if c == 0})).tobytes()) / n
@@ -145,6 +151,8 @@ def run(name, rng):
         res, med, p99, mean = _timed(s, qd, qo)
         scat = s.payload_batch(res)[0]
         assert ((res > 0) == (tres > 0)).all() and (scat == tcat).all(), "store answers differ from the tree's"
+        kres, kmed, kp99, _ = _timed(s, kd, ko, canonical=False)
+        assert ((kres > 0) == (tkres > 0)).all() and (s.payload_batch(kres)[0] == tree_kcat).all()
         t0 = time.perf_counter()
         batch = s.match_batch(qd, qo)
         batch_s = time.perf_counter() - t0
@@ -159,7 +167,7 @@ def run(name, rng):
                          rec=st["base_record_bytes"] / max(1, st["base_urls"]),
                          idx=st["base_index_bytes"] / max(1, st["base_urls"]),
                          pay=st["base_payload_bytes"] / max(1, st["base_urls"]),
-                         delta=st["delta_bytes"], med=med, p99=p99, mean=mean,
+                         delta=st["delta_bytes"], med=med, p99=p99, mean=mean, kmed=kmed, kp99=kp99,
                          ins_med=np.median(new) if len(new) else float("nan"),
                          ins_p99=pct(new, 99) if len(new) else float("nan"),
                          ins_mean=new.mean() if len(new) else float("nan"),
@@ -175,18 +183,19 @@ def run(name, rng):
           f"prefix hit rate {hits:.3f}; latency: medians of {REPEATS} runs; cores {sorted(os.sched_getaffinity(0))}; "
           f"at the start {load0}, at the end {load_average()}")
     print("| delta | bytes/URL held (base B/key: records + index + payload) | prefix median / p99 / mean us "
-          "(in-process) | insert median / p99 / mean us | amortised insert incl. its flushes + run merges us, wall / thread CPU | "
+          "(in-process, canonicalisation included) | prefix median / p99 us on keys (the filter's per-GET path, "
+          "canonical=False) | insert median / p99 / mean us | amortised insert incl. its flushes + run merges us, wall / thread CPU | "
           "delta: runs (keys) + tree keys; flushes, run merges | full merge s | build s | M URL/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for frac in (0.0, 0.01, 0.10):
         r = out[frac]
         print(f"| {frac:.0%} ({r['n_delta']}) | **{r['bpu']:.2f}** ({r['base_bpu']:.2f}: {r['rec']:.2f} + {r['idx']:.2f} + {r['pay']:.2f}) "
-              f"| {r['med']:.2f} / {r['p99']:.2f} / {r['mean']:.2f} | {r['ins_med']:.2f} / {r['ins_p99']:.2f} / {r['ins_mean']:.2f} "
+              f"| {r['med']:.2f} / {r['p99']:.2f} / {r['mean']:.2f} | {r['kmed']:.2f} / {r['kp99']:.2f} | {r['ins_med']:.2f} / {r['ins_p99']:.2f} / {r['ins_mean']:.2f} "
               f"| {r['amort']:.2f} / {r['amort_cpu']:.2f} | {r['runs']} ({r['run_urls']}) + {r['tree_urls']}; {r['flushes']}, {r['rmerges']} "
               f"| {r['merge_s']:.2f} | {r['build_s']:.1f} | {r['mups']:.2f} |")
     t = out["tree"]
-    print(f"| AVL tree alone | {t['bpu']:.2f} | {t['med']:.2f} / {t['p99']:.2f} / {t['mean']:.2f} | - | - | - | - | - | - |")
-    print(f"| marisa-trie (static) | {out['marisa_bpu']:.2f} | - | - | - | - | - | - | - |")
+    print(f"| AVL tree alone | {t['bpu']:.2f} | {t['med']:.2f} / {t['p99']:.2f} / {t['mean']:.2f} | {t['kmed']:.2f} / {t['kp99']:.2f} | - | - | - | - | - | - |")
+    print(f"| marisa-trie (static) | {out['marisa_bpu']:.2f} | - | - | - | - | - | - | - | - |")
     return out
 
 

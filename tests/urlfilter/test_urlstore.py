@@ -410,6 +410,32 @@ def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     s.check()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=40).map(lambda b: b"com.ab" + b), st.booleans()),
+                min_size=1, max_size=400))
+def test_tree_keys_in_one_walk_are_the_live_tree_keys_in_order(ops):
+    """A flush reads the delta tree's keys with one in-order walk that decodes each key from its
+    reference's key held at that ancestor's depth (UrlStore.tree_keys): the keys are those
+    inserted and not deleted since, in byte order (the reference: a Python set, sorted), and the
+    ids are the tree's in-order ids. Keys share long prefixes ("com.ab"), so most records refer
+    to an ancestor; deletes and rotations re-encode them."""
+    s = UrlStore()
+    s.auto_merge = False
+    live = set()
+    for k, delete in ops:
+        if delete and live:
+            victim = sorted(live)[len(k) % len(live)]
+            assert s.delete_key(victim) > 0
+            live.discard(victim)
+        else:
+            s.insert_key(k)
+            live.add(k)
+    data, offs, ids = s.tree_keys()
+    got = [bytes(data[offs[i]:offs[i + 1]]) for i in range(len(ids))]
+    assert got == sorted(live)
+    assert list(ids) == list(s.delta.ids())
+
+
 def _varint(b: bytes, i: int) -> tuple[int, int]:
     v = s = 0
     while True:
