@@ -40,6 +40,7 @@ from webtap import clikit
 #: once the arguments are parsed -- the one place urlfilter loads lazily (issue 29)
 COMMANDS = {"timing": "urlfilter.timing_command"}      # pandas: this subcommand only
 DEFAULT = "urlfilter.commands"                         # the store's subcommands, scan, run
+PLOTS = "urlfilter.plot"                               # --plots only (matplotlib, pandas)
 
 EPILOG = """Exit status: 0 ok; 1 a match with no hit (match only), an import that imported
 nothing, a run that could not read its input or a store that does not exist; 2 usage error
@@ -199,7 +200,9 @@ def main(argv=None) -> int:
 def _handle(args, run) -> int:
     # the command registry: the subcommands' module (the store, numpy, the compiled filter)
     # is loaded only now, after the arguments were parsed
-    return importlib.import_module(COMMANDS.get(args.cmd, DEFAULT)).handle(args, run)
+    command = importlib.import_module(COMMANDS.get(args.cmd, DEFAULT))
+    plots = importlib.import_module(PLOTS) if getattr(args, "plots", None) else None
+    return command.handle(args, run, plots)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from urlfilter.analyzer import load_blacklist, policy_line, summary_line
 from urlfilter.errors import InvalidUrl, StoreError, UrlFilterError
 from urlfilter.importers import NotAList, import_path, sniff
 from urlfilter.live import run_live
-from urlfilter.plot import save_figures, scan_figures
 from urlfilter.policy import RuleError, allow_files, parse_rule, read_allow_file, read_rules_file
 from urlfilter.scan import scan
 from urlfilter.store import Period, UrlManager, default_db_path
@@ -31,7 +30,6 @@ from webtap.writers import empty_batch_of
 
 
 def _db_path(args):
-
     return args.db or str(default_db_path())
 
 
@@ -47,8 +45,6 @@ def _existing_db(args) -> str:
 
 
 def _open_manager(args, create: bool):
-
-
     db = _db_path(args)
     if os.path.isdir(db):
         raise clikit.UsageError(f"--db is a directory, not a store, {db}")
@@ -83,12 +79,11 @@ def _check_writable(folder: str, shown: str) -> None:
     os.unlink(tmp)
 
 
-def handle(args, run) -> int:
-
-
+def handle(args, run, plots=None) -> int:
+    """A subcommand. plots: urlfilter.plot (matplotlib, pandas), from the registry with --plots."""
     run.quiet = bool(getattr(args, "quiet", False))
     if args.cmd in ("scan", "run"):
-        return _filter_cmd(args, run)
+        return _filter_cmd(args, run, plots)
 
     if args.cmd == "import":
         args.paths = _importable(args, run)    # before the store is opened (or made)
@@ -136,8 +131,6 @@ def _remove_store(db: str) -> None:
 def _importable(args, run) -> list:
     """The import paths that exist and look like text lists; one error line for each other;
     exit 1 (no store made or touched) when none is left."""
-
-
     ok = []
     for path in args.paths:
         if not os.path.exists(path):
@@ -323,8 +316,6 @@ def _policy_precheck(args, run):
 
 def _read_rules(path):
     """The rules of a rule file; one error line (FILE:LINE: reason) and exit 2 when bad."""
-
-
     if os.path.isdir(path):
         raise clikit.UsageError(f"a rule file, not a folder, {path}")
     try:
@@ -459,7 +450,7 @@ def _report_inputs(run, totals, n_sources: int) -> None:
         raise clikit.Exit(1)           # nothing could be read at all (each file said why)
 
 
-def _filter_cmd(args, run) -> int:
+def _filter_cmd(args, run, plots) -> int:
     """scan / run: the pass-by filter (urlfilter.scan, .live); timing: urlfilter.timing_command."""
     _check_filter(args.bpf)
     _check_plots_dir(getattr(args, "plots", None))
@@ -490,7 +481,7 @@ def _filter_cmd(args, run) -> int:
         if forged_tmp is not None:
             forged_tmp.commit()
         if args.plots:
-            for p in save_figures(scan_figures(res.table), args.plots):
+            for p in plots.save_figures(plots.scan_figures(res.table), args.plots):
                 run.note(f"wrote {p}")
         c = dict(res.counters, packets=res.totals.source["packets"], seconds=round(time.perf_counter() - t0, 3),
                  forged_written=res.forged_written)

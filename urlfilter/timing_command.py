@@ -10,12 +10,12 @@ import pyarrow as pa
 
 from urlfilter.commands import (TIMING_LINE, _check_filter, _check_plots_dir, _load_blacklist,
                                 _report_inputs, _select)
-from urlfilter.plot import margin_cdf, save_figures, timing_figures
 from urlfilter.timing import report_columns, summary, timing
 from webtap import clikit
 
 
-def handle(args, run) -> int:
+def handle(args, run, plots=None) -> int:
+    """plots: urlfilter.plot (matplotlib), from the registry with --plots."""
     run.quiet = bool(getattr(args, "quiet", False))
     _check_filter(args.bpf)
     _check_plots_dir(getattr(args, "plots", None))
@@ -38,9 +38,9 @@ def handle(args, run) -> int:
                                                     measured=args.measured), preserve_index=False))
     o.commit()
     if args.plots:
-        figs = timing_figures(df)
-        figs["margin_cdf"] = margin_cdf(df).figure
-        for p in save_figures(figs, args.plots):
+        figs = plots.timing_figures(df)
+        figs["margin_cdf"] = plots.margin_cdf(df).figure
+        for p in plots.save_figures(figs, args.plots):
             run.note(f"wrote {p}")
     s = summary(df)
     if args.json:
