@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sys
 import tomllib
 from pathlib import Path
 
