@@ -6,7 +6,9 @@
         ...
 
 The names below are loaded on first use (PEP 562): `import httpanalyzer.cli` must not pay for
-numpy and pyarrow before it knows what the run needs (start-up is part of every run).
+numpy and pyarrow before it knows what the run needs (start-up is part of every run). So are
+the executors with consumer processes (EXECUTORS: `httpanalyzer.feeder`, `httpanalyzer.fanout`),
+which httpanalyzer.stream names through this package when a run chooses them.
 """
 import webtap  # noqa: F401  (first: it sets up the process before numpy is imported)
 
@@ -18,7 +20,15 @@ _WHERE = {"analyze": "httpanalyzer.stream", "analyze_tls": "httpanalyzer.tls",
           "COLUMNS": "webtap.records.http", "SCHEMA": "webtap.records.http"}
 
 
+#: the executors with consumer processes (multiprocessing, pyarrow): name -> module
+EXECUTORS = {"feeder": "httpanalyzer.feeder", "fanout": "httpanalyzer.fanout"}
+
+
 def __getattr__(name):
+    if name in EXECUTORS:
+        import importlib
+
+        return importlib.import_module(EXECUTORS[name])
     mod = _WHERE.get(name)
     if mod is None:
         raise AttributeError(f"module 'httpanalyzer' has no attribute {name!r}")

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from httpanalyzer.feeder import hash_eq1, hash_eq3
 from httpanalyzer.pairing import Pairer
@@ -38,8 +40,6 @@ __all__ = ["balance_table", "hash_histograms", "trace_messages", "balance_runs",
 def balance_table(balance: dict):
     """The paper's Table 3 as a DataFrame: per consumer, share (%) of the HTTP messages (the
     packets the feeder forwards) and of the transactions."""
-    import pandas as pd
-
     df = pd.DataFrame(balance["consumers"]).set_index("consumer")
     for col, share in (("messages", "messages_pct"), ("transactions", "transactions_pct"),
                        ("packet_bytes", "bytes_pct")):
@@ -93,8 +93,6 @@ def balance_runs(traces, consumers=(2, 4, 8), gc_timeout: float = 60.0) -> dict:
 def balance_summary(tables: dict):
     """The paper's Table 3 layout: one row per consumer, one column pair (messages %,
     transactions %) per N; NaN where a consumer does not exist for that N."""
-    import pandas as pd
-
     cols = {}
     for n, t in tables.items():
         cols[(f"N={n}", "messages %")] = t["messages_pct"]
@@ -178,8 +176,6 @@ def _pairs_of(msgs, trace_of, rec_batches) -> np.ndarray:
     """(request index, response index) of every paired record, by (trace, frame, kind) of the
     message's packet: the first message of that kind in the packet (a pipelined second one in
     the same segment maps to its first)."""
-    import pyarrow as pa
-
     tab = pa.Table.from_batches([b for b in rec_batches if b.num_rows]) if any(
         b.num_rows for b in rec_batches) else None
     if tab is None:
@@ -268,8 +264,6 @@ def strategy_table(mc: MessageCosts, runs: dict):
     and response at that consumer) and their share, the queue's largest depth and its mean and
     99th-percentile wait (µs); and per strategy `lost`: transactions whose request and response
     went to different consumers (no consumer can pair them: Eq. 3's point)."""
-    import pandas as pd
-
     rows = []
     req, resp = mc.pairs[:, 0], mc.pairs[:, 1]
     for s, (a, depth, wait) in runs.items():
@@ -298,8 +292,6 @@ def strategy_table(mc: MessageCosts, runs: dict):
 def depth_over_time(mc: MessageCosts, run, bins: int = 100, speedup: float = 1.0):
     """The largest queue depth per consumer in each of `bins` equal time bins (a DataFrame:
     bin start in s from the first message, one column per consumer)."""
-    import pandas as pd
-
     a, depth, _ = run
     t = _arrivals(mc.msgs, speedup)
     n = int(a.max()) + 1 if len(a) else 1

@@ -35,7 +35,7 @@ from httpanalyzer.compare_join import (CATEGORIES, FIELDS, compare_modes,  # noq
                                        join_transactions, tshark_transactions, webtap_transactions)
 from httpanalyzer.compare_report import Comparison, count_table, ks_distance  # noqa: F401
 from httpanalyzer.errors import TsharkError  # noqa: F401
-from httpanalyzer.plot import save_figures
+from webtap.figures import save_figures
 from httpanalyzer.stream import Summary
 from httpanalyzer.tshark import (MODES, NO_TIME, TSHARK_FIRST_PACKET, chunk_trace,  # noqa: F401
                                  tshark_explain, tshark_http, tshark_version)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from httpanalyzer.compare_exchanges import compare_exchanges, summary_lines
 from httpanalyzer.errors import TruthError
+from httpanalyzer import tls as tls_stage
 from httpanalyzer.tshark import AGG as _AGG, SEP as _SEP, TsharkError, run_fields
 from webtap import clikit
 from webtap.capture import open_trace
@@ -218,10 +219,8 @@ def _with_columns(df: pd.DataFrame, cols) -> pd.DataFrame:
 
 def compare_tls_trace(path: str, tshark: str = "tshark", gc_timeout: float = 60.0,
                       warnings: list | None = None) -> pd.DataFrame:
-    from httpanalyzer.tls import analyze_tls
-
     damage: list = []
-    w = _with_columns(webtap_hellos(analyze_tls(path, gc_timeout=gc_timeout, warnings=damage)),
+    w = _with_columns(webtap_hellos(tls_stage.analyze_tls(path, gc_timeout=gc_timeout, warnings=damage)),
                       _W_COLS)
     if warnings is not None:
         warnings.extend(damage)

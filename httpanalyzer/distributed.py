@@ -44,6 +44,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from httpanalyzer.errors import OverlappingTraces, WorkersLost
@@ -465,10 +466,13 @@ class DistributedResult:
 
     def read_pandas(self):
         """The dataset as one DataFrame (records.to_pandas dtypes; the partition column dropped)."""
-        import pyarrow.dataset as ds
-
-        t = ds.dataset(self.out_dir, format="parquet", partitioning="hive").to_table()
+        t = open_dataset(self.out_dir).to_table()
         return records.to_pandas(t.drop_columns(["chunk"]) if "chunk" in t.column_names else t)
+
+
+def open_dataset(path):
+    """The records dataset `run` wrote (Parquet, partitioned by chunk: hive)."""
+    return ds.dataset(path, format="parquet", partitioning="hive")
 
 
 # ------------------------------------------------------------------------------ scheduling

@@ -12,23 +12,19 @@ import time
 
 import numpy as np
 
+from webtap import records as kinds
 from webtap._ext.pairing import COUNTER_NAMES, PairingTable
 
 __all__ = ["Pairer", "COUNTER_NAMES"]
+
+# the HTTP record kind (webtap.records.http, pyarrow) is named through the record-kind table:
+# loaded on the first take() (or with headers), after the first packets
 
 #: the stream takes records out when this many wait, or when some waited TAKE_EVERY_S (so live
 #: runs stream): building an Arrow batch costs ~1 ms whatever its size, per capture batch that
 #: was a quarter of the benchmark's pairing-and-records time
 TAKE_RECORDS = 16384
 TAKE_EVERY_S = 0.25
-
-
-def _records():
-    """webtap.records.http (and pyarrow) on the first take(): a run reads its first packets
-    before any record exists."""
-    from webtap.records import http as records
-
-    return records
 
 
 class Pairer:
@@ -47,7 +43,7 @@ class Pairer:
             raise ValueError("gc_timeout must be > 0 seconds")
         self.headers = tuple(headers or ())
         if self.headers:
-            _records().header_column_names(self.headers)   # ValueError for a bad list
+            kinds.http.header_column_names(self.headers)   # ValueError for a bad list
         self.table = PairingTable(gc_timeout_ns=int(round(gc_timeout * 1e9)), max_pending=max_pending,
                                   max_per_key=max_per_key, initial_cells=initial_cells,
                                   arena_max_bytes=arena_max_bytes, headers=self.headers)
@@ -79,10 +75,10 @@ class Pairer:
         self._last_take = time.monotonic()
         if not self.table.records_waiting:
             if self._empty is None:
-                self._empty = _records().empty_batch(self.headers or None)
+                self._empty = kinds.http.empty_batch(self.headers or None)
             return self._empty
         recs, strings = self.table.take()
-        return _records().to_record_batch(recs, strings, self.headers)
+        return kinds.http.to_record_batch(recs, strings, self.headers)
 
     @property
     def pending(self) -> int:

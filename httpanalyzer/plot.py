@@ -1,4 +1,4 @@
-"""Figures of the analyzer's results as matplotlib figures (imported only when one is drawn).
+"""Figures of the analyzer's results as matplotlib figures (the plotting commands load this module).
 
 Every function returns a `matplotlib.figure.Figure` made without pyplot (no global state, nothing
 to close; `fig.savefig("x.png")` works on any machine, and a notebook with `%matplotlib inline`
@@ -16,15 +16,16 @@ shows it), with a title, axis labels with units and a legend:
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
+from httpanalyzer import analysis
 from webtap.figures import save_figures  # noqa: F401 (re-exported: plot.save_figures)
 
 
 def _figure(**kw):
     # no pyplot and no matplotlib.use(): a bare Figure renders through Agg when saved and is
     # shown by the notebook's inline backend, without switching anyone's backend
-    from matplotlib.figure import Figure
-
     return Figure(**kw)
 
 
@@ -32,8 +33,7 @@ def ccdf(samples: dict, title: str = "Response time CCDF"):
     """Log-log CCDF P(X >= x) of each sample (seconds; httpanalyzer.analysis.ccdf), from the
     fastest to the slowest transaction; values <= 0 cannot be drawn on a log axis and are left
     out of the curve (they still count in the KS distance and in n)."""
-    from httpanalyzer.analysis import ccdf as _ccdf
-
+    _ccdf = analysis.ccdf
     fig = _figure(figsize=(6.4, 4.2))
     ax = fig.add_subplot()
     for (label, x), style in zip(samples.items(), ("-", "--", ":", "-.")):
@@ -105,15 +105,13 @@ def url_length(lengths: dict, title: str = "URL length (CDF)"):
 
 def response_time_ccdf(df, title: str = "Response time CCDF"):
     """Log-log CCDF of the paired records' response times (s)."""
-    from httpanalyzer.analysis import response_times_s
-
+    response_times_s = analysis.response_times_s
     return ccdf({"paired transactions": response_times_s(df)}, title=title)
 
 
 def status_methods(df, top: int = 12):
     """Two bar charts: responses per status code and requests per method (log y)."""
-    from httpanalyzer.analysis import method_counts, status_counts
-
+    method_counts, status_counts = analysis.method_counts, analysis.status_counts
     fig = _figure(figsize=(10, 4.0))
     for k, (t, what, color) in enumerate(((status_counts(df), "status code", "C0"),
                                           (method_counts(df), "method", "C1"))):
@@ -149,8 +147,6 @@ def slowest(table, by: str = "host"):
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=7)
     if len(table) and (table["max_s"] > 0).any():
-        from matplotlib.ticker import NullFormatter
-
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("response time (s)")
@@ -191,8 +187,6 @@ def unmatched_over_time(table):
         ax.set_xlabel("time (s)")
         ax.plot([], [], label="no records")
         ax.legend(fontsize=8)
-    from matplotlib.ticker import MaxNLocator
-
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("unmatched records (count)")
     ax.set_title("Unmatched messages over time")
@@ -202,8 +196,6 @@ def unmatched_over_time(table):
 
 def analysis_figures(df, top: int = 10) -> dict:
     """name -> Figure for one set of records: what `httpanalyzer TRACE --plots DIR` writes."""
-    from httpanalyzer import analysis
-
     return {
         "response_time_ccdf": response_time_ccdf(df),
         "status_methods": status_methods(df),

@@ -19,14 +19,19 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+import httpanalyzer as executors
 from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.pairing import Pairer
+from webtap import records as kinds
 from webtap.pipeline import Pipeline, is_pipe
 from webtap.stream import Totals, merge_by_time
 
-# pyarrow (and webtap.records.http, which builds the schema with it) is imported where a
-# record batch is first made or handled, not here: a run reads its first packet before it has
-# any record, and start-up is part of every run.
+# pyarrow (webtap.records.http, which builds the schema with it, and webtap.records.httpcompute)
+# is loaded through the record-kind table (webtap.records) where a record batch is first made or
+# counted, not here: a run reads its first packet before it has any record, and start-up is
+# part of every run. The executors with consumer processes (httpanalyzer.feeder and
+# httpanalyzer.fanout: multiprocessing, pyarrow) come from the package's executor table
+# (httpanalyzer.EXECUTORS) when chosen (consumers >= 1).
 
 __all__ = ["analyze", "iter_record_batches", "Summary"]
 
@@ -102,16 +107,12 @@ class Summary:
             self.outcomes["paired"] += n_paired
             self.outcomes["unmatched"] += batch.num_rows - n_paired
             return
-        import pyarrow as pa
-        import pyarrow.compute as pc  # here: ~40 ms of import the plain stream does not need
+        # pyarrow.compute (~40 ms of import the plain stream does not need): webtap.records.httpcompute
+        counts, rt = kinds.httpcompute.tally(batch)
         for name, col in (("outcome", self.outcomes), ("status", self.status),
                           ("method", self.methods)):
-            vc = pc.value_counts(batch.column(name).drop_null())
-            for v, n in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
-                col[v] += n
-        final = pc.and_(batch.column("matched"), pc.invert(batch.column("interim")))
-        rt = pc.filter(batch.column("response_time"), final).cast(pa.int64())
-        self._rt.append(rt.to_numpy(zero_copy_only=False))
+            col.update(counts[name])
+        self._rt.append(rt)
 
     def response_time_percentiles(self, qs=(50, 90, 99, 99.9)) -> dict[float, float]:
         rt = np.concatenate(self._rt) if self._rt else np.empty(0, np.int64)
@@ -211,8 +212,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
         return
     dissector = None
     if consumers:
-        from httpanalyzer.feeder import FeederPairer, classify_packets
-
+        FeederPairer, classify_packets = executors.feeder.FeederPairer, executors.feeder.classify_packets
         pairer = FeederPairer(consumers, gc_timeout=gc_timeout, live=live,
                               **(feeder_options or {}), **table_options)
         # The paper's split: the reader walks each packet to TCP and the first payload bytes
@@ -294,10 +294,8 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     finally:
         stats.pairing = pairer.counters()
         if consumers:
-            from httpanalyzer.feeder import MESSAGE_COUNTERS
-
             dc = pairer.dissect_counters()
-            for k in MESSAGE_COUNTERS:
+            for k in executors.feeder.MESSAGE_COUNTERS:
                 stats.dissect[k] += dc[k]
             if feeder is not None:
                 feeder.update(pairer.balance())
@@ -308,8 +306,7 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
 
 def _fanout_batches(iface, consumers, bpf, gc_timeout, stats, feeder, max_packets, options,
                     table_options):
-    from httpanalyzer.fanout import iter_fanout_batches
-
+    iter_fanout_batches = executors.fanout.iter_fanout_batches
     totals = Totals()
     balance: dict = {}
     try:
@@ -338,25 +335,7 @@ def analyze(path_or_iface, bpf: str | None = None, gc_timeout: float = 60.0,
     batches = list(iter_record_batches(path_or_iface, bpf=bpf, gc_timeout=gc_timeout,
                                        summary=summary, live=live, consumers=consumers,
                                        feeder=feeder, **table_options))
-    import pyarrow as pa
-
-    from webtap.records import http as records
-
-    table = pa.Table.from_batches(batches, schema=records.schema_for(table_options.get("headers")))
+    table = kinds.httpcompute.table(batches, kinds.http.schema_for(table_options.get("headers")))
     if consumers:
-        table = _sort_by_time(table)
-    return records.to_pandas(table)
-
-
-def _sort_by_time(table: pa.Table) -> pa.Table:
-    """Records from several consumers in one order: request time (response time when there is
-    no request), then response time, then packet index."""
-    if table.num_rows == 0:
-        return table
-    import pyarrow.compute as pc
-
-    t = pc.coalesce(table.column("request_ts"), table.column("response_ts"))
-    keyed = table.append_column("_t", t)
-    keyed = keyed.sort_by([("_t", "ascending"), ("response_ts", "ascending"),
-                           ("request_frame", "ascending"), ("response_frame", "ascending")])
-    return keyed.drop_columns(["_t"])
+        table = kinds.httpcompute.sort_by_time(table)
+    return kinds.http.to_pandas(table)

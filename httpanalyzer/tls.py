@@ -17,7 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from httpanalyzer.plot import save_figures
+from webtap.figures import save_figures
 from webtap import clikit
 from webtap._ext.dissect import dissect_batch
 from webtap._ext.exchange import ExchangeTable, sizeof_exchange_record

@@ -20,6 +20,7 @@ here return 0-based indices.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 import ipaddress
 import os
 import re
@@ -246,8 +247,6 @@ def _parse_http_rows(rows: list[dict], offset: int, chunk: int) -> pd.DataFrame:
 def _map_jobs(fn, items, jobs):
     if jobs <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=jobs) as ex:     # each task is one tshark process
         return list(ex.map(fn, items))
 

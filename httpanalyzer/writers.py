@@ -12,10 +12,12 @@ characters); :func:`read_lines` reads a file back and undoes the escaping.
 """
 from __future__ import annotations
 
+from webtap import records as kinds
 from webtap import writers as _w
 from webtap._ext.textout import seconds_text
 
-# pyarrow and the record schema are imported by the functions that use them: the CLI imports
+# pyarrow and the record schema (through the record-kind table webtap.records) are loaded by the
+# functions that use them: the CLI imports
 # this module before the first packet, and a run that ends before its first record (or a
 # header-only trace) needs neither (start-up, issue 21).
 
@@ -34,9 +36,7 @@ def line_view(batch):
     the times (timestamps, durations in ns) as decimal seconds with 9 decimals, integers as
     decimal text. Chosen headers (--headers: request_<name>, response_<name>, the two
     *_headers_incomplete flags) follow as fields 14 and on, never dropped (issue 30)."""
-    from webtap.records.http import SCHEMA
-
-    base = set(SCHEMA.names)
+    base = set(kinds.http.SCHEMA.names)
     extra = [n for n in batch.schema.names if n not in base and n.startswith(("request_", "response_"))]
     return batch.select(list(LINE_FIELDS) + extra)
 

@@ -26,6 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from urlfilter.policy import Policy
+from urlfilter.store import UrlManager
+from urlfilter.tree import UrlTree
+from urlfilter.urlstore import BASE_MAGIC, UrlStore
 from webtap._ext import dissect as _dissect
 from webtap._ext import urlmatch as _um
 from webtap.dissect import dissect
@@ -113,9 +116,6 @@ class Blacklist:
 def _load_snapshot(p: Path):
     """A snapshot file mapped read-only: the URL store's (WTURLB, issue 35) or an older bare
     tree's (WTAVL); each loader refuses other versions with a clear error."""
-    from urlfilter.tree import UrlTree
-    from urlfilter.urlstore import BASE_MAGIC, UrlStore
-
     with open(p, "rb") as f:
         magic = f.read(8)
     return (UrlStore if magic[:5] == BASE_MAGIC[:5] else UrlTree).load(p)
@@ -123,8 +123,6 @@ def _load_snapshot(p: Path):
 
 def load_blacklist(path: str | os.PathLike) -> Blacklist:
     """A store made with ``urlfilter --db DB import ...`` or a snapshot file (DB.tree)."""
-    from urlfilter.store import UrlManager
-
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no blacklist at {p}")

@@ -12,8 +12,12 @@ units, legend), except `margin_cdf`, which draws on given (or new pyplot) axes:
 """
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
+from urlfilter import measure
 from webtap.figures import save_figures  # noqa: F401 (re-exported: plot.save_figures)
 
 __all__ = ["margin_cdf", "compression", "latency", "hits_by_category", "match_time", "timing",
@@ -21,18 +25,15 @@ __all__ = ["margin_cdf", "compression", "latency", "hits_by_category", "match_ti
 
 
 def _figure(**kw):
-    from matplotlib.figure import Figure
-
     return Figure(**kw)
 
 
 def margin_cdf(df, ax=None, path=None, label: str | None = None):
     """Empirical CDF of margin_ns (in ms) over the connections with a verdict; the filter wins
     right of the dashed zero line. Returns the matplotlib Axes; saves to `path` when given."""
-    import matplotlib
-
     if ax is None and path is not None:
         matplotlib.use("Agg")
+    # pyplot here, not at the top: importing it settles the backend, which must be chosen first
     import matplotlib.pyplot as plt
 
     m = np.sort(df["margin_ns"].dropna().to_numpy(dtype=float)) / 1e6
@@ -127,8 +128,6 @@ def hits_by_category(table, gets: int | None = None):
         ax.set_xlim(0, 1)
         ax.text(0.5, 0.5, "no hits", transform=ax.transAxes, ha="center", va="center",
                 fontsize=11, color="0.3")
-    from matplotlib.ticker import MaxNLocator
-
     ax.set_ylim(-0.6, max(len(table), 1) + 0.5)          # the top row left free for the legend
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yticks(y)
@@ -213,8 +212,7 @@ def lookups_title(df) -> str:
 
 def scan_figures(records) -> dict:
     """name -> Figure for a filter pass: what `urlfilter scan --plots DIR` writes."""
-    from urlfilter.measure import hits_by_category as hbc
-
+    hbc = measure.hits_by_category
     df = records.to_pandas() if hasattr(records, "to_pandas") else records
     return {"hits_by_category": hits_by_category(hbc(df), gets=lookups_title(df)),
             "match_time": match_time(df)}

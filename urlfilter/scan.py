@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 
 from urlfilter.analyzer import Blacklist, UrlAnalyzer, load_blacklist
 from webtap.capture import Batch, write_pcap
@@ -115,9 +117,6 @@ def write_records(table: pa.Table, path: str | os.PathLike) -> None:
     """CSV or Parquet by the file's suffix."""
     p = str(path)
     if p.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
         pq.write_table(table.replace_schema_metadata(with_pandas_metadata(table.schema).metadata), p)
     else:
-        import pyarrow.csv as pcsv
         pcsv.write_csv(table, p)

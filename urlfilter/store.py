@@ -37,6 +37,7 @@ import numpy as np
 
 from urlfilter import canon
 from urlfilter.errors import InvalidUrl, StoreError
+from urlfilter.paths import default_db_path
 from urlfilter.urlstore import UrlStore, build_store
 
 __all__ = ["Store", "UrlManager", "Period", "default_db_path"]
@@ -99,11 +100,6 @@ CREATE TABLE IF NOT EXISTS rules(      -- the rules across layers (issue 34), in
     source TEXT,                       -- "FILE:LINE" or "cli"
     added_at INTEGER NOT NULL);
 """
-
-
-def default_db_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "webtap" / "urlfilter.db"
 
 
 @dataclass(frozen=True)

@@ -9,5 +9,19 @@ units and null conventions) and the function that turns the C stage's buffers in
 
 Frame numbers are tshark's 1-based frame.number in every kind (docs/CLI.md "Frame numbers").
 This package imports nothing itself: `webtap.records.message` must stay cheap (numpy only),
-the others import pyarrow.
+the others import pyarrow. A stage that builds records names its kind through the package
+(`from webtap import records as kinds`, then `kinds.http`): the kind's module (and pyarrow) is
+loaded by `__getattr__` below when the first record is built, so that a run that ends before
+its first record (a header-only trace, `--help`) never loads it. This table and the commands'
+registries (the cli.py modules) are where the project loads lazily (issue 29).
 """
+import importlib
+
+#: the record kinds (and their helpers) a stage may name before any record exists
+KINDS = ("message", "http", "httpcompute", "tls", "exchange", "urlhit", "columns")
+
+
+def __getattr__(name):           # PEP 562: `kinds.http` loads webtap.records.http when first used
+    if name not in KINDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module(f"{__name__}.{name}")
