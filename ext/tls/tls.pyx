@@ -156,6 +156,25 @@ cdef enum:
     W_SALPN = 64
     W_SEXTS = 256
     JA3_CAP = 6 * 32768 * 2 + 64
+    W_CH_TEXT = W_SNI + W_ALPN + W_VERS + W_CIPHERS + W_EXTS + W_GROUPS + W_KS
+
+# A hello's text fields, one after another in one buffer (ChPart.text / ShPart.text, lengths
+# in tl[]): while the hello is offered, the table's scratch (htext); while it waits, a buffer
+# kept with its pending entry's slot (TlsTable.ptext), of the bytes used only. Each field is
+# clipped to its width W_* as it is written (the record's text_clipped).
+cdef enum:
+    CT_SNI = 0
+    CT_ALPN                     # comma-joined protocol names
+    CT_VERS                     # supported_versions as 0x0304,... (wire order, GREASE kept)
+    CT_CIPHERS                  # 0x1301,... wire order, GREASE kept
+    CT_EXTS                     # extension types, decimal, wire order, GREASE kept
+    CT_GROUPS                   # supported_groups 0x001d,...
+    CT_KS                       # key_share groups 0x11ec,...
+    CT_N
+cdef enum:
+    ST_ALPN = 0
+    ST_EXTS
+    ST_N
 
 ctypedef struct ChPart:
     int64_t ts_ns               # capture time of the ClientHello's first segment
@@ -170,13 +189,8 @@ ctypedef struct ChPart:
     uint16_t n_exts
     uint8_t status              # TLS_* parse result
     uint8_t clipped             # 1: some text was clipped to its width
-    char sni[W_SNI]
-    char alpn[W_ALPN]           # comma-joined protocol names
-    char versions[W_VERS]       # supported_versions as 0x0304,... (wire order, GREASE kept)
-    char ciphers[W_CIPHERS]     # 0x1301,... wire order, GREASE kept
-    char exts[W_EXTS]           # extension types, decimal, wire order, GREASE kept
-    char groups[W_GROUPS]       # supported_groups 0x001d,...
-    char key_share[W_KS]        # key_share groups 0x11ec,...
+    uint16_t tl[<int>CT_N]      # lengths of the text fields CT_* (no NUL)
+    const char *text            # the fields, one after another (see CT_*)
     char ja3[33]
     char ja4[37]
 
@@ -193,8 +207,8 @@ ctypedef struct ShPart:
     uint16_t group              # key_share group the server chose (TLS 1.3; 0: none)
     uint8_t status
     uint8_t clipped
-    char alpn[W_SALPN]
-    char exts[W_SEXTS]
+    uint16_t tl[<int>ST_N]      # lengths of the text fields ST_* (alpn, extension types)
+    const char *text
     char ja3s[33]
 
 # The encapsulation of a hello's packet (ext/walk/l34.pxd; the HTTP records' columns of the same names)
@@ -208,8 +222,6 @@ ctypedef struct TEnc:
 ctypedef struct TlsRecord:
     uint8_t client_ip[16]
     uint8_t server_ip[16]
-    char client_ip_text[W_IP]
-    char server_ip_text[W_IP]
     uint16_t client_port
     uint16_t server_port
     uint16_t vlan
@@ -224,8 +236,6 @@ ctypedef struct TlsRecord:
     # added at the end: of the ClientHello's (first) packet, the ServerHello's without one;
     # QUIC: of the connection's first Initial
     TEnc enc
-    char outer_src_text[W_IP]
-    char outer_dst_text[W_IP]
 
 # An emitted record's numeric part (httpanalyzer.tls.TLS_OUT_DTYPE mirrors it; a test compares
 # the layout). Its text leaves in Arrow-layout columns (ext/out/colbuild.h), one value per record:
@@ -729,8 +739,11 @@ cdef class TlsTable:
     reassembles split hellos (bounded), pairs ClientHello <-> ServerHello by the paper's Eq. 2
     rule (reversed 4-tuple, ServerHello SEQ == ClientHello ACK) and emits handshake records.
 
-    Memory bound: max_pending waiting hellos (one Pend, ~3.3 KB, each) plus max_reassembly split
-    hellos (each at most HS_STREAM_CAP = 32 KiB of stream bytes, ext/tls/hellostream.h).
+    Memory bound: max_pending waiting hellos (one Pend, ~300 bytes, each, and its slot's kept
+    text: the bytes its text fields use, at most W_CH_TEXT = 2,560; a few hundred for a usual
+    ClientHello) plus max_reassembly split hellos (each at most HS_STREAM_CAP = 32 KiB of stream
+    bytes, ext/tls/hellostream.h). A waiting hello's text was a fixed-width copy of every field
+    (3.3 KB per hello, cleared and copied whole each time one was offered).
     """
     # the pending hellos' index (ext/pair/pendtable.pxd) and a typed alias of its pool, refreshed
     # after pt_alloc (_alloc), the only call that moves it
@@ -755,6 +768,10 @@ cdef class TlsTable:
     cdef wt_u16list ucol[<int>UC_N]
     cdef uint64_t cnt[<int>TC_N]
     cdef uint8_t *scratch
+    cdef char *htext            # the text fields of the hello being offered (W_CH_TEXT bytes)
+    cdef char **ptext           # per pool slot: the kept text of the hello waiting there
+    cdef uint32_t *ptcap        # its bytes allocated
+    cdef int32_t nptext         # slots those two arrays cover
     cdef uint16_t *s16
     cdef char *text
     cdef char *ja3buf
@@ -797,6 +814,7 @@ cdef class TlsTable:
         self.nrcells = 1 << 12
         self.rcells = <int32_t *>malloc(self.nrcells * sizeof(int32_t))
         self.scratch = <uint8_t *>malloc(TLS_HELLO_CAP)
+        self.htext = <char *>malloc(W_CH_TEXT)
         self.s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
         self.text = <char *>malloc(6 * 32768 + 16)
         self.ja3buf = <char *>malloc(JA3_CAP)
@@ -831,7 +849,7 @@ cdef class TlsTable:
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         if self.q == NULL or self.qplain == NULL or self.qhdr == NULL or self.qframes == NULL:
             raise MemoryError()
-        if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL
+        if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL or self.htext == NULL
                 or self.text == NULL or self.ja3buf == NULL):
             raise MemoryError()
         for i in range(self.nrcells):
@@ -856,6 +874,12 @@ cdef class TlsTable:
                 free(self.rpool[i].buf)
         pt_release_all(&self.ix)
         self.pool = NULL
+        if self.ptext != NULL:
+            for i in range(self.nptext):
+                free(self.ptext[i])
+        free(self.ptext)
+        free(self.ptcap)
+        free(self.htext)
         free(self.rpool)
         free(self.rcells)
         free(self.recs)
@@ -885,6 +909,9 @@ cdef class TlsTable:
         cdef char ip[WT_IP_TEXT]
         cdef char v[8]
         cdef size_t n
+        cdef int f
+        cdef const char *t
+        cdef const char *ft[<int>CT_N]
         cdef bint ch_ok = r.has_ch and r.ch.status == TLS_OK
         cdef bint sh_ok = r.has_sh and r.sh.status == TLS_OK
         cdef int bad = 0
@@ -939,21 +966,25 @@ cdef class TlsTable:
             bad |= wt_strcol_push(&self.scol[<int>SC_OUTER_SRC], NULL, 0)
             bad |= wt_strcol_push(&self.scol[<int>SC_OUTER_DST], NULL, 0)
         if ch_ok:
-            bad |= wt_strcol_push(&self.scol[<int>SC_SNI], r.ch.sni, strnlen(r.ch.sni, W_SNI))
+            t = r.ch.text
+            for f in range(<int>CT_N):
+                ft[f] = t
+                t += r.ch.tl[f]
+            bad |= wt_strcol_push(&self.scol[<int>SC_SNI], ft[<int>CT_SNI], r.ch.tl[<int>CT_SNI])
             bad |= wt_strcol_push(&self.scol[<int>SC_JA3], r.ch.ja3, strnlen(r.ch.ja3, 33))
             bad |= wt_strcol_push(&self.scol[<int>SC_JA4], r.ch.ja4, strnlen(r.ch.ja4, 37))
-            bad |= wt_strlist_push_split(&self.lcol[<int>LC_ALPN], r.ch.alpn, strnlen(r.ch.alpn, W_ALPN), 44)
-            n = strnlen(r.ch.versions, W_VERS)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_ALPN], ft[<int>CT_ALPN], r.ch.tl[<int>CT_ALPN], 44)
+            n = r.ch.tl[<int>CT_VERS]
             if n:
-                bad |= wt_strlist_push_split(&self.lcol[<int>LC_VERSIONS], r.ch.versions, n, 44)
+                bad |= wt_strlist_push_split(&self.lcol[<int>LC_VERSIONS], ft[<int>CT_VERS], n, 44)
             else:
                 # no supported_versions extension: the legacy version is the one offered
                 _hex16(r.ch.legacy_version, v)
                 bad |= wt_strlist_push_split(&self.lcol[<int>LC_VERSIONS], v, 6, 44)
-            bad |= wt_strlist_push_split(&self.lcol[<int>LC_CIPHERS], r.ch.ciphers, strnlen(r.ch.ciphers, W_CIPHERS), 44)
-            bad |= wt_strlist_push_split(&self.lcol[<int>LC_GROUPS], r.ch.groups, strnlen(r.ch.groups, W_GROUPS), 44)
-            bad |= wt_strlist_push_split(&self.lcol[<int>LC_KEY_SHARE], r.ch.key_share, strnlen(r.ch.key_share, W_KS), 44)
-            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_EXTS], r.ch.exts, strnlen(r.ch.exts, W_EXTS), 44)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_CIPHERS], ft[<int>CT_CIPHERS], r.ch.tl[<int>CT_CIPHERS], 44)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_GROUPS], ft[<int>CT_GROUPS], r.ch.tl[<int>CT_GROUPS], 44)
+            bad |= wt_strlist_push_split(&self.lcol[<int>LC_KEY_SHARE], ft[<int>CT_KS], r.ch.tl[<int>CT_KS], 44)
+            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_EXTS], ft[<int>CT_EXTS], r.ch.tl[<int>CT_EXTS], 44)
         else:
             bad |= wt_strcol_push(&self.scol[<int>SC_SNI], NULL, 0)
             bad |= wt_strcol_push(&self.scol[<int>SC_JA3], NULL, 0)
@@ -963,8 +994,9 @@ cdef class TlsTable:
             bad |= wt_u16list_push_dec(&self.ucol[<int>UC_EXTS], NULL, 0, 44)
         if sh_ok:
             bad |= wt_strcol_push(&self.scol[<int>SC_JA3S], r.sh.ja3s, strnlen(r.sh.ja3s, 33))
-            bad |= wt_strcol_push(&self.scol[<int>SC_SERVER_ALPN], r.sh.alpn, strnlen(r.sh.alpn, W_SALPN))
-            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_SEXTS], r.sh.exts, strnlen(r.sh.exts, W_SEXTS), 44)
+            bad |= wt_strcol_push(&self.scol[<int>SC_SERVER_ALPN], r.sh.text, r.sh.tl[<int>ST_ALPN])
+            bad |= wt_u16list_push_dec(&self.ucol[<int>UC_SEXTS], r.sh.text + r.sh.tl[<int>ST_ALPN],
+                                       r.sh.tl[<int>ST_EXTS], 44)
         else:
             bad |= wt_strcol_push(&self.scol[<int>SC_JA3S], NULL, 0)
             bad |= wt_strcol_push(&self.scol[<int>SC_SERVER_ALPN], NULL, 0)
@@ -1002,7 +1034,45 @@ cdef class TlsTable:
             self._evict_head(TR_CAP)
         i = pt_alloc(&self.ix)
         self.pool = <Pend *>self.ix.pool
+        if i >= 0 and self.ix.pool_cap > self.nptext:
+            self._grow_ptext(self.ix.pool_cap)
         return i
+
+    cdef int _grow_ptext(self, int32_t n) except -1 nogil:
+        """Room for the text buffers of n pool slots (the new ones empty)."""
+        cdef char **p = <char **>realloc(self.ptext, n * sizeof(char *))
+        cdef uint32_t *c
+        if p == NULL:
+            with gil:
+                raise MemoryError()
+        self.ptext = p
+        c = <uint32_t *>realloc(self.ptcap, n * sizeof(uint32_t))
+        if c == NULL:
+            with gil:
+                raise MemoryError()
+        self.ptcap = c
+        memset(self.ptext + self.nptext, 0, (n - self.nptext) * sizeof(char *))
+        memset(self.ptcap + self.nptext, 0, (n - self.nptext) * sizeof(uint32_t))
+        self.nptext = n
+        return 0
+
+    cdef const char *_keep_text(self, int32_t i, const char *text, const uint16_t *tl,
+                                int nf) except NULL nogil:
+        """A waiting hello's text fields (nf lengths tl) copied into slot i's kept buffer,
+        grown to the largest text the slot has held (at most W_CH_TEXT bytes)."""
+        cdef uint32_t total = 1, f
+        cdef char *b
+        for f in range(<uint32_t>nf):
+            total += tl[f]
+        if total > self.ptcap[i]:
+            b = <char *>realloc(self.ptext[i], total)
+            if b == NULL:
+                with gil:
+                    raise MemoryError()
+            self.ptext[i] = b
+            self.ptcap[i] = total
+        memcpy(self.ptext[i], text, total - 1)
+        return self.ptext[i]
 
     cdef int _offer(self, TlsRecord *r, uint8_t side, uint32_t key) except -1 nogil:
         """A parsed hello (its part of r filled): pair it with a waiting counterpart or wait."""
@@ -1018,8 +1088,9 @@ cdef class TlsTable:
                     and e.r.ip_version == r.ip_version and same_ip(e.r.client_ip, r.client_ip)
                     and same_ip(e.r.server_ip, r.server_ip)):
                 if e.side != side:
-                    # completed in its pool entry (no 4.4 KB copy out): a freed entry's record
-                    # stays intact until the next pt_alloc, and _emit allocates none
+                    # completed in its pool entry: a freed entry's record (and its slot's text)
+                    # stays intact until the next pt_alloc, and _emit allocates none; the
+                    # arriving hello's text is still in the scratch
                     if side == 1:
                         memcpy(&e.r.ch, &r.ch, sizeof(ChPart))
                         memcpy(&e.r.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
@@ -1037,6 +1108,11 @@ cdef class TlsTable:
         i = self._alloc()
         e = &self.pool[i]
         memcpy(&e.r, r, sizeof(TlsRecord))
+        # its text (the scratch's, for now) into its slot's kept buffer: the bytes used only
+        if side == 1:
+            e.r.ch.text = self._keep_text(i, r.ch.text, r.ch.tl, <int>CT_N)
+        else:
+            e.r.sh.text = self._keep_text(i, r.sh.text, r.sh.tl, <int>ST_N)
         e.key = key
         e.side = side
         # at the chain's tail: the oldest same-key hello is found first
@@ -1462,6 +1538,7 @@ cdef class TlsTable:
         cdef TlsRecord r
         cdef uint16_t ks[64]
         cdef uint32_t nk, k, o, jl
+        cdef char *t
         cdef ChPart *c
         cdef ShPart *s
         self._side_record(&r, src, sport, dst, dport, ipv, vlan, enc, h.hs_type)
@@ -1482,15 +1559,22 @@ cdef class TlsTable:
             c.n_ciphers = <uint16_t>(h.ciphers.len // (3 if h.flags & TLSF_SSLV2 else 2))
             c.n_exts = h.n_exts
             c.status = TLS_OK
-            _text(msg + h.sni.off, h.sni.len, c.sni, 0, W_SNI, &c.clipped)
-            _alpn_text(msg, h.alpn, c.alpn, W_ALPN, &c.clipped)
-            _hex_list(msg, h.versions, 2, c.versions, W_VERS, &c.clipped)
-            if h.flags & TLSF_SSLV2:
-                _hex_list(msg, h.ciphers, 3, c.ciphers, W_CIPHERS, &c.clipped)
-            else:
-                _hex_list(msg, h.ciphers, 2, c.ciphers, W_CIPHERS, &c.clipped)
-            _ext_text(msg, h, c.exts, W_EXTS, &c.clipped)
-            _hex_list(msg, h.groups, 2, c.groups, W_GROUPS, &c.clipped)
+            # the text fields into the scratch, one after another (CT_*), each to its width
+            t = self.htext
+            c.text = t
+            c.tl[<int>CT_SNI] = <uint16_t>_text(msg + h.sni.off, h.sni.len, t, 0, W_SNI, &c.clipped)
+            t += c.tl[<int>CT_SNI]
+            c.tl[<int>CT_ALPN] = <uint16_t>_alpn_text(msg, h.alpn, t, W_ALPN, &c.clipped)
+            t += c.tl[<int>CT_ALPN]
+            c.tl[<int>CT_VERS] = <uint16_t>_hex_list(msg, h.versions, 2, t, W_VERS, &c.clipped)
+            t += c.tl[<int>CT_VERS]
+            c.tl[<int>CT_CIPHERS] = <uint16_t>_hex_list(msg, h.ciphers, 3 if h.flags & TLSF_SSLV2 else 2,
+                                                        t, W_CIPHERS, &c.clipped)
+            t += c.tl[<int>CT_CIPHERS]
+            c.tl[<int>CT_EXTS] = <uint16_t>_ext_text(msg, h, t, W_EXTS, &c.clipped)
+            t += c.tl[<int>CT_EXTS]
+            c.tl[<int>CT_GROUPS] = <uint16_t>_hex_list(msg, h.groups, 2, t, W_GROUPS, &c.clipped)
+            t += c.tl[<int>CT_GROUPS]
             nk = tls_key_share_groups(msg, h, ks, 64)
             o = 0
             for k in range(nk):
@@ -1498,11 +1582,12 @@ cdef class TlsTable:
                     c.clipped = 1
                     break
                 if k:
-                    c.key_share[o] = 44
+                    t[o] = 44
                     o += 1
-                _hex16(ks[k], c.key_share + o)
+                _hex16(ks[k], t + o)
                 o += 6
-            c.key_share[o] = 0
+            t[o] = 0
+            c.tl[<int>CT_KS] = <uint16_t>o
             jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
             if jl:
                 tls_md5_hex(self.ja3buf, jl, c.ja3)
@@ -1524,8 +1609,10 @@ cdef class TlsTable:
         s.flags = h.flags
         s.segments = segs
         s.status = TLS_OK
-        _alpn_text(msg, h.alpn, s.alpn, W_SALPN, &s.clipped)
-        _ext_text(msg, h, s.exts, W_SEXTS, &s.clipped)
+        s.text = self.htext
+        s.tl[<int>ST_ALPN] = <uint16_t>_alpn_text(msg, h.alpn, self.htext, W_SALPN, &s.clipped)
+        s.tl[<int>ST_EXTS] = <uint16_t>_ext_text(msg, h, self.htext + s.tl[<int>ST_ALPN], W_SEXTS,
+                                                 &s.clipped)
         jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
         if jl:
             tls_md5_hex(self.ja3buf, jl, s.ja3s)
