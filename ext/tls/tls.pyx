@@ -1074,37 +1074,59 @@ cdef class TlsTable:
         memcpy(self.ptext[i], text, total - 1)
         return self.ptext[i]
 
-    cdef int _offer(self, TlsRecord *r, uint8_t side, uint32_t key) except -1 nogil:
-        """A parsed hello (its part of r filled): pair it with a waiting counterpart or wait."""
-        cdef uint32_t hv = eq2_hash(r.client_ip, r.client_port, r.server_ip, r.server_port, key,
-                                    r.ip_version)
-        cdef int32_t j, i
+    cdef int32_t _match(self, const TlsRecord *r, uint32_t key, uint32_t *hv) noexcept nogil:
+        """The first waiting hello of r's connection under this key (the oldest: chains keep
+        arrival order), -1 if none; *hv: the key's cell value (Eq. 2 with its halves folded)."""
+        cdef int32_t j
         cdef Pend *e
-        hv ^= hv >> 16                    # this table's cell value: Eq. 2 with its halves folded
-        j = pt_first(&self.ix, pt_cell(&self.ix, hv))
+        hv[0] = eq2_hash(r.client_ip, r.client_port, r.server_ip, r.server_port, key, r.ip_version)
+        hv[0] ^= hv[0] >> 16
+        j = pt_first(&self.ix, pt_cell(&self.ix, hv[0]))
         while j != -1:
             e = &self.pool[j]
             if (e.key == key and e.r.client_port == r.client_port and e.r.server_port == r.server_port
                     and e.r.ip_version == r.ip_version and same_ip(e.r.client_ip, r.client_ip)
                     and same_ip(e.r.server_ip, r.server_ip)):
-                if e.side != side:
-                    # completed in its pool entry: a freed entry's record (and its slot's text)
-                    # stays intact until the next pt_alloc, and _emit allocates none; the
-                    # arriving hello's text is still in the scratch
-                    if side == 1:
-                        memcpy(&e.r.ch, &r.ch, sizeof(ChPart))
-                        memcpy(&e.r.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
-                        e.r.has_ch = 1
-                    else:
-                        memcpy(&e.r.sh, &r.sh, sizeof(ShPart))
-                        e.r.has_sh = 1
-                    pt_unlink(&self.ix, j)
-                    pt_free(&self.ix, j)
-                    self._emit(&e.r, TR_NONE)
-                    return 0
-                self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
-                return 0
+                return j
             j = e.links.next
+        return -1
+
+    cdef bint _repeated(self, const TlsRecord *r, uint8_t side, uint32_t key) noexcept nogil:
+        """Whether a hello of this side and key already waits for this connection (_offer would
+        drop this one as a repeat, a retransmission): counted here, before its text and
+        fingerprints are made for nothing."""
+        cdef uint32_t hv
+        cdef int32_t j = self._match(r, key, &hv)
+        if j != -1 and self.pool[j].side == side:
+            self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
+            return True
+        return False
+
+    cdef int _offer(self, TlsRecord *r, uint8_t side, uint32_t key) except -1 nogil:
+        """A parsed hello (its part of r filled): pair it with a waiting counterpart or wait."""
+        cdef uint32_t hv
+        cdef int32_t j = self._match(r, key, &hv), i
+        cdef Pend *e
+        if j != -1:
+            e = &self.pool[j]
+            if e.side != side:
+                # completed in its pool entry: a freed entry's record (and its slot's text)
+                # stays intact until the next pt_alloc, and _emit allocates none; the
+                # arriving hello's text is still in the scratch
+                if side == 1:
+                    memcpy(&e.r.ch, &r.ch, sizeof(ChPart))
+                    memcpy(&e.r.enc, &r.enc, sizeof(TEnc))   # the ClientHello's packet's
+                    e.r.has_ch = 1
+                else:
+                    memcpy(&e.r.sh, &r.sh, sizeof(ShPart))
+                    e.r.has_sh = 1
+                pt_unlink(&self.ix, j)
+                pt_free(&self.ix, j)
+                self._emit(&e.r, TR_NONE)
+                return 0
+            # a repeat (_hello drops those before this, through _repeated)
+            self.cnt[<int>(TC_CH_REPEAT if side == 1 else TC_SH_REPEAT)] += 1
+            return 0
         i = self._alloc()
         e = &self.pool[i]
         memcpy(&e.r, r, sizeof(TlsRecord))
@@ -1547,6 +1569,8 @@ cdef class TlsTable:
             self.cnt[<int>TC_SPLIT_HELLO] += 1
         if h.hs_type == 1:
             self.cnt[<int>TC_CLIENT_HELLO] += 1
+            if self._repeated(&r, 1, ack):
+                return 0
             c = &r.ch
             c.ts_ns = ts
             c.pkt = pkt
@@ -1597,6 +1621,8 @@ cdef class TlsTable:
         self.cnt[<int>TC_SERVER_HELLO] += 1
         if h.flags & TLSF_HRR:
             self.cnt[<int>TC_HRR] += 1
+        if self._repeated(&r, 2, seq):
+            return 0
         s = &r.sh
         s.ts_ns = ts
         s.pkt = pkt

@@ -85,3 +85,27 @@ def test_waiting_hellos_keep_their_text_whichever_side_waits(tmp_path):
     cols = ["sni", "ja3", "ja4", "ja3s", "server_alpn"]
     assert df.iloc[1][cols].tolist() == df.iloc[3][cols].tolist()
     assert df.iloc[0][cols[:3]].tolist() == df.iloc[2][cols[:3]].tolist()
+
+
+def test_a_repeated_hello_is_dropped_before_its_text_and_the_waiting_one_is_kept(tmp_path):
+    """A retransmitted hello of the side that waits is counted as a repeat and dropped (its text
+    and fingerprints are not made: ext/tls/tls.pyx _repeated); the record keeps the first one's."""
+    ch = _client_hello(b"c.example", [0x1301])
+    sh1, sh2 = _server_hello(b"h2"), _server_hello(b"http/1.1")   # same SEQ: a repeat by Eq. 2
+    cseq, sseq, t = 1000, 5000, 1_700_000_000_000_000_000
+    ack = cseq + len(hb.records(ch))
+    pk = [hb.tcp_packet("10.0.0.2", "10.0.0.1", 443, 40000, sseq, ack, hb.records(sh1)),
+          hb.tcp_packet("10.0.0.2", "10.0.0.1", 443, 40000, sseq, ack, hb.records(sh2)),
+          hb.tcp_packet("10.0.0.1", "10.0.0.2", 40000, 443, cseq, sseq, hb.records(ch)),
+          hb.tcp_packet("10.0.0.1", "10.0.0.2", 40000, 443, cseq, sseq, hb.records(ch))]
+    p = tmp_path / "r.pcap"
+    p.write_bytes(pcap([(t + i * 1_000_000, x) for i, x in enumerate(pk)]))
+    c = {}
+    df = analyze_tls(str(p), counters=c)
+    assert c["server_hello_repeat"] == 1 and c["client_hello_repeat"] == 0
+    assert c["server_hello"] == 2 and c["client_hello"] == 2 and c["paired"] == 1
+    assert len(df) == 2 and list(df.matched) == [True, False]
+    r = df.iloc[0]
+    assert r.server_alpn == "h2" and r.sni == "c.example" and r.response_frame == 1
+    assert list(r.ciphers) == ["0x1301"] and r.request_frame == 3
+    assert df.iloc[1].sni == "c.example" and df.iloc[1].unmatched_reason == "end"
