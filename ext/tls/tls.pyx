@@ -739,7 +739,7 @@ cdef class TlsTable:
     reassembles split hellos (bounded), pairs ClientHello <-> ServerHello by the paper's Eq. 2
     rule (reversed 4-tuple, ServerHello SEQ == ClientHello ACK) and emits handshake records.
 
-    Memory bound: max_pending waiting hellos (one Pend, ~300 bytes, each, and its slot's kept
+    Memory bound: max_pending waiting hellos (one Pend, 360 bytes, each, and its slot's kept
     text: the bytes its text fields use, at most W_CH_TEXT = 2,560; a few hundred for a usual
     ClientHello) plus max_reassembly split hellos (each at most HS_STREAM_CAP = 32 KiB of stream
     bytes, ext/tls/hellostream.h). A waiting hello's text was a fixed-width copy of every field
