@@ -15,7 +15,7 @@ TRACES = ["ja4/tls-handshake.pcapng", "ja4/ipv6.pcapng",
           "httpreplay/2019-05-01-airfrance-fr-traffic.pcap"]
 
 
-def _parts(path, every):
+def _parts(path, every, ordered=False):
     from httpanalyzer.tls import TlsRun
     from webtap.capture import open_trace
 
@@ -25,9 +25,9 @@ def _parts(path, every):
         for b in tr:
             run.feed(b.packets, b.data)
             if run.table.records_waiting >= every:
-                parts.append(run.table.take())
+                parts.append(run.table.take(ordered=ordered))
     run.table.flush()
-    parts.append(run.table.take())
+    parts.append(run.table.take(ordered=ordered))
     return parts
 
 
@@ -38,13 +38,14 @@ def _key(row):
 
 @pytest.mark.parametrize("rel", TRACES)
 @pytest.mark.parametrize("every", [1, 3, 1 << 20])
-def test_sorted_table_is_the_stable_frame_order_of_all_parts(rel, every):
+@pytest.mark.parametrize("ordered", [False, True])
+def test_sorted_table_is_the_stable_frame_order_of_all_parts(rel, every, ordered):
     from webtap.records.tls import SCHEMA, sorted_table, to_table
 
     path = SHARED / "traces-tls" / rel
     if not path.exists():
         pytest.skip(f"{path} not here")
-    parts = _parts(path, every)
+    parts = _parts(path, every, ordered)      # ordered: each part in frame order (as TlsRun takes them)
     ref = pa.concat_tables([to_table(*p) for p in parts if len(p[0])]).to_pylist()
     if every == 1 and len(ref) > 20:
         assert sum(1 for r, _ in parts if len(r)) > 3        # the parts really are several
