@@ -775,6 +775,7 @@ cdef class TlsTable:
     cdef uint16_t *s16
     cdef char *text
     cdef char *ja3buf
+    cdef tls_fp_memo *memo      # recent MD5 / SHA-256 of the fingerprints (ext/tls/tls_fp.h)
     cdef QConn *q
     cdef int32_t nq
     # the QConn slots' state kept dense beside them (a scan for a free or the oldest slot reads
@@ -818,6 +819,7 @@ cdef class TlsTable:
         self.s16 = <uint16_t *>malloc(2 * 32768 * sizeof(uint16_t))
         self.text = <char *>malloc(6 * 32768 + 16)
         self.ja3buf = <char *>malloc(JA3_CAP)
+        self.memo = <tls_fp_memo *>calloc(1, sizeof(tls_fp_memo))
         if max_quic < 1:
             raise ValueError("max_quic must be >= 1")
         self.max_quic = max_quic
@@ -850,7 +852,7 @@ cdef class TlsTable:
         if self.q == NULL or self.qplain == NULL or self.qhdr == NULL or self.qframes == NULL:
             raise MemoryError()
         if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL or self.htext == NULL
-                or self.text == NULL or self.ja3buf == NULL):
+                or self.text == NULL or self.ja3buf == NULL or self.memo == NULL):
             raise MemoryError()
         for i in range(self.nrcells):
             self.rcells[i] = -1
@@ -887,6 +889,7 @@ cdef class TlsTable:
         free(self.s16)
         free(self.text)
         free(self.ja3buf)
+        free(self.memo)
         free(self.q)
         free(self.qused)
         free(self.qstamp)
@@ -1614,8 +1617,9 @@ cdef class TlsTable:
             c.tl[<int>CT_KS] = <uint16_t>o
             jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
             if jl:
-                tls_md5_hex(self.ja3buf, jl, c.ja3)
-            if not tls_ja4(msg, h, 113 if transport else 116, self.s16, self.text, 6 * 32768 + 16, c.ja4, NULL, 0):
+                tls_md5_hex_m(self.memo, self.ja3buf, jl, c.ja3)
+            if not tls_ja4_m(msg, h, 113 if transport else 116, self.s16, self.text, 6 * 32768 + 16,
+                             c.ja4, NULL, 0, self.memo):
                 c.ja4[0] = 0
             return self._offer(&r, 1, ack)
         self.cnt[<int>TC_SERVER_HELLO] += 1
@@ -1641,7 +1645,7 @@ cdef class TlsTable:
                                                  &s.clipped)
         jl = tls_ja3_string(msg, h, self.ja3buf, JA3_CAP)
         if jl:
-            tls_md5_hex(self.ja3buf, jl, s.ja3s)
+            tls_md5_hex_m(self.memo, self.ja3buf, jl, s.ja3s)
         return self._offer(&r, 2, seq)
 
     cdef int _bad(self, int status, int hs_type, const uint8_t *src, uint16_t sport,
