@@ -65,7 +65,7 @@ class TlsRun:
         else:
             self.table.feed_messages(msgs, data, len(packets))
         if self.table.records_waiting >= self.CONVERT_EVERY:
-            self._parts.append(self.table.take())
+            self._parts.append(self.table.take(ordered=True))
 
     def finish(self) -> pa.Table | None:
         """End of input (the waiting hellos leave as unmatched): every record so far as one
@@ -73,7 +73,7 @@ class TlsRun:
         (an interrupted run's partial output), it gives the records since."""
         self.table.flush()
         if self.table.records_waiting:
-            self._parts.append(self.table.take())
+            self._parts.append(self.table.take(ordered=True))
         parts, self._parts = self._parts, []
         return sorted_table(parts) if parts else None
 

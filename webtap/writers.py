@@ -239,6 +239,24 @@ def dictionary_columns(schema) -> list[str]:
     return [x for f in schema for x in leaves(f.name, f.type)]
 
 
+def statistics_columns(schema) -> list[str]:
+    """The Parquet column paths to write min/max statistics for: every leaf but those inside a
+    list. A list column's statistics are the smallest and largest item of all its lists (of all
+    cipher suites offered in a row group): no reader can skip a row group by them, and working
+    them out was a tenth of writing the TLS records (TLS-8 bench trace in-process, CPU, median
+    of 15: 37.9 -> 34.5 ms; the file 437,478 -> 437,160 bytes)."""
+    import pyarrow as pa
+
+    def leaves(name, ty):
+        if pa.types.is_list(ty) or pa.types.is_large_list(ty) or pa.types.is_fixed_size_list(ty):
+            return []
+        if pa.types.is_struct(ty):
+            return [x for f in ty for x in leaves(name + "." + f.name, f.type)]
+        return [name]
+
+    return [x for f in schema for x in leaves(f.name, f.type)]
+
+
 class ParquetWriter:
     """Parquet (zstd) with the columns' Arrow types; `meta` goes to the file's key-value
     metadata (webtap.partial says whether the run was interrupted).
@@ -277,7 +295,8 @@ class ParquetWriter:
         import pyarrow.parquet as pq
 
         self.w = pq.ParquetWriter(self.f, with_pandas_metadata(schema), compression="zstd",
-                                  use_dictionary=dictionary_columns(schema))
+                                  use_dictionary=dictionary_columns(schema),
+                                  write_statistics=statistics_columns(schema))
 
     def write(self, data) -> None:
         if self.w is None:

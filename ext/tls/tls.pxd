@@ -82,6 +82,12 @@ cdef extern from "tls_fp.h" nogil:
     int tls_md5_hex(const char *s, uint32_t n, char *out)
     int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch, char *text,
                 uint32_t text_cap, char *out, char *raw, uint32_t raw_cap)
+    # a memo of recent digests (tls_fp.h): the same fingerprints, repeated inputs not hashed again
+    ctypedef struct tls_fp_memo:
+        pass
+    int tls_md5_hex_m(tls_fp_memo *m, const char *s, uint32_t n, char *out)
+    int tls_ja4_m(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch, char *text,
+                  uint32_t text_cap, char *out, char *raw, uint32_t raw_cap, tls_fp_memo *m)
 
 cdef extern from "tls_hello.h" nogil:
     enum: TLS_HELLO_CAP           # largest handshake message reassembled / gathered (bytes)

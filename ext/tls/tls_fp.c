@@ -39,8 +39,43 @@ uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char *buf, uint32_
     return s.n;
 }
 
+unsigned int tls_fp_digest(tls_fp_memo *m, int which, const char *s, uint32_t n, unsigned char *out) {
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ n ^ ((uint64_t)which << 32), w;
+    uint32_t k, len;
+    tls_fp_memo_slot *e;
+    if (m == NULL || n > TLS_FP_MEMO_IN)
+        return wt_digest(which, s, n, out);
+    for (k = 0; k + 8 <= n; k += 8) {          /* the slot: a multiply-xor hash, 8 bytes a step */
+        memcpy(&w, s + k, 8);
+        x = (x ^ w) * 0xBF58476D1CE4E5B9ull;
+        x ^= x >> 31;
+    }
+    for (; k < n; k++)
+        x = (x ^ (uint8_t)s[k]) * 0x94D049BB133111EBull;
+    x ^= x >> 29;
+    e = &m->s[(x * 0x9E3779B97F4A7C15ull) >> 56];
+    len = which == WT_MD5 ? 16 : 32;
+    if (e->which == (uint32_t)which + 1 && e->n == n && memcmp(e->in, s, n) == 0) {
+        memcpy(out, e->dig, len);
+        return len;
+    }
+    if (wt_digest(which, s, n, out) != len)
+        return 0;
+    e->which = (uint32_t)which + 1;
+    e->n = n;
+    memcpy(e->in, s, n);
+    memcpy(e->dig, out, len);
+    return len;
+}
+
 int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
-                          char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap) {
+            char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap) {
+    return tls_ja4_m(p, h, proto, scratch, text, text_cap, out, raw, raw_cap, NULL);
+}
+
+int tls_ja4_m(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
+              char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap,
+              tls_fp_memo *m) {
     uint16_t *ci = scratch, *ex = scratch + 32768;
     uint32_t nci = 0, nex = 0, next_all = 0, k, v, q, qe, el;
     char ver[2], a0 = '0', a1 = '0', hb[13], hc[13];
@@ -84,7 +119,7 @@ int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
     for (k = 0; k < nci; k++) { if (k) tls_sb_c(&s, ','); tls_sb_hex4(&s, ci[k]); }
     if (s.over) return 0;
     blen = s.n;
-    if (!tls_sha12(text, blen, hb)) return 0;
+    if (!tls_sha12(m, text, blen, hb)) return 0;
     if (raw) {
         rs = (tls_sb){raw, raw_cap, 0, 0};
         for (k = 0; k < blen; k++) tls_sb_c(&rs, text[k]);   /* a is written at the end */
@@ -106,7 +141,7 @@ int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
     if (s.over) return 0;
     clen = s.n;
     if (nex == 0) { memcpy(hc, "000000000000", 13); }
-    else if (!tls_sha12(text, clen, hc)) return 0;
+    else if (!tls_sha12(m, text, clen, hc)) return 0;
     out[0] = proto; out[1] = ver[0]; out[2] = ver[1];
     out[3] = (h->flags & TLSF_SNI) ? 'd' : 'i';
     if (nci > 99) nci = 99;

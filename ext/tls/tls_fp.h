@@ -84,6 +84,33 @@ static inline void tls_sb_list16(tls_sb *s, const uint8_t *p, tls_span sp, int s
 uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char *buf, uint32_t cap);
 
 /* MD5 of s[0:n] as 32 lower-case hex characters + NUL into out[33]; 0 on failure. */
+/* A memo of recent digests (optional: NULL everywhere means none). Clients repeat their hellos:
+ * the same JA3 string, the same sorted cipher list and extension list come back connection after
+ * connection, and each is an MD5 or SHA-256 of ~250 ns. The memo is direct-mapped by a hash of the
+ * input, and a hit is an input equal byte for byte (kind, length, bytes) to the one whose digest
+ * the slot holds: the digest given is the one libcrypto would give. Inputs longer than
+ * TLS_FP_MEMO_IN are not kept. One per table (TlsTable), zeroed before use; ~134 KB. */
+#define TLS_FP_MEMO_SLOTS 256
+#define TLS_FP_MEMO_IN 480
+typedef struct {
+    uint32_t n;                 /* input length */
+    uint32_t which;             /* WT_MD5 / WT_SHA256 + 1; 0: empty slot */
+    unsigned char dig[32];
+    char in[TLS_FP_MEMO_IN];
+} tls_fp_memo_slot;
+typedef struct { tls_fp_memo_slot s[TLS_FP_MEMO_SLOTS]; } tls_fp_memo;
+
+/* wt_digest through the memo m (NULL: no memo); returns the digest's length, 0 on failure */
+unsigned int tls_fp_digest(tls_fp_memo *m, int which, const char *s, uint32_t n, unsigned char *out);
+
+static inline int tls_md5_hex_m(tls_fp_memo *m, const char *s, uint32_t n, char *out) {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int dl = 0;
+    if ((dl = tls_fp_digest(m, WT_MD5, s, n, d)) != 16) { out[0] = 0; return 0; }
+    tls_hex(d, 16, out);
+    return 1;
+}
+
 static inline int tls_md5_hex(const char *s, uint32_t n, char *out) {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned int dl = 0;
@@ -94,12 +121,12 @@ static inline int tls_md5_hex(const char *s, uint32_t n, char *out) {
 
 /* First 12 hex characters of SHA-256(s[0:n]) + NUL into out[13]; "000000000000" when n == 0
  * (JA4: an empty list hashes to zeros). */
-static inline int tls_sha12(const char *s, uint32_t n, char *out) {
+static inline int tls_sha12(tls_fp_memo *m, const char *s, uint32_t n, char *out) {
     unsigned char d[EVP_MAX_MD_SIZE];
     char hx[65];
     unsigned int dl = 0;
     if (n == 0) { memcpy(out, "000000000000", 13); return 1; }
-    if ((dl = wt_digest(WT_SHA256, s, n, d)) != 32) { out[0] = 0; return 0; }
+    if ((dl = tls_fp_digest(m, WT_SHA256, s, n, d)) != 32) { out[0] = 0; return 0; }
     tls_hex(d, 32, hx);
     memcpy(out, hx, 12);
     out[12] = 0;
@@ -142,5 +169,9 @@ static inline int tls_alnum(uint8_t c) {
  * them (6 per list entry suffice). Returns 1, or 0 when something did not fit. */
 int tls_ja4(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
                           char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap);
+/* tls_ja4 with its two SHA-256 through the memo m (NULL: none) */
+int tls_ja4_m(const uint8_t *p, const tls_hello *h, char proto, uint16_t *scratch,
+              char *text, uint32_t text_cap, char *out, char *raw, uint32_t raw_cap,
+              tls_fp_memo *m);
 
 #endif

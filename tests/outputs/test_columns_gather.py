@@ -98,3 +98,29 @@ def test_exchange_h2_and_version_are_the_coalesce_they_replace(server, data):
                                          min_size=n, max_size=n)), pa.string())
     ref = pc.coalesce(columns.hex16(v, v != 0), joined).to_pylist()
     assert ex._version(v, joined).to_pylist() == ref
+
+
+@settings(max_examples=200, deadline=None)
+@given(vals=st.lists(st.integers(0, 0xFFFF), max_size=40), data=st.data())
+def test_hex16_is_python_formatting(vals, data):
+    """hex16 (2-byte lookups) against Python's f"0x{v:04x}", the form tshark writes."""
+    valid = data.draw(st.lists(st.booleans(), min_size=len(vals), max_size=len(vals)))
+    v = np.array(vals, np.uint16)
+    assert columns.hex16(v).to_pylist() == [f"0x{x:04x}" for x in vals]
+    assert columns.hex16(v, np.array(valid, bool)).to_pylist() == \
+        [f"0x{x:04x}" if ok else None for x, ok in zip(vals, valid)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(st.one_of(st.none(), st.text(max_size=6)), min_size=1, max_size=8), data=st.data())
+def test_codes_are_list_indexing(items, data):
+    """Codes.column (one span copy per row) against Python's list indexing; a code outside the
+    table is refused."""
+    codes = data.draw(st.lists(st.integers(0, len(items) - 1), max_size=30))
+    valid = data.draw(st.lists(st.booleans(), min_size=len(codes), max_size=len(codes)))
+    c = columns.Codes(items)
+    assert c.column(np.array(codes, np.uint8)).to_pylist() == [items[i] or "" for i in codes]
+    assert c.column(np.array(codes, np.int64), np.array(valid, bool)).to_pylist() == \
+        [(items[i] or "") if ok else None for i, ok in zip(codes, valid)]
+    with pytest.raises(IndexError):
+        c.column(np.array([len(items)], np.int64))

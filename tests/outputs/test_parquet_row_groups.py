@@ -139,3 +139,27 @@ def test_only_text_columns_are_dictionary_encoded():
     back = f.read()
     assert back.drop_columns(["kind"]).equals(t.drop_columns(["kind"]))
     assert back.column("kind").to_pylist() == t.column("kind").to_pylist()
+
+
+def test_statistics_for_every_leaf_but_list_items():
+    """Min/max statistics for the leaves outside lists (webtap.writers.statistics_columns), none
+    for list items (no reader skips a row group by the smallest cipher suite of all lists)."""
+    schema = pa.schema([("frame", pa.uint64()), ("ip", pa.string()),
+                        ("alpn", pa.list_(pa.string())), ("groups", pa.list_(pa.uint16())),
+                        ("hdr", pa.struct([("name", pa.string()), ("len", pa.uint32())]))])
+    t = pa.table({"frame": pa.array([3, 1, 2], pa.uint64()), "ip": ["b", "a", "c"],
+                  "alpn": [["h2"], ["http/1.1", "h2"], []], "groups": [[29], [23, 29], [24]],
+                  "hdr": [{"name": "x", "len": 5}, {"name": "a", "len": 1}, {"name": "z", "len": 9}]},
+                 schema=schema)
+    buf = io.BytesIO()
+    w = ParquetWriter(buf, schema=schema)
+    w.write(t)
+    w.close({"webtap.partial": "false"})
+    f = pq.ParquetFile(io.BytesIO(buf.getvalue()))
+    rg = f.metadata.row_group(0)
+    st = {rg.column(i).path_in_schema: rg.column(i).statistics for i in range(rg.num_columns)}
+    assert {k for k, v in st.items() if v is not None and v.has_min_max} == \
+        {"frame", "ip", "hdr.name", "hdr.len"}
+    assert (st["frame"].min, st["frame"].max, st["ip"].min, st["ip"].max) == (1, 3, "a", "c")
+    assert (st["hdr.len"].min, st["hdr.len"].max) == (1, 9)
+    assert f.read().equals(t)

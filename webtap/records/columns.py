@@ -218,17 +218,22 @@ def _list(list_offsets, values: pa.Array, valid) -> pa.Array:
                                  null_count=nulls, children=[values])
 
 
-_HEXDIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+#: the two lowercase hex digits of each byte value, as one uint16 (native order: its bytes in memory
+#: are the two characters)
+_HEX2 = np.frombuffer(b"".join(f"{b:02x}".encode() for b in range(256)), dtype=np.uint16)
+_0X = np.frombuffer(b"0x", dtype=np.uint16)[0]
 
 
 def hex16(values: np.ndarray, valid=None) -> pa.Array:
-    """0xhhhh text of 16-bit values (as tshark writes TLS versions and cipher suites)."""
-    v = np.asarray(values).astype(np.uint32)
-    mat = np.empty((len(v), 6), dtype=np.uint8)
-    mat[:, 0], mat[:, 1] = ord("0"), ord("x")
-    for k in range(4):
-        mat[:, 2 + k] = _HEXDIGITS[(v >> (12 - 4 * k)) & 15]
-    return strings(np.arange(0, 6 * len(v) + 1, 6, dtype=np.int32), mat.reshape(-1), valid)
+    """0xhhhh text of 16-bit values (as tshark writes TLS versions and cipher suites): each row
+    three 2-byte units, "0x" and the hex digits of its high and low byte (one lookup each)."""
+    v = np.asarray(values).astype(np.uint16)
+    mat = np.empty((len(v), 3), dtype=np.uint16)
+    mat[:, 0] = _0X
+    mat[:, 1] = _HEX2[v >> 8]
+    mat[:, 2] = _HEX2[v & 0xFF]
+    return strings(np.arange(0, 6 * len(v) + 1, 6, dtype=np.int32), mat.view(np.uint8).reshape(-1),
+                   valid)
 
 
 class Codes:
@@ -236,23 +241,19 @@ class Codes:
 
     def __init__(self, items):
         enc = [(x or "").encode() for x in items]
-        width = max(1, max(len(e) for e in enc))
-        self.table = np.zeros((len(enc), width), np.uint8)
-        for i, e in enumerate(enc):
-            self.table[i, :len(e)] = np.frombuffer(e, np.uint8)
-        self.lens = np.array([len(e) for e in enc], np.int32)
-        self.cols = np.arange(width)
+        self.offs = np.zeros(len(enc) + 1, np.int64)
+        np.cumsum([len(e) for e in enc], out=self.offs[1:])
+        self.data = np.frombuffer(b"".join(enc), np.uint8) if any(enc) else np.zeros(1, np.uint8)
+        self.lens = np.diff(self.offs).astype(np.int32)
 
     def column(self, codes: np.ndarray, valid=None) -> pa.Array:
-        """items[code] per row; null where not valid (a null slot holds no bytes)."""
-        n = len(codes)
-        lens = self.lens[codes]
-        if valid is not None:
-            lens = np.where(valid, lens, 0)
-        offs = np.zeros(n + 1, np.int32)
-        np.cumsum(lens, out=offs[1:])
-        data = self.table[codes][self.cols[None, :] < lens[:, None]]
-        return strings(offs, data, valid)
+        """items[code] per row; null where not valid (a null slot holds no bytes). The bytes are
+        copied one span per row in C (gather_bytes), not through a row x width mask."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if len(codes) and (codes.min() < 0 or codes.max() >= len(self.lens)):
+            raise IndexError("a code outside the table")
+        out, body = gather_bytes(self.offs, self.data, codes, valid)
+        return text_column(out, body, valid)
 
 
 def call(name: str, args: list):

@@ -168,17 +168,33 @@ def sorted_table(parts) -> pa.Table:
     missing one first; stable). The rows are put in order in their numpy buffers, before Arrow:
     an Arrow take of the 40 columns (list columns among them) imported pyarrow.compute and was
     9 % of a `--tls-out` run's perf samples under load; the paired whole-process gain of this
-    and the other changes of that round was smaller (the run 0.948x, docs/PERFORMANCE.md)."""
+    and the other changes of that round was smaller (the run 0.948x, docs/PERFORMANCE.md).
+    One part already in frame order (TlsTable.take(ordered=True), as TlsRun takes them) is made
+    into the table as it is: no gather of its columns at all."""
     parts = [(np.frombuffer(r, dtype=TLS_OUT_DTYPE) if r.dtype != TLS_OUT_DTYPE else r, s)
              for r, s in parts if len(r)]
     if not parts:
         return empty_table()
-    raw = np.concatenate([r for r, _ in parts])
+    raw = parts[0][0] if len(parts) == 1 else np.concatenate([r for r, _ in parts])
     has_ch, has_sh = raw["has_ch"] != 0, raw["has_sh"] != 0
     req, resp = raw["ch_pkt"] + 1, raw["sh_pkt"] + 1          # the frames the columns hold
-    idx = np.lexsort((np.where(has_sh, resp, 0), np.where(has_ch, req, resp)))
+    first, second = np.where(has_ch, req, resp), np.where(has_sh, resp, 0)
+    if len(parts) == 1 and _in_order(first, second):
+        # already in frame order (TlsTable.take(ordered=True) sorts in C): the stable sort
+        # would keep every row where it is
+        return to_table(raw, parts[0][1])
+    idx = np.lexsort((second, first))
     strings = {name: _take_column([s[name] for _, s in parts], idx) for name in parts[0][1]}
     return to_table(raw[idx], strings)
+
+
+def _in_order(first: np.ndarray, second: np.ndarray) -> bool:
+    """Whether the rows' (first, second) keys never decrease."""
+    if len(first) < 2:
+        return True
+    df = first[1:] >= first[:-1]
+    same = first[1:] == first[:-1]
+    return bool(np.all(df) and np.all(~same | (second[1:] >= second[:-1])))
 
 
 def _take_column(parts, idx: np.ndarray) -> tuple:
