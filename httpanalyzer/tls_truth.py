@@ -296,6 +296,19 @@ def server_hellos(records) -> list:
 _REQ = re.compile(rb"^[A-Z]+ \S+ HTTP/1\.[01]\r\n")
 
 
+_DIGITS = re.compile(r"[0-9]{1,18}")
+_HEXDIGITS = re.compile(r"[0-9A-Fa-f]{1,15}")
+
+
+def _length(text: str, form: re.Pattern, base: int, what: str) -> int:
+    """A Content-Length (1*DIGIT) or chunk size (1*HEXDIG), RFC 9112: int() alone also takes
+    a sign, spaces and underscores, and a negative length walked the data backwards (a loop
+    without end on `-E`, found by the fuzz target `truth`)."""
+    if not form.fullmatch(text):
+        raise ValueError(f"not a {what}: {text[:40]!r}")
+    return int(text, base)
+
+
 def _h1_messages(pt: bytes, is_request: bool):
     """(offset, end, first line) of each HTTP/1.1 message in a direction's application data;
     a last message whose header block the data does not hold (the capture or the connection
@@ -316,11 +329,12 @@ def _h1_messages(pt: bytes, is_request: bool):
                 for ln in head.split("\r\n")[1:] if ":" in ln}
         p = he + 4
         if "content-length" in hdrs:
-            p += int(hdrs["content-length"])
+            p += _length(hdrs["content-length"], _DIGITS, 10, "Content-Length")
         elif hdrs.get("transfer-encoding", "").lower() == "chunked":
             while True:
                 le = pt.index(b"\r\n", p)
-                n = int(pt[p:le].split(b";")[0], 16)
+                n = _length(pt[p:le].split(b";")[0].strip().decode("latin-1"), _HEXDIGITS, 16,
+                            "chunk size")
                 p = le + 2 + n + 2
                 if n == 0:
                     break

@@ -110,3 +110,27 @@ def test_flow_without_its_syn_is_counted(tmp_path):
     keys.write_text("")
     t = truth(path, keys)
     assert t.connections == [] and t.skipped == {"no_syn_in_capture": 2}
+
+
+def test_body_lengths_are_read_as_rfc_9112_writes_them():
+    """Content-Length is 1*DIGIT and a chunk size 1*HEXDIG (with optional extensions): a sign,
+    spaces or underscores, which Python's int() takes, are refused (ValueError: the connection
+    is left out as not_decrypted). A negative chunk size walked the data backwards without end
+    (found by the fuzz target `truth`)."""
+    import pytest
+
+    from httpanalyzer.tls_truth import _h1_messages
+
+    ok = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+          b"1a;name=v\r\n" + b"x" * 26 + b"\r\n0\r\n\r\n"
+          b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+    msgs = _h1_messages(ok, False)
+    assert [(o, t) for o, _, t in msgs] == [(0, "HTTP/1.1 200 OK"), (ok.index(b"HTTP/1.1 204"), "HTTP/1.1 204 No Content")]
+    assert msgs[-1][1] == len(ok)
+    for bad in (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n-E\r\n",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nabcde",
+                b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nabcde",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\nabcdefghij"):
+        with pytest.raises(ValueError):
+            _h1_messages(bad, False)
