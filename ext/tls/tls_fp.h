@@ -83,7 +83,6 @@ static inline void tls_sb_list16(tls_sb *s, const uint8_t *p, tls_span sp, int s
  * (RFC 8701) removed from every list. */
 uint32_t tls_ja3_string(const uint8_t *p, const tls_hello *h, char *buf, uint32_t cap);
 
-/* MD5 of s[0:n] as 32 lower-case hex characters + NUL into out[33]; 0 on failure. */
 /* A memo of recent digests (optional: NULL everywhere means none). Clients repeat their hellos:
  * the same JA3 string, the same sorted cipher list and extension list come back connection after
  * connection, and each is an MD5 or SHA-256 of ~250 ns. The memo is direct-mapped by a hash of the
@@ -111,6 +110,7 @@ static inline int tls_md5_hex_m(tls_fp_memo *m, const char *s, uint32_t n, char 
     return 1;
 }
 
+/* MD5 of s[0:n] as 32 lower-case hex characters + NUL into out[33]; 0 on failure. */
 static inline int tls_md5_hex(const char *s, uint32_t n, char *out) {
     unsigned char d[EVP_MAX_MD_SIZE];
     unsigned int dl = 0;

@@ -77,11 +77,13 @@ class _File(io.BytesIO):
         super().__init__()
         self.limit = limit
         self.threads = set()
+        self.writes = 0
 
     def write(self, b):
         import threading
 
         self.threads.add(threading.current_thread().name)
+        self.writes += 1
         if self.limit is not None and self.tell() + len(b) > self.limit:
             raise OSError(28, "No space left on device")
         return super().write(b)
@@ -91,6 +93,7 @@ def test_full_row_groups_are_written_by_the_writer_thread_in_order():
     f = _File()
     w = ParquetWriter(f, schema=SCHEMA)
     w.ROW_GROUP_ROWS = 1000
+    w.SINK_BUFFER = 1 << 10        # these row groups are small: let them reach the file as made
     for k in range(20):
         w.write(_batch(k * 500, 500))
     w.close({"webtap.partial": "false"})
@@ -163,3 +166,24 @@ def test_statistics_for_every_leaf_but_list_items():
     assert (st["frame"].min, st["frame"].max, st["ip"].min, st["ip"].max) == (1, 3, "a", "c")
     assert (st["hdr.len"].min, st["hdr.len"].max) == (1, 9)
     assert f.read().equals(t)
+
+
+def test_the_file_gets_few_large_writes_and_stays_open():
+    """pyarrow writes a page header, a page, a column chunk at a time; each write to a Python
+    file takes the GIL, which a busy main thread holds (webtap.writers ParquetWriter.SINK_BUFFER):
+    the writes reach the file in pieces of the buffer's size, and the file is left open for
+    its owner (clikit.Output closes it after close())."""
+    f = _File()
+    w = ParquetWriter(f, schema=SCHEMA)
+    w.ROW_GROUP_ROWS = 1000
+    w.SINK_BUFFER = 1 << 12
+    for k in range(20):
+        w.write(_batch(k * 500, 500))
+    w.close({"webtap.partial": "false"})
+    assert not f.closed
+    size = len(f.getvalue())
+    assert size > 4 * w.SINK_BUFFER                     # several pieces
+    # about one write per buffer (a piece larger than the buffer goes on its own); unbuffered,
+    # pyarrow made 84 writes of these 10 row groups
+    assert f.writes <= size // w.SINK_BUFFER + 4
+    assert pq.read_table(io.BytesIO(f.getvalue()))["n"].to_pylist() == list(range(10000))
