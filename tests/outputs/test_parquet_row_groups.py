@@ -114,6 +114,15 @@ def test_an_error_of_the_writer_thread_is_raised_not_lost(limit):
         w.close({"webtap.partial": "false"})
 
 
+def _written(t, schema) -> pq.ParquetFile:
+    """t written by the sink, read back."""
+    buf = io.BytesIO()
+    w = ParquetWriter(buf, schema=schema)
+    w.write(t)
+    w.close({"webtap.partial": "false"})
+    return pq.ParquetFile(io.BytesIO(buf.getvalue()))
+
+
 def test_only_text_columns_are_dictionary_encoded():
     """Dictionary pages for text leaves only (strings, in lists and structs too), none for the
     numbers (webtap.writers.dictionary_columns); every value reads back as written."""
@@ -130,11 +139,7 @@ def test_only_text_columns_are_dictionary_encoded():
                   "groups": [[29, 23] for _ in range(n)],
                   "hdr": [{"name": "host", "len": i} for i in range(n)],
                   "kind": pa.array(["a", "b"] * (n // 2)).dictionary_encode()}, schema=schema)
-    buf = io.BytesIO()
-    w = ParquetWriter(buf, schema=schema)
-    w.write(t)
-    w.close({"webtap.partial": "false"})
-    f = pq.ParquetFile(io.BytesIO(buf.getvalue()))
+    f = _written(t, schema)
     rg = f.metadata.row_group(0)
     dicts = {rg.column(i).path_in_schema: rg.column(i).has_dictionary_page for i in range(rg.num_columns)}
     assert dicts == {"ts": False, "frame": False, "ip": True, "alpn.list.element": True,
@@ -154,11 +159,7 @@ def test_statistics_for_every_leaf_but_list_items():
                   "alpn": [["h2"], ["http/1.1", "h2"], []], "groups": [[29], [23, 29], [24]],
                   "hdr": [{"name": "x", "len": 5}, {"name": "a", "len": 1}, {"name": "z", "len": 9}]},
                  schema=schema)
-    buf = io.BytesIO()
-    w = ParquetWriter(buf, schema=schema)
-    w.write(t)
-    w.close({"webtap.partial": "false"})
-    f = pq.ParquetFile(io.BytesIO(buf.getvalue()))
+    f = _written(t, schema)
     rg = f.metadata.row_group(0)
     st = {rg.column(i).path_in_schema: rg.column(i).statistics for i in range(rg.num_columns)}
     assert {k for k, v in st.items() if v is not None and v.has_min_max} == \
