@@ -21,9 +21,11 @@
   in this thread.
 - **Executors**: the core's are `inline` (this thread reads, walks and feeds) and `readahead`: a
   thread reads and parses a few batches ahead, a second thread walks them (both release the
-  GIL), and the stages run here, so reading, walking, pairing and writing overlap. When a stage
-  has a TLS watch list (it must be current when the next batch is walked) or the caller gives
-  its own walk, the walk runs here instead, after the reading thread. The
+  GIL), and the stages run here, so reading, walking, pairing and writing overlap. A TLS
+  stage's watch list does not hold the walk back: the walk adds the flows it sees start a
+  split hello, and takes the stage's own list as the stage publishes it after each batch
+  (ext/tls/tlswatch.h). When the caller gives its own walk, the walk runs here instead, after
+  the reading thread. The
   analyzer adds `feeder` and `fanout` (consumer processes: httpanalyzer.stream) and `dask`
   (chunks of one trace over workers: httpanalyzer.distributed); its HTTP pairing merges several
   traces' messages by capture time on top of one Pipeline per trace. `choose_executor` names the
@@ -109,17 +111,13 @@ class Pipeline:
         self.tick = tick
         self.open_kw = open_kw
         self.walk = dissector if dissector is not None else self._walk()
-        # readahead: the reading thread also walks when the walk depends on no stage's state
-        # (no TLS watch list, which a stage extends as it sees hellos) and is the core's own
-        self.walk_ahead = (self.executor == "readahead" and dissector is None
-                           and not any(getattr(s, "tls_watch", None) is not None
-                                       for s in self.stages))
+        # readahead: a second thread walks when the walk is the core's own (a TLS stage's watch
+        # list is shared by the walk and the stage across threads: ext/tls/tlswatch.h)
+        self.walk_ahead = self.executor == "readahead" and dissector is None
         if self.walk_ahead:
-            self.why += "; a second thread walks the read batches (no stage needs the walk in step)"
+            self.why += "; a second thread walks the read batches"
         elif self.executor == "readahead":
-            self.why += ("; the walk runs in the stages' thread (" + (
-                "a stage's TLS watch list must be current)" if dissector is None
-                else "the caller's walk)"))
+            self.why += "; the walk runs in the stages' thread (the caller's walk)"
         self.totals.executor = f"{self.executor}: {self.why}"
 
     def _walk(self):

@@ -93,19 +93,25 @@ cdef extern from "tls_hello.h" nogil:
     enum: TLS_HELLO_CAP           # largest handshake message reassembled / gathered (bytes)
 
 
-# The TLS stage's watch list, read by the dissector's walk (what it is: ext/tls/tlswatch.h, where
-# its few-line helpers are C, static inline).
+# The TLS stage's watch list, shared by the dissector's walk and the stage (what it is, and which
+# thread writes what: ext/tls/tlswatch.h; tlswatch.c).
 from libc.stdint cimport uint64_t
 
 cdef extern from "tlswatch.h" nogil:
     ctypedef struct TlsWatch:
-        uint64_t *keys            # cap slots
         uint32_t cap              # a power of two
-        uint32_t n                # slots in use
-        uint32_t overflow         # 1: hand every TCP payload to the stage
-        uint64_t udp              # UDP datagrams the walk located (the stage reads and clears it)
+        uint32_t n                # slots in use (the walk's)
+        uint32_t overflow         # 1: the walk hands every TCP payload to the stage
+    int tls_watch_init(TlsWatch *w, uint32_t min_cap)
+    void tls_watch_free(TlsWatch *w)
+    void tls_watch_begin(TlsWatch *w)
+    void tls_watch_publish_begin(TlsWatch *w)
+    void tls_watch_publish_add(TlsWatch *w, uint64_t k)
+    void tls_watch_publish_end(TlsWatch *w)
     uint64_t tls_flow_hash(const uint8_t *src, uint16_t sport, const uint8_t *dst, uint16_t dport,
                            uint8_t ipv)
     bint tls_watch_has(const TlsWatch *w, uint64_t k)
     void tls_watch_add(TlsWatch *w, uint64_t k)
+    void tls_watch_udp_add(TlsWatch *w, uint64_t n)
+    uint64_t tls_watch_udp_take(TlsWatch *w)
     bint tls_hello_fits(const uint8_t *p, uint32_t n)

@@ -842,11 +842,7 @@ cdef class TlsTable:
         self.qplain = <uint8_t *>malloc(65536 + 64)
         self.qhdr = <uint8_t *>malloc(65536 + 64)
         self.qframes = <quic_frame *>malloc(QUIC_MAX_FRAMES * sizeof(quic_frame))
-        self.watch_.cap = 4096
-        while self.watch_.cap < 4 * max_reassembly and self.watch_.cap < (1 << 26):
-            self.watch_.cap *= 2
-        self.watch_.keys = <uint64_t *>calloc(self.watch_.cap, sizeof(uint64_t))
-        if self.watch_.keys == NULL:
+        if tls_watch_init(&self.watch_, 4 * max_reassembly) != 0:
             raise MemoryError()
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         if self.q == NULL or self.qplain == NULL or self.qhdr == NULL or self.qframes == NULL:
@@ -899,7 +895,7 @@ cdef class TlsTable:
         free(self.qplain)
         free(self.qhdr)
         free(self.qframes)
-        free(self.watch_.keys)
+        tls_watch_free(&self.watch_)
 
     # ---- records -------------------------------------------------------------------------
     cdef int _emit(self, TlsRecord *r, uint8_t reason) except -1 nogil:
@@ -1784,16 +1780,16 @@ cdef class TlsTable:
             self._rebuild_watch()
 
     cdef void _rebuild_watch(self) noexcept nogil:
-        """The watch list = the flows being reassembled now (see ext/tls/tls.pxd TlsWatch)."""
+        """After a batch: the flows being reassembled now, published to the walk (which may be
+        batches ahead: ext/tls/tlswatch.h)."""
         cdef int32_t j = self.rage_head
         cdef Reasm *e
-        memset(self.watch_.keys, 0, self.watch_.cap * sizeof(uint64_t))
-        self.watch_.n = 0
-        self.watch_.overflow = 0
+        tls_watch_publish_begin(&self.watch_)
         while j != -1:
             e = &self.rpool[j]
-            tls_watch_add(&self.watch_, tls_flow_hash(e.src, e.sport, e.dst, e.dport, e.ipv))
+            tls_watch_publish_add(&self.watch_, tls_flow_hash(e.src, e.sport, e.dst, e.dport, e.ipv))
             j = e.age_next
+        tls_watch_publish_end(&self.watch_)
 
     def flush(self):
         """End of input: everything still waiting leaves as unmatched (reason 'end'), split

@@ -689,7 +689,8 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # row (the packet that completed the ClientHello: addresses, ports, TCP seq/ack/len, for the
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
 from tls cimport tls_hello, tls_parse_payload, tls_hello_start, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP, TLSF_ECH, tls_parse_hello
-from tls cimport TlsWatch, tls_flow_hash, tls_watch_add, tls_ja4
+from tls cimport (TlsWatch, tls_flow_hash, tls_watch_init, tls_watch_free, tls_watch_publish_begin,
+                  tls_watch_publish_add, tls_watch_publish_end, tls_watch_udp_take, tls_ja4)
 from cpython.pycapsule cimport PyCapsule_New
 from quic_crypto cimport (
     quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys, quic_open_packet,
@@ -1010,12 +1011,8 @@ cdef class SniTable:
         self.hdr = <uint8_t *>malloc(65536 + 64)      # header incl. token: < one datagram
         self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
         # the watch list holds at most the waiting TLS slots (<= cap / 2): at most half full
-        self.watch_.cap = 4096
-        while self.watch_.cap < 2 * c:
-            self.watch_.cap *= 2
-        self.watch_.keys = <uint64_t *>calloc(self.watch_.cap, sizeof(uint64_t))
         if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL \
-                or self.frames == NULL or self.qmsg == NULL or self.watch_.keys == NULL:
+                or self.frames == NULL or self.qmsg == NULL or tls_watch_init(&self.watch_, 2 * c) != 0:
             raise MemoryError()
         self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
         self.idle_ns = idle_ns
@@ -1033,7 +1030,7 @@ cdef class SniTable:
         free(self.hdr)
         free(self.qmsg)
         free(self.undec)
-        free(self.watch_.keys)
+        tls_watch_free(&self.watch_)
         _out_free(&self.out)
         free(self.out.s16)
         free(self.out.text)
@@ -1249,8 +1246,7 @@ cdef class SniTable:
         cdef const uint8_t *p
         cdef uint32_t caplen
         cdef HttpMsg m
-        cnt[<int>SN_UDP] += self.watch_.udp
-        self.watch_.udp = 0
+        cnt[<int>SN_UDP] += tls_watch_udp_take(&self.watch_)
         try:
             with nogil:
                 for i in range(n):
@@ -1290,20 +1286,17 @@ cdef class SniTable:
         return np.zeros(SN_N, dtype=np.uint64)
 
     cdef void _rebuild_watch(self) noexcept nogil:
-        """The watch list = the client flows whose split ClientHello waits in a TLS slot."""
+        """After a batch: the client flows whose split ClientHello waits in a TLS slot, published
+        to the walk (which may be batches ahead: ext/tls/tlswatch.h)."""
         cdef size_t i
         cdef HelloSlot *e
-        if self.used == 0 and self.watch_.n == 0 and not self.watch_.overflow:
-            return                       # nothing waits and nothing was added: already empty
-        memset(self.watch_.keys, 0, self.watch_.cap * sizeof(uint64_t))
-        self.watch_.n = 0
-        self.watch_.overflow = 0
-        if self.used == 0:
-            return
-        for i in range(self.cap):
-            e = &self.slots[i]
-            if e.ver != 0 and e.proto == PROTO_TLS:
-                tls_watch_add(&self.watch_, tls_flow_hash(e.cip, e.cport, e.sip, e.sport, e.ver))
+        tls_watch_publish_begin(&self.watch_)
+        if self.used != 0:
+            for i in range(self.cap):
+                e = &self.slots[i]
+                if e.ver != 0 and e.proto == PROTO_TLS:
+                    tls_watch_publish_add(&self.watch_, tls_flow_hash(e.cip, e.cport, e.sip, e.sport, e.ver))
+        tls_watch_publish_end(&self.watch_)
 
     cdef _output(self, _Out *o, cnt_a):
         """The arrays of one extract (see extract)."""

@@ -31,8 +31,8 @@ from msglen cimport (BodyInfo, _is_eol, _name_is, _line_end, _next_line, _is_ver
 from httpcont cimport http_after_continuation, CONT_UNKNOWN
 from httpstart cimport (wt_methods, WT_N_METHODS, WT_MAX_METHOD_LEN, http_start,
                         http_status_code, http_split_start, WT_MSG_REQUEST, WT_MSG_RESPONSE)
-from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_hello_start,
-                 tls_hello_fits)
+from tls cimport (TlsWatch, tls_flow_hash, tls_watch_has, tls_watch_add, tls_watch_begin,
+                 tls_watch_udp_add, tls_hello_start, tls_hello_fits)
 from hellostream cimport hs_may_start
 from evasion cimport (EV_MAX_LINE, EV_MAX_FIELDS, ev_double_encoded,
                       ev_absolute_host_differs)
@@ -498,7 +498,7 @@ cdef inline bint _tls_message(const uint8_t *p, uint32_t caplen, uint16_t linkty
     if r == DR_NOT_TCP:
         if not quic_udp_locate(p, caplen, linktype, &_tunnel_cfg, l, False):
             return False
-        w.udp += 1
+        tls_watch_udp_add(w, 1)
         if l.payload_caplen < 7 or not (p[l.payload_off] & 0x80):
             return False
         _fill_l34(m, l)
@@ -568,7 +568,10 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     reasons: optional uint8 array of len(packets) that receives each packet's DissectReason.
 
     tls_watch: the TLS stage's watch list (ext/tls/tls.pyx TlsTable.watch, a capsule): the same walk
-    then also finds the TLS stage's messages (MSG_TLS, MSG_QUIC), returned as a third item.
+    then also finds the TLS stage's messages (MSG_TLS, MSG_QUIC), returned as a third item. Each
+    call is one batch of the watch list's numbering: the stage is to be fed these messages, in
+    the order of the calls, and may be fed them while later batches are walked in another thread
+    (ext/tls/tlswatch.h).
 
     Returns (msgs, counters): msgs, a view of a MESSAGE_DTYPE array holding one HttpMsg per HTTP
     first packet, then one per message that starts after another's end in the same segment
@@ -611,6 +614,8 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
         ev = <TcpEvent *>cnp.PyArray_DATA(eout)
     if tls_watch is not None:
         w = <TlsWatch *>PyCapsule_GetPointer(tls_watch, b"webtap.TlsWatch")
+        with nogil:
+            tls_watch_begin(w)          # the stage's newest publication (ext/tls/tlswatch.h)
         tout = np.empty(n, dtype=_MESSAGE_DTYPE)
         tm = <HttpMsg *>cnp.PyArray_DATA(tout)
     if reasons is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import SHARED
 from tests.tls import hellobuild as hb
@@ -107,3 +109,164 @@ def test_full_watch_list_loses_no_continuation(tmp_path):
     assert all(r["ch_segments"] == 2 and r["sni"] == "two.example" for r in done)
     assert {r["client_ip"] for r in done} == {f"10.1.{i >> 8 & 255}.{i & 255}" for i in range(1976, 3000)}
     assert c["split_hello"] == 1024 and c["evicted_reassembly_cap"] == 1976 and c["incomplete"] == 0
+
+
+# --- the walk ahead of the stage (webtap.pipeline's readahead executor walks in its own thread:
+# the watch list is the walk's, and the stage publishes its own after each batch,
+# ext/tls/tlswatch.h) ----------------------------------------------------------------------------
+
+def _slices(path, cuts, batch_size=8192):
+    out = []
+    for pk, data in _batches(path, batch_size):
+        step = cuts or len(pk) or 1
+        out += [(pk[i:i + step], data) for i in range(0, len(pk), step)]
+    return out
+
+
+def _records_ahead(slices, lags):
+    """The TLS stage fed every slice, in order, the walk running ahead of it: before the stage
+    takes slice i, the walk has walked slices up to i + lags[i] (lags cycle). Returns the records
+    and counters, as _records."""
+    from httpanalyzer.tls import TlsRun
+    from webtap.dissect import dissect
+
+    run, walked = TlsRun(), []
+    for i in range(len(slices)):
+        upto = min(len(slices) - 1, i + lags[i % len(lags)])
+        while len(walked) <= upto:
+            pk, data = slices[len(walked)]
+            walked.append(dissect(pk, data, tls_watch=run.watch).tls)
+        pk, data = slices[i]
+        assert run.feed(pk, data, walked[i]) is None
+    tab = run.finish()
+    return (tab.to_pylist() if tab is not None else []), run.counters()
+
+
+def _hrr_pcap(path, n):
+    """n connections, each: a ClientHello in two segments, a HelloRetryRequest, then
+    ChangeCipherSpec + a second ClientHello in two segments on the same flow (the stage has
+    finished the flow's first hello while the walk, ahead, adds the flow again), a ServerHello;
+    the connections' packets interleaved."""
+    from tests.pcapbuild import pcap
+
+    ch1 = hb.records(hb.client_hello(exts=[hb.keyshare_ext([(0x11EC, b"\x01" * 1216)]),
+                                           hb.sni_ext(b"first.example"), hb.versions_ext([0x0304])]))
+    ch2 = hb.record(20, b"\x01") + hb.records(hb.client_hello(
+        exts=[hb.keyshare_ext([(0x11EC, b"\x02" * 1216)]), hb.sni_ext(b"second.example"),
+              hb.versions_ext([0x0304])]))
+    hrr = hb.records(hb.server_hello(random=hb.HRR_RANDOM, exts=[hb.ext(43, b"\x03\x04")]))
+    sh = hb.records(hb.server_hello(cipher=0x1302, exts=[hb.ext(43, b"\x03\x04")]))
+    steps = []
+    for i in range(n):
+        c, s = f"10.2.{i >> 8 & 255}.{i & 255}", "10.0.0.2"
+        cs, ss = 1000, 5000
+        steps.append([
+            hb.tcp_packet(c, s, 41000, 443, cs, ss, ch1[:900]),
+            hb.tcp_packet(c, s, 41000, 443, cs + 900, ss, ch1[900:]),
+            hb.tcp_packet(s, c, 443, 41000, ss, cs + len(ch1), hrr),
+            hb.tcp_packet(c, s, 41000, 443, cs + len(ch1), ss + len(hrr), ch2[:700]),
+            hb.tcp_packet(c, s, 41000, 443, cs + len(ch1) + 700, ss + len(hrr), ch2[700:]),
+            hb.tcp_packet(s, c, 443, 41000, ss + len(hrr), cs + len(ch1) + len(ch2), sh)])
+    t, pkts = 1_700_000_000 * 10**9, []
+    for k in range(6):                  # step k of every connection, then step k + 1
+        for i in range(n):
+            pkts.append((t, steps[i][k]))
+            t += 1000
+    path.write_bytes(pcap(pkts))
+
+
+@pytest.mark.parametrize("lag", [1, 2, 5, 1000])
+@pytest.mark.parametrize("cuts", [1, 2, 7])
+def test_walk_ahead_of_the_stage_gives_the_same_records(tmp_path, lag, cuts):
+    """The same records and counters (but tcp_messages: the segments of flows the stage no
+    longer reassembles that the walk still hands over, as it may for a false positive) when the
+    walk is 1, 2, 5 or every slice ahead of the stage: split hellos of interleaved flows, a
+    second split ClientHello after a HelloRetryRequest on the same flow."""
+    p = tmp_path / "hrr.pcap"
+    _hrr_pcap(p, 20)
+    slices = _slices(p, cuts)
+    ref, rc = _records_ahead(slices, [0])
+    second = [r for r in ref if r["sni"] == "second.example"]
+    assert len(second) == 20 and all(r["ch_segments"] == 2 for r in second)
+    got, gc = _records_ahead(slices, [lag])
+    assert got == ref
+    rc.pop("tcp_messages"), gc.pop("tcp_messages")
+    assert gc == rc
+
+
+def test_full_watch_list_with_the_walk_ahead(tmp_path):
+    """The 3,000 split ClientHellos of test_full_watch_list_loses_no_continuation, the walk 1, 3
+    or every batch ahead: overflow hands over every TCP payload until the stage has seen every
+    batch walked meanwhile, so the same records as in step."""
+    p = tmp_path / "many.pcap"
+    _split_pcap(p, 3000)
+    slices = _slices(p, 500, batch_size=1 << 16)
+    ref, rc = _records_ahead(slices, [0])
+    assert sum(r["matched"] for r in ref) == 1024
+    for lags in ([1], [3], [1000], [0, 4, 1, 0, 2]):
+        got, gc = _records_ahead(slices, lags)
+        assert got == ref, lags
+        rc.pop("tcp_messages", None), gc.pop("tcp_messages")
+        assert gc == rc, lags
+
+
+@settings(max_examples=25, deadline=None)
+@given(lags=st.lists(st.integers(0, 6), min_size=1, max_size=12), cuts=st.integers(1, 9))
+def test_walk_ahead_property(tmp_path_factory, lags, cuts):
+    """Whatever the walk's lead over the stage from batch to batch: the records of the walk in
+    step."""
+    p = tmp_path_factory.mktemp("ahead") / "hrr.pcap"
+    if not p.exists():
+        _hrr_pcap(p, 6)
+    slices = _slices(p, cuts)
+    ref, _ = _records_ahead(slices, [0])
+    got, _ = _records_ahead(slices, lags)
+    assert got == ref
+
+
+def test_pipeline_readahead_walk_equals_inline_on_real_traces():
+    """The pipeline's readahead executor (the walk in its own thread, ahead of the TLS stage)
+    and the inline one (walk and stage in step) give the same handshake records on the shared
+    TLS captures with split ClientHellos, QUIC and HRR, read in small batches."""
+    import pyarrow as pa
+
+    from httpanalyzer.tls import TlsRun, TlsStage
+    from webtap.pipeline import Pipeline
+
+    names = ["arkime/tls-split-client-hello.pcap", "zeek/tls_hrr.pcap", "ja4/latest.pcapng",
+             "ja4/chrome-cloudflare-quic-with-secrets.pcapng"]
+    paths = [SHARED / "traces-tls" / n for n in names]
+    paths = [p for p in paths if p.exists()]
+    if not paths:
+        pytest.skip("shared TLS traces absent")
+    seen = 0
+    for path in paths:
+        out = {}
+        for ex in ("inline", "readahead"):
+            run = TlsRun()
+            pipe = Pipeline([path], [TlsStage(run)], executor=ex, batch_size=3)
+            assert pipe.walk_ahead == (ex == "readahead")
+            tabs = list(pipe.outputs())
+            out[ex] = pa.concat_tables(tabs).to_pylist() if tabs else []
+        assert out["readahead"] == out["inline"], path
+        seen += len(out["inline"])
+    assert seen > 0
+
+
+def test_overflow_outlasts_a_publication_from_before_it(tmp_path):
+    """The watch list fills up in slice 1 (2,100 split hellos start: more than its 2,048 flows);
+    their continuations are slice 2, walked before the stage has seen slice 1. The stage's list
+    published after slice 0 must not end the overflow (the flows slice 1 could not add are in no
+    list yet): every continuation still reaches the stage, so the same records as in step."""
+    p = tmp_path / "many.pcap"
+    _split_pcap(p, 2100)
+    (pk, data), = list(_batches(p, batch_size=1 << 16))
+    cuts = [0, 1, 2100, 4200, len(pk)]
+    slices = [(pk[a:b], data) for a, b in zip(cuts, cuts[1:])]
+    ref, _ = _records_ahead(slices, [0])
+    done = [r for r in ref if r["matched"]]
+    assert len(done) == 1024 and {r["client_ip"] for r in done} == {
+        f"10.1.{i >> 8 & 255}.{i & 255}" for i in range(1076, 2100)}
+    got, _ = _records_ahead(slices, [1])
+    assert got == ref
+
