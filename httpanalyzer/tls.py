@@ -38,7 +38,14 @@ __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS"
            "EXCHANGE_SCHEMA", "ExchangeStage"]
 
 class TlsRun:
-    """One TLS record stage over a stream of packet batches (several traces in a row)."""
+    """One TLS record stage over a stream of packet batches (several traces in a row). The
+    batches are processed in a thread of the stage's own, in order, while the caller goes on
+    (the HTTP pairing, the next batch's walk): feed() hands a batch over, finish() and counters()
+    wait for every batch handed over."""
+
+    #: packet batches handed to the stage's thread before feed() waits for the oldest (each
+    #: keeps its packets' bytes alive until done; as the exchange stage's ExchangeRun.JOBS_AHEAD)
+    JOBS_AHEAD = 3
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_reassembly: int = 1024):
@@ -46,6 +53,7 @@ class TlsRun:
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
         self._parts: list = []                      # TlsTable.take() results, in emit order
+        self._jobs = InFlight("tls-stage", self.JOBS_AHEAD)
 
     #: records the C table gathers before they are taken out as numpy parts: the take has a
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
@@ -58,8 +66,13 @@ class TlsRun:
 
     def feed(self, packets, data, msgs=None) -> None:
         """One packet batch; msgs: the stage's messages of it from the HTTP dissector's walk
-        (MessageBatch.tls), else the stage walks the batch itself. The records wait as numpy
-        parts; finish() makes the table, in frame order, once."""
+        (MessageBatch.tls), else the stage walks the batch itself. Handed to the stage's thread
+        (an earlier batch's error is raised here). The records wait as numpy parts; finish()
+        makes the table, in frame order, once."""
+        self._jobs.submit(self._feed, packets, data, msgs)
+
+    def _feed(self, packets, data, msgs) -> None:
+        """One batch, in the stage's thread (see feed)."""
         if msgs is None:
             self.table.feed(packets, data)
         else:
@@ -71,6 +84,7 @@ class TlsRun:
         """End of input (the waiting hellos leave as unmatched): every record so far as one
         table of SCHEMA in the order of its first frame (None if there is none). Called again
         (an interrupted run's partial output), it gives the records since."""
+        self._jobs.wait()
         self.table.flush()
         if self.table.records_waiting:
             self._parts.append(self.table.take(ordered=True))
@@ -78,6 +92,7 @@ class TlsRun:
         return sorted_table(parts) if parts else None
 
     def counters(self) -> dict:
+        self._jobs.wait()
         return self.table.counters()
 
 

@@ -137,7 +137,7 @@ def _records_ahead(slices, lags):
             pk, data = slices[len(walked)]
             walked.append(dissect(pk, data, tls_watch=run.watch).tls)
         pk, data = slices[i]
-        assert run.feed(pk, data, walked[i]) is None
+        run.table.feed_messages(walked[i], data, len(pk))   # here: the lead is exactly lags[i]
     tab = run.finish()
     return (tab.to_pylist() if tab is not None else []), run.counters()
 
@@ -270,3 +270,22 @@ def test_overflow_outlasts_a_publication_from_before_it(tmp_path):
     got, _ = _records_ahead(slices, [1])
     assert got == ref
 
+
+def test_stage_thread_raises_a_batch_error_and_runs_no_later_batch(tmp_path):
+    """TlsRun processes its batches in a thread of its own: a batch's error (here messages of the
+    wrong dtype) is raised by a later feed or by finish, and the batches handed over after the
+    failed one are not processed (their records would follow a gap)."""
+    from httpanalyzer.tls import TlsRun
+
+    p = tmp_path / "split.pcap"
+    hb.handshake_pcap(p, [{"ch": hb.records(hb.chrome_like(sni=b"a.example")), "sh": _sh()}])
+    (pk, data), = list(_batches(p))
+    run = TlsRun()
+    run.feed(pk, data, np.zeros(3, np.uint8))
+    with pytest.raises(TypeError, match="MESSAGE_DTYPE"):
+        run.feed(pk, data)
+        run.finish()
+    run.feed(pk, data)              # after the error was raised: runs again
+    tab = run.finish()
+    assert tab.num_rows == 1 and tab.column("sni").to_pylist() == ["a.example"]
+    assert run.counters()["packets"] == len(pk)     # one batch processed: not the skipped one
