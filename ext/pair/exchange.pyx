@@ -513,7 +513,7 @@ cdef class ExchangeTable:
         cdef tls_hello hello
         cdef const uint8_t *msg
         if not d.synced:
-            if _looks_record(pl, n):
+            if _looks_record(e.head, n):          # the walk's copy of the first bytes
                 d.synced = 1
                 d.rec_left = 0
                 d.hdr_n = 0
@@ -539,7 +539,9 @@ cdef class ExchangeTable:
                 d.hdr_frame = e.pkt_index
                 d.hdr_ack = e.ack
             while d.hdr_n < 5 and pos < n:
-                d.hdr[d.hdr_n] = pl[pos]
+                # the walk's copy of the first 8 bytes (TcpEvent.head), else the payload in
+                # place: a header past them is a read of a line the walk did not touch
+                d.hdr[d.hdr_n] = e.head[pos] if pos < 8 else pl[pos]
                 d.hdr_n += 1
                 pos += 1
             if d.hdr_n < 5:
@@ -714,14 +716,15 @@ cdef class ExchangeTable:
         i = self._find_conn(e, &client)
         if i == -1:
             # a connection starts with its ClientHello: a handshake record whose message is type 1
-            if n >= 6 and pl[0] == REC_HANDSHAKE and pl[1] == 3 and pl[5] == 1:
+            # (the first bytes from the walk's copy, TcpEvent.head: no read of the payload)
+            if n >= 6 and e.head[0] == REC_HANDSHAKE and e.head[1] == 3 and e.head[5] == 1:
                 i = self._new_conn(e)
                 client = True
             else:
                 # TLS records of a connection whose ClientHello the capture does not hold (it
                 # started before the capture, or the hello was lost): no exchange can be made of
                 # it, counted by the segments that start with a TLS record header
-                if n >= 5 and 20 <= pl[0] <= 23 and pl[1] == 3 and pl[2] <= 4:
+                if n >= 5 and 20 <= e.head[0] <= 23 and e.head[1] == 3 and e.head[2] <= 4:
                     self.cnt[XC_NO_HELLO] += 1
                 return 0
         c = <XConn *>pt_at(&self.cx, i)

@@ -536,8 +536,10 @@ cdef cnp.ndarray _as_packets(packets):
 
 
 cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts, uint64_t index,
-                            uint64_t poff) noexcept nogil:
+                            uint64_t poff, const uint8_t *p) noexcept nogil:
+    """The TCP event of a walked segment (p: the packet's bytes, at poff in the batch)."""
     memset(e, 0, sizeof(TcpEvent))
+    memcpy(e.head, p + l.payload_off, 8 if l.payload_caplen > 8 else l.payload_caplen)
     e.ts_ns = ts
     e.pkt_index = index
     e.payload_at = poff + l.payload_off
@@ -638,7 +640,7 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                     r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l, &bi)
                     if ev != NULL and l.tcp_ok and (tcp_events != 2 or l.payload_len != 0
                                                      or (l.tcp_flags & 0x05) != 0):
-                        _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff)
+                        _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff, base + poff)
                         ke += 1
                     if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
                         tm[kt].ts_ns = refs[i].ts_ns

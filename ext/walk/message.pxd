@@ -92,6 +92,10 @@ ctypedef struct TcpEvent:
     uint64_t pkt_index       # 0-based position of the packet in the trace (frame.number - 1)
     uint64_t payload_at      # offset of the TCP payload's first byte in the batch buffer
     uint32_t payload_caplen  # payload bytes present in the capture
+    uint8_t head[8]          # the payload's first min(8, payload_caplen) bytes, zeros after them:
+                             # the exchange stage reads a record header at the segment's start
+                             # from here, where the walk had the bytes in its cache (a read of
+                             # the payload in place was a cache miss in most segments)
     uint32_t _pad2
 
 cdef enum MsgFlags:

@@ -91,6 +91,7 @@ TCP_EVENT_DTYPE = np.dtype(
         ("pkt_index", "<u8"),
         ("payload_at", "<u8"),
         ("payload_caplen", "<u4"),
+        ("head", "u1", (8,)),
         ("_pad2", "<u4"),
     ],
     align=True,
