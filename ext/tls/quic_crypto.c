@@ -6,6 +6,9 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "quic_crypto.h"
 #include <openssl/sha.h>
+#ifdef OPENSSL_NO_DEPRECATED_3_0
+#error "ext/tls/quic_crypto.c needs libcrypto's SHA256_Init/Update/Final (an OpenSSL built with no-deprecated lacks them)"
+#endif
 
 static const uint8_t quic_salt_v1[20] = {   /* RFC 9001 5.2 */
     0x38, 0x76, 0x2c, 0xf7, 0xf5, 0x59, 0x34, 0xb3, 0x4d, 0x17,
