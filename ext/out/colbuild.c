@@ -64,26 +64,42 @@ void wt_strcol_free(wt_strcol *c) {
 }
 
 int wt_strlist_push_split(wt_strlist *c, const char *p, size_t n, char sep) {
-    size_t i = 0, start = 0, before = c->items.n;
+    /* one pass over the text, the room for the whole row reserved first (at most n bytes and
+       n + 1 items): no capacity test per item, and the column is unchanged when memory ran
+       out. Was a wt_strcol_push per item (two capacity tests and a memcpy call for each
+       6-byte cipher suite): the TLS records' five list<string> columns, 1.2 % of the stage's
+       samples */
+    wt_strcol *it = &c->items;
+    size_t i, k, o;
+    uint8_t *d;
+    int32_t *offs;
     if (grow_offs(&c->loffs, &c->ncap, c->n + 2))
         return -1;
+    if (n) {
+        if (it->len + n > 0x7FFFFFFF)
+            return -1;                           /* int32 offsets: one batch stays below 2 GiB */
+        if (grow_offs(&it->offs, &it->ncap, it->n + n + 2) || grow_bytes(&it->data, &it->cap, it->len + n))
+            return -1;
+        if (it->n == 0)
+            it->offs[0] = 0;
+        d = it->data;
+        offs = it->offs;
+        k = it->n;
+        o = it->len;
+        for (i = 0; i < n; i++) {
+            if (p[i] == sep)
+                offs[++k] = (int32_t)o;
+            else
+                d[o++] = (uint8_t)p[i];
+        }
+        offs[++k] = (int32_t)o;
+        it->n = k;
+        it->len = o;
+    }
     if (c->n == 0)
         c->loffs[0] = 0;
-    if (n) {
-        for (i = 0; i <= n; i++) {
-            if (i == n || p[i] == sep) {
-                if (wt_strcol_push(&c->items, p + start, i - start)) {
-                    /* undo this row's items: the column stays as it was */
-                    c->items.n = before;
-                    c->items.len = before ? (size_t)c->items.offs[before] : 0;
-                    return -1;
-                }
-                start = i + 1;
-            }
-        }
-    }
     c->n += 1;
-    c->loffs[c->n] = (int32_t)c->items.n;
+    c->loffs[c->n] = (int32_t)it->n;
     return 0;
 }
 
@@ -99,19 +115,21 @@ void wt_strlist_free(wt_strlist *c) {
 }
 
 int wt_u16list_push_dec(wt_u16list *c, const char *p, size_t n, char sep) {
-    size_t i, items = 1, k = c->nv;
+    /* one pass: room for the most values the text can hold (n + 1, every character a
+       separator) reserved first, so the column is unchanged when memory ran out; was a pass
+       counting the separators, then one parsing (a C loop over extension lists: 23-25 -> 18
+       ns per row) */
+    size_t i, k = c->nv, need;
     uint16_t v = 0;
+    uint16_t *vals;
     if (grow_offs(&c->loffs, &c->ncap, c->n + 2))
         return -1;
-    if (c->n == 0)
-        c->loffs[0] = 0;
     if (n) {
-        for (i = 0; i < n; i++)
-            items += p[i] == sep;
-        if (c->nv + items > c->vcap) {
+        need = c->nv + n + 1;
+        if (need > c->vcap) {
             size_t nc = c->vcap ? c->vcap : 4096;
             uint16_t *q;
-            while (nc < c->nv + items)
+            while (nc < need)
                 nc *= 2;
             q = (uint16_t *)realloc(c->vals, nc * sizeof(uint16_t));
             if (q == NULL)
@@ -119,16 +137,20 @@ int wt_u16list_push_dec(wt_u16list *c, const char *p, size_t n, char sep) {
             c->vals = q;
             c->vcap = nc;
         }
-        for (i = 0; i <= n; i++) {
-            if (i == n || p[i] == sep) {
-                c->vals[k++] = v;
+        vals = c->vals;
+        for (i = 0; i < n; i++) {
+            if (p[i] == sep) {
+                vals[k++] = v;
                 v = 0;
             } else {
                 v = (uint16_t)(v * 10u + (uint16_t)(p[i] - '0'));
             }
         }
+        vals[k++] = v;
         c->nv = k;
     }
+    if (c->n == 0)
+        c->loffs[0] = 0;
     c->n += 1;
     c->loffs[c->n] = (int32_t)c->nv;
     return 0;

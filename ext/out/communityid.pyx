@@ -24,8 +24,8 @@ cnp.import_array()
 cdef extern from "<openssl/evp.h>" nogil:
     int EVP_EncodeBlock(unsigned char *t, const unsigned char *f, int n)
 
-# SHA-1 through ext/out/digest.h: the algorithm fetched once, one context per thread (an implicit
-# EVP_sha1() fetch per record cost ~3-4x the digest itself under OpenSSL 3)
+# SHA-1 through ext/out/digest.h: libcrypto's SHA1_Init/Update/Final on a stack context (an
+# implicit EVP_sha1() fetch per record cost ~3-4x the digest itself under OpenSSL 3)
 cdef extern from "digest.h" nogil:
     enum: WT_SHA1
     unsigned int wt_digest(int which, const void *d, size_t n, unsigned char *out)

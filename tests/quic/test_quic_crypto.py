@@ -163,3 +163,31 @@ def test_forged_close_refuses_what_is_not_a_client_initial():
     for bad in (b"", b"\x40abc", V1["client_packet"][:30]):
         with pytest.raises(q.QuicError):
             q.forge_close(bad)
+
+
+def test_open_under_keys_in_turns():
+    """quic_aead_open keeps two GCM contexts keyed (the last used and the other one): packets
+    under keys that come in turns, return after a third key, or follow a packet whose tag failed
+    open to what cryptography's AESGCM sealed, and a damaged tag is refused under every order."""
+    pytest.importorskip("cryptography")
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    keys = []
+    for dcid in (b"\x83\x94\xc8\xf0\x3e\x51\x57\x08", b"\x01" * 20, b""):
+        ks = _reference_keys(1, dcid)
+        keys += [ks["client"], ks["server"]]
+    order = [0, 1, 0, 1, 1, 0, 2, 0, 1, 3, 2, 3, 2, 4, 5, 0, 5, 4, 1, 1, 0]
+    for step, i in enumerate(order):
+        k = keys[i]
+        pn = step * 7 + i
+        aad = bytes([0xC3, step, i]) + b"header"
+        pt = bytes((step * 31 + j) & 0xFF for j in range(40 + 13 * step))
+        nonce = bytes(a ^ b for a, b in zip(k["iv"], pn.to_bytes(12, "big")))
+        ct = AESGCM(k["key"]).encrypt(nonce, pt, aad)
+        if step % 5 == 3:                     # a damaged tag first: refused, the context reusable
+            bad = ct[:-1] + bytes([ct[-1] ^ 1])
+            with pytest.raises(q.QuicError, match="decrypt"):
+                q.aead_open(k, pn, aad, bad)
+        assert q.aead_open(k, pn, aad, ct) == pt, (step, i)
+        # the same packet opened under the other side's key of its DCID is refused
+        with pytest.raises(q.QuicError, match="decrypt"):
+            q.aead_open(keys[i ^ 1], pn, aad, ct)
