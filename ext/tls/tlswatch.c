@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "tlswatch.h"
 
 int tls_watch_init(TlsWatch *w, uint32_t min_cap) {
@@ -10,10 +11,11 @@ int tls_watch_init(TlsWatch *w, uint32_t min_cap) {
     w->cap = 4096;
     while (w->cap < min_cap && w->cap < (1u << 26))
         w->cap *= 2;
-    w->keys = calloc(w->cap, sizeof(uint64_t));
-    w->gens = calloc(w->cap, sizeof(uint64_t));
-    w->spare = malloc(w->cap * sizeof(uint64_t));
-    w->pub = malloc((w->cap / 2) * sizeof(uint64_t));
+    /* the checked allocator (ext/common/alloc.h): MemoryError set on failure */
+    w->keys = wt_zalloc(w->cap, sizeof(uint64_t));
+    w->gens = w->keys ? wt_zalloc(w->cap, sizeof(uint64_t)) : NULL;
+    w->spare = w->gens ? wt_alloc(w->cap * sizeof(uint64_t)) : NULL;
+    w->pub = w->spare ? wt_alloc((w->cap / 2) * sizeof(uint64_t)) : NULL;
     if (w->keys == NULL || w->gens == NULL || w->spare == NULL || w->pub == NULL
             || pthread_mutex_init(&w->lock, NULL) != 0) {
         free(w->keys);

@@ -47,7 +47,7 @@ typedef struct {
     uint64_t pub_gen;           /* the publication is the stage's set after batch pub_gen */
 } TlsWatch;
 
-/* 0, or -1 when out of memory (nothing to free then). cap: at least min_cap, a power of two. */
+/* 0, or -1 with MemoryError set (nothing to free then). cap: at least min_cap, a power of two. */
 int tls_watch_init(TlsWatch *w, uint32_t min_cap);
 void tls_watch_free(TlsWatch *w);
 /* The walk, before each batch it walks with this set: takes the stage's newest publication. */

@@ -23,7 +23,7 @@ def _parts(path, every, ordered=False):
     parts = []
     with open_trace(str(path), progress=False, batch_size=8) as tr:
         for b in tr:
-            run.feed(b.packets, b.data)
+            run.table.feed(b.packets, b.data)      # the C table itself, here (TlsRun.feed: its thread)
             if run.table.records_waiting >= every:
                 parts.append(run.table.take(ordered=ordered))
     run.table.flush()
