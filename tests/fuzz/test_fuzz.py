@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.common import c_tool
 from tests.fuzz.run import REGRESSIONS, ROOT
 from tests.fuzz.targets import CHECKS, SEEDS, TARGETS
 
@@ -41,9 +42,19 @@ def test_seeds_pass(target):
 def test_smoke_fuzz(target, tmp_path):
     """A short real fuzzing run: libFuzzer starts, executes inputs, finds nothing and exits 0."""
     pytest.importorskip("atheris")
-    p = subprocess.run([sys.executable, "-m", "tests.fuzz.run", target, "--seconds", str(SMOKE_SECONDS),
-                        "--workdir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120 + SMOKE_SECONDS)
+    # through benchmarks/rss_exec (a small launcher that forks the run): libFuzzer's RSS limit
+    # reads the process's peak RSS, which Linux keeps across exec from the process that started
+    # it, so a run started straight from this test worker inherited whatever peak an earlier
+    # test of the same worker had reached (a full `make test` once saw 4,018 MB in every target's
+    # run: "out-of-memory (limit: 3072Mb)" before the first input)
+    r, w = os.pipe()
+    try:
+        p = subprocess.run([c_tool("rss_exec"), str(w), sys.executable, "-m", "tests.fuzz.run", target,
+                            "--seconds", str(SMOKE_SECONDS), "--workdir", str(tmp_path)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120 + SMOKE_SECONDS, pass_fds=(w,))
+    finally:
+        os.close(w)
+        os.close(r)
     assert p.returncode == 0, p.stderr[-4000:]
     done = [ln for ln in p.stderr.splitlines() if ln.startswith("stat::number_of_executed_units")]
     assert done and int(done[0].split(":")[-1]) > 0, p.stderr[-2000:]
