@@ -32,7 +32,7 @@ The extension table
 -------------------
 :data:`OUTPUTS` maps an output file's extension to its format, one row each::
 
-    ".csv": Format("csv", "webtap.writers:CsvWriter", stream=True, help="CSV with a header row"),
+    ".csv": Format("csv", "webtap.csvsink:CsvWriter", stream=True, help="CSV with a header row"),
 
 - the key: the extension, lower case, with its dot; a name without one of these is a usage error;
 - ``name``: the format's name, also the key of a tool's *view* for it (below);
@@ -91,10 +91,10 @@ class Format:
 OUTPUTS: dict[str, Format] = {
     ".txt": Format("lines", "webtap.writers:LineWriter", stream=True,
                    help="one record per line, fields separated by |, escaped (docs/CLI.md)"),
-    ".csv": Format("csv", "webtap.writers:CsvWriter", stream=True, help="CSV with a header row"),
-    ".parquet": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
+    ".csv": Format("csv", "webtap.csvsink:CsvWriter", stream=True, help="CSV with a header row"),
+    ".parquet": Format("parquet", "webtap.parquetsink:ParquetWriter", stream=False,
                        help="Parquet (zstd), Arrow types"),
-    ".pq": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
+    ".pq": Format("parquet", "webtap.parquetsink:ParquetWriter", stream=False,
                   help="Parquet (zstd), Arrow types"),
     ".jsonl": Format("jsonl", "webtap.jsonl:JsonLinesWriter", stream=True,
                      help="JSON lines, one object per record (types: webtap/jsonl.py)"),
