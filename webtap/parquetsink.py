@@ -4,13 +4,39 @@ extension table only for a Parquet output, so pyarrow and pyarrow.parquet are im
 top (issue 29)."""
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from webtap.inflight import InFlight
-from webtap.writers import batches_of, with_pandas_metadata
+from webtap.writers import batches_of
 
-__all__ = ["ParquetWriter", "dictionary_columns", "statistics_columns"]
+__all__ = ["ParquetWriter", "dictionary_columns", "statistics_columns", "with_pandas_metadata"]
+
+#: Arrow integer type -> the pandas nullable dtype of the same width
+_NULLABLE_INT = {f"{u}int{b}": f"{'U' if u else ''}Int{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
+
+
+def with_pandas_metadata(schema):
+    """`schema` with pandas metadata that makes pandas read every integer column as a nullable
+    integer dtype of its width (status: UInt16, response_frame: Int64, ...; issue 30).
+
+    Without it `pd.read_parquet` turns an integer column that holds a null into float64 (status
+    200.0, NaN). The metadata is the "pandas" key pyarrow's to_pandas reads (the same pandas
+    writes for a DataFrame with such columns); other readers (DuckDB, Dask, Spark, polars) read
+    the Arrow types and ignore it. An existing "pandas" key is kept."""
+    meta = dict(schema.metadata or {})
+    if b"pandas" in meta:
+        return schema
+    cols = [{"name": f.name, "field_name": f.name, "pandas_type": str(f.type),
+             "numpy_type": _NULLABLE_INT[str(f.type)], "metadata": None}
+            for f in schema if str(f.type) in _NULLABLE_INT]
+    if not cols:
+        return schema
+    meta[b"pandas"] = json.dumps({"index_columns": [], "column_indexes": [], "columns": cols,
+                                  "creator": {"library": "webtap"}}).encode()
+    return schema.with_metadata(meta)
 
 
 def dictionary_columns(schema) -> list[str]:
