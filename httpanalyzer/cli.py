@@ -47,7 +47,7 @@ path or format, BPF filter); 130/143 interrupted by SIGINT/SIGTERM. See docs/CLI
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="httpanalyzer", description=__doc__,
-                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 epilog=EPILOG, formatter_class=clikit.HelpFormatter)
     ap.add_argument("traces", nargs="*", metavar="TRACE",
                     help="pcap / pcapng files (gzip'd too; '-' for stdin); several form one "
                          "stream in time order")

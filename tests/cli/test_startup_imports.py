@@ -2,16 +2,21 @@
 header-only `httpanalyzer` run loads (a fresh interpreter, sys.modules at its end) must not
 import, at their top, the standard modules that no line-output run uses: tempfile (and random:
 the --dask run's temporary folder, httpanalyzer.run_dask), shutil (and bz2, lzma: folder outputs
-remove their tree with webtap.clikit._remove_tree), json (the Parquet sink's pandas metadata,
+remove their tree with webtap.clikit._remove_tree; argparse's own `import shutil`, for the terminal
+width, is avoided by clikit.HelpFormatter), json (the Parquet sink's pandas metadata,
 webtap.parquetsink). Read from the modules' own import statements (tests.contracts), so the
 development install's import hook, which loads some of them itself, does not hide one."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 
+import pytest
+
+from httpanalyzer.cli import build_parser
 from tests.contracts.test_imports_at_top import PACKAGES, _graph
 from webtap import clikit
 
@@ -74,3 +79,19 @@ def test_remove_tree_removes_a_folder_output_and_follows_no_link(tmp_path):
     assert not os.path.lexists(tree)
     assert sorted(os.listdir(outside / "keep")) == ["f"] and (outside / "keep" / "f").read_bytes() == b"x"
     clikit._remove_tree(str(tmp_path / "missing"))          # nothing there: nothing raised
+
+
+@pytest.mark.parametrize("columns", ["40", "80", "123", "", "junk"])
+def test_help_formatter_wraps_as_argparse_does(monkeypatch, columns):
+    """clikit.HelpFormatter finds the width without shutil; the help text is the one argparse's
+    RawDescriptionHelpFormatter (which asks shutil) gives, for any $COLUMNS (none, or not a
+    number: the terminal's, else 80)."""
+    monkeypatch.setenv("COLUMNS", columns)
+    ap = build_parser()
+    assert ap.formatter_class is clikit.HelpFormatter
+    ours = ap.format_help()
+    ap.formatter_class = argparse.RawDescriptionHelpFormatter
+    assert ours == ap.format_help()
+    if columns == "40":                    # the width is used: a wider terminal wraps otherwise
+        monkeypatch.setenv("COLUMNS", "123")
+        assert build_parser().format_help() != ours
