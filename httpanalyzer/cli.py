@@ -132,6 +132,7 @@ class Parts:
         "balance": "httpanalyzer.balance",     # the feeder's balance table (pandas): --summary
         "plots": "httpanalyzer.figures",       # --plots (matplotlib, pandas)
         "abuse_plot": "httpanalyzer.abuse_plot",   # `abuse --plots` (matplotlib)
+        "zeek": "httpanalyzer.zeek",           # -o OUT.log: the Zeek http.log view (pyarrow)
     }
 
     def __getattr__(self, name):

@@ -36,9 +36,18 @@ def _report_inputs(run, summary, n_sources: int) -> None:
         raise clikit.Exit(1)           # nothing could be read (each file said why)
 
 
-def _empty_schema(out, headers):
+def _output_views(out, parts) -> dict:
+    """httpanalyzer.writers.VIEWS, and for a Zeek log (-o OUT.log) its http.log view from the
+    registry (parts.zeek: httpanalyzer.zeek, pyarrow, loaded for that output only)."""
+    views = dict(VIEWS)
+    if (out or "").lower().endswith(".log"):
+        views["zeek"] = parts.zeek.http_log_view
+    return views
+
+
+def _empty_schema(out, headers, views):
     """The columns an output without records still shows (CSV header row, Zeek #fields,
-    Parquet schema): the records' schema as the output's view has it."""
+    Parquet schema): the records' schema as the output's view (of `views`) has it."""
     ext = os.path.splitext(out or "-")[1].lower()
     fmt = clikit.OUTPUTS.get(ext)
     if fmt is None or fmt.name in ("lines", "jsonl"):
@@ -47,16 +56,16 @@ def _empty_schema(out, headers):
     ext = (out or "").lower()
     if ext.endswith((".parquet", ".pq")):
         return records.schema_for(headers)
-    view = VIEWS["zeek"] if ext.endswith(".log") else VIEWS["csv"]
+    view = views["zeek"] if ext.endswith(".log") else views["csv"]
     return view(records.empty_batch(headers)).schema
 
 
-def _views(a, out):
-    """The output's views: httpanalyzer.writers.VIEWS, or with --fields the chosen columns
-    (checked here, before anything is read: a name that is no record column, or a binary
-    output, is a usage error)."""
+def _views(a, out, parts):
+    """The output's views (_output_views), or with --fields the chosen columns (checked here,
+    before anything is read: a name that is no record column, or a binary output, is a usage
+    error)."""
     if a.fields is None:
-        return VIEWS
+        return _output_views(out, parts)
     fields = [n.strip() for n in a.fields.split(",") if n.strip()]
     ext = os.path.splitext(out or "-")[1].lower()
     fmt = clikit.OUTPUTS.get(ext)
@@ -70,13 +79,13 @@ def _views(a, out):
     return dict(VIEWS, **fields_views(fields))
 
 
-def _fields_schema(a, out, headers):
+def _fields_schema(a, out, headers, parts):
     """_empty_schema, or with --fields the chosen columns as the output's view shows them (the
     line format's header line, the CSV header row, even without records)."""
     if a.fields is None:
-        return _empty_schema(out, headers)
+        return _empty_schema(out, headers, _output_views(out, parts))
     fmt = clikit.OUTPUTS.get(os.path.splitext(out or "-")[1].lower())
-    return _views(a, out)[fmt.name if fmt is not None else "lines"](kinds.http.empty_batch(headers)).schema
+    return _views(a, out, parts)[fmt.name if fmt is not None else "lines"](kinds.http.empty_batch(headers)).schema
 
 
 def handle(a, run, parts) -> int:
@@ -98,7 +107,7 @@ def handle(a, run, parts) -> int:
         if a.sort:
             raise clikit.UsageError("--sort and --dask: the dataset is partitioned by chunk in time "
                                     "order; sort the records when reading them")
-        rc = parts.dask.main(a, run)
+        rc = parts.dask.main(a, run, parts)
         if rc == 0 and (a.tls_out or a.exchanges_out):
             # the handshakes are few: one TLS pass over the traces here (not on the workers)
             tls_mod = parts.tls
@@ -110,8 +119,8 @@ def handle(a, run, parts) -> int:
     if a.chunk_mb is not None or a.chunk_packets is not None:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
     out = a.output or "-"
-    o = run.output(out, views=_views(a, out),
-                   schema=_fields_schema(a, out, a.headers))
+    o = run.output(out, views=_views(a, out, parts),
+                   schema=_fields_schema(a, out, a.headers, parts))
     summary = Summary(detailed=a.summary)
     run.packets = lambda: max(summary.packets, run.ctx.packets)
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal

@@ -16,7 +16,7 @@ from httpanalyzer.run import _fields_schema, _report_inputs, _views
 from webtap import clikit
 
 
-def main(a, run) -> int:
+def main(a, run, parts) -> int:
     """`httpanalyzer TRACE... --dask SCHED`: chunks on a Dask cluster, records as a Parquet
     dataset (-o OUT.parquet) or, for the other outputs, streamed from a temporary dataset."""
     out = a.output
@@ -25,8 +25,8 @@ def main(a, run) -> int:
     if dataset_out:
         o = run.output(out, directory=True)
     else:
-        o = run.output(out or "-", views=_views(a, out),
-                       schema=_fields_schema(a, out, a.headers))
+        o = run.output(out or "-", views=_views(a, out, parts),
+                       schema=_fields_schema(a, out, a.headers, parts))
     tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
     target = o.target if dataset_out else os.path.join(tmp, "records")
     progress = None if not a.no_progress else False
