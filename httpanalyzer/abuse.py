@@ -985,7 +985,11 @@ def _ts_cols(df: pd.DataFrame, names) -> pd.DataFrame:
     return df
 
 
-def handle(a, run) -> int:
+def handle(a, run, parts=None) -> int:
+    """parts: the registry's optional parts (httpanalyzer.cli.Parts): the figures of --plots
+    (httpanalyzer.abuse_plot, matplotlib) come from it, loaded only when asked."""
+    if a.plots is not None and parts is None:
+        raise clikit.UsageError("--plots needs the httpanalyzer command (its registry loads the figures)")
     a.traces = [clikit.trace_path(t) for t in a.traces]
     if a.bpf:
         try:
@@ -1009,9 +1013,7 @@ def handle(a, run) -> int:
         df = rates(ab, window_s=a.window,
                    by=("client_ip",) if a.by == "client" else ("client_ip", "host"))
         if a.plots:
-            from httpanalyzer.abuse_plot import rates_figure      # matplotlib: only when asked
-
-            figs["abuse_rates"] = rates_figure(df)
+            figs["abuse_rates"] = parts.abuse_plot.rates_figure(df)   # matplotlib: only when asked
         run.note(f"{len(df)} {'clients' if a.by == 'client' else 'client/Host pairs'}, "
                  f"window {a.window:g} s")
     elif a.what == "limit-req":
@@ -1021,9 +1023,7 @@ def handle(a, run) -> int:
                 "host", "uri", "status", "limit_req", "excess", "delay_ms"]
         df = lr[cols]
         if a.plots:
-            from httpanalyzer.abuse_plot import limit_req_figure
-
-            figs["abuse_limit_req"] = limit_req_figure(lr)
+            figs["abuse_limit_req"] = parts.abuse_plot.limit_req_figure(lr)
         counts = df["limit_req"].value_counts()
         run.note(f"{len(df)} requests: " + ", ".join(f"{counts.get(k, 0)} {k}"
                                                        for k in LIMIT_REQ_OUTCOMES))
@@ -1037,9 +1037,7 @@ def handle(a, run) -> int:
         df = slow_http(ab, stall_s=a.stall, min_body_rate=a.min_body_rate,
                        zero_window_s=a.zero_window, idle_s=a.idle)
         if a.plots:
-            from httpanalyzer.abuse_plot import slow_figure
-
-            figs["abuse_slow"] = slow_figure(df)
+            figs["abuse_slow"] = parts.abuse_plot.slow_figure(df)
         df = _ts_cols(df, ["start_ts", "end_ts", "first_request_ts"])
         df.attrs = {}
         run.note(f"{len(df)} connections: " + ", ".join(f"{int(df[k].sum())} {k}"
@@ -1056,6 +1054,8 @@ def handle(a, run) -> int:
     return 0
 
 
-def cli(argv=None) -> int:
-    """`httpanalyzer abuse {rates,limit-req,slow} TRACE... [options]`"""
-    return clikit.main("httpanalyzer abuse", build_parser(), handle, list(argv or []))
+def cli(argv=None, parts=None) -> int:
+    """`httpanalyzer abuse {rates,limit-req,slow} TRACE... [options]`; parts: the registry's
+    optional parts (httpanalyzer.cli.Parts), which the httpanalyzer command hands in."""
+    return clikit.main("httpanalyzer abuse", build_parser(), lambda a, run: handle(a, run, parts),
+                       list(argv or []))

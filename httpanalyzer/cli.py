@@ -47,7 +47,7 @@ path or format, BPF filter); 130/143 interrupted by SIGINT/SIGTERM. See docs/CLI
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="httpanalyzer", description=__doc__,
-                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 epilog=EPILOG, formatter_class=clikit.HelpFormatter)
     ap.add_argument("traces", nargs="*", metavar="TRACE",
                     help="pcap / pcapng files (gzip'd too; '-' for stdin); several form one "
                          "stream in time order")
@@ -128,9 +128,11 @@ class Parts:
     TABLE = {
         "run": "httpanalyzer.run",             # the HTTP run (numpy, the compiled walk)
         "tls": "httpanalyzer.tls",             # --tls-out / --exchanges-out (pyarrow)
-        "dask": "httpanalyzer.distributed",    # --dask (the optional extra webtap[dask])
+        "dask": "httpanalyzer.run_dask",       # --dask (httpanalyzer.distributed: the extra webtap[dask])
         "balance": "httpanalyzer.balance",     # the feeder's balance table (pandas): --summary
         "plots": "httpanalyzer.figures",       # --plots (matplotlib, pandas)
+        "abuse_plot": "httpanalyzer.abuse_plot",   # `abuse --plots` (matplotlib)
+        "zeek": "httpanalyzer.zeek",           # -o OUT.log: the Zeek http.log view (pyarrow)
     }
 
     def __getattr__(self, name):
@@ -140,7 +142,8 @@ class Parts:
         return importlib.import_module(mod)
 
 
-#: the subcommands: argv[0] -> (module, its entry point taking the remaining arguments)
+#: the subcommands: argv[0] -> (module, its entry point taking the remaining arguments and, as
+#: `parts`, the registry's table of optional parts)
 COMMANDS = {
     "tls": ("httpanalyzer.tls", "cli"),            # TLS and QUIC handshake records (issue 17)
     "abuse": ("httpanalyzer.abuse", "cli"),        # {rates,limit-req,slow,evasion} (issue 34)
@@ -162,7 +165,7 @@ def main(argv=None) -> int:
     if cmd in COMMANDS:
         # a trace literally named "compare" is still read as `httpanalyzer ./compare`
         module, entry = COMMANDS[cmd]
-        return getattr(importlib.import_module(module), entry)(args[1:])
+        return getattr(importlib.import_module(module), entry)(args[1:], parts=Parts())
     return clikit.main("httpanalyzer", build_parser(), _handle, args)
 
 

@@ -246,7 +246,7 @@ def _handle(a, run) -> int:
     return 0                           # a trace skipped among several: said above
 
 
-def cli(argv=None) -> int:
+def cli(argv=None, parts=None) -> int:  # parts: httpanalyzer.cli.Parts (unused here)
     """`httpanalyzer compare TRACE... [--report DIR] [--json]` (the webtap.clikit contract)."""
 
     return clikit.main("httpanalyzer compare", build_parser(), _handle, argv)

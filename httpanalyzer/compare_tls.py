@@ -532,7 +532,7 @@ def _handle(a, run) -> int:
     return 0
 
 
-def cli(argv=None) -> int:
+def cli(argv=None, parts=None) -> int:  # parts: httpanalyzer.cli.Parts (unused here)
     """`httpanalyzer compare --tls TRACE... [--keylog FILE] [--json] [--csv OUT]` (the
     webtap.clikit contract)."""
 

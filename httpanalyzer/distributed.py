@@ -57,7 +57,7 @@ from webtap.pipeline import Pipeline
 from webtap.rangeplan import FileRange
 from webtap.errors import BpfError
 from webtap.records import http as records
-from webtap.writers import with_pandas_metadata
+from webtap.parquetsink import with_pandas_metadata
 
 __all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "WorkersLost",
            "parse_scheduler"]

@@ -1,18 +1,16 @@
 """`httpanalyzer TRACE... [options]`: the HTTP run, what httpanalyzer.cli's registry loads once
 the arguments are parsed (so that `--help` and a usage error never load numpy or the compiled
 walk). Its imports stand at the top; what only an option needs (the TLS stage of --tls-out, Dask,
-the feeder's balance table, the figures of --plots) comes from the registry (`parts`), and the
+the feeder's balance table, the figures of --plots; the --dask run is httpanalyzer.run_dask)
+comes from the registry (`parts`), and the
 HTTP record kind (webtap.records.http, pyarrow) from the record-kind table webtap.records, at the
 first record: a run that ends before its first record (a header-only trace) loads neither."""
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import sys
-import tempfile
 
-from httpanalyzer.consumers import choose_consumers, max_consumers
+from httpanalyzer.consumers import choose_consumers
 from httpanalyzer.errors import ConsumerFailed
 from httpanalyzer.stream import Summary, iter_record_batches
 from httpanalyzer.writers import VIEWS, fields_views
@@ -38,9 +36,18 @@ def _report_inputs(run, summary, n_sources: int) -> None:
         raise clikit.Exit(1)           # nothing could be read (each file said why)
 
 
-def _empty_schema(out, headers):
+def _output_views(out, parts) -> dict:
+    """httpanalyzer.writers.VIEWS, and for a Zeek log (-o OUT.log) its http.log view from the
+    registry (parts.zeek: httpanalyzer.zeek, pyarrow, loaded for that output only)."""
+    views = dict(VIEWS)
+    if (out or "").lower().endswith(".log"):
+        views["zeek"] = parts.zeek.http_log_view
+    return views
+
+
+def _empty_schema(out, headers, views):
     """The columns an output without records still shows (CSV header row, Zeek #fields,
-    Parquet schema): the records' schema as the output's view has it."""
+    Parquet schema): the records' schema as the output's view (of `views`) has it."""
     ext = os.path.splitext(out or "-")[1].lower()
     fmt = clikit.OUTPUTS.get(ext)
     if fmt is None or fmt.name in ("lines", "jsonl"):
@@ -49,16 +56,16 @@ def _empty_schema(out, headers):
     ext = (out or "").lower()
     if ext.endswith((".parquet", ".pq")):
         return records.schema_for(headers)
-    view = VIEWS["zeek"] if ext.endswith(".log") else VIEWS["csv"]
+    view = views["zeek"] if ext.endswith(".log") else views["csv"]
     return view(records.empty_batch(headers)).schema
 
 
-def _views(a, out):
-    """The output's views: httpanalyzer.writers.VIEWS, or with --fields the chosen columns
-    (checked here, before anything is read: a name that is no record column, or a binary
-    output, is a usage error)."""
+def _views(a, out, parts):
+    """The output's views (_output_views), or with --fields the chosen columns (checked here,
+    before anything is read: a name that is no record column, or a binary output, is a usage
+    error)."""
     if a.fields is None:
-        return VIEWS
+        return _output_views(out, parts)
     fields = [n.strip() for n in a.fields.split(",") if n.strip()]
     ext = os.path.splitext(out or "-")[1].lower()
     fmt = clikit.OUTPUTS.get(ext)
@@ -72,82 +79,13 @@ def _views(a, out):
     return dict(VIEWS, **fields_views(fields))
 
 
-def _fields_schema(a, out, headers):
+def _fields_schema(a, out, headers, parts):
     """_empty_schema, or with --fields the chosen columns as the output's view shows them (the
     line format's header line, the CSV header row, even without records)."""
     if a.fields is None:
-        return _empty_schema(out, headers)
+        return _empty_schema(out, headers, _output_views(out, parts))
     fmt = clikit.OUTPUTS.get(os.path.splitext(out or "-")[1].lower())
-    return _views(a, out)[fmt.name if fmt is not None else "lines"](kinds.http.empty_batch(headers)).schema
-
-
-def _main_dask(a, run, distributed) -> int:
-    """`httpanalyzer TRACE... --dask SCHED`: chunks on a Dask cluster, records as a Parquet
-    dataset (-o OUT.parquet) or, for the other outputs, streamed from a temporary dataset.
-    distributed: httpanalyzer.distributed (Dask, the optional extra), from the registry."""
-    out = a.output
-    dataset_out = out not in (None, "-") and os.path.splitext(out)[1].lower() in (".parquet", ".pq")
-    _check_scheduler(a.dask)
-    if dataset_out:
-        o = run.output(out, directory=True)
-    else:
-        o = run.output(out or "-", views=_views(a, out),
-                       schema=_fields_schema(a, out, a.headers))
-    tmp = None if dataset_out else tempfile.mkdtemp(prefix="httpanalyzer-dask-")
-    target = o.target if dataset_out else os.path.join(tmp, "records")
-    progress = None if not a.no_progress else False
-    try:
-        try:
-            res = distributed.run(a.traces, target, scheduler=a.dask, bpf=a.bpf,
-                                  gc_timeout=a.gc_timeout, max_pending=a.max_pending,
-                                  chunk_packets=a.chunk_packets,
-                                  chunk_bytes=int(a.chunk_mb * (1 << 20)) if a.chunk_mb else None,
-                                  progress=progress, headers=a.headers)
-        except distributed.OverlappingTraces as e:
-            raise clikit.UsageError(clikit.describe(e)) from None
-        except (ValueError, RuntimeError) as e:
-            raise clikit.RunError(clikit.describe(e)) from None
-        summary = res.summary
-        summary.detailed = a.summary
-        dataset = distributed.open_dataset(target)
-        # a dataset output is only counted here: the columns the summary reads, not the records
-        cols = None if not dataset_out else (
-            ["matched", "interim", "outcome", "status", "method", "response_time"] if a.summary
-            else ["matched"])
-        for batch in dataset.to_batches(columns=cols):
-            batch = batch.drop_columns(["chunk"]) if "chunk" in batch.schema.names else batch
-            summary.add(batch)
-            if not dataset_out:
-                o.write(batch)
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    _report_inputs(run, summary, len(a.traces))
-    o.commit()
-    if a.summary:
-        dest = sys.stderr if out in (None, "-") else sys.stdout
-        print(summary.table(), file=dest)
-        print(f"\nDask: {res.chunks} chunks, {res.boundaries_replayed} boundaries replayed "
-              f"({res.replayed_messages} messages), {res.reruns} chunks re-run; seconds: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in res.seconds.items()), file=dest)
-        print(f"Executor: {summary.executor}", file=dest)
-    return 0
-
-
-def _check_scheduler(spec: str) -> None:
-    """--dask takes 'local', 'local:N' or a scheduler address; anything else is a usage error
-    here (and not a network error after seconds of trying)."""
-    if spec == "local" or spec.startswith("local:"):
-        n = spec[len("local:"):] if spec != "local" else "1"
-        hi = max_consumers()
-        if not (n.isdigit() and 1 <= int(n) <= hi):
-            raise clikit.UsageError(f"--dask local:N needs N in 1 .. {hi} worker processes "
-                                    f"(4 per core, at most 64), {spec!r}")
-        return
-    if re.fullmatch(r"(tcp|tls|ws|wss|ucx)://[^\s:/]+(:[0-9]+)?/?|[^\s:/]+:[0-9]+", spec):
-        return
-    raise clikit.UsageError(f"--dask needs 'local', 'local:N' or a scheduler address "
-                            f"(tcp://host:8786), {spec!r}")
+    return _views(a, out, parts)[fmt.name if fmt is not None else "lines"](kinds.http.empty_batch(headers)).schema
 
 
 def handle(a, run, parts) -> int:
@@ -169,7 +107,7 @@ def handle(a, run, parts) -> int:
         if a.sort:
             raise clikit.UsageError("--sort and --dask: the dataset is partitioned by chunk in time "
                                     "order; sort the records when reading them")
-        rc = _main_dask(a, run, parts.dask)
+        rc = parts.dask.main(a, run, parts)
         if rc == 0 and (a.tls_out or a.exchanges_out):
             # the handshakes are few: one TLS pass over the traces here (not on the workers)
             tls_mod = parts.tls
@@ -181,8 +119,8 @@ def handle(a, run, parts) -> int:
     if a.chunk_mb is not None or a.chunk_packets is not None:
         raise clikit.UsageError("--chunk-mb and --chunk-packets need --dask")
     out = a.output or "-"
-    o = run.output(out, views=_views(a, out),
-                   schema=_fields_schema(a, out, a.headers))
+    o = run.output(out, views=_views(a, out, parts),
+                   schema=_fields_schema(a, out, a.headers, parts))
     summary = Summary(detailed=a.summary)
     run.packets = lambda: max(summary.packets, run.ctx.packets)
     progress = None if not a.no_progress else False    # None: a bar when stderr is a terminal

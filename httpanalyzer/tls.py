@@ -486,7 +486,7 @@ def handle(a, run) -> int:
     return 0
 
 
-def cli(argv=None) -> int:
+def cli(argv=None, parts=None) -> int:  # parts: httpanalyzer.cli.Parts (unused here)
     """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
 
     return clikit.main("httpanalyzer tls", build_parser(), handle, list(argv or []))

@@ -78,16 +78,10 @@ def csv_view(batch):
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def zeek_view(batch):
-    """-o OUT.log: Zeek's http.log (httpanalyzer/zeek.py, imported only for that output; its
-    columns are built from buffers, without pyarrow.compute)."""
-    from httpanalyzer.zeek import http_log_view
-
-    return http_log_view(batch)
-
-
-#: views for webtap.clikit outputs (format name -> batch -> batch)
-VIEWS = {"lines": line_view, "csv": csv_view, "zeek": zeek_view}
+#: views for webtap.clikit outputs (format name -> batch -> batch); the Zeek http.log view
+#: (-o OUT.log: httpanalyzer.zeek.http_log_view, columns built from buffers without
+#: pyarrow.compute) is added by the HTTP run from the registry's parts, for that output only
+VIEWS = {"lines": line_view, "csv": csv_view}
 
 def __getattr__(name):
     if name == "CSV_SCHEMA":       # the schema as CSV shows it (header row of an empty output)

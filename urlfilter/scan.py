@@ -22,7 +22,7 @@ from webtap.capture import Batch, write_pcap
 from webtap.records.message import PACKET_DTYPE
 from webtap.pipeline import Pipeline
 from webtap.stream import Totals
-from webtap.writers import with_pandas_metadata
+from webtap.parquetsink import with_pandas_metadata
 
 __all__ = ["scan", "ScanResult", "ForgedPcapWriter", "write_records"]
 

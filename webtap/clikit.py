@@ -32,7 +32,7 @@ The extension table
 -------------------
 :data:`OUTPUTS` maps an output file's extension to its format, one row each::
 
-    ".csv": Format("csv", "webtap.writers:CsvWriter", stream=True, help="CSV with a header row"),
+    ".csv": Format("csv", "webtap.csvsink:CsvWriter", stream=True, help="CSV with a header row"),
 
 - the key: the extension, lower case, with its dot; a name without one of these is a usage error;
 - ``name``: the format's name, also the key of a tool's *view* for it (below);
@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import shutil
 import signal
 import stat
 import sys
@@ -91,10 +90,10 @@ class Format:
 OUTPUTS: dict[str, Format] = {
     ".txt": Format("lines", "webtap.writers:LineWriter", stream=True,
                    help="one record per line, fields separated by |, escaped (docs/CLI.md)"),
-    ".csv": Format("csv", "webtap.writers:CsvWriter", stream=True, help="CSV with a header row"),
-    ".parquet": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
+    ".csv": Format("csv", "webtap.csvsink:CsvWriter", stream=True, help="CSV with a header row"),
+    ".parquet": Format("parquet", "webtap.parquetsink:ParquetWriter", stream=False,
                        help="Parquet (zstd), Arrow types"),
-    ".pq": Format("parquet", "webtap.writers:ParquetWriter", stream=False,
+    ".pq": Format("parquet", "webtap.parquetsink:ParquetWriter", stream=False,
                   help="Parquet (zstd), Arrow types"),
     ".jsonl": Format("jsonl", "webtap.jsonl:JsonLinesWriter", stream=True,
                      help="JSON lines, one object per record (types: webtap/jsonl.py)"),
@@ -210,6 +209,33 @@ max_pending = number(int, 1, 1 << 30)
 _FILES = "_webtap_files"
 
 
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns, as argparse's help formatter asks for it: $COLUMNS
+    when a positive number, else the terminal of sys.__stdout__, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's RawDescriptionHelpFormatter with the same width (the terminal's, less 2), found
+    without `import shutil`: argparse builds a formatter for every add_argument and, given no
+    width, imports shutil (and with it bz2, lzma and zlib) for get_terminal_size: ~1 ms of every
+    command's start-up (issue 29). The commands' parsers use it (formatter_class=)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        if width is None:
+            width = _terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 def files(parser: argparse.ArgumentParser, inputs=(), outputs=()) -> None:
     """Declare which arguments of `parser` (by dest) name files the command reads (`inputs`)
     and writes (`outputs`; a dict dest -> what None means, e.g. {"output": "-"} when no -o is
@@ -320,6 +346,34 @@ def add_common(p: argparse.ArgumentParser, quiet: bool = True) -> None:
 def _load(spec: str):
     mod, _, name = spec.partition(":")
     return getattr(importlib.import_module(mod), name)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a folder output (a temporary dataset, or the folder it replaces) and what it holds,
+    as shutil.rmtree(path, ignore_errors=True) does: bottom-up through directory descriptors
+    (os.fwalk: a symlink is removed, never followed), an entry that cannot be removed is left.
+    Not shutil itself: it imports bz2, lzma and zlib at its top (~1 ms of every command's
+    start-up, issue 29) for this one call of the rare folder outputs."""
+    try:
+        for _, dirs, files, fd in os.fwalk(path, topdown=False):
+            for name in files:
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError:
+                    pass
+            for name in dirs:
+                try:
+                    os.rmdir(name, dir_fd=fd)
+                except NotADirectoryError:     # a symlink to a folder: the link itself
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                    except OSError:
+                        pass
+                except OSError:
+                    pass
+        os.rmdir(path)
+    except OSError:                            # gone already, or left (as ignore_errors)
+        pass
 
 
 def _umask() -> int:
@@ -466,7 +520,7 @@ class Output:
             os.rename(dest, old)
             os.rename(self.tmp, dest)
             if os.path.isdir(old) and not os.path.islink(old):
-                shutil.rmtree(old, ignore_errors=True)
+                _remove_tree(old)
             else:
                 os.unlink(old)
         else:
@@ -523,7 +577,7 @@ class Output:
             self._f = None
         if self.tmp is not None:
             if os.path.isdir(self.tmp):
-                shutil.rmtree(self.tmp, ignore_errors=True)
+                _remove_tree(self.tmp)
             else:
                 try:
                     os.unlink(self.tmp)

@@ -13,7 +13,7 @@ until the job is done (a packet batch's chunk buffer is not: webtap.capture.Chun
 buffer only once no one refers to it). After a job failed, the jobs behind it are not run; the
 error is raised by the next submit() or wait().
 
-Used by the Parquet sink (webtap.writers.ParquetWriter: a full row group is encoded and
+Used by the Parquet sink (webtap.parquetsink.ParquetWriter: a full row group is encoded and
 compressed while the run goes on) and by the TLS exchange stage (httpanalyzer.tls.ExchangeRun:
 its record walk over a batch's TCP events runs while the next batch is walked and paired).
 """

@@ -26,18 +26,18 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
+
 from webtap._ext import textout
 from webtap.writers import batches_of, text_columns
 
-# pyarrow is imported by the functions that use it (the CLI layer imports this module when the
-# output is chosen, before the first packet: start-up, issue 21).
+# pyarrow at the top: the extension table (webtap.clikit.OUTPUTS) loads this module only for a
+# Zeek log output, whose header already needs the records' schema (issue 29).
 
 __all__ = ["ZeekLogWriter", "format_rows", "header_lines", "escape", "zeek_type"]
 
 
 def zeek_type(field) -> str:
-    import pyarrow as pa
-
     md = field.metadata or {}
     if b"zeek_type" in md:
         return md[b"zeek_type"].decode()

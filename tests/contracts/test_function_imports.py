@@ -33,13 +33,9 @@ ALLOWED = {
 
 #: still imported inside a function (issue 29, to shrink): pair -> why it is not moved yet
 NOT_YET = {
-    ("httpanalyzer.abuse", "httpanalyzer.abuse_plot"): "matplotlib for `abuse --plots`: abuse has "
-        "its own parser, not yet the registry's Parts",
     ("httpanalyzer.tls", "httpanalyzer.tls_plot"): "matplotlib for `tls --plots`; tls.py is the TLS "
         "stage's (issue 33, lead): import lines only there",
     ("httpanalyzer.tls", "httpanalyzer.zeek"): "the Zeek ssl.log view (pyarrow) of tls.py, as above",
-    ("httpanalyzer.writers", "httpanalyzer.zeek"): "the Zeek http.log view: VIEWS is a table of "
-        "functions the HTTP run imports before its first record",
 }
 
 
@@ -130,14 +126,13 @@ def test_allow_list_has_no_stale_entry():
 
 def test_an_unlisted_or_mislabelled_import_fails(monkeypatch):
     """The check itself can fail: a pair taken off the list, and a pair given a false reason."""
-    monkeypatch.delitem(NOT_YET, ("httpanalyzer.abuse", "httpanalyzer.abuse_plot"))
-    monkeypatch.setitem(ALLOWED, ("httpanalyzer.writers", "httpanalyzer.zeek"), (OPTIONAL, "wrong"))
-    monkeypatch.delitem(NOT_YET, ("httpanalyzer.writers", "httpanalyzer.zeek"))
+    monkeypatch.delitem(NOT_YET, ("httpanalyzer.tls", "httpanalyzer.zeek"))
+    monkeypatch.setitem(ALLOWED, ("webtap.cli", "webtap.commands"), (OPTIONAL, "wrong"))
     monkeypatch.setitem(ALLOWED, ("httpanalyzer.tls", "httpanalyzer.tls_plot"), (REGISTRY, "wrong"))
     monkeypatch.delitem(NOT_YET, ("httpanalyzer.tls", "httpanalyzer.tls_plot"))
     _, bad, _ = _check()
-    assert any("(handle) imports httpanalyzer.abuse_plot: move it" in b for b in bad), bad
-    assert any("imports httpanalyzer.zeek: listed as optional," in b for b in bad), bad
+    assert any("(_ssl_log) imports httpanalyzer.zeek: move it" in b for b in bad), bad
+    assert any("imports webtap.commands: listed as optional," in b for b in bad), bad
     assert any("imports httpanalyzer.tls_plot: listed as registry," in b for b in bad), bad
 
 

@@ -7,7 +7,9 @@ import pyarrow.parquet as pq
 
 from httpanalyzer import writers
 from webtap.records import http as records
-from webtap.writers import CsvWriter, LineWriter, ParquetWriter
+from webtap.csvsink import CsvWriter
+from webtap.parquetsink import ParquetWriter
+from webtap.writers import LineWriter
 from httpanalyzer.pairing import Pairer
 from tests.msgbuild import MsgBuilder
 

@@ -1,5 +1,5 @@
 """The Parquet writer gathers the record stream's small batches into large row groups
-(webtap.writers.ParquetWriter: at most ROW_GROUP_ROWS rows or ROW_GROUP_BYTES per group), and
+(webtap.parquetsink.ParquetWriter: at most ROW_GROUP_ROWS rows or ROW_GROUP_BYTES per group), and
 loses nothing on the way: every batch written is in the file, in order, once."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from webtap.writers import ParquetWriter
+from webtap.parquetsink import ParquetWriter
 
 SCHEMA = pa.schema([("n", pa.int64()), ("s", pa.string())])
 
@@ -125,7 +125,7 @@ def _written(t, schema) -> pq.ParquetFile:
 
 def test_only_text_columns_are_dictionary_encoded():
     """Dictionary pages for text leaves only (strings, in lists and structs too), none for the
-    numbers (webtap.writers.dictionary_columns); every value reads back as written."""
+    numbers (webtap.parquetsink.dictionary_columns); every value reads back as written."""
     schema = pa.schema([("ts", pa.timestamp("ns", tz="UTC")), ("frame", pa.uint64()),
                         ("ip", pa.string()), ("alpn", pa.list_(pa.string())),
                         ("groups", pa.list_(pa.uint16())),
@@ -150,7 +150,7 @@ def test_only_text_columns_are_dictionary_encoded():
 
 
 def test_statistics_for_every_leaf_but_list_items():
-    """Min/max statistics for the leaves outside lists (webtap.writers.statistics_columns), none
+    """Min/max statistics for the leaves outside lists (webtap.parquetsink.statistics_columns), none
     for list items (no reader skips a row group by the smallest cipher suite of all lists)."""
     schema = pa.schema([("frame", pa.uint64()), ("ip", pa.string()),
                         ("alpn", pa.list_(pa.string())), ("groups", pa.list_(pa.uint16())),
@@ -171,7 +171,7 @@ def test_statistics_for_every_leaf_but_list_items():
 
 def test_the_file_gets_few_large_writes_and_stays_open():
     """pyarrow writes a page header, a page, a column chunk at a time; each write to a Python
-    file takes the GIL, which a busy main thread holds (webtap.writers ParquetWriter.SINK_BUFFER):
+    file takes the GIL, which a busy main thread holds (webtap.parquetsink ParquetWriter.SINK_BUFFER):
     the writes reach the file in pieces of the buffer's size, and the file is left open for
     its owner (clikit.Output closes it after close())."""
     f = _File()
