@@ -327,6 +327,7 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
          * ((j - 1) S, j S] (block (j - 1) S is below q, block j S is not) */
         const uint64_t *T = b->top;
         uint32_t len = b->top_n, base = 0, j, l, h;
+        int pf = 0;
         while (len > 1) {
             uint32_t half = len / 2, mid = base + half;
             wt_prefetch_keep(T + 2 * (size_t)(base + half / 2));
@@ -344,6 +345,13 @@ static inline void wt_base_pred(const WtBase *b, const uint8_t *q, size_t qn, Wt
                 wt_prefetch_keep(X + (size_t)l * WT_BASE_IDX + i);
             while (h - l > 1) {            /* WT_IXLT(l) holds, the answer is in (l, h] */
                 uint32_t mid = l + (h - l) / 2;
+                if (h - l <= 4 && !pf) {
+                    /* the block is one of these 4: fetch their first lines while the last two
+                     * steps run (the chosen block's line was a miss after the search) */
+                    uint32_t kk;
+                    for (kk = l; kk < h; kk++) wt_prefetch_keep(b->blob + wt_ix_off(X + (size_t)kk * WT_BASE_IDX));
+                    pf = 1;
+                }
                 if (WT_IXLT(mid)) l = mid; else h = mid;
             }
             a = h;

@@ -198,6 +198,24 @@ def test_fast_path_edges():
         assert not assert_fast_equals_full(u.encode()), u
 
 
+def test_fast_path_host_dot_limit():
+    """The fast path records the host's dots in one scan (at most 63, then the full rules
+    answer): hosts of 1..66 labels, upper case, an empty label at each end and in the middle,
+    equal the full rules in both forms; the fast path answers up to 63 dots, not from 64."""
+    for nd in range(66):
+        labels = [f"l{i}" for i in range(nd + 1)]
+        host = ".".join(labels)
+        for u in (f"http://{host}/p/q?x=1", f"{host.upper()}/", f"{host}."):
+            took_fast = assert_fast_equals_full(u.encode())
+            assert took_fast == (nd <= 63 and not u.endswith(".")), (nd, u)
+        if nd:
+            assert not assert_fast_equals_full(f".{host}".encode())
+            assert not assert_fast_equals_full(host.replace(".", "..", 1).encode())
+    # key form: labels reversed
+    from webtap._ext.canon import canonicalize_bytes
+    assert canonicalize_bytes(b"http://L0.l1.L2/x", True, 2)[0] == b"l2.l1.l0/x"
+
+
 def test_fast_path_equals_full_rules_on_blacklists(shared):
     """Every line of a shared URL list (0.5 M lines) and 300 k lines of a domain list, both forms."""
     import gzip
