@@ -9,14 +9,12 @@ development install's import hook, which loads some of them itself, does not hid
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from httpanalyzer.cli import build_parser
+from tests.cli.test_text_imports import header_only_run
 from tests.contracts.test_imports_at_top import PACKAGES, _graph
 from webtap import clikit
 
@@ -33,13 +31,7 @@ print(json.dumps({"rc": rc, "mods": sorted(m for m in sys.modules if m.split("."
 
 
 def _start_up_modules(tmp_path) -> list[str]:
-    trace = tmp_path / "header-only.pcap"
-    trace.write_bytes(bytes.fromhex("d4c3b2a10200040000000000000000000000040001000000"))
-    p = subprocess.run([sys.executable, "-c", PROBE, str(trace)], cwd=tmp_path,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
-    res = json.loads(p.stderr.strip().splitlines()[-1])
-    assert res["rc"] == 0 and p.stdout == ""
-    return res["mods"]
+    return header_only_run(tmp_path, PROBE)["mods"]
 
 
 def _offenders(mods, top) -> list[str]:

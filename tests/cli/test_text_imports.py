@@ -68,15 +68,22 @@ def test_parquet_run_loads_no_pandas(tmp_path):
     assert not [m for m in mods if m.startswith("pandas")], sorted(mods)
 
 
-def test_run_without_records_loads_no_pyarrow(tmp_path):
-    """A trace with only its file header: start-up to the first packet, nothing else. pyarrow
-    (~30 ms, ~30 MB) is loaded at the first record batch, so such a run never loads it."""
+def header_only_run(tmp_path, probe: str) -> dict:
+    """A fresh interpreter runs `probe` (its JSON result the last line on stderr, with "rc") on a
+    trace that holds only its file header; its result, once rc 0 and nothing on stdout."""
     trace = tmp_path / "header-only.pcap"
     trace.write_bytes(bytes.fromhex("d4c3b2a10200040000000000000000000000040001000000"))
-    p = subprocess.run([sys.executable, "-c", PROBE, str(trace)], cwd=tmp_path,
+    p = subprocess.run([sys.executable, "-c", probe, str(trace)], cwd=tmp_path,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
     res = json.loads(p.stderr.strip().splitlines()[-1])
     assert res["rc"] == 0 and p.stdout == ""
+    return res
+
+
+def test_run_without_records_loads_no_pyarrow(tmp_path):
+    """A trace with only its file header: start-up to the first packet, nothing else. pyarrow
+    (~30 ms, ~30 MB) is loaded at the first record batch, so such a run never loads it."""
+    res = header_only_run(tmp_path, PROBE)
     assert "numpy" in res["mods"]                            # the packet batches
     assert not [m for m in res["mods"] if m.startswith(("pyarrow", "pandas"))], res["mods"]
 
