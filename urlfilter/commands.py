@@ -207,14 +207,7 @@ def _run(mgr, args, run) -> int:
             print(f"{'added' if created else 'updated'} {c}", file=out)
         return 0
     if args.cmd == "delete":
-        rc = 0
-        for u in args.urls:
-            if mgr.delete(u):
-                print(f"deleted {u}", file=out)
-            else:
-                run.error(f"not in the store, {u}")
-                rc = 1
-        return rc
+        return _delete_each(args.urls, mgr.delete, "the store", out, run)
     if args.cmd == "list":
         for url, cat, pid, source in mgr.store.list(args.category, args.limit):
             print(f"{url}\t{cat}\t{pid}\t{source}", file=out)
@@ -271,6 +264,19 @@ def _run(mgr, args, run) -> int:
         print(f"saved {mgr.snapshot}", file=out)
         return 0
     raise clikit.UsageError(f"unknown command {args.cmd}")
+
+
+def _delete_each(items, delete, where: str, out, run) -> int:
+    """`delete` and `allow delete`: each item removed (a line each), or one error line per item
+    not in `where`; 1 if any was not there."""
+    rc = 0
+    for u in items:
+        if delete(u):
+            print(f"deleted {u}", file=out)
+        else:
+            run.error(f"not in {where}, {u}")
+            rc = 1
+    return rc
 
 
 def _policy_precheck(args, run):
@@ -342,18 +348,12 @@ def _policy_cmd(mgr, args, run, out) -> int:
                 print(f"{'added' if added else 'already listed'} {u}", file=out)
             return 0
         if args.action == "delete":
-            rc = 0
-            for u in args.items:
+            def allow_delete(u):
                 try:
-                    gone = st.allow_delete(u)
+                    return st.allow_delete(u)
                 except InvalidUrl as e:
                     raise clikit.UsageError(f"not a URL ({e.reason}), {u}") from None
-                if gone:
-                    print(f"deleted {u}", file=out)
-                else:
-                    run.error(f"not in the allow list, {u}")
-                    rc = 1
-            return rc
+            return _delete_each(args.items, allow_delete, "the allow list", out, run)
         if args.action == "list":
             for url, source in st.allow_list(args.limit):
                 print(f"{url}\t{source}", file=out)

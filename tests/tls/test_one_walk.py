@@ -216,8 +216,7 @@ def test_walk_ahead_property(tmp_path_factory, lags, cuts):
     """Whatever the walk's lead over the stage from batch to batch: the records of the walk in
     step."""
     p = tmp_path_factory.mktemp("ahead") / "hrr.pcap"
-    if not p.exists():
-        _hrr_pcap(p, 6)
+    _hrr_pcap(p, 6)
     slices = _slices(p, cuts)
     ref, _ = _records_ahead(slices, [0])
     got, _ = _records_ahead(slices, lags)
