@@ -22,7 +22,7 @@ from webtap import clikit
 from webtap._ext.dissect import dissect_batch
 from webtap._ext.exchange import ExchangeTable, sizeof_exchange_record
 from webtap._ext.textout import seconds_text, text_array
-from webtap._ext.tls import TlsTable
+from webtap._ext.tls import TlsTable, thread_end
 from webtap.capture import compile_filter
 from webtap.errors import BpfError
 from webtap.inflight import InFlight
@@ -53,7 +53,10 @@ class TlsRun:
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
         self._parts: list = []                      # TlsTable.take() results, in emit order
-        self._jobs = InFlight("tls-stage", self.JOBS_AHEAD)
+        # its thread frees its libcrypto state itself when it ends (thread_end), and finish()
+        # waits for that: an exit right after could otherwise race the thread's exit destructors
+        # (ext/out/digest.h)
+        self._jobs = InFlight("tls-stage", self.JOBS_AHEAD, at_end=thread_end)
 
     #: records the C table gathers before they are taken out as numpy parts: the take has a
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
@@ -83,8 +86,9 @@ class TlsRun:
     def finish(self) -> pa.Table | None:
         """End of input (the waiting hellos leave as unmatched): every record so far as one
         table of SCHEMA in the order of its first frame (None if there is none). Called again
-        (an interrupted run's partial output), it gives the records since."""
-        self._jobs.wait()
+        (an interrupted run's partial output), it gives the records since. The stage's thread
+        has ended when it returns (a later feed starts another)."""
+        self._jobs.close()
         self.table.flush()
         if self.table.records_waiting:
             self._parts.append(self.table.take(ordered=True))

@@ -35,21 +35,25 @@ class _State:
     leaving a lock held or a count that waits for a job never handed over: a wait waits only for
     numbers put on the queue, and `with cond` releases the lock whatever is raised."""
 
-    __slots__ = ("jobs", "cond", "finished", "error", "skip", "pid")
+    __slots__ = ("jobs", "cond", "finished", "error", "skip", "pid", "at_end", "thread")
 
-    def __init__(self):
+    def __init__(self, at_end=None):
         self.pid = os.getpid()              # a forked child starts a worker of its own
         self.jobs = queue.SimpleQueue()
         self.cond = threading.Condition()
         self.finished = 0                   # the number of the last job that ended
         self.error: BaseException | None = None
         self.skip = 0                       # jobs up to this number are not run (see _wait_for)
+        self.at_end = at_end                # the worker's last step (InFlight's at_end)
+        self.thread: threading.Thread | None = None
 
 
 def _worker(st: _State) -> None:
     while True:
         item = st.jobs.get()
         if item is None:
+            if st.at_end is not None:
+                st.at_end()
             return
         n, fn, args, kw = item
         try:
@@ -71,11 +75,16 @@ class InFlight:
     the hand-over to the kept one ~6.5 us, in-process on a loaded machine: the exchange stage
     submits a job per packet batch)."""
 
-    def __init__(self, name: str, depth: int = 1):
+    def __init__(self, name: str, depth: int = 1, at_end=None):
+        """at_end: called by the worker thread as its last step, when it is told to end (close(),
+        or the InFlight collected): what the jobs left in the thread's own state is freed there,
+        before close() returns, not by the thread's exit destructors after it (the TLS stage's
+        libcrypto state: ext/out/digest.h)."""
         if depth < 1:
             raise ValueError("depth must be >= 1")
         self.name = name
         self.depth = depth
+        self.at_end = at_end
         self._st: _State | None = None
         self._put = 0                       # the number of the last job put on the queue
 
@@ -86,9 +95,10 @@ class InFlight:
         self._wait_for(self._put - self.depth + 1)
         st = self._st
         if st is None or st.pid != os.getpid():
-            st = self._st = _State()
+            st = self._st = _State(self.at_end)
             self._put = 0
-            threading.Thread(target=_worker, args=(st,), name=self.name, daemon=True).start()
+            st.thread = threading.Thread(target=_worker, args=(st,), name=self.name, daemon=True)
+            st.thread.start()
             # an InFlight collected without close() still ends its worker
             weakref.finalize(self, st.jobs.put, None)
         n = self._put + 1
@@ -119,8 +129,8 @@ class InFlight:
             raise e
 
     def close(self) -> None:
-        """Wait for the job under way (its error is raised here) and end the worker thread; a
-        later submit starts a new one."""
+        """Wait for the job under way (its error is raised here), end the worker thread and wait
+        for it (its at_end done); a later submit starts a new one."""
         try:
             self.wait()
         finally:
@@ -128,3 +138,5 @@ class InFlight:
             if st is not None and st.finished >= self._put:   # not when a signal cut the wait
                 self._st = None
                 st.jobs.put(None)
+                if st.thread is not threading.current_thread():
+                    st.thread.join()

@@ -26,9 +26,9 @@ cdef extern from "<openssl/evp.h>" nogil:
 
 # SHA-1 through ext/out/digest.h: libcrypto's SHA1_Init/Update/Final on a stack context (an
 # implicit EVP_sha1() fetch per record cost ~3-4x the digest itself under OpenSSL 3)
-cdef extern from "digest.h" nogil:
-    enum: WT_SHA1
-    unsigned int wt_digest(int which, const void *d, size_t n, unsigned char *out)
+from digest cimport WT_SHA1, wt_digest, wt_crypto_no_atexit
+
+wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
 
 #: bytes of one id: "1:" + 28 base64 characters (20-byte SHA-1 digest, one '=' of padding)
 ID_LEN = 30

@@ -2,6 +2,7 @@
  * static library (ext/meson.build), not into each module that includes the header. */
 #define OPENSSL_SUPPRESS_DEPRECATED     /* MD5_Init & co.: deprecated in OpenSSL 3.0, kept */
 #include "digest.h"
+#include <openssl/crypto.h>
 
 #ifndef OPENSSL_NO_DEPRECATED_3_0
 #include <openssl/md5.h>
@@ -71,3 +72,20 @@ unsigned int wt_digest(int which, const void *d, size_t n, unsigned char *out) {
     return len;
 }
 #endif
+
+int wt_crypto_no_atexit(void) {
+    return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
+void wt_crypto_thread_end(void) {
+#ifdef OPENSSL_NO_DEPRECATED_3_0
+    EVP_MD_CTX *ctx = wt__digest_ctx;
+    wt__digest_ctx = NULL;
+    if (ctx != NULL) {
+        if (wt__digest_key_ok)
+            pthread_setspecific(wt__digest_key, NULL);
+        EVP_MD_CTX_free(ctx);
+    }
+#endif
+    OPENSSL_thread_stop();
+}

@@ -23,4 +23,24 @@ enum { WT_MD5 = 0, WT_SHA1 = 1, WT_SHA256 = 2, WT_N_DIGESTS = 3 };
  * returns the digest's length (16, 20, 32), or 0 when libcrypto cannot give it. No GIL needed. */
 unsigned int wt_digest(int which, const void *d, size_t n, unsigned char *out);
 
+/* libcrypto at a thread's end and at the process's exit (openssl/openssl#6214).
+ *
+ * OpenSSL frees its global state at exit (OPENSSL_cleanup, an atexit handler), and a thread's
+ * state in the thread's exit destructors (as quic_crypto.c and the EVP path here free their
+ * per-thread contexts). A Python thread's join() returns when its Python state is gone, before
+ * those destructors run, and a stage thread that nobody joins ends when the process does. So
+ * the process's exit could run OPENSSL_cleanup while a stage thread's destructors ran: a
+ * segfault or a heap corruption at exit, after the outputs were written (1 full TLS bench run
+ * in 150 here, 1 in 30-76 with glibc's mmap threshold raised). Two guards:
+ *   - wt_crypto_no_atexit(): no clean-up at exit (the system frees the process's memory).
+ *     It takes effect only as the process's first initialisation of libcrypto; the extension
+ *     modules that link it call it when they are imported (before `ssl`, which pyarrow's file
+ *     systems import). Returns OPENSSL_init_crypto's result.
+ *   - wt_crypto_thread_end(): this thread's libcrypto state freed now (the EVP path's digest
+ *     context, OPENSSL_thread_stop), called by a worker thread as its last step, so that what
+ *     remains of its end touches no libcrypto (webtap.inflight: at_end, then join).
+ */
+int wt_crypto_no_atexit(void);
+void wt_crypto_thread_end(void);
+
 #endif

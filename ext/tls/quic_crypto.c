@@ -5,6 +5,7 @@
  * "OpenSSL objects" below */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "quic_crypto.h"
+#include "digest.h"
 #include <openssl/sha.h>
 #ifdef OPENSSL_NO_DEPRECATED_3_0
 #error "ext/tls/quic_crypto.c needs libcrypto's SHA256_Init/Update/Final (an OpenSSL built with no-deprecated lacks them)"
@@ -99,6 +100,18 @@ static void quic__init(void)
     quic__gcm = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
     quic__ecb = EVP_CIPHER_fetch(NULL, "AES-128-ECB", NULL);
     quic__key_ok = pthread_key_create(&quic__key, quic__free_thread) == 0;
+}
+
+void quic_thread_end(void)
+{
+    quic__thread_t *t = quic__t;
+    quic__t = NULL;
+    quic__t_failed = 0;
+    if (t) {
+        if (quic__key_ok) pthread_setspecific(quic__key, NULL);
+        quic__free_thread(t);
+    }
+    wt_crypto_thread_end();
 }
 
 /* HMAC-SHA256 key (at most 64 bytes, as all of ours are) into the ipad / opad states. */

@@ -177,6 +177,12 @@ static inline void quic_varint_put(uint8_t *p, uint64_t v, size_t len)
  * (RFC 8999 invariants: version, DCID and SCID are still filled in). */
 int quic_parse_long(const uint8_t *p, size_t n, quic_long_hdr_t *h);
 
+/* Frees the calling thread's contexts and key cache now, then its libcrypto thread state
+ * (OPENSSL_thread_stop), instead of in the thread's exit destructors: a worker thread calls it
+ * as its last step, before whoever waits for it goes on (see wt_crypto_thread_end in digest.h
+ * for why). The next call of any function here in the thread makes them again. */
+void quic_thread_end(void);
+
 /* Remove header protection from and open one Initial / Handshake / 0-RTT packet whose header
  * was parsed into h, with the keys of its sender. hdr receives the unprotected header
  * (h->pn_off + pn_len bytes, at most h->pn_off + 4), pt the plaintext (h->length - pn_len - 16

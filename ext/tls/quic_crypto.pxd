@@ -70,6 +70,7 @@ cdef extern from "quic_crypto.h" nogil:
     size_t quic_varint_size(uint64_t v)
     void quic_varint_put(uint8_t *p, uint64_t v, size_t len)
     int quic_parse_long(const uint8_t *p, size_t n, quic_long_hdr_t *h)
+    void quic_thread_end()
     int quic_open_packet(const uint8_t *pkt, const quic_long_hdr_t *h, const quic_keys_t *k,
                          uint8_t *hdr, size_t *hdr_len, uint8_t *pt, size_t *pt_len, uint64_t *pn)
     int quic_protect(uint8_t *pkt, size_t pn_off, size_t pn_len, size_t ptlen,

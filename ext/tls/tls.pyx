@@ -139,7 +139,19 @@ from libc.stdlib cimport realloc, calloc, qsort
 from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys,
                           quic_open_packet, QUIC_OK, QUIC_E_NOT_LONG,
                           QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_PT_INITIAL, QUIC_PT_RETRY,
-                          QUIC_PT_VERSION_NEG)
+                          QUIC_PT_VERSION_NEG, quic_thread_end)
+from digest cimport wt_crypto_no_atexit
+
+wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
+
+
+def thread_end():
+    """This thread's QUIC contexts and libcrypto state freed now: the last step of a worker
+    thread that ran the TLS stage (webtap.inflight's at_end), so that nothing of libcrypto is
+    left to its exit destructors, which could otherwise run beside the process's exit
+    (ext/out/digest.h)."""
+    with nogil:
+        quic_thread_end()
 
 cnp.import_array()
 

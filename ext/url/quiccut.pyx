@@ -14,6 +14,9 @@ from quic_crypto cimport (
     QUIC_OK, QUIC_E_SHORT, QUIC_E_NOT_LONG, QUIC_E_VERSION, QUIC_E_CID, QUIC_E_TRUNCATED,
     QUIC_E_DECRYPT, QUIC_E_CRYPTO, QUIC_E_FIXED_BIT, QUIC_E_ARG, QUIC_TAG_LEN,
 )
+from digest cimport wt_crypto_no_atexit
+
+wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
 
 V1 = 0x00000001
 V2 = 0x6b3343cf

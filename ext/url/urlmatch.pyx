@@ -697,6 +697,9 @@ from quic_crypto cimport (
     QUIC_OK, QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_E_NOT_LONG, QUIC_PT_INITIAL, QUIC_PT_RETRY,
     QUIC_PT_VERSION_NEG, QUIC_MAX_CID,
 )
+from digest cimport wt_crypto_no_atexit
+
+wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
 from quic_close cimport quic_forge_close_as, QUIC_CLOSE_MAX
 from quic_initial cimport (quic_udp_locate, quic_frame, quic_crypto_frames, quic_frames_put, quic_crypto_whole,
                           quic_frames_message, QF_END, QF_BAD_LENGTH, QUIC_MAX_FRAMES,

@@ -225,3 +225,35 @@ if not done.wait(10):
     sys.exit("close() hung after interrupted submits and waits")
 print(interrupted, len(ran), len(set(ran)))
 """
+
+
+def test_close_runs_at_end_in_the_worker_and_waits_for_it():
+    """at_end is the worker thread's last step, and close() returns only once it is done and the
+    thread has ended: what a job left in the thread's own state (the TLS stage's libcrypto
+    contexts) is freed before the caller goes on, not by the thread's exit destructors beside a
+    process exit (ext/out/digest.h)."""
+    ended = []
+
+    def at_end():
+        time.sleep(0.05)             # still running when close() would return without the join
+        ended.append(threading.current_thread())
+
+    job, ran = InFlight("t-end", at_end=at_end), []
+    job.submit(lambda: ran.append(threading.current_thread()))
+    job.close()
+    assert ended == ran and ran[0] is not threading.current_thread()
+    assert not ran[0].is_alive()
+    job.submit(int)                  # a new worker, which ends the same way
+    job.close()
+    assert len(ended) == 2 and ended[1] is not ended[0] and not ended[1].is_alive()
+
+
+def test_at_end_runs_after_a_failed_job_too():
+    ended = []
+    job = InFlight("t-end-err", at_end=lambda: ended.append(1))
+    job.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        job.close()                  # the error is raised, and the worker ended all the same
+    assert ended == [1]
+    job.close()
+    assert ended == [1]
