@@ -39,7 +39,7 @@ import stat
 from typing import Iterable, Iterator, Protocol
 
 from webtap.capture import Batch, window_of
-from webtap.dissect import MessageBatch, dissect
+from webtap.dissect import EventBuffers, MessageBatch, dissect
 from webtap.errors import CaptureError
 from webtap.stream import Totals, messages, read_ahead
 
@@ -130,7 +130,8 @@ class Pipeline:
         events = 1 if 1 in modes else (2 if 2 in modes else 0)
         if watch is None and not events:
             return dissect
-        return functools.partial(dissect, tls_watch=watch, tcp_events=events)
+        return functools.partial(dissect, tls_watch=watch, tcp_events=events,
+                                 events=EventBuffers() if events else None)
 
     def batches(self) -> Iterator[tuple[Batch, MessageBatch]]:
         """(packet batch, its MessageBatch) for every batch of every source: the walk's output,

@@ -562,7 +562,7 @@ def tcp_event_size():
 
 
 def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None,
-                  int tcp_events=0):
+                  int tcp_events=0, events_out=None):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
@@ -584,7 +584,9 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     counters, tls_msgs or None, events), events a uint8 array of TcpEvent records
     (ext/walk/message.pxd), one per TCP segment, in packet order. tcp_events=2 (TCP_EVENTS_DATA): only
     the segments that carry payload or FIN/RST (the TLS exchange stage's input, issue 33: a pure
-    ACK says nothing to it).
+    ACK says nothing to it). events_out: a uint8 array the events are written into when it holds
+    one per packet (the events returned are then a view of it: webtap.dissect.EventBuffers
+    reuses warm buffers), else a new array.
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i = 0, k = 0, k0, j
@@ -612,7 +614,14 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     cdef TcpEvent *ev = NULL
     cdef Py_ssize_t ke = 0
     if tcp_events:
-        eout = np.empty(n * sizeof(TcpEvent), dtype=np.uint8)
+        if (events_out is not None and isinstance(events_out, cnp.ndarray)
+                and (<cnp.ndarray>events_out).dtype == np.uint8 and (<cnp.ndarray>events_out).ndim == 1
+                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>events_out)
+                and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>events_out)
+                and (<cnp.ndarray>events_out).shape[0] >= n * <Py_ssize_t>sizeof(TcpEvent)):
+            eout = events_out
+        else:
+            eout = np.empty(n * sizeof(TcpEvent), dtype=np.uint8)
         ev = <TcpEvent *>cnp.PyArray_DATA(eout)
     if tls_watch is not None:
         w = <TlsWatch *>PyCapsule_GetPointer(tls_watch, b"webtap.TlsWatch")

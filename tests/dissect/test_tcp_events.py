@@ -36,3 +36,35 @@ def test_head_is_the_payloads_first_bytes(name, mode):
                 n += 1
                 with_payload += k > 0
     assert n > 0 and with_payload > 0
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_reused_event_buffers_give_the_same_events_and_never_overwrite_held_ones(mode):
+    """dissect(events=EventBuffers()) writes each batch's TCP events into a buffer no earlier
+    batch's events still use: the events are the same as in a new array per batch, a batch
+    whose events are held keeps them intact while later batches are walked, and a buffer is
+    written again once nothing holds its events (at most `keep` buffers held)."""
+    from webtap.dissect import EventBuffers
+
+    path = SHARED / "traces/arkime/arkime_synthetic.pcap"
+    if not path.exists():
+        pytest.skip(f"shared data absent: {path}")
+    pool = EventBuffers(keep=3)
+    held, copies, buffers = [], [], set()
+    with open_trace(str(path), progress=False, batch_size=64) as tr:
+        for i, b in enumerate(tr):
+            data = np.frombuffer(bytes(b.data), np.uint8)
+            fresh = dissect(b.packets, data, tcp_events=mode).tcp_events
+            ev = dissect(b.packets, data, tcp_events=mode, events=pool).tcp_events
+            assert bytes(ev) == bytes(fresh)
+            buffers.add(id(ev.base))
+            if i % 4 == 0:                       # some batches' events kept (as a slow stage would)
+                held.append(ev)
+                copies.append(bytes(fresh))
+            del ev, fresh
+    assert len(held) >= 3
+    assert [bytes(e) for e in held] == copies    # none overwritten by the batches after them
+    assert len(pool._bufs) <= 3
+    assert len(buffers) < i + 1                  # buffers were written again
+    held.clear()
+    assert pool.get(64) is pool._bufs[0]         # nothing holds them now: the first is reused
