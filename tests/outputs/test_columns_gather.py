@@ -124,3 +124,20 @@ def test_codes_are_list_indexing(items, data):
         [(items[i] or "") if ok else None for i, ok in zip(codes, valid)]
     with pytest.raises(IndexError):
         c.column(np.array([len(items)], np.int64))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 255), st.binary(min_size=3, max_size=3)),
+                min_size=1, max_size=40), st.data())
+def test_take_rows_is_numpys_structured_take(rows, data):
+    """columns.take_rows (rows taken as opaque bytes) equals numpy's own records[idx], field by
+    field, for a structured dtype with padding, any order, repeats included."""
+    dt = np.dtype([("a", "<u8"), ("b", "u1"), ("c", "V3"), ("d", "<u4")], align=True)
+    rec = np.zeros(len(rows), dt)
+    for i, (a, b, c) in enumerate(rows):
+        rec[i] = (a, b, c, a & 0xFFFFFFFF)
+    idx = np.array(data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=60)), np.int64)
+    got, want = columns.take_rows(rec, idx), rec[idx]
+    assert got.dtype == dt and len(got) == len(idx)
+    for f in dt.names:
+        assert np.array_equal(got[f], want[f])

@@ -8,9 +8,17 @@ import pyarrow as pa
 
 from webtap._ext.textout import copy_spans
 
-__all__ = ["bitmap", "num", "boolean", "strings", "gather", "gather_bytes", "concat_bytes",
+__all__ = ["take_rows", "bitmap", "num", "boolean", "strings", "gather", "gather_bytes", "concat_bytes",
            "text_column", "texts", "fixed_text", "string_list", "u16_list", "hex16", "Codes", "call",
            "valid_mask", "string_parts", "take_lists", "take_strings", "take_string_lists"]
+
+
+def take_rows(records: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """records[idx] for a structured array, as whole rows: a take over the rows as opaque bytes
+    (one copy per row) instead of numpy's field-by-field copy of a structured dtype (the 25,778
+    exchange records of 104 bytes of the TLS bench trace: 2.9 -> 0.2 ms)."""
+    rows = np.dtype((np.void, records.dtype.itemsize))
+    return np.ascontiguousarray(records).view(rows)[idx].view(records.dtype)
 
 
 def bitmap(valid, n: int):

@@ -108,7 +108,7 @@ class ExchangeRows:
     def __init__(self, raw: np.ndarray):
         r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
         order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
-        r = self.r = r[order]
+        r = self.r = columns.take_rows(r, order)
         hq, hr = r["has_req"] == 1, r["has_resp"] == 1
         flags = r["flags"]
         self.cols = {
