@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests import pcapbuild as pb
 from tests.dissect.packets import GET, one, tcp4, tcp6
@@ -353,3 +355,28 @@ def test_pass_by_filter_matches_a_tunnelled_get_but_forges_nothing():
     assert an.counters["hits"] == 2
     assert an.counters["tunnel_hits_not_forged"] == 1
     assert an.counters["forged_frames"] == 2 and got == [2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.just(0), st.integers(1, 2**64 - 1),
+                          st.lists(st.integers(1, 255), min_size=1, max_size=8)
+                          .map(lambda ls: sum(c << (8 * i) for i, c in enumerate(ls)))),
+                max_size=80))
+def test_encap_text_is_each_codes_layers(codes):
+    """encap_text (one string per distinct code, laid out with numpy over the encapsulated
+    rows) equals the per-row reading of HttpMsg.encap: one byte per layer from the link layer
+    in, ENCAP_NAMES, '?N' for a code without a name, null for 0."""
+    from webtap.dissect import encap_text
+    from webtap.records.message import ENCAP_NAMES
+
+    def one(v):
+        if not v:
+            return None
+        parts = []
+        while v:
+            c = v & 0xFF
+            parts.append(ENCAP_NAMES[c] if 0 < c < len(ENCAP_NAMES) else f"?{c}")
+            v >>= 8
+        return ",".join(parts)
+
+    assert encap_text(np.array(codes, np.uint64)).to_pylist() == [one(v) for v in codes]
