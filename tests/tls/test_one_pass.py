@@ -36,9 +36,10 @@ def test_tls_out_equals_tls_subcommand(tmp_path, consumers):
 ])
 def test_no_thread_of_the_run_outlives_it(tmp_path, args):
     """A run's threads (read-ahead, walk, the TLS and exchange stages, the Parquet writers) have
-    all ended when main() returns (the signal forwarder right after): a stage thread that still ended beside the process's exit ran
-    its libcrypto clean-up against OpenSSL's own exit handler, a crash 1 run in 150 of the TLS
-    bench trace (ext/out/digest.h). QUIC and TLS over TCP in one run."""
+    all ended when main() returns (the signal forwarder right after): a stage thread that still
+    ended beside the process's exit ran its libcrypto clean-up against OpenSSL's own exit
+    handler, a crash 1 run in 150 of the TLS bench trace (ext/out/digest.h). QUIC and TLS over
+    TCP in one run."""
     import threading
 
     from httpanalyzer.cli import main
