@@ -1195,7 +1195,11 @@ cdef class UrlStore:
             src = np.zeros(len(q), np.int64)
             for j in range(r, e):
                 a = (q > int(self.roff[j])) & (q <= int(self.roff[j + 1]))
-                src[a] = bounds[j - r] + np.searchsorted(self._src_ix[j - r], q[a] - int(self.roff[j]) - 1)
+                if self.dead[j] == 0:      # every key of run j live: its key index is its rank
+                    src[a] = bounds[j - r] + (q[a] - int(self.roff[j]) - 1)
+                else:                      # (needles as uint64: int64 against the uint64 indices
+                    src[a] = bounds[j - r] + np.searchsorted(    # would search both as float64)
+                        self._src_ix[j - r], (q[a] - int(self.roff[j]) - 1).astype(np.uint64))
             P[m] = lo + inv[src] + 1
             after = P > int(self.roff[e])
             P[after] -= int(self.roff[e] - self.roff[r]) - len(order)

@@ -410,6 +410,36 @@ def test_batch_ids_valid_across_flushes_and_rewrites_logarithmic():
     s.check()
 
 
+def test_batch_ids_valid_across_merges_of_runs_with_dead_keys():
+    """insert_batch's ids stay valid when its flushes merge runs that hold deleted keys (the
+    remap searches the live key indices of such a run; a run without dead keys maps a key's
+    index to its rank directly): every id returned names its URL when the call returns."""
+    s = UrlStore()
+    s.tree_cap = 16
+    first = [f"h{i % 11}.example/a/{i}".encode() for i in range(400)]
+    d, o = arrow_layout(first)
+    s.insert_batch(d, o, 1)
+    assert s.stats()["runs"] >= 2
+    gone = first[::3]
+    for u in gone:
+        assert s.delete(u) > 0
+    assert s.n_dead > 0
+    # present first (their ids name keys of runs with dead keys, which the batch's flushes then
+    # merge), then new ones
+    merges = s.stats()["run_merges"]
+    urls = first[1::3] + [f"h{i % 13}.example/b/{i}".encode() for i in range(600)]
+    d, o = arrow_layout(urls)
+    ids, codes = s.insert_batch(d, o, 2)
+    np_ = len(first[1::3])
+    assert (codes[:np_] == 1).all() and (codes[np_:] == 0).all()
+    assert s.stats()["run_merges"] > merges
+    expect = [b"example.h" + str(i % 11).encode() + b"/a/" + str(i).encode() for i in range(1, 400, 3)] + \
+        [b"example.h" + str(i % 13).encode() + b"/b/" + str(i).encode() for i in range(600)]
+    assert [s.get_key(int(i)) for i in ids] == expect
+    assert all(s.find(u) == 0 for u in gone)
+    s.check()
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.binary(min_size=1, max_size=40).map(lambda b: b"com.ab" + b), st.booleans()),
                 min_size=1, max_size=400))
