@@ -809,6 +809,7 @@ cdef class TlsTable:
     cdef quic_frame *qframes        # the CRYPTO frames of the Initial being read (quic_initial.h)
     cdef TlsWatch watch_
     cdef object _watch_capsule
+    cdef uint64_t next_pkt      # the packet index after the last message fed (ready_before)
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_reassembly=1024, int32_t max_quic=256):
@@ -1781,6 +1782,8 @@ cdef class TlsTable:
                 if not self.has_now or m[i].ts_ns > self.now:
                     self.now = m[i].ts_ns
                     self.has_now = True
+                if m[i].pkt_index >= self.next_pkt:
+                    self.next_pkt = m[i].pkt_index + 1
                 self._gc()
                 _l34_of(&m[i], &l)
                 if m[i].kind == MSG_TLS:
@@ -1879,6 +1882,40 @@ cdef class TlsTable:
     @property
     def pending(self):
         return int(self.ix.n)
+
+    @property
+    def ready_before(self):
+        """A packet index (0-based) below which no record is still to come: every record emitted
+        later starts (ClientHello, else ServerHello) at or after it, being either a hello waiting
+        now (in the pending table, being reassembled, or gathered in a QUIC connection's CRYPTO
+        streams) or one in a packet not fed yet. Records taken so far whose first frame is below
+        it can be written out in frame order before the rest (httpanalyzer.tls.TlsRun streams
+        them). A scan of the waiting state: call it per take, not per packet."""
+        cdef uint64_t b = self.next_pkt, f
+        cdef int32_t j
+        cdef const Pend *e
+        cdef const QConn *c
+        with nogil:
+            j = self.ix.age_head
+            while j != -1:
+                e = &self.pool[j]
+                f = e.r.ch.pkt if e.side == 1 else e.r.sh.pkt
+                if f < b:
+                    b = f
+                j = e.links.age_next
+            j = self.rage_head
+            while j != -1:
+                if self.rpool[j].pkt < b:
+                    b = self.rpool[j].pkt
+                j = self.rpool[j].age_next
+            for j in range(self.max_quic):
+                if self.qused[j]:
+                    c = &self.q[j]
+                    if c.c.packets and c.c.pkt < b:
+                        b = c.c.pkt
+                    if c.s.packets and c.s.pkt < b:
+                        b = c.s.pkt
+        return b
 
     @property
     def records_waiting(self):
