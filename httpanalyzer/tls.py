@@ -347,13 +347,16 @@ class OnePass:
     `httpanalyzer tls`."""
 
     def __init__(self, run, out: str | None, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_reassembly: int = 1024, exchanges_out: str | None = None):
+                 max_reassembly: int = 1024, exchanges_out: str | None = None,
+                 stream: bool = False):
         self.o = open_output(run, out) if out is not None else None
-        # with an output, the handshakes whose place in frame order is settled are written
-        # while the run goes on (TlsRun.ready_tables), a row group each: only the rest is made
-        # and encoded after the last packet
+        # stream (one trace or a live capture: frame numbers that only grow), with an output:
+        # the handshakes whose place in frame order is settled are written while the run goes
+        # on (TlsRun.ready_tables), a row group each; only the rest is made and encoded after
+        # the last packet. Several traces number their frames each from 1, and the records of
+        # all are sorted by frame at the end (as before)
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
-                          max_reassembly=max_reassembly, stream=self.o is not None)
+                          max_reassembly=max_reassembly, stream=stream and self.o is not None)
         self.written: list = []            # the tables written so far (prepare joins them)
         self.x = self.xo = self.xtab = None
         self.tab = None                    # the handshakes, once prepare() made them
@@ -512,7 +515,8 @@ def handle(a, run) -> int:
         except BpfError as e:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
     one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
-                  max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out)
+                  max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out,
+                  stream=len(a.traces) == 1)
     run.packets = lambda: one.packets
     damage: list = []
     bad, totals = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)

@@ -810,6 +810,7 @@ cdef class TlsTable:
     cdef TlsWatch watch_
     cdef object _watch_capsule
     cdef uint64_t next_pkt      # the packet index after the last message fed (ready_before)
+    cdef bint frames_back       # a message's packet index went back (the next trace): see there
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_reassembly=1024, int32_t max_quic=256):
@@ -1784,6 +1785,8 @@ cdef class TlsTable:
                     self.has_now = True
                 if m[i].pkt_index >= self.next_pkt:
                     self.next_pkt = m[i].pkt_index + 1
+                elif m[i].pkt_index + 1 < self.next_pkt:
+                    self.frames_back = True
                 self._gc()
                 _l34_of(&m[i], &l)
                 if m[i].kind == MSG_TLS:
@@ -1890,8 +1893,12 @@ cdef class TlsTable:
         now (in the pending table, being reassembled, or gathered in a QUIC connection's CRYPTO
         streams) or one in a packet not fed yet. Records taken so far whose first frame is below
         it can be written out in frame order before the rest (httpanalyzer.tls.TlsRun streams
-        them). A scan of the waiting state: call it per take, not per packet."""
+        them). A scan of the waiting state: call it per take, not per packet. 0 for good once the
+        packet indexes went back (several traces in a row number their frames each from 1: a
+        record of the next trace may sort before any already taken)."""
         cdef uint64_t b = self.next_pkt, f
+        if self.frames_back:
+            return 0
         cdef int32_t j
         cdef const Pend *e
         cdef const QConn *c
