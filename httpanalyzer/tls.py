@@ -32,7 +32,7 @@ from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, ExchangeRows,
                                      exchange_table)
 from webtap.records.tls import (COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table,
-                                split_ready)
+                                to_table)
 from webtap.writers import empty_batch_of
 
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE",
@@ -58,6 +58,7 @@ class TlsRun:
         # stream=True: the records whose place in frame order is settled leave as Arrow tables
         # while the run goes on (ready_tables), in order; the rest wait as numpy parts
         self.stream = stream
+        self._next_try = self.STREAM_ROWS
         self._ready: collections.deque = collections.deque()
         # its thread frees its libcrypto state itself when it ends (thread_end), and finish()
         # waits for that: an exit right after could otherwise race the thread's exit destructors
@@ -92,12 +93,13 @@ class TlsRun:
         else:
             self.table.feed_messages(msgs, data, len(packets))
         if self.stream:
-            if self.table.records_waiting >= self.STREAM_ROWS:
-                bound = self.table.ready_before            # before the take: nothing emitted since
-                self._parts.append(self.table.take(ordered=True))
-                tab, self._parts = split_ready(self._parts, bound, self.STREAM_ROWS)
-                if tab is not None:
-                    self._ready.append(tab)
+            if self.table.records_waiting >= self._next_try:
+                # the records below the bound, when there are STREAM_ROWS of them; the others
+                # stay in the C table (tried again after STREAM_ROWS more records)
+                part = self.table.take(before=self.table.ready_before, min_rows=self.STREAM_ROWS)
+                if part is not None:
+                    self._ready.append(to_table(*part))
+                self._next_try = self.table.records_waiting + self.STREAM_ROWS
         elif self.table.records_waiting >= self.CONVERT_EVERY:
             self._parts.append(self.table.take(ordered=True))
 

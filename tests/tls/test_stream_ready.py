@@ -1,5 +1,6 @@
 """TlsRun's streamed records (stream=True, issue 29): TlsTable.ready_before bounds the first frame
-of every record still to come, and webtap.records.tls.split_ready hands out the rows below it.
+of every record still to come, and TlsTable.take(before=...) hands out the rows below it (the
+others stay in the table).
 The reference is independent of both: every part made into a table alone (to_table), the tables
 concatenated by pyarrow and the rows sorted in Python by (first frame, ServerHello frame or 0)
 with a stable sort. The streamed tables followed by sorted_table of what is left must be those
@@ -26,30 +27,37 @@ def _key(row):
 def test_streamed_tables_then_the_rest_are_the_frame_order(rel, every, min_rows):
     from httpanalyzer.tls import TlsRun
     from webtap.capture import open_trace
-    from webtap.records.tls import sorted_table, split_ready, to_table
+    from webtap.records.tls import sorted_table, to_table
 
     path = SHARED / "traces-tls" / rel
     if not path.exists():
         pytest.skip(f"{path} not here")
     run = TlsRun()
-    every_part, held, streamed = [], [], []
+    streamed = []
     with open_trace(str(path), progress=False, batch_size=8) as tr:
         for b in tr:
             run.table.feed(b.packets, b.data)      # the C table itself (TlsRun.feed: its thread)
             if run.table.records_waiting >= every:
                 bound = run.table.ready_before
-                part = run.table.take(ordered=True)
-                every_part.append(part)
-                tab, held = split_ready(held + [part], bound, min_rows)
-                if tab is not None:
+                part = run.table.take(before=bound, min_rows=min_rows)
+                if part is not None:
+                    tab = to_table(*part)
                     assert tab.num_rows >= min_rows
                     # every row of it starts before the bound (0-based packet index + 1 = frame)
                     assert all(_key(r)[0] <= bound for r in tab.to_pylist())
                     streamed.append(tab)
     run.table.flush()
-    part = run.table.take(ordered=True)
-    every_part.append(part)
-    rest = sorted_table(held + [part])
+    rest = sorted_table([run.table.take(ordered=True)])
+    # the reference: the same records taken whole, in emit order, from a second table
+    ref_run = TlsRun()
+    every_part = []
+    with open_trace(str(path), progress=False, batch_size=8) as tr:
+        for b in tr:
+            ref_run.table.feed(b.packets, b.data)
+            if ref_run.table.records_waiting >= every:
+                every_part.append(ref_run.table.take())
+    ref_run.table.flush()
+    every_part.append(ref_run.table.take())
     ref = pa.concat_tables([to_table(*p) for p in every_part if len(p[0])]).to_pylist()
     ref.sort(key=_key)                                          # Python's sort is stable
     assert len(ref) > 0

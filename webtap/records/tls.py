@@ -17,8 +17,7 @@ from webtap.dissect import encap_text
 from webtap.records import columns
 from webtap.writers import empty_batch_of
 
-__all__ = ["TLS_OUT_DTYPE", "FIELDS", "COLUMNS", "SCHEMA", "to_table", "sorted_table", "split_ready",
-           "empty_table"]
+__all__ = ["TLS_OUT_DTYPE", "FIELDS", "COLUMNS", "SCHEMA", "to_table", "sorted_table", "empty_table"]
 
 #: ext/tls/tls.pyx TlsOut: the numeric part of an emitted record, field for field (a test compares
 #: the sizes and every offset with the C struct). The text leaves beside it in Arrow-layout
@@ -187,37 +186,6 @@ def sorted_table(parts) -> pa.Table:
     idx = np.lexsort((second, first))
     strings = {name: _take_column([s[name] for _, s in parts], idx) for name in parts[0][1]}
     return to_table(raw[idx], strings)
-
-
-def split_ready(parts, bound: int, min_rows: int = 1) -> tuple:
-    """(a table of SCHEMA of the rows of `parts` whose first frame, as a 0-based packet index, is
-    below `bound`, in frame order, or None when fewer than min_rows are; the parts that hold the
-    other rows). parts: TlsTable.take(ordered=True) results (in emit order), each in frame order,
-    as the parts this returns are. bound: TlsTable.ready_before when the last part was taken: no
-    record to come starts before it, so the table precedes every later row, and the tables of
-    successive calls and sorted_table of the parts left are the rows sorted_table would give of
-    all the parts at once (a row never moves past one of the same first frame: a split is by
-    first frame only, and the rows left keep their order)."""
-    parts = [(np.frombuffer(r, dtype=TLS_OUT_DTYPE) if r.dtype != TLS_OUT_DTYPE else r, s)
-             for r, s in parts if len(r)]
-    b = np.uint64(min(max(int(bound), 0), (1 << 64) - 1))
-    ready = 0
-    for r, _ in parts:                 # each in frame order: its ready rows come first
-        first = np.where(r["has_ch"] != 0, r["ch_pkt"], r["sh_pkt"])
-        ready += int(np.searchsorted(first, b, side="left"))
-    if ready == 0 or ready < min_rows:
-        return None, parts
-    if ready == sum(len(r) for r, _ in parts):
-        return sorted_table(parts), []
-    raw = np.concatenate([r for r, _ in parts])
-    has_ch, has_sh = raw["has_ch"] != 0, raw["has_sh"] != 0
-    first = np.where(has_ch, raw["ch_pkt"] + 1, raw["sh_pkt"] + 1)
-    second = np.where(has_sh, raw["sh_pkt"] + 1, 0)
-    idx = np.lexsort((second, first))
-    now, later = idx[:ready], idx[ready:]
-    cols = {name: [s[name] for _, s in parts] for name in parts[0][1]}
-    tab = to_table(raw[now], {name: _take_column(c, now) for name, c in cols.items()})
-    return tab, [(raw[later], {name: _take_column(c, later) for name, c in cols.items()})]
 
 
 def _in_order(first: np.ndarray, second: np.ndarray) -> bool:
