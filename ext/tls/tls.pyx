@@ -1942,7 +1942,7 @@ cdef class TlsTable:
         cdef const Pend *e
         cdef const QConn *c
         with nogil:
-            j = self.ix.age_head
+            j = pt_oldest(&self.ix)          # the age list, oldest first
             while j != -1:
                 e = &self.pool[j]
                 f = e.r.ch.pkt if e.side == 1 else e.r.sh.pkt
