@@ -10,6 +10,7 @@ re-exported here for the package's API).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 from typing import Iterable, Iterator
@@ -30,7 +31,8 @@ from webtap.pipeline import Pipeline
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, ExchangeRows,
                                      exchange_table)
-from webtap.records.tls import COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table
+from webtap.records.tls import (COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table,
+                                to_table)
 from webtap.writers import empty_batch_of
 
 __all__ = ["analyze_tls", "iter_tls_batches", "TlsRun", "ExchangeRun", "COLUMNS", "SCHEMA", "TLS_OUT_DTYPE",
@@ -48,11 +50,16 @@ class TlsRun:
     JOBS_AHEAD = 3
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_reassembly: int = 1024):
+                 max_reassembly: int = 1024, stream: bool = False):
 
         self.table = TlsTable(gc_timeout=gc_timeout, max_pending=max_pending,
                               max_reassembly=max_reassembly)
         self._parts: list = []                      # TlsTable.take() results, in emit order
+        # stream=True: the records whose place in frame order is settled leave as Arrow tables
+        # while the run goes on (ready_tables), in order; the rest wait as numpy parts
+        self.stream = stream
+        self._next_try = self.STREAM_ROWS
+        self._ready: collections.deque = collections.deque()
         # its thread frees its libcrypto state itself when it ends (thread_end), and finish()
         # waits for that: an exit right after could otherwise race the thread's exit destructors
         # (ext/out/digest.h)
@@ -61,6 +68,11 @@ class TlsRun:
     #: records the C table gathers before they are taken out as numpy parts: the take has a
     #: fixed cost per call, which per packet batch was a fifth of the HTTP pass's time
     CONVERT_EVERY = 1 << 16
+
+    #: with stream=True: records taken out of the C table at once, and the rows of a table handed
+    #: out by ready_tables at least (one Parquet row group each, OnePass): the TLS Parquet file
+    #: is encoded while the run goes on, not all after the last packet (issue 29)
+    STREAM_ROWS = 1 << 12
 
     @property
     def watch(self):
@@ -80,7 +92,15 @@ class TlsRun:
             self.table.feed(packets, data)
         else:
             self.table.feed_messages(msgs, data, len(packets))
-        if self.table.records_waiting >= self.CONVERT_EVERY:
+        if self.stream:
+            if self.table.records_waiting >= self._next_try:
+                # the records below the bound, when there are STREAM_ROWS of them; the others
+                # stay in the C table (tried again after STREAM_ROWS more records)
+                part = self.table.take(before=self.table.ready_before, min_rows=self.STREAM_ROWS)
+                if part is not None:
+                    self._ready.append(to_table(*part))
+                self._next_try = self.table.records_waiting + self.STREAM_ROWS
+        elif self.table.records_waiting >= self.CONVERT_EVERY:
             self._parts.append(self.table.take(ordered=True))
 
     def finish(self) -> pa.Table | None:
@@ -93,7 +113,21 @@ class TlsRun:
         if self.table.records_waiting:
             self._parts.append(self.table.take(ordered=True))
         parts, self._parts = self._parts, []
-        return sorted_table(parts) if parts else None
+        tabs = self.ready_tables()
+        if parts:
+            tabs.append(sorted_table(parts))
+        if not tabs:
+            return None
+        return tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs)
+
+    def ready_tables(self) -> list:
+        """With stream=True: the tables of records made since the last call whose place in frame
+        order is settled (TlsTable.ready_before), in order: written now, they precede every
+        record finish() gives. Called by the thread that feeds (the stage's thread appends)."""
+        out = []
+        while self._ready:
+            out.append(self._ready.popleft())
+        return out
 
     def counters(self) -> dict:
         self._jobs.wait()
@@ -315,10 +349,17 @@ class OnePass:
     `httpanalyzer tls`."""
 
     def __init__(self, run, out: str | None, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_reassembly: int = 1024, exchanges_out: str | None = None):
+                 max_reassembly: int = 1024, exchanges_out: str | None = None,
+                 stream: bool = False):
         self.o = open_output(run, out) if out is not None else None
+        # stream (one trace or a live capture: frame numbers that only grow), with an output:
+        # the handshakes whose place in frame order is settled are written while the run goes
+        # on (TlsRun.ready_tables), a row group each; only the rest is made and encoded after
+        # the last packet. Several traces number their frames each from 1, and the records of
+        # all are sorted by frame at the end (as before)
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
-                          max_reassembly=max_reassembly)
+                          max_reassembly=max_reassembly, stream=stream and self.o is not None)
+        self.written: list = []            # the tables written so far (prepare joins them)
         self.x = self.xo = self.xtab = None
         self.tab = None                    # the handshakes, once prepare() made them
         if exchanges_out is not None:
@@ -338,7 +379,7 @@ class OnePass:
         if self.o is not None and not self.o.done and tab is not None and tab.num_rows:
             self.o.write(tab)
         if self.xo is not None and not self.xo.done:
-
+            tab = self._joined(tab)
             xt = exchange_table(self.x.finish(), tab)
             if xt.num_rows:
                 self.xo.write(xt)
@@ -368,6 +409,18 @@ class OnePass:
         self.run.feed(packets, data, msgs)
         if self.x is not None:
             self.x.feed(events, data)
+        if self.o is not None:
+            for tab in self.run.ready_tables():
+                self.o.write(tab)
+                self.o.flush()             # one row group, encoded in the writer's thread
+                self.written.append(tab)
+
+    def _joined(self, tab):
+        """The tables written while the run went on, then tab: every handshake, in frame order."""
+        tabs = self.written + ([tab] if tab is not None else [])
+        if not tabs:
+            return None
+        return tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs)
 
     def finish(self) -> None:
         """The end of the input: the output is written by commit() (after the HTTP records)."""
@@ -382,10 +435,11 @@ class OnePass:
             if self.x is not None:
                 self.x.start_rows()        # in the exchange stage's thread, meanwhile
             tab = self.run.finish()
-            self.tab = tab if tab is not None else empty_table()
-            if self.o is not None:
-                self.o.write(self.tab)
+            if self.o is not None and (tab is not None or not self.written):
+                self.o.write(tab if tab is not None else empty_table())
                 self.o.flush()
+            tab = self._joined(tab)
+            self.tab = tab if tab is not None else empty_table()
             if self.xo is not None:
                 self.xtab = exchange_table(self.x.finish(), self.tab)
                 self.xo.write(self.xtab)
@@ -463,7 +517,8 @@ def handle(a, run) -> int:
         except BpfError as e:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
     one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
-                  max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out)
+                  max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out,
+                  stream=len(a.traces) == 1)
     run.packets = lambda: one.packets
     damage: list = []
     bad, totals = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)

@@ -166,3 +166,66 @@ void wt_u16list_free(wt_u16list *c) {
     free(c->vals);
     memset(c, 0, sizeof(*c));
 }
+
+/* keep: rows[0:m] (ascending, each < n) stay, in that order, in place; the others are dropped.
+ * Each row's bytes (items) move down at most, so one forward pass of memmove does it; an
+ * offset is overwritten only after every later read of it (out index <= row index). */
+void wt_strcol_keep(wt_strcol *c, const uint32_t *rows, size_t m) {
+    size_t i, o = 0;
+    int32_t a, l;
+    for (i = 0; i < m; i++) {
+        a = c->offs[rows[i]];
+        l = c->offs[rows[i] + 1] - a;
+        if (l && (size_t)a != o)
+            memmove(c->data + o, c->data + a, (size_t)l);
+        c->offs[i] = (int32_t)o;
+        o += (size_t)l;
+    }
+    if (c->ncap)
+        c->offs[m] = (int32_t)o;
+    c->n = m;
+    c->len = o;
+}
+
+void wt_strlist_keep(wt_strlist *c, const uint32_t *rows, size_t m) {
+    wt_strcol *it = &c->items;
+    size_t i, io = 0, bo = 0;
+    int32_t a, e, j, ia, il;
+    for (i = 0; i < m; i++) {
+        a = c->loffs[rows[i]];
+        e = c->loffs[rows[i] + 1];
+        c->loffs[i] = (int32_t)io;
+        for (j = a; j < e; j++) {
+            ia = it->offs[j];
+            il = it->offs[j + 1] - ia;
+            if (il && (size_t)ia != bo)
+                memmove(it->data + bo, it->data + ia, (size_t)il);
+            it->offs[io++] = (int32_t)bo;
+            bo += (size_t)il;
+        }
+    }
+    if (c->ncap)
+        c->loffs[m] = (int32_t)io;
+    if (it->ncap)
+        it->offs[io] = (int32_t)bo;
+    c->n = m;
+    it->n = io;
+    it->len = bo;
+}
+
+void wt_u16list_keep(wt_u16list *c, const uint32_t *rows, size_t m) {
+    size_t i, vo = 0;
+    int32_t a, l;
+    for (i = 0; i < m; i++) {
+        a = c->loffs[rows[i]];
+        l = c->loffs[rows[i] + 1] - a;
+        if (l && (size_t)a != vo)
+            memmove(c->vals + vo, c->vals + a, (size_t)l * 2);
+        c->loffs[i] = (int32_t)vo;
+        vo += (size_t)l;
+    }
+    if (c->ncap)
+        c->loffs[m] = (int32_t)vo;
+    c->n = m;
+    c->nv = vo;
+}

@@ -49,4 +49,10 @@ int wt_u16list_push_dec(wt_u16list *c, const char *p, size_t n, char sep);
 void wt_u16list_clear(wt_u16list *c);
 void wt_u16list_free(wt_u16list *c);
 
+/* rows[0:m] (ascending) stay, in that order, in place; the other rows are dropped (the TLS
+ * stage keeps the records it does not hand out yet: TlsTable.take(before=...)) */
+void wt_strcol_keep(wt_strcol *c, const uint32_t *rows, size_t m);
+void wt_strlist_keep(wt_strlist *c, const uint32_t *rows, size_t m);
+void wt_u16list_keep(wt_u16list *c, const uint32_t *rows, size_t m);
+
 #endif

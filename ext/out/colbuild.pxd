@@ -1,6 +1,6 @@
 # Declarations of ext/out/colbuild.h (Arrow-layout column builders, code in colbuild.c, compiled
 # once into the static library `wtc`): declarations only.
-from libc.stdint cimport int32_t, uint8_t, uint16_t
+from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t
 
 cdef extern from "colbuild.h" nogil:
     ctypedef struct wt_strcol:
@@ -31,3 +31,6 @@ cdef extern from "colbuild.h" nogil:
     int wt_u16list_push_dec(wt_u16list *c, const char *p, size_t n, char sep)
     void wt_u16list_clear(wt_u16list *c)
     void wt_u16list_free(wt_u16list *c)
+    void wt_strcol_keep(wt_strcol *c, const uint32_t *rows, size_t m)
+    void wt_strlist_keep(wt_strlist *c, const uint32_t *rows, size_t m)
+    void wt_u16list_keep(wt_u16list *c, const uint32_t *rows, size_t m)

@@ -129,7 +129,8 @@ from hashes cimport eq2_hash, fold_ip
 from util cimport wt_ip_text, WT_IP_TEXT
 from colbuild cimport (wt_strcol, wt_strlist, wt_u16list, wt_strcol_push, wt_strcol_clear,
                        wt_strcol_free, wt_strlist_push_split, wt_strlist_clear, wt_strlist_free,
-                       wt_u16list_push_dec, wt_u16list_clear, wt_u16list_free)
+                       wt_u16list_push_dec, wt_u16list_clear, wt_u16list_free, wt_strcol_keep,
+                       wt_strlist_keep, wt_u16list_keep)
 cdef extern from "<string.h>" nogil:
     size_t strnlen(const char *s, size_t maxlen)
 from pendtable cimport (PendIndex, PendLinks, pt_alloc, pt_cell, pt_cells_for, pt_first, pt_free,
@@ -680,7 +681,7 @@ cdef object _take_str(const wt_strcol *c, size_t n, const uint32_t *perm):
     cdef uint8_t *d = <uint8_t *>cnp.PyArray_DATA(data)
     with nogil:
         _gather_spans(c.offs, c.data, n, perm, oo, d)
-    return offs, data
+    return offs, data[:oo[n]]              # (a take of some rows: their bytes only)
 
 
 cdef object _take_strlist(const wt_strlist *c, size_t n, const uint32_t *perm):
@@ -716,7 +717,7 @@ cdef object _take_strlist(const wt_strlist *c, size_t n, const uint32_t *perm):
                 o += bl
             m += l
             lo[i + 1] = m
-    return loffs, ioffs, data
+    return loffs, ioffs[:m + 1], data[:o]
 
 
 cdef object _take_u16list(const wt_u16list *c, size_t n, const uint32_t *perm):
@@ -743,7 +744,7 @@ cdef object _take_u16list(const wt_u16list *c, size_t n, const uint32_t *perm):
                 memcpy(v + m, c.vals + a, l * 2)
             m += l
             lo[i + 1] = m
-    return loffs, vals
+    return loffs, vals[:m]
 
 
 cdef class TlsTable:
@@ -809,6 +810,8 @@ cdef class TlsTable:
     cdef quic_frame *qframes        # the CRYPTO frames of the Initial being read (quic_initial.h)
     cdef TlsWatch watch_
     cdef object _watch_capsule
+    cdef uint64_t next_pkt      # the packet index after the last message fed (ready_before)
+    cdef bint frames_back       # a message's packet index went back (the next trace): see there
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_reassembly=1024, int32_t max_quic=256):
@@ -1781,6 +1784,10 @@ cdef class TlsTable:
                 if not self.has_now or m[i].ts_ns > self.now:
                     self.now = m[i].ts_ns
                     self.has_now = True
+                if m[i].pkt_index >= self.next_pkt:
+                    self.next_pkt = m[i].pkt_index + 1
+                elif m[i].pkt_index + 1 < self.next_pkt:
+                    self.frames_back = True
                 self._gc()
                 _l34_of(&m[i], &l)
                 if m[i].kind == MSG_TLS:
@@ -1813,7 +1820,7 @@ cdef class TlsTable:
             while pt_oldest(&self.ix) != -1:
                 self._evict_head(TR_END)
 
-    def take(self, bint ordered=False):
+    def take(self, bint ordered=False, before=None, size_t min_rows=0):
         """The records emitted so far (then cleared): (numeric rows as a uint8 buffer of
         sizeof(TlsOut) rows, {column: (offsets int32[n + 1], data)} of the text and list
         columns). Text columns: data is the UTF-8 bytes; list<string> columns: (list offsets,
@@ -1825,30 +1832,63 @@ cdef class TlsTable:
         order). The rows are put in order here, in one copy from the table's buffers into the
         arrays handed out, instead of a second gather of every column in numpy after the take
         (the end of a --tls-out run: 25 ms and ~20 MB of temporary arrays on the TLS bench
-        trace)."""
-        cdef size_t n = self.nrec, nb = n * sizeof(TlsOut), k, i
+        trace).
+
+        before (a packet index, TlsTable.ready_before): only the records whose first frame
+        (0-based) is below it, in frame order (ordered implied); the others stay in the table in
+        their emit order, and a later take sorts them with the records emitted since as if none
+        had been taken (ties: emit order). None when fewer than min_rows are below it (nothing
+        taken then)."""
+        cdef size_t n = self.nrec, nb, k, i, nk = 0, nrest = 0
         cdef uint32_t *perm = NULL
+        cdef uint32_t *rest = NULL
         cdef TlsKey *keys
         cdef const TlsOut *o
+        cdef uint64_t bound = 0xFFFFFFFFFFFFFFFFu, first
+        cdef bint some = before is not None and n > 0
+        if some:
+            bound = <uint64_t>max(0, min(int(before), 0xFFFFFFFFFFFFFFFF))
+            ordered = True
+            with nogil:
+                for i in range(n):
+                    o = &self.recs[i]
+                    if (o.ch_pkt if o.has_ch else o.sh_pkt) < bound:
+                        nk += 1
+            if nk < min_rows or (nk == 0 and min_rows > 0):
+                return None
+            some = nk < n
+        if not some:
+            nk = n
+        nb = nk * sizeof(TlsOut)
         out = np.empty(nb, dtype=np.uint8)
         cdef uint8_t[::1] ov = out
         try:
-            if ordered and n > 1:
-                keys = <TlsKey *>malloc(n * sizeof(TlsKey))
-                perm = <uint32_t *>malloc(n * sizeof(uint32_t))
-                if keys == NULL or perm == NULL:
+            if ordered and (n > 1 or some):
+                keys = <TlsKey *>malloc((nk if nk else 1) * sizeof(TlsKey))
+                perm = <uint32_t *>malloc((nk if nk else 1) * sizeof(uint32_t))
+                if some:
+                    rest = <uint32_t *>malloc((n - nk) * sizeof(uint32_t))
+                if keys == NULL or perm == NULL or (some and rest == NULL):
                     free(keys)
+                    free(rest)
                     raise MemoryError()
                 with nogil:
+                    k = 0
                     for i in range(n):
                         o = &self.recs[i]
+                        first = o.ch_pkt if o.has_ch else o.sh_pkt
+                        if some and first >= bound:
+                            rest[nrest] = <uint32_t>i      # stays, in emit order
+                            nrest += 1
+                            continue
                         # the frames the columns hold (tshark's, 1-based): uint64 arithmetic as
                         # the numpy columns' (a side without its hello is never read here)
-                        keys[i].first = (o.ch_pkt if o.has_ch else o.sh_pkt) + 1
-                        keys[i].second = o.sh_pkt + 1 if o.has_sh else 0
-                        keys[i].i = <uint32_t>i
-                    qsort(keys, n, sizeof(TlsKey), _key_cmp)
-                    for i in range(n):
+                        keys[k].first = first + 1
+                        keys[k].second = o.sh_pkt + 1 if o.has_sh else 0
+                        keys[k].i = <uint32_t>i
+                        k += 1
+                    qsort(keys, nk, sizeof(TlsKey), _key_cmp)
+                    for i in range(nk):
                         perm[i] = keys[i].i
                 free(keys)
             if nb:
@@ -1856,21 +1896,26 @@ cdef class TlsTable:
                     if perm == NULL:
                         memcpy(&ov[0], self.recs, nb)
                     else:
-                        for i in range(n):
+                        for i in range(nk):
                             memcpy(&ov[i * sizeof(TlsOut)], &self.recs[perm[i]], sizeof(TlsOut))
             cols = {}
             for k in range(<int>SC_N):
-                cols[_STR_COLUMNS[k]] = _take_str(&self.scol[k], n, perm)
-                wt_strcol_clear(&self.scol[k])
+                cols[_STR_COLUMNS[k]] = _take_str(&self.scol[k], nk, perm)
+                wt_strcol_keep(&self.scol[k], rest, nrest)
             for k in range(<int>LC_N):
-                cols[_LIST_COLUMNS[k]] = _take_strlist(&self.lcol[k], n, perm)
-                wt_strlist_clear(&self.lcol[k])
+                cols[_LIST_COLUMNS[k]] = _take_strlist(&self.lcol[k], nk, perm)
+                wt_strlist_keep(&self.lcol[k], rest, nrest)
             for k in range(<int>UC_N):
-                cols[_U16_COLUMNS[k]] = _take_u16list(&self.ucol[k], n, perm)
-                wt_u16list_clear(&self.ucol[k])
+                cols[_U16_COLUMNS[k]] = _take_u16list(&self.ucol[k], nk, perm)
+                wt_u16list_keep(&self.ucol[k], rest, nrest)
+            with nogil:
+                for i in range(nrest):
+                    if rest[i] != i:
+                        memcpy(&self.recs[i], &self.recs[rest[i]], sizeof(TlsOut))
         finally:
             free(perm)
-        self.nrec = 0
+            free(rest)
+        self.nrec = nrest
         return out, cols
 
     def counters(self):
@@ -1879,6 +1924,44 @@ cdef class TlsTable:
     @property
     def pending(self):
         return int(self.ix.n)
+
+    @property
+    def ready_before(self):
+        """A packet index (0-based) below which no record is still to come: every record emitted
+        later starts (ClientHello, else ServerHello) at or after it, being either a hello waiting
+        now (in the pending table, being reassembled, or gathered in a QUIC connection's CRYPTO
+        streams) or one in a packet not fed yet. Records taken so far whose first frame is below
+        it can be written out in frame order before the rest (httpanalyzer.tls.TlsRun streams
+        them). A scan of the waiting state: call it per take, not per packet. 0 for good once the
+        packet indexes went back (several traces in a row number their frames each from 1: a
+        record of the next trace may sort before any already taken)."""
+        cdef uint64_t b = self.next_pkt, f
+        if self.frames_back:
+            return 0
+        cdef int32_t j
+        cdef const Pend *e
+        cdef const QConn *c
+        with nogil:
+            j = pt_oldest(&self.ix)          # the age list, oldest first
+            while j != -1:
+                e = &self.pool[j]
+                f = e.r.ch.pkt if e.side == 1 else e.r.sh.pkt
+                if f < b:
+                    b = f
+                j = e.links.age_next
+            j = self.rage_head
+            while j != -1:
+                if self.rpool[j].pkt < b:
+                    b = self.rpool[j].pkt
+                j = self.rpool[j].age_next
+            for j in range(self.max_quic):
+                if self.qused[j]:
+                    c = &self.q[j]
+                    if c.c.packets and c.c.pkt < b:
+                        b = c.c.pkt
+                    if c.s.packets and c.s.pkt < b:
+                        b = c.s.pkt
+        return b
 
     @property
     def records_waiting(self):

@@ -835,6 +835,35 @@ def _frames_through_table(frames: list[bytes]) -> None:
     assert t.pending == 0 and t.reassembling == 0
     for name in ("sni", "alpn", "ja3", "ja4", "client_ip"):
         tab[name].to_pylist()
+    _streamed_takes(pk, buf)
+
+
+def _frame_key(row):
+    first = row["request_frame"] if row["request_frame"] is not None else row["response_frame"]
+    return (first, row["response_frame"] if row["response_frame"] is not None else 0)
+
+
+def _streamed_takes(pk, buf) -> None:
+    """The same packets one at a time into two tables: one taken whole at the end, one taken
+    after each packet below TlsTable.ready_before (the rest kept in the table, issue 29). The
+    second's tables in turn are the first's rows in the stable frame order (Python's sort)."""
+    from webtap.records.tls import to_table
+    from webtap._ext.tls import TlsTable
+
+    whole = TlsTable(gc_timeout=1.0, max_pending=4, max_reassembly=2, max_quic=2)
+    parts = TlsTable(gc_timeout=1.0, max_pending=4, max_reassembly=2, max_quic=2)
+    got = []
+    for i in range(len(pk)):
+        whole.feed(pk[i:i + 1], buf)
+        parts.feed(pk[i:i + 1], buf)
+        got.append(parts.take(before=parts.ready_before))
+    whole.flush()
+    parts.flush()
+    got.append(parts.take(ordered=True))
+    ref = to_table(*whole.take()).to_pylist()
+    ref.sort(key=_frame_key)
+    rows = [r for p in got if len(p[0]) for r in to_table(*p).to_pylist()]
+    assert rows == ref
 
 
 def _tcp_frame(payload: bytes, sport: int, dport: int, seq: int, ack: int) -> bytes:
