@@ -140,7 +140,8 @@ def handle(a, run, parts) -> int:
     if a.tls_out or a.exchanges_out:
         tls = parts.tls.OnePass(run, a.tls_out, gc_timeout=a.gc_timeout,
                               exchanges_out=a.exchanges_out,
-                              stream=live or len(a.traces) == 1)   # frame numbers only grow
+                              stream=live or len(a.traces) == 1,   # frame numbers only grow
+                              keep=False)         # the handshakes' table is not used after
     held: list = []                    # --sort: every record batch, written sorted at the end
 
     def write_held():

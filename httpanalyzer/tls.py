@@ -350,7 +350,7 @@ class OnePass:
 
     def __init__(self, run, out: str | None, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_reassembly: int = 1024, exchanges_out: str | None = None,
-                 stream: bool = False):
+                 stream: bool = False, keep: bool = True):
         self.o = open_output(run, out) if out is not None else None
         # stream (one trace or a live capture: frame numbers that only grow), with an output:
         # the handshakes whose place in frame order is settled are written while the run goes
@@ -360,6 +360,11 @@ class OnePass:
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
                           max_reassembly=max_reassembly, stream=stream and self.o is not None)
         self.written: list = []            # the tables written so far (prepare joins them)
+        # keep: the tables written while the run goes on are kept for prepare()'s whole table
+        # (the exchanges' join, --plots); else dropped once written, so that a long live capture
+        # holds only the handshakes still waiting for their place (prepare() gives the rest)
+        self.keep = keep or exchanges_out is not None
+        self.streamed = 0                  # tables written while the run went on
         self.x = self.xo = self.xtab = None
         self.tab = None                    # the handshakes, once prepare() made them
         if exchanges_out is not None:
@@ -413,7 +418,9 @@ class OnePass:
             for tab in self.run.ready_tables():
                 self.o.write(tab)
                 self.o.flush()             # one row group, encoded in the writer's thread
-                self.written.append(tab)
+                self.streamed += 1
+                if self.keep:
+                    self.written.append(tab)
 
     def _joined(self, tab):
         """The tables written while the run went on, then tab: every handshake, in frame order."""
@@ -427,7 +434,7 @@ class OnePass:
 
     def prepare(self) -> pa.Table:
         """The end of the run, before the outputs are committed: the handshakes as one table in
-        frame order and the exchanges joined to them, each handed to its output, whose Parquet
+        frame order (with keep=False, those not written while the run went on) and the exchanges joined to them, each handed to its output, whose Parquet
         encoding starts in the output's writer thread (Output.flush). The caller commits the
         HTTP records meanwhile, then commit() waits for these and puts them in place: the three
         files are encoded at once instead of one after another (issue 29, 33)."""
@@ -435,7 +442,7 @@ class OnePass:
             if self.x is not None:
                 self.x.start_rows()        # in the exchange stage's thread, meanwhile
             tab = self.run.finish()
-            if self.o is not None and (tab is not None or not self.written):
+            if self.o is not None and (tab is not None or not self.streamed):
                 self.o.write(tab if tab is not None else empty_table())
                 self.o.flush()
             tab = self._joined(tab)
@@ -518,7 +525,7 @@ def handle(a, run) -> int:
             raise clikit.UsageError(f"bad filter: {clikit.describe(e)}, -f {a.bpf!r}") from None
     one = OnePass(run, a.output or "-", gc_timeout=a.gc_timeout, max_pending=a.max_pending,
                   max_reassembly=a.max_reassembly, exchanges_out=a.exchanges_out,
-                  stream=len(a.traces) == 1)
+                  stream=len(a.traces) == 1, keep=bool(a.plots))
     run.packets = lambda: one.packets
     damage: list = []
     bad, totals = feed_traces(one, a.traces, bpf=a.bpf, warnings=damage)

@@ -144,3 +144,37 @@ def test_several_traces_stop_the_stream():
         if k == 0:
             assert run.table.ready_before > 1000      # a hello from frame 2,331 waits
     assert run.table.ready_before == 0
+
+
+@pytest.mark.parametrize("exchanges", [False, True])
+def test_streamed_tables_are_not_held_unless_the_run_needs_them(tmp_path, monkeypatch, exchanges):
+    """The handshakes written while the run goes on are dropped once written (a long live
+    capture holds only those still waiting for their place), unless the exchanges' join needs
+    every handshake (--exchanges-out) or the caller the whole table (httpanalyzer tls --plots)."""
+    from httpanalyzer import tls as tlsmod
+    from httpanalyzer.cli import main
+    from webtap import capture
+
+    trace = SHARED / "traces-tls" / "pcapplusplus" / "ExamplesTest_pcap_examples_tls2.pcap"
+    if not trace.exists():
+        pytest.skip(f"shared data absent: {trace}")
+    monkeypatch.setattr(tlsmod.TlsRun, "STREAM_ROWS", 8)
+    init = capture.Trace.__init__
+
+    def small_batches(self, *a, **kw):
+        kw["batch_size"] = 256
+        init(self, *a, **kw)
+    monkeypatch.setattr(capture.Trace, "__init__", small_batches)
+    made = []
+    one_init = tlsmod.OnePass.__init__
+
+    def record(self, *a, **kw):
+        one_init(self, *a, **kw)
+        made.append(self)
+    monkeypatch.setattr(tlsmod.OnePass, "__init__", record)
+    extra = ["--exchanges-out", str(tmp_path / "x.parquet")] if exchanges else []
+    assert main([str(trace), "-o", str(tmp_path / "h.parquet"), "--tls-out", str(tmp_path / "t.parquet"),
+                 *extra, "--consumers", "0", "--no-progress", "-q"]) == 0
+    (one,) = made
+    assert one.streamed > 1
+    assert len(one.written) == (one.streamed if exchanges else 0)
