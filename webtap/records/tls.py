@@ -185,7 +185,7 @@ def sorted_table(parts) -> pa.Table:
         return to_table(raw, parts[0][1])
     idx = np.lexsort((second, first))
     strings = {name: _take_column([s[name] for _, s in parts], idx) for name in parts[0][1]}
-    return to_table(raw[idx], strings)
+    return to_table(columns.take_rows(raw, idx), strings)   # whole rows, not field by field
 
 
 def _in_order(first: np.ndarray, second: np.ndarray) -> bool:
