@@ -11,6 +11,8 @@ byte buffer):
   windows of the file, ext/read/mapped.pyx; gzip, pipes and FIFOs are read into reused
   buffers: docs/CAPTURE.md.) A BPF filter is compiled by libpcap per link type and applied with
   ``pcap_offline_filter``, so a user's filter means exactly what it means to tcpdump.
+  libpcap itself is loaded then (ext/read/pcapload.h): a file read without a filter never maps
+  it.
   Bad records are counted by reason and skipped: the reader re-synchronises on the next
   plausible record (pcap) or block (pcapng) instead of giving up on the rest of the file.
 * ``PcapHandle`` wraps a real libpcap handle: live capture on an interface (kernel BPF with
@@ -27,6 +29,7 @@ from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, realloc, free
 
 from libpcap cimport *
+from pcapload cimport wt_pcap, wt_pcap_load
 from packet cimport *
 from util cimport wt_prefetch, wt_rd16, wt_rd32, wt_rd64, wt_realloc
 
@@ -77,6 +80,16 @@ DEF RD_NEED_MORE = 3             # the chunk ends before the next record: give t
 from webtap.errors import BpfError, CaptureError, NotACapture, WebtapError
 
 
+cdef int _load_libpcap() except -1:
+    """Load libpcap's entry points (ext/read/pcapload.h) the first time one is needed: a BPF
+    filter compiled, a handle opened, the version asked. A run over a file without a filter
+    never maps libpcap and the nine libraries it links."""
+    cdef char err[256]
+    if wt_pcap_load(err, sizeof(err)) != 0:
+        raise CaptureError(err.decode(errors="replace"))
+    return 0
+
+
 cdef struct Iface:
     uint16_t linktype            # LINKTYPE_* of the interface
     uint32_t snaplen             # interface snaplen (0: unknown / unlimited)
@@ -120,7 +133,7 @@ cdef class _Programs:
     def __dealloc__(self):
         cdef int i
         for i in range(self.n):
-            pcap_freecode(&self.progs[i])
+            wt_pcap.pcap_freecode(&self.progs[i])
         free(self.progs)
         free(self.linktypes)
 
@@ -137,16 +150,17 @@ cdef class _Programs:
         for i in range(self.n):
             if self.linktypes[i] == linktype:
                 return i
-        dead = pcap_open_dead(linktype, self.snaplen)
+        _load_libpcap()
+        dead = wt_pcap.pcap_open_dead(linktype, self.snaplen)
         if dead == NULL:
             raise MemoryError()
         try:
-            if pcap_compile(dead, &prog, self.expr, 1, PCAP_NETMASK_UNKNOWN) != 0:
-                err = pcap_geterr(dead)
+            if wt_pcap.pcap_compile(dead, &prog, self.expr, 1, PCAP_NETMASK_UNKNOWN) != 0:
+                err = wt_pcap.pcap_geterr(dead)
                 raise BpfError(f"BPF filter {self.expr.decode(errors='replace')!r} (link type {linktype}): "
                                f"{err.decode(errors='replace')}")
         finally:
-            pcap_close(dead)
+            wt_pcap.pcap_close(dead)
         if self.n == self.cap:
             self.cap = self.cap * 2 + 4
             # the checked allocator: on failure the old arrays stay (and are freed as usual)
@@ -170,7 +184,7 @@ cdef inline int _bpf_pass(const bpf_program *prog, const uint8_t *pkt, uint32_t 
     h.ts.tv_usec = 0
     h.caplen = caplen
     h.len = wirelen
-    return pcap_offline_filter(prog, &h, pkt)
+    return wt_pcap.pcap_offline_filter(prog, &h, pkt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -786,9 +800,9 @@ cdef class PcapHandle:
 
     def __dealloc__(self):
         if self.have_prog:
-            pcap_freecode(&self.prog)
+            wt_pcap.pcap_freecode(&self.prog)
         if self.p != NULL:
-            pcap_close(self.p)
+            wt_pcap.pcap_close(self.p)
 
     @staticmethod
     def open_offline(path):
@@ -797,7 +811,8 @@ cdef class PcapHandle:
         cdef PcapHandle h = PcapHandle.__new__(PcapHandle)
         cdef bytes bpath = path.encode() if isinstance(path, str) else bytes(path)
         errbuf[0] = 0
-        h.p = pcap_open_offline_with_tstamp_precision(bpath, PCAP_TSTAMP_PRECISION_NANO, errbuf)
+        _load_libpcap()
+        h.p = wt_pcap.pcap_open_offline_with_tstamp_precision(bpath, PCAP_TSTAMP_PRECISION_NANO, errbuf)
         if h.p == NULL:
             raise CaptureError(f"{path}: {errbuf.decode(errors='replace')}")
         h._init(str(path), False)
@@ -811,26 +826,27 @@ cdef class PcapHandle:
         cdef PcapHandle h = PcapHandle.__new__(PcapHandle)
         cdef int rc
         errbuf[0] = 0
-        h.p = pcap_create(iface.encode(), errbuf)
+        _load_libpcap()
+        h.p = wt_pcap.pcap_create(iface.encode(), errbuf)
         if h.p == NULL:
             raise CaptureError(f"{iface}: {errbuf.decode(errors='replace')}")
-        pcap_set_snaplen(h.p, snaplen)
-        pcap_set_promisc(h.p, promisc)
-        pcap_set_timeout(h.p, timeout_ms)
-        pcap_set_buffer_size(h.p, buffer_size)
+        wt_pcap.pcap_set_snaplen(h.p, snaplen)
+        wt_pcap.pcap_set_promisc(h.p, promisc)
+        wt_pcap.pcap_set_timeout(h.p, timeout_ms)
+        wt_pcap.pcap_set_buffer_size(h.p, buffer_size)
         if immediate:
-            pcap_set_immediate_mode(h.p, 1)
-        pcap_set_tstamp_precision(h.p, PCAP_TSTAMP_PRECISION_NANO)   # micro if unsupported
-        rc = pcap_activate(h.p)
+            wt_pcap.pcap_set_immediate_mode(h.p, 1)
+        wt_pcap.pcap_set_tstamp_precision(h.p, PCAP_TSTAMP_PRECISION_NANO)   # micro if unsupported
+        rc = wt_pcap.pcap_activate(h.p)
         if rc < 0:
-            msg = pcap_geterr(h.p).decode(errors="replace") or pcap_statustostr(rc).decode()
-            raise CaptureError(f"{iface}: {pcap_statustostr(rc).decode()}: {msg}")
+            msg = wt_pcap.pcap_geterr(h.p).decode(errors="replace") or wt_pcap.pcap_statustostr(rc).decode()
+            raise CaptureError(f"{iface}: {wt_pcap.pcap_statustostr(rc).decode()}: {msg}")
         h._init(iface, True)
         # Non-blocking reads plus poll(): with TPACKET_V3 a blocking read's timeout does not
         # expire while no packet arrives, which would make Ctrl-C wait for traffic.
-        if pcap_setnonblock(h.p, 1, errbuf) != 0:
+        if wt_pcap.pcap_setnonblock(h.p, 1, errbuf) != 0:
             raise CaptureError(f"{iface}: {errbuf.decode(errors='replace')}")
-        h.fd = pcap_get_selectable_fd(h.p)
+        h.fd = wt_pcap.pcap_get_selectable_fd(h.p)
         h.timeout_ms = timeout_ms
         return h
 
@@ -840,11 +856,11 @@ cdef class PcapHandle:
         # pcap_datalink() answers with a DLT_* value; the batch contract carries LINKTYPE_*
         # values as files do. They differ only for raw IP on this platform (DLT_RAW is 12 on
         # Linux, 14 on OpenBSD; LINKTYPE_RAW is 101).
-        self.linktype = pcap_datalink(self.p)
+        self.linktype = wt_pcap.pcap_datalink(self.p)
         if self.linktype == DLT_RAW_ALT or self.linktype == DLT_RAW_ALT2:
             self.linktype = LINKTYPE_RAW
-        self.snaplen = pcap_snapshot(self.p)
-        self.nano = pcap_get_tstamp_precision(self.p) == PCAP_TSTAMP_PRECISION_NANO
+        self.snaplen = wt_pcap.pcap_snapshot(self.p)
+        self.nano = wt_pcap.pcap_get_tstamp_precision(self.p) == PCAP_TSTAMP_PRECISION_NANO
         self.eof = False
         self.next_index = 0
         self.error = None
@@ -856,13 +872,13 @@ cdef class PcapHandle:
         """Compile `expr` with libpcap and install it (in the kernel for live capture)."""
         cdef bytes b = expr.encode() if isinstance(expr, str) else bytes(expr)
         cdef bpf_program prog
-        if pcap_compile(self.p, &prog, b, 1, PCAP_NETMASK_UNKNOWN) != 0:
-            raise BpfError(f"BPF filter {expr!r}: {pcap_geterr(self.p).decode(errors='replace')}")
-        if pcap_setfilter(self.p, &prog) != 0:
-            pcap_freecode(&prog)
-            raise CaptureError(f"{self.source}: {pcap_geterr(self.p).decode(errors='replace')}")
+        if wt_pcap.pcap_compile(self.p, &prog, b, 1, PCAP_NETMASK_UNKNOWN) != 0:
+            raise BpfError(f"BPF filter {expr!r}: {wt_pcap.pcap_geterr(self.p).decode(errors='replace')}")
+        if wt_pcap.pcap_setfilter(self.p, &prog) != 0:
+            wt_pcap.pcap_freecode(&prog)
+            raise CaptureError(f"{self.source}: {wt_pcap.pcap_geterr(self.p).decode(errors='replace')}")
         if self.have_prog:
-            pcap_freecode(&self.prog)
+            wt_pcap.pcap_freecode(&self.prog)
         self.prog = prog
         self.have_prog = True
 
@@ -873,8 +889,8 @@ cdef class PcapHandle:
     def stats(self):
         """libpcap's statistics of a live capture: received, dropped by kernel, by interface."""
         cdef pcap_stat st
-        if pcap_stats(self.p, &st) != 0:
-            raise CaptureError(f"{self.source}: {pcap_geterr(self.p).decode(errors='replace')}")
+        if wt_pcap.pcap_stats(self.p, &st) != 0:
+            raise CaptureError(f"{self.source}: {wt_pcap.pcap_geterr(self.p).decode(errors='replace')}")
         return {"received": st.ps_recv, "dropped": st.ps_drop, "if_dropped": st.ps_ifdrop}
 
     def inject(self, const uint8_t[::1] frame):
@@ -883,9 +899,9 @@ cdef class PcapHandle:
         if frame.shape[0] == 0:
             raise ValueError("cannot inject an empty frame")
         with nogil:
-            rc = pcap_inject(self.p, &frame[0], frame.shape[0])
+            rc = wt_pcap.pcap_inject(self.p, &frame[0], frame.shape[0])
         if rc < 0:
-            raise CaptureError(f"{self.source}: {pcap_geterr(self.p).decode(errors='replace')}")
+            raise CaptureError(f"{self.source}: {wt_pcap.pcap_geterr(self.p).decode(errors='replace')}")
         return rc
 
     def inject_many(self, const uint8_t[::1] frames, offsets, sent_ns=None):
@@ -914,7 +930,7 @@ cdef class PcapHandle:
                 if timed:
                     clock_gettime(CLOCK_REALTIME, &ts)
                     tv[i] = <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
-                if o[i + 1] <= o[i] or pcap_inject(self.p, &frames[o[i]], o[i + 1] - o[i]) < 0:
+                if o[i + 1] <= o[i] or wt_pcap.pcap_inject(self.p, &frames[o[i]], o[i + 1] - o[i]) < 0:
                     failed += 1
                     if timed:
                         tv[i] = 0
@@ -923,7 +939,7 @@ cdef class PcapHandle:
         return sent, failed
 
     def breakloop(self):
-        pcap_breakloop(self.p)
+        wt_pcap.pcap_breakloop(self.p)
 
     def read_into(self, packets, data):
         """Copy packets into `data` (uint8) and describe them in `packets` (PACKET_DTYPE).
@@ -951,7 +967,7 @@ cdef class PcapHandle:
             while n < n_max:
                 if cap - used < <size_t>MAX_CAPLEN and cap - used < <size_t>self.snaplen:
                     break
-                rc = pcap_next_ex(self.p, &hdr, &pkt)
+                rc = wt_pcap.pcap_next_ex(self.p, &hdr, &pkt)
                 if rc == 0 and self.fd >= 0 and n == 0 and not waited:
                     # Live, nothing pending: wait once for traffic, at most timeout_ms.
                     pfd.fd = self.fd
@@ -988,7 +1004,7 @@ cdef class PcapHandle:
         if rc == PCAP_ERROR_BREAK:      # -2: end of file, or pcap_breakloop()
             self.eof = True
         elif rc == PCAP_ERROR:
-            self.error = pcap_geterr(self.p).decode(errors="replace")
+            self.error = wt_pcap.pcap_geterr(self.p).decode(errors="replace")
             self.eof = True
             if not self.live:
                 self.counters[<int>SR_TRUNCATED] = 1
@@ -996,16 +1012,20 @@ cdef class PcapHandle:
 
 
 def libpcap_version():
-    """The version string of the libpcap this module is linked against."""
-    return pcap_lib_version().decode()
+    """The version string of the libpcap the module loads (ext/read/pcapload.h)."""
+    _load_libpcap()
+    return wt_pcap.pcap_lib_version().decode()
 
 
 def linktype_name(int linktype):
     """(name, description) of a LINKTYPE_* value as libpcap names it (tcpdump's words: "EN10MB",
     "Ethernet"); ("LINKTYPE_<n>", "") when libpcap does not know it."""
     cdef int dlt = 12 if linktype == LINKTYPE_RAW else linktype   # DLT_RAW on Linux
-    cdef const char *name = pcap_datalink_val_to_name(dlt)
-    cdef const char *desc = pcap_datalink_val_to_description(dlt)
+    cdef const char *name
+    cdef const char *desc
+    _load_libpcap()
+    name = wt_pcap.pcap_datalink_val_to_name(dlt)
+    desc = wt_pcap.pcap_datalink_val_to_description(dlt)
     return ((name.decode(errors="replace") if name != NULL else f"LINKTYPE_{linktype}"),
             (desc.decode(errors="replace") if desc != NULL else ""))
 

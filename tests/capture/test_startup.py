@@ -61,3 +61,30 @@ def test_package_import_loads_nothing_heavy():
                           "webtap.libpcap_version().startswith('libpcap'))"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["client_ip", "True", "True"], out.stdout
+
+
+def _mapped_after(code: str) -> list[str]:
+    """The shared libraries named libpcap* mapped in a fresh interpreter after `code` ran."""
+    probe = code + ("\nimport sys\nprint(' '.join(sorted({l.split()[-1].rsplit('/', 1)[-1] "
+                    "for l in open('/proc/self/maps') if '/libpcap' in l})))")
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_file_read_without_filter_maps_no_libpcap(tmp_path):
+    """Reading a trace without a BPF filter never calls libpcap, so libpcap (and the nine
+    libraries it links on Debian) is not mapped (ext/read/pcapload.h); a filter, the version or
+    a link-type name load it."""
+    trace = tmp_path / "one.pcap"
+    # pcap header (LINKTYPE_ETHERNET) + one 60-byte record of zeros
+    trace.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000")
+                      + bytes.fromhex("01000000000000003c0000003c000000") + bytes(60))
+    read = (f"from webtap.capture import open_trace\n"
+            f"with open_trace({str(trace)!r}{{bpf}}) as t:\n"
+            f"    n = sum(len(b) for b in t)\n"
+            f"assert n == {{n}}, n\n")
+    assert _mapped_after(read.format(bpf="", n=1)) == []
+    assert _mapped_after(read.format(bpf=", bpf='tcp'", n=0))[0].startswith("libpcap.so")
+    assert _mapped_after("import webtap; webtap.libpcap_version()")[0].startswith("libpcap.so")
+    assert _mapped_after("from webtap._ext.source import linktype_name\n"
+                         "assert linktype_name(1) == ('EN10MB', 'Ethernet')")[0].startswith("libpcap.so")
