@@ -59,7 +59,6 @@ import stat
 import sys
 import threading
 import time
-import traceback
 
 from webtap.errors import BpfError, CaptureError, NotACapture
 
@@ -884,8 +883,10 @@ def _main(run: Run, parser, handler, argv) -> int:
 
 
 def _tb(run: Run) -> None:
+    # the interpreter's own printer (C): the same text as traceback.print_exc(), without loading
+    # the traceback module into every run for --debug alone (start-up, issue 29)
     if run.debug:
-        traceback.print_exc()
+        sys.__excepthook__(*sys.exc_info())
 
 
 def _interrupted(run: Run, signum: int) -> int:

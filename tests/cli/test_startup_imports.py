@@ -4,7 +4,8 @@ import, at their top, the standard modules that no line-output run uses: tempfil
 the --dask run's temporary folder, httpanalyzer.run_dask), shutil (and bz2, lzma: folder outputs
 remove their tree with webtap.clikit._remove_tree; argparse's own `import shutil`, for the terminal
 width, is avoided by clikit.HelpFormatter), json (the Parquet sink's pandas metadata,
-webtap.parquetsink). Read from the modules' own import statements (tests.contracts), so the
+webtap.parquetsink), traceback (--debug's traceback is the interpreter's own printer,
+sys.__excepthook__, in webtap.clikit). Read from the modules' own import statements (tests.contracts), so the
 development install's import hook, which loads some of them itself, does not hide one."""
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.cli.test_text_imports import header_only_run
 from tests.contracts.test_imports_at_top import PACKAGES, _graph
 from webtap import clikit
 
-NOT_AT_START_UP = ("tempfile", "random", "shutil", "bz2", "lzma", "json")
+NOT_AT_START_UP = ("tempfile", "random", "shutil", "bz2", "lzma", "json", "traceback")
 
 PROBE = """
 import json, sys
