@@ -13,7 +13,6 @@ messages in Python.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,7 +43,6 @@ def _counter_dict(counters: np.ndarray) -> dict[str, int]:
     return {name: int(counters[i]) for i, name in enumerate(DISSECT_REASONS)}
 
 
-@dataclass(frozen=True)
 class MessageBatch:
     """The HTTP first packets of one packet batch.
 
@@ -57,14 +55,34 @@ class MessageBatch:
     another stage's.
     tcp_events: with dissect(tcp_events=True), the walk's TCP segments as TcpEvent records
     (ext/walk/message.pxd; a uint8 array), for stages that follow handshakes; None otherwise.
+
+    Read-only once made (setting an attribute raises AttributeError). A plain class, not a
+    frozen dataclass: the decorator compiles its generated methods with exec() at import,
+    ~0.4 ms of every command's start-up (issue 29).
     """
 
-    msgs: np.ndarray
-    data: np.ndarray
-    counters: dict[str, int] = field(default_factory=dict)
-    tls: np.ndarray | None = None
-    tls_watch: object = None
-    tcp_events: np.ndarray | None = None
+    __slots__ = ("msgs", "data", "counters", "tls", "tls_watch", "tcp_events")
+
+    def __init__(self, msgs: np.ndarray, data: np.ndarray, counters: dict[str, int] | None = None,
+                 tls: np.ndarray | None = None, tls_watch: object = None,
+                 tcp_events: np.ndarray | None = None) -> None:
+        init = object.__setattr__
+        init(self, "msgs", msgs)
+        init(self, "data", data)
+        init(self, "counters", {} if counters is None else counters)
+        init(self, "tls", tls)
+        init(self, "tls_watch", tls_watch)
+        init(self, "tcp_events", tcp_events)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"MessageBatch is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"MessageBatch is read-only: cannot delete {name!r}")
+
+    def __repr__(self) -> str:
+        return (f"MessageBatch(msgs={self.msgs!r}, data={self.data!r}, counters={self.counters!r}, "
+                f"tls={self.tls!r}, tls_watch={self.tls_watch!r}, tcp_events={self.tcp_events!r})")
 
     def __len__(self) -> int:
         return len(self.msgs)
