@@ -49,6 +49,7 @@ from webtap.capture import compile_filter
 from webtap.errors import BpfError
 from webtap.figures import save_figures
 from webtap.records import http as records
+from webtap.records.httppandas import to_pandas
 from webtap.records.message import (
     METHOD_NAMES,
     MSG_REQUEST,
@@ -259,7 +260,7 @@ def collect(sources, bpf: str | None = None, gc_timeout: float = 60.0, summary=N
     tab = pa.Table.from_batches(batches, schema=records.SCHEMA)
     ev = log.events() if keep_events else np.zeros(0, _EV_DTYPE)
     rows = None if keep_events else log.conn_rows()
-    run = AbuseRun(records.to_pandas(tab), ev, log.request_messages(),
+    run = AbuseRun(to_pandas(tab), ev, log.request_messages(),
                    evasion_rows=log.evasion_rows() if evasion else None, conn_rows=rows)
     run.table_stats = {"peak_live": int(log.table.peak_live), "capacity": int(log.table.capacity),
                        "events": int(log.table.events)}

@@ -57,6 +57,7 @@ from webtap.pipeline import Pipeline
 from webtap.rangeplan import FileRange
 from webtap.errors import BpfError
 from webtap.records import http as records
+from webtap.records.httppandas import to_pandas
 from webtap.parquetsink import with_pandas_metadata
 
 __all__ = ["run", "plan", "DistributedResult", "OverlappingTraces", "WorkersLost",
@@ -467,7 +468,7 @@ class DistributedResult:
     def read_pandas(self):
         """The dataset as one DataFrame (records.to_pandas dtypes; the partition column dropped)."""
         t = open_dataset(self.out_dir).to_table()
-        return records.to_pandas(t.drop_columns(["chunk"]) if "chunk" in t.column_names else t)
+        return to_pandas(t.drop_columns(["chunk"]) if "chunk" in t.column_names else t)
 
 
 def open_dataset(path):

@@ -9,7 +9,8 @@ from matplotlib.figure import Figure
 
 from httpanalyzer import plot
 from httpanalyzer.balance import balance_table
-from webtap.records.http import SCHEMA, to_pandas
+from webtap.records.http import SCHEMA
+from webtap.records.httppandas import to_pandas
 
 
 def record_figures(batches, balance: dict, directory) -> list:

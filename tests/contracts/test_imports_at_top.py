@@ -69,7 +69,6 @@ NOT_YET = {
     ("webtap.dissect", "pyarrow"): "the message batch's Arrow view, built only when asked",
     ("webtap.dissect", "pandas"): "the message batch's DataFrame view",
     ("webtap.capture", "tqdm"): "the progress bar, on a terminal only (~20-40 ms of import)",
-    ("webtap.records.http", "pandas"): "to_pandas (~230 ms of import): the DataFrame API only",
     ("httpanalyzer.writers", "pyarrow"): "the CSV view and read_lines (imported by the HTTP run "
         "before its first record)",
     ("httpanalyzer.distributed", "tqdm"): "the Dask progress bar",

@@ -2,7 +2,8 @@
 units and null conventions) and the function that turns the C stage's buffers into Arrow.
 
     message   the walk's rows: PacketRef (a captured packet) and HttpMsg (a dissected message)
-    http      an HTTP transaction (the pairing table's TxnRecord + text columns)
+    http      an HTTP transaction (the pairing table's TxnRecord + text columns; httpcompute
+              its pyarrow.compute tallies, httppandas its DataFrame: pandas)
     tls       a TLS/QUIC handshake (the TLS stage's TlsOut + text and list columns)
     urlhit    a URL filter hit (GET or SNI) and the filter's connection timing rows
     columns   the column-builder kit the kinds share (Arrow arrays from numpy buffers)
@@ -18,7 +19,7 @@ registries (the cli.py modules) are where the project loads lazily (issue 29).
 import importlib
 
 #: the record kinds (and their helpers) a stage may name before any record exists
-KINDS = ("message", "http", "httpcompute", "tls", "exchange", "urlhit", "columns")
+KINDS = ("message", "http", "httpcompute", "httppandas", "tls", "exchange", "urlhit", "columns")
 
 
 def __getattr__(name):           # PEP 562: `kinds.http` loads webtap.records.http when first used

@@ -4,8 +4,8 @@ A record is one HTTP transaction seen through the first packet of its request an
 packet of its response (or only one of them: unmatched records are output too). The pairing
 table (ext/pair/pairing.pyx) emits records as a TxnRecord struct array (numeric part, mirrored by
 RECORD_DTYPE) plus one Arrow-layout string column per text field; `to_record_batch` turns that
-into a `pyarrow.RecordBatch` with one pyarrow call per column, and `to_pandas` gives the
-DataFrame dtypes. The writers (CSV, Parquet, the paper's line format) all read these batches.
+into a `pyarrow.RecordBatch` with one pyarrow call per column, and `to_pandas`
+(webtap.records.httppandas) gives the DataFrame dtypes. The writers (CSV, Parquet, the paper's line format) all read these batches.
 
 Units: `*_ts` are capture times in ns since the Unix epoch (UTC); `response_time` is
 response_ts - request_ts in ns (negative when the response was captured first); CSV and the line
@@ -18,6 +18,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
+from webtap import records as kinds
 from webtap._ext.communityid import community_id
 from webtap.dissect import encap_text
 from webtap.records.columns import Codes, boolean, num, strings
@@ -253,18 +254,9 @@ def empty_batch(headers=()) -> pa.RecordBatch:
 
 
 def to_pandas(table):
-    """DataFrame with the schema's dtypes: datetime64[ns, UTC], timedelta64[ns], nullable
-    integers, categoricals for method/reason/outcome/unmatched_reason, strings for the rest.
-    (pandas is imported here, not at module load: the CLI and streaming do not need it.)"""
-    import pandas as pd
-
-    types = {pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
-             pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype(),
-             pa.bool_(): pd.BooleanDtype()}
-    df = table.to_pandas(types_mapper=types.get)
-    for c in CATEGORICAL:
-        df[c] = df[c].astype("category")
-    return df
+    """The records as a DataFrame: webtap.records.httppandas.to_pandas (pandas at its top),
+    reached through the record-kind table so that this module loads no pandas."""
+    return kinds.httppandas.to_pandas(table)
 
 
 def sort_records(batches) -> "pa.Table":
