@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from webtap import records as kinds
 from webtap._ext import dissect as _ext
 from webtap.records.message import (
     DISSECT_REASONS,
@@ -89,129 +90,22 @@ class MessageBatch:
 
     def column(self, name: str, errors: str = "replace"):
         """One column as a pyarrow array: a Span field (method, uri, version, host, user_agent,
-        reason) as strings, src_ip/dst_ip as text, any other field as a numeric array."""
-        import pyarrow as pa
-
-        if name in SPAN_FIELDS:
-            return _ext.span_to_arrow(self.msgs, self.data, name, errors)
-        if name in ("src_ip", "dst_ip", "outer_src", "outer_dst"):
-            return _ext.ip_to_arrow(self.msgs, name)
-        if name == "encap_text":
-            return encap_text(self.msgs["encap"])
-        if name not in MESSAGE_DTYPE.names:
-            raise KeyError(f"no column {name!r}")
-        return pa.array(np.ascontiguousarray(self.msgs[name]))
+        reason) as strings, src_ip/dst_ip as text, any other field as a numeric array
+        (webtap.records.messageview)."""
+        return kinds.messageview.column(self, name, errors)
 
     def to_arrow(self, errors: str = "replace"):
-        """A pyarrow RecordBatch with one row per message (the columns of to_pandas). Nulls
-        follow the records' convention: `vlan` is null when untagged (not 65535), `status` null
-        for a request, `method_name` null for a response."""
-        import pyarrow as pa
-
-        m = self.msgs
-        is_req = m["kind"] == MSG_REQUEST
-        method_ids = m["method_id"].astype(np.int16)
-        names = pa.array(list(METHOD_NAMES[1:]), pa.string())
-        method = pa.DictionaryArray.from_arrays(
-            pa.array(method_ids - 1, pa.int16(), mask=method_ids < 1), names)
-        kind = pa.DictionaryArray.from_arrays(
-            pa.array(np.where(is_req, 0, 1).astype(np.int8)), pa.array(["request", "response"]))
-        cols = {
-            "ts_ns": pa.array(m["ts_ns"]),
-            "frame": pa.array(m["pkt_index"] + 1),     # tshark's 1-based frame.number
-            "kind": kind,
-            "src_ip": self.column("src_ip"),
-            "src_port": pa.array(m["src_port"]),
-            "dst_ip": self.column("dst_ip"),
-            "dst_port": pa.array(m["dst_port"]),
-            "seq": pa.array(m["seq"]),
-            "ack": pa.array(m["ack"]),
-            "payload_len": pa.array(m["payload_len"]),
-            "method_name": method,
-        }
-        for name in SPAN_FIELDS:
-            cols[name] = self.column(name, errors)
-        cols["status"] = pa.array(m["status"], mask=is_req)
-        cols["vlan"] = pa.array(m["vlan"], mask=m["vlan"] == 0xFFFF)
-        for name in ("flags", "ip_version", "tcp_flags", "ttl", "window", "linktype",
-                     "payload_off", "payload_caplen", "pkt_offset"):
-            cols[name] = pa.array(np.ascontiguousarray(m[name]))
-        return pa.RecordBatch.from_pydict(cols)
+        """A pyarrow RecordBatch with one row per message (webtap.records.messageview)."""
+        return kinds.messageview.to_arrow(self, errors)
 
     def to_pandas(self, errors: str = "replace"):
-        """A DataFrame with one row per message: text columns as strings, addresses as text,
-        `kind` and `method_name` as categoricals (method_name from webtap.records.message.METHOD_NAMES)."""
-        import pandas as pd
-
-        m = self.msgs
-        cols: dict[str, object] = {
-            "ts_ns": m["ts_ns"],
-            "frame": m["pkt_index"] + 1,               # tshark's 1-based frame.number
-            "kind": pd.Categorical.from_codes(
-                np.where(m["kind"] == MSG_REQUEST, 0, 1).astype(np.int8), ["request", "response"]
-            ),
-            "src_ip": self.column("src_ip").to_pandas(),
-            "src_port": m["src_port"],
-            "dst_ip": self.column("dst_ip").to_pandas(),
-            "dst_port": m["dst_port"],
-            "seq": m["seq"],
-            "ack": m["ack"],
-            "payload_len": m["payload_len"],
-            "method_name": pd.Categorical.from_codes(
-                m["method_id"].astype(np.int16) - 1, list(METHOD_NAMES[1:])
-            ),
-        }
-        for name in SPAN_FIELDS:
-            cols[name] = self.column(name, errors).to_pandas()
-        cols["encap"] = self.column("encap_text").to_pandas()
-        cols["outer_src"] = self.column("outer_src").to_pandas()
-        cols["outer_dst"] = self.column("outer_dst").to_pandas()
-        cols["tunnel_id"] = m["tunnel_id"]
-        for name in ("status", "flags", "vlan", "ip_version", "tcp_flags", "ttl", "window",
-                     "linktype", "payload_off", "payload_caplen", "pkt_offset"):
-            cols[name] = m[name]
-        return pd.DataFrame(cols)
+        """A DataFrame with one row per message (webtap.records.messagepandas)."""
+        return kinds.messagepandas.to_pandas(self, errors)
 
 
 def encap_text(encap: np.ndarray):
-    """HttpMsg.encap codes as text, one string per message: the layers crossed from the link
-    layer in, comma-separated ("vxlan,eth", "gre,erspan,eth", "6in4"); null for a packet without
-    encapsulation. One string is built per distinct value (np.unique), not per message; the
-    column is laid out with numpy (pa.array would import pandas on its first call)."""
-    import pyarrow as pa
-
-    codes = np.ascontiguousarray(encap, dtype=np.uint64).reshape(-1)
-    n = len(codes)
-    # the encapsulated rows only: most messages cross none, and a unique/gather over every row
-    # was ~1.4 ms per 16,384 records (the pairing's take) against ~0.1 ms over these
-    at = np.flatnonzero(codes)
-    if not len(at):
-        return pa.nulls(n, pa.string())
-    uniq, inv = np.unique(codes[at], return_inverse=True)
-    inv = inv.reshape(-1)
-    texts = []
-    for v in uniq.tolist():
-        parts = []
-        while v:
-            c = v & 0xFF
-            parts.append(ENCAP_NAMES[c] if 0 < c < len(ENCAP_NAMES) else f"?{c}")
-            v >>= 8
-        texts.append(",".join(parts).encode())
-    width = max(len(t) for t in texts)
-    table = np.zeros((len(texts), width), np.uint8)
-    for i, t in enumerate(texts):
-        table[i, :len(t)] = np.frombuffer(t, np.uint8)
-    lens_at = np.array([len(t) for t in texts], np.int32)[inv]
-    lens = np.zeros(n, np.int32)
-    lens[at] = lens_at
-    offs = np.zeros(n + 1, np.int32)
-    np.cumsum(lens, out=offs[1:])
-    data = table[inv][np.arange(width)[None, :] < lens_at[:, None]]
-    valid = codes != 0
-    nulls = n - len(at)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)],
-                                 null_count=nulls)
+    """HttpMsg.encap codes as text (webtap.records.messageview.encap_text: pyarrow)."""
+    return kinds.messageview.encap_text(encap)
 
 
 def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:

@@ -66,8 +66,6 @@ NOT_YET = {
     ("webtap.writers", "pyarrow.compute"): "as above",
     ("webtap.commands", "pyarrow"): "`webtap dissect`'s line and Zeek views (a header-only dissect "
         "loads no pyarrow)",
-    ("webtap.dissect", "pyarrow"): "the message batch's Arrow view, built only when asked",
-    ("webtap.dissect", "pandas"): "the message batch's DataFrame view",
     ("webtap.capture", "tqdm"): "the progress bar, on a terminal only (~20-40 ms of import)",
     ("httpanalyzer.writers", "pyarrow"): "the CSV view and read_lines (imported by the HTTP run "
         "before its first record)",

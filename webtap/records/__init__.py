@@ -1,7 +1,8 @@
 """One home per record kind: its NumPy mirror of the C struct, its Arrow schema (names, types,
 units and null conventions) and the function that turns the C stage's buffers into Arrow.
 
-    message   the walk's rows: PacketRef (a captured packet) and HttpMsg (a dissected message)
+    message   the walk's rows: PacketRef (a captured packet) and HttpMsg (a dissected message);
+              messageview / messagepandas a message batch's Arrow / DataFrame views
     http      an HTTP transaction (the pairing table's TxnRecord + text columns; httpcompute
               its pyarrow.compute tallies, httppandas its DataFrame: pandas)
     tls       a TLS/QUIC handshake (the TLS stage's TlsOut + text and list columns)
@@ -19,7 +20,8 @@ registries (the cli.py modules) are where the project loads lazily (issue 29).
 import importlib
 
 #: the record kinds (and their helpers) a stage may name before any record exists
-KINDS = ("message", "http", "httpcompute", "httppandas", "tls", "exchange", "urlhit", "columns")
+KINDS = ("message", "messageview", "messagepandas", "http", "httpcompute", "httppandas", "tls",
+         "exchange", "urlhit", "columns")
 
 
 def __getattr__(name):           # PEP 562: `kinds.http` loads webtap.records.http when first used

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from webtap import records as kinds
 from webtap._ext.communityid import community_id
-from webtap.dissect import encap_text
 from webtap.records.columns import Codes, boolean, num, strings
+from webtap.records.messageview import encap_text
 from webtap.writers import empty_batch_of
 
 #: ext/pair/pairing.pxd TxnRecord, field for field (tests assert itemsize == sizeof(TxnRecord)).
