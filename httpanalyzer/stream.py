@@ -14,7 +14,6 @@ if TYPE_CHECKING:                   # annotations only
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -65,27 +64,52 @@ def _message_batches(path: str, bpf: str | None, stats: "Summary", live: bool = 
         stats.absorb(pipe.totals)
 
 
-@dataclass
 class Summary:
-    """Counts and distributions of one run (filled while the batches stream)."""
+    """Counts and distributions of one run (filled while the batches stream).
 
-    packets: int = 0
-    bytes: int = 0
-    records: int = 0
-    outcomes: Counter = field(default_factory=Counter)
-    status: Counter = field(default_factory=Counter)
-    methods: Counter = field(default_factory=Counter)
-    dissect: Counter = field(default_factory=Counter)
-    source: Counter = field(default_factory=Counter)
-    warnings: list = field(default_factory=list)
-    unreadable: list = field(default_factory=list)
-    interrupted: bool = False
-    executor: str = ""          # "name: why" of the executor that ran (webtap.pipeline's or feeder/fanout)
-    pairing: dict = field(default_factory=dict)
-    _rt: list = field(default_factory=list)
-    #: distributions (status, methods, response-time percentiles) cost a few ms per batch;
-    #: without them only record and outcome counts are kept (the CLI asks with --summary)
-    detailed: bool = True
+    A plain class, not a dataclass, as webtap.stream.Totals: the dataclass decorator compiles
+    its generated methods with exec() at import, part of every command's start-up (issue 29).
+    detailed: distributions (status, methods, response-time percentiles) cost a few ms per
+    batch; without them only record and outcome counts are kept (the CLI asks with --summary).
+    executor: "name: why" of the executor that ran (webtap.pipeline's or feeder/fanout)."""
+
+    _FIELDS = ("packets", "bytes", "records", "outcomes", "status", "methods", "dissect", "source",
+               "warnings", "unreadable", "interrupted", "executor", "pairing", "_rt", "detailed")
+    __match_args__ = _FIELDS
+
+    def __init__(self, packets: int = 0, bytes: int = 0, records: int = 0,
+                 outcomes: Counter | None = None, status: Counter | None = None,
+                 methods: Counter | None = None, dissect: Counter | None = None,
+                 source: Counter | None = None, warnings: list | None = None,
+                 unreadable: list | None = None, interrupted: bool = False, executor: str = "",
+                 pairing: dict | None = None, _rt: list | None = None,
+                 detailed: bool = True) -> None:
+        self.packets = packets
+        self.bytes = bytes
+        self.records = records
+        self.outcomes = Counter() if outcomes is None else outcomes
+        self.status = Counter() if status is None else status
+        self.methods = Counter() if methods is None else methods
+        self.dissect = Counter() if dissect is None else dissect
+        self.source = Counter() if source is None else source
+        self.warnings = [] if warnings is None else warnings
+        self.unreadable = [] if unreadable is None else unreadable
+        self.interrupted = interrupted
+        self.executor = executor
+        self.pairing = {} if pairing is None else pairing
+        self._rt = [] if _rt is None else _rt
+        self.detailed = detailed
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._FIELDS)
+
+    def __eq__(self, other):
+        return self._values() == other._values() if other.__class__ is self.__class__ else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "Summary(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS) + ")"
 
     def absorb(self, totals) -> None:
         """Add what the capture and dissect stages counted for one source (webtap.stream.Totals)."""

@@ -5,7 +5,9 @@ the --dask run's temporary folder, httpanalyzer.run_dask), shutil (and bz2, lzma
 remove their tree with webtap.clikit._remove_tree; argparse's own `import shutil`, for the terminal
 width, is avoided by clikit.HelpFormatter), json (the Parquet sink's pandas metadata,
 webtap.parquetsink), traceback (--debug's traceback is the interpreter's own printer,
-sys.__excepthook__, in webtap.clikit). Read from the modules' own import statements (tests.contracts), so the
+sys.__excepthook__, in webtap.clikit), dataclasses (its decorator compiles each class's methods
+with exec() at import: the start-up path's classes are plain, webtap.stream.Totals,
+webtap.dissect.MessageBatch, httpanalyzer.stream.Summary). Read from the modules' own import statements (tests.contracts), so the
 development install's import hook, which loads some of them itself, does not hide one."""
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from tests.cli.test_text_imports import header_only_run
 from tests.contracts.test_imports_at_top import PACKAGES, _graph
 from webtap import clikit
 
-NOT_AT_START_UP = ("tempfile", "random", "shutil", "bz2", "lzma", "json", "traceback")
+NOT_AT_START_UP = ("tempfile", "random", "shutil", "bz2", "lzma", "json", "traceback", "dataclasses")
 
 PROBE = """
 import json, sys
