@@ -35,6 +35,7 @@ import numpy as np
 
 from webtap._ext import mapped as _mapped
 from webtap._ext import source as _source
+from webtap.bufpool import BufferPool
 from webtap.errors import BpfError, CaptureError, NotACapture
 from webtap.records.message import PACKET_DTYPE, SOURCE_REASONS
 
@@ -143,28 +144,15 @@ def counter_warnings(c: dict[str, int]) -> list[str]:
     return out
 
 
-class ChunkPool:
-    """Chunk buffers for a chunked reader: a buffer no batch refers to any more is reused (its
-    pages are already mapped and warm), else a new one is made; at most `keep` are held."""
+class ChunkPool(BufferPool):
+    """Chunk buffers for a chunked reader (webtap.bufpool.BufferPool): fresh anonymous memory
+    (_anonymous_buffer), at most `keep` held."""
 
     def __init__(self, keep: int = 4):
-        self.keep = keep
-        self._bufs: list[np.ndarray] = []
+        super().__init__(keep)
 
-    def get(self, size: int) -> np.ndarray:
-        for buf in self._bufs:
-            # References: the list, `buf`, getrefcount's argument. More: a batch (or a view of
-            # its data, such as the reader's current buffer) still has it.
-            if len(buf) >= size and sys.getrefcount(buf) <= 3:
-                return buf
-        buf = _anonymous_buffer(size)
-        if len(self._bufs) >= self.keep:
-            self._bufs.pop(0)
-        self._bufs.append(buf)
-        return buf
-
-    def clear(self) -> None:
-        self._bufs = []
+    def make(self, size: int) -> np.ndarray:
+        return _anonymous_buffer(size)
 
 
 def _readable_now(fd: int) -> bool:

@@ -12,12 +12,11 @@ messages in Python.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from webtap import records as kinds
 from webtap._ext import dissect as _ext
+from webtap.bufpool import BufferPool
 from webtap.records.message import (
     DISSECT_REASONS,
     ENCAP_NAMES,
@@ -130,29 +129,19 @@ def set_tunnel_ports(ports: dict[str, list[int]] | None) -> None:
 _TCP_EVENT_SIZE = _ext.tcp_event_size()
 
 
-class EventBuffers:
-    """The TCP events' buffers of one walk (dissect(events=...)), reused: a buffer no batch
-    refers to any more (its stages are done with the batch's events) is written again, else a
-    new one is made; at most `keep` are held. A new buffer's pages are faulted in by the kernel
-    as the walk first writes them (96 bytes per segment: 32 MB over the TLS bench trace, ~8,000
-    page faults of a 0.35 s run); a reused one's are mapped and warm. A stage that keeps a
-    batch's events keeps that buffer from reuse, so nothing it holds is ever overwritten."""
+class EventBuffers(BufferPool):
+    """The TCP events' buffers of one walk (dissect(events=...)), reused (webtap.bufpool): a
+    buffer no batch's events refer to any more (its stages are done with them) is written
+    again, else a new one is made (a power of two of bytes); at most `keep` are held. A new
+    buffer's pages are faulted in by the kernel as the walk first writes them (96 bytes per
+    segment: 32 MB over the TLS bench trace, ~8,000 page faults of a 0.35 s run); a reused
+    one's are mapped and warm."""
 
     def __init__(self, keep: int = 8):
-        self.keep = keep
-        self._bufs: list[np.ndarray] = []
+        super().__init__(keep)
 
-    def get(self, size: int) -> np.ndarray:
-        for buf in self._bufs:
-            # references: the list, `buf`, getrefcount's argument; more: a batch's events (a
-            # view of it) are still held somewhere
-            if len(buf) >= size and sys.getrefcount(buf) <= 3:
-                return buf
-        buf = np.empty(1 << max(16, (size - 1).bit_length()), np.uint8)
-        if len(self._bufs) >= self.keep:
-            self._bufs.pop(0)
-        self._bufs.append(buf)
-        return buf
+    def make(self, size: int) -> np.ndarray:
+        return np.empty(1 << max(16, (size - 1).bit_length()), np.uint8)
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,

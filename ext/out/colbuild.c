@@ -167,20 +167,28 @@ void wt_u16list_free(wt_u16list *c) {
     memset(c, 0, sizeof(*c));
 }
 
-/* keep: rows[0:m] (ascending, each < n) stay, in that order, in place; the others are dropped.
- * Each row's bytes (items) move down at most, so one forward pass of memmove does it; an
- * offset is overwritten only after every later read of it (out index <= row index). */
-void wt_strcol_keep(wt_strcol *c, const uint32_t *rows, size_t m) {
+/* The spans rows[0:m] (ascending) of offs/data (elements of `size` bytes) moved down into
+ * place, in that order: offs[0:m] rewritten; returns the elements kept. Each span moves down
+ * at most, so one forward pass of memmove does it; an offset is overwritten only after every
+ * later read of it (out index <= row index). */
+static size_t wt__keep_spans(int32_t *offs, uint8_t *data, size_t size, const uint32_t *rows,
+                             size_t m) {
     size_t i, o = 0;
     int32_t a, l;
     for (i = 0; i < m; i++) {
-        a = c->offs[rows[i]];
-        l = c->offs[rows[i] + 1] - a;
+        a = offs[rows[i]];
+        l = offs[rows[i] + 1] - a;
         if (l && (size_t)a != o)
-            memmove(c->data + o, c->data + a, (size_t)l);
-        c->offs[i] = (int32_t)o;
+            memmove(data + o * size, data + (size_t)a * size, (size_t)l * size);
+        offs[i] = (int32_t)o;
         o += (size_t)l;
     }
+    return o;
+}
+
+/* keep: rows[0:m] (ascending, each < n) stay, in that order, in place; the others are dropped. */
+void wt_strcol_keep(wt_strcol *c, const uint32_t *rows, size_t m) {
+    size_t o = wt__keep_spans(c->offs, (uint8_t *)c->data, 1, rows, m);
     if (c->ncap)
         c->offs[m] = (int32_t)o;
     c->n = m;
@@ -214,16 +222,7 @@ void wt_strlist_keep(wt_strlist *c, const uint32_t *rows, size_t m) {
 }
 
 void wt_u16list_keep(wt_u16list *c, const uint32_t *rows, size_t m) {
-    size_t i, vo = 0;
-    int32_t a, l;
-    for (i = 0; i < m; i++) {
-        a = c->loffs[rows[i]];
-        l = c->loffs[rows[i] + 1] - a;
-        if (l && (size_t)a != vo)
-            memmove(c->vals + vo, c->vals + a, (size_t)l * 2);
-        c->loffs[i] = (int32_t)vo;
-        vo += (size_t)l;
-    }
+    size_t vo = wt__keep_spans(c->loffs, (uint8_t *)c->vals, 2, rows, m);
     if (c->ncap)
         c->loffs[m] = (int32_t)vo;
     c->n = m;
