@@ -418,18 +418,30 @@ cdef class UrlStore:
         cdef int r
         cdef uint64_t sig
         if self.nr > 1 or self.delta.count:
-            sig = wt_key_sig(q, qn)                     # an exact lookup: q's signature alone
-            if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, &sig, 1)):
-                x = self.delta._search(self.delta.root, q, qn, 0, 0)
-                if x:
-                    return <int64_t>self._nst() + x
-            for r in range(self.nr - 1, 0, -1):
-                if wt_filt_maybe(self.filt[r], self.fbits[r], &sig, 1):
-                    i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
-                    if i >= 0:
-                        return <int64_t>self.roff[r] + i + 1
+            i = self._find_delta(q, qn)
+            if i:
+                return i
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 1, &ln)
         return i + 1 if i >= 0 else 0
+
+    cdef int64_t _find_delta(self, const uint8_t *q, size_t qn) noexcept nogil:
+        """q's id if the delta (the tree or a run after the base) holds q itself live, else 0;
+        each part is searched only when its key filter may hold q's signature."""
+        cdef uint32_t x = 0
+        cdef size_t ln
+        cdef int64_t i
+        cdef int r
+        cdef uint64_t sig = wt_key_sig(q, qn)          # an exact lookup: q's signature alone
+        if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, &sig, 1)):
+            x = self.delta._search(self.delta.root, q, qn, 0, 0)
+            if x:
+                return <int64_t>self._nst() + x
+        for r in range(self.nr - 1, 0, -1):
+            if wt_filt_maybe(self.filt[r], self.fbits[r], &sig, 1):
+                i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
+                if i >= 0:
+                    return <int64_t>self.roff[r] + i + 1
+        return 0
 
     cdef int64_t _prefix(self, const uint8_t *q, size_t qn, uint8_t *buf) noexcept nogil:
         """Longest live entry equal to q or a prefix of q on a boundary: the longest of each
@@ -440,6 +452,14 @@ cdef class UrlStore:
         cdef int64_t i, best = 0
         cdef int r, ns
         cdef uint64_t sigs[64]                          # WT_PSIG_MAX
+        if self.nr > 1 or self.delta.count:
+            # q itself in the delta is the longest answer there can be (a key lives in one
+            # place only): found first, it spares the base's search, which would otherwise
+            # come first for the queries the delta answers (the slowest 1 % of a store with a
+            # 10 % delta were mostly those, docs/urlfilter.md)
+            best = self._find_delta(q, qn)
+            if best:
+                return best
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 0, &ln)
         if self.nr == 1 and self.delta.count == 0:      # a mapped snapshot: the base alone
             return i + 1 if i >= 0 else 0
