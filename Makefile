@@ -50,7 +50,9 @@ $(BIN)/python:
 
 $(VENV)/.deps-stamp: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q $(BUILD_REQS)
-	$(BIN)/pip install -q numpy pandas pyarrow tqdm matplotlib pytest pytest-xdist hypothesis scapy
+	$(BIN)/pip install -q numpy pandas pyarrow matplotlib pytest pytest-xdist hypothesis scapy
+	# tqdm: the progress bar on a terminal (the optional extra webtap[progress]; without it no bar)
+	$(BIN)/pip install -q tqdm
 	# pytest-timeout: a test that hangs fails with every thread's stack (pyproject: timeout) instead
 	# of holding CI until its own limit
 	$(BIN)/pip install -q pytest-timeout

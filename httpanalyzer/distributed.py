@@ -52,7 +52,7 @@ from httpanalyzer.pairing import Pairer
 from httpanalyzer.stream import Summary
 from webtap._ext.pairing import PairingTable
 from webtap import rangeplan
-from webtap.capture import ChunkStart, counter_warnings, open_trace, plan_chunks
+from webtap.capture import ChunkStart, counter_warnings, open_trace, plan_chunks, progress_bar
 from webtap.pipeline import Pipeline
 from webtap.rangeplan import FileRange
 from webtap.errors import BpfError
@@ -535,11 +535,7 @@ class _OnDask:
                                    **({"workers": [ch.host], "allow_other_workers": True}
                                       if getattr(ch, "host", None) else {}))
                 for ch in chunks]
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(futs), unit="chunk", desc="dask map", file=sys.stderr)
+        bar = progress_bar(len(futs), "dask map", unit="chunk", leave=True) if progress else None
         try:
             for fut in as_completed(futs):
                 res = _result(fut)

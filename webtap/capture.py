@@ -41,7 +41,8 @@ from webtap.records.message import PACKET_DTYPE, SOURCE_REASONS
 
 __all__ = ["Batch", "Trace", "LiveCapture", "open_trace", "open_live", "compile_filter",
            "DEFAULT_BATCH", "DEFAULT_CHUNK", "DEFAULT_MAP_WINDOW", "BpfError", "CaptureError", "NotACapture",
-           "ChunkStart", "plan_chunks", "read_chunk", "open_at", "write_pcap", "counter_warnings"]
+           "ChunkStart", "plan_chunks", "read_chunk", "open_at", "write_pcap", "counter_warnings",
+           "progress_bar"]
 
 #: Packets per batch: large enough that Python's per-batch cost vanishes (~100 batches for a
 #: million packets), small enough that the packet headers a batch touches are still in the
@@ -96,14 +97,28 @@ def _counters_dict(values) -> dict[str, int]:
     return {name: int(v) for name, v in zip(SOURCE_REASONS, values)}
 
 
+def progress_bar(total: int, desc: str, unit: str = "B", leave: bool = False):
+    """A progress bar on stderr (tqdm: update(n), close()), or None when tqdm is not installed.
+
+    tqdm is the optional extra webtap[progress] (pyproject.toml), not a required dependency: it
+    only draws a bar on a terminal, and importing it costs ~20-40 ms, which a command pays only
+    when it draws one (stderr a terminal, or progress=True). A run without it reads the same
+    records, with no bar. Imported here, in a try whose except names the missing extra, for that
+    reason (tests/contracts/test_imports_at_top.py: an optional dependency)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:                # no webtap[progress]: no bar
+        return None
+    return tqdm(total=total, unit=unit, unit_scale=unit == "B", desc=desc, leave=leave,
+                file=sys.stderr)
+
+
 def _progress_bar(total: int, name: str, progress: bool | None):
     if progress is None:
         progress = sys.stderr.isatty()
     if not progress:
         return None
-    from tqdm import tqdm  # only when a bar is shown
-
-    return tqdm(total=total, unit="B", unit_scale=True, desc=os.path.basename(name), leave=False)
+    return progress_bar(total, os.path.basename(name))
 
 
 def _anonymous_buffer(size: int) -> np.ndarray:
@@ -788,10 +803,7 @@ def plan_chunks(path: str | os.PathLike, bpf: str | None = None, chunk_packets: 
     f, stream, gz = open_at(path, 0, warnings)
     bar = None
     if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=os.fstat(f.fileno()).st_size, unit="B", unit_scale=True, leave=False,
-                   desc=f"plan {os.path.basename(path)}", file=sys.stderr)
+        bar = progress_bar(os.fstat(f.fileno()).st_size, f"plan {os.path.basename(path)}")
     try:
         pool = ChunkPool(keep=2)         # two buffers in turn: their pages stay mapped
         buf = pool.get(chunk_size)
