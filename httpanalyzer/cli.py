@@ -132,6 +132,7 @@ class Parts:
         "balance": "httpanalyzer.balance",     # the feeder's balance table (pandas): --summary
         "plots": "httpanalyzer.figures",       # --plots (matplotlib, pandas)
         "abuse_plot": "httpanalyzer.abuse_plot",   # `abuse --plots` (matplotlib)
+        "tls_plot": "httpanalyzer.tls_plot",   # `tls --plots` (matplotlib, pandas)
         "zeek": "httpanalyzer.zeek",           # -o OUT.log: the Zeek http.log view (pyarrow)
     }
 

@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from httpanalyzer.zeek import ssl_log_view
 from webtap.figures import save_figures
 from webtap import clikit
 from webtap._ext.dissect import dissect_batch
@@ -227,8 +228,6 @@ def _text_schema() -> pa.Schema:
 def _ssl_log(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     """Zeek's ssl.log view (httpanalyzer.zeek) of the records, which the TLS stage hands over as
     a Table (one per run), not a RecordBatch."""
-    from httpanalyzer.zeek import ssl_log_view
-
     if isinstance(batch, pa.Table):
         batch = pa.RecordBatch.from_arrays(   # (a column without chunks: no pa.array, no pandas)
             [c.combine_chunks() if c.num_chunks else pa.nulls(0, c.type) for c in batch.columns],
@@ -516,7 +515,11 @@ def build_parser():
     return ap
 
 
-def handle(a, run) -> int:
+def handle(a, run, parts=None) -> int:
+    """parts: the registry's optional parts (httpanalyzer.cli.Parts): the figures of --plots
+    (httpanalyzer.tls_plot: matplotlib, pandas) come from it, loaded only when asked."""
+    if a.plots is not None and parts is None:
+        raise clikit.UsageError("--plots needs the httpanalyzer command (its registry loads the figures)")
     a.traces = [clikit.trace_path(t) for t in a.traces]
     if a.bpf:
         try:
@@ -536,13 +539,9 @@ def handle(a, run) -> int:
         raise clikit.Exit(1)
     tab = one.commit()
     if a.plots:
-        from httpanalyzer.tls_plot import tls_figures
-
-        figs = tls_figures(tab.to_pandas())
+        figs = parts.tls_plot.tls_figures(tab.to_pandas())
         if one.xo is not None:
-            from httpanalyzer.tls_plot import exchange_figures
-
-            figs.update(exchange_figures(one.xtab.to_pandas()))
+            figs.update(parts.tls_plot.exchange_figures(one.xtab.to_pandas()))
         for p in save_figures(figs, a.plots):
             run.note(f"wrote {p}")
     if a.summary:
@@ -552,7 +551,8 @@ def handle(a, run) -> int:
     return 0
 
 
-def cli(argv=None, parts=None) -> int:  # parts: httpanalyzer.cli.Parts (unused here)
-    """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`"""
-
-    return clikit.main("httpanalyzer tls", build_parser(), handle, list(argv or []))
+def cli(argv=None, parts=None) -> int:
+    """`httpanalyzer tls TRACE... [-f BPF] [-o OUT.{csv,parquet,txt}]`; parts: the registry's
+    optional parts (httpanalyzer.cli.Parts), which the httpanalyzer command hands in."""
+    return clikit.main("httpanalyzer tls", build_parser(), lambda a, run: handle(a, run, parts),
+                       list(argv or []))
