@@ -36,7 +36,7 @@ EPILOG = """examples:
 Line format: client IP|client port|server IP|server port|request ts|response ts|
 response time|reason|status|method|user agent|host|URI  (seconds with 9 decimals; fields that do
 not exist for an unmatched record are empty; \\ | CR LF and control characters escaped as \\\\,
-\\x7c, \\r, \\n, \\xHH, so every line has 13 fields; httpanalyzer.writers.read_lines undoes it).
+\\x7c, \\r, \\n, \\xHH, so every line has 13 fields; httpanalyzer.lines.read_lines undoes it).
 
 Outputs are replaced only when the run succeeds; a run stopped by Ctrl-C/SIGTERM writes the
 records so far to OUT.partial.EXT. Exit codes: 0 success (damage in a trace is reported on

@@ -8,18 +8,17 @@ Timestamps and the response time are seconds with 9 decimals (exact, from intege
 that does not exist for the record (the response of a request-only record, ...) is empty. Text
 is printed as captured (decoded as UTF-8, or ISO-8859-1 for bytes that are not UTF-8), escaped
 so that every line has exactly 13 fields (webtap.writers: ``\\`` ``|`` CR LF and control
-characters); :func:`read_lines` reads a file back and undoes the escaping.
+characters); httpanalyzer.lines formats a batch as bytes and reads a file back.
+
+The HTTP run imports this module before its first packet, so it imports no pyarrow (issue 29:
+imports at the top, and a header-only run loads no pyarrow): a view works on the batch it is
+given (a batch's own class builds the new one), and the record schema comes through the
+record-kind table webtap.records when a view first runs.
 """
 from __future__ import annotations
 
 from webtap import records as kinds
-from webtap import writers as _w
 from webtap._ext.textout import seconds_text
-
-# pyarrow and the record schema (through the record-kind table webtap.records) are loaded by the
-# functions that use them: the CLI imports
-# this module before the first packet, and a run that ends before its first record (or a
-# header-only trace) needs neither (start-up, issue 21).
 
 LINE_FIELDS = ("client_ip", "client_port", "server_ip", "server_port", "request_ts", "response_ts",
                "response_time", "reason", "status", "method", "user_agent", "host", "uri")
@@ -65,17 +64,12 @@ def fields_views(fields) -> dict:
 
 
 def csv_view(batch):
-    """The batch as CSV shows it: timestamps and response time as seconds (9 decimals)."""
-    import pyarrow as pa
-
-    arrays, fields = [], []
-    for f in batch.schema:
-        col = batch.column(f.name)
-        if f.name in _SECONDS:
-            col = seconds_text(col)
-        arrays.append(col)
-        fields.append(pa.field(f.name, col.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    """The batch as CSV shows it: timestamps and response time as seconds (9 decimals). The
+    columns keep their names (nullable fields, no metadata), in a batch of the given one's class
+    (a RecordBatch, or a Table)."""
+    names = batch.schema.names
+    arrays = [seconds_text(batch.column(n)) if n in _SECONDS else batch.column(n) for n in names]
+    return type(batch).from_arrays(arrays, names=names)
 
 
 #: views for webtap.clikit outputs (format name -> batch -> batch); the Zeek http.log view
@@ -91,24 +85,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def format_lines(batch) -> bytes:
-    """The paper's line format for one batch, as bytes (each line ends with '\\n')."""
-    return _w.format_lines(line_view(batch))
-
-
-def read_lines(source):
-    """A line-format file (path or binary file object) back as a table of the 13 fields, text
-    unescaped; ports and status as integers, times as text (seconds, 9 decimals); empty
-    fields are nulls."""
-    import pyarrow as pa
-
-    t = _w.read_lines(source, LINE_FIELDS)
-    for n, typ in (("client_port", pa.uint16()), ("server_port", pa.uint16()),
-                   ("status", pa.uint16())):
-        i = t.schema.get_field_index(n)
-        t = t.set_column(i, n, t.column(n).cast(typ))
-    return t
-
-
-__all__ = ["LINE_FIELDS", "VIEWS", "CSV_SCHEMA", "seconds_text", "line_view", "csv_view",
-           "format_lines", "read_lines"]
+__all__ = ["LINE_FIELDS", "VIEWS", "CSV_SCHEMA", "HEADER_LINE", "seconds_text", "line_view",
+           "csv_view", "fields_views"]

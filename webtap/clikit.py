@@ -39,7 +39,11 @@ The extension table
 - ``writer``: ``"module:Class"``, imported only when that format is chosen (pyarrow and friends
   are not loaded for a run that does not need them);
 - ``stream``: whether ``-o -`` (stdout) may use it (a format with a footer, Parquet, may not);
-- ``help``: a few words for ``--help`` and docs/CLI.md.
+- ``help``: a few words for ``--help`` and docs/CLI.md;
+- ``empty``: whether an output of the format without records and without a schema is an empty
+  file (the text formats: lines, CSV, JSON lines, Zeek). Such an output builds no writer, so a
+  run that ends before its first record (a header-only trace) never loads the writer's module
+  nor pyarrow (start-up, issue 29); Parquet (a footer, a schema) always builds its writer.
 
 A writer class is built as ``Class(fileobj, schema=SCHEMA_OR_NONE)`` on a binary file object, and
 has ``write(batch)`` (a pyarrow RecordBatch or Table, already passed through the tool's view for
@@ -76,28 +80,33 @@ DEBUG_ENV = "WEBTAP_DEBUG"
 class Format:
     """One row of OUTPUTS (a plain class: dataclasses would import inspect at start-up)."""
 
-    __slots__ = ("name", "writer", "stream", "help")
+    __slots__ = ("name", "writer", "stream", "help", "empty")
 
-    def __init__(self, name: str, writer: str, stream: bool, help: str):
+    def __init__(self, name: str, writer: str, stream: bool, help: str, empty: bool = False):
         self.name, self.writer, self.stream, self.help = name, writer, stream, help
+        self.empty = empty
 
     def __repr__(self) -> str:
-        return f"Format({self.name!r}, {self.writer!r}, stream={self.stream}, help={self.help!r})"
+        return (f"Format({self.name!r}, {self.writer!r}, stream={self.stream}, help={self.help!r}, "
+                f"empty={self.empty})")
 
 
 #: Output file extension -> format (see the module docstring for the row format).
 OUTPUTS: dict[str, Format] = {
     ".txt": Format("lines", "webtap.writers:LineWriter", stream=True,
-                   help="one record per line, fields separated by |, escaped (docs/CLI.md)"),
-    ".csv": Format("csv", "webtap.csvsink:CsvWriter", stream=True, help="CSV with a header row"),
+                   help="one record per line, fields separated by |, escaped (docs/CLI.md)",
+                   empty=True),
+    ".csv": Format("csv", "webtap.csvsink:CsvWriter", stream=True, help="CSV with a header row",
+                   empty=True),
     ".parquet": Format("parquet", "webtap.parquetsink:ParquetWriter", stream=False,
                        help="Parquet (zstd), Arrow types"),
     ".pq": Format("parquet", "webtap.parquetsink:ParquetWriter", stream=False,
                   help="Parquet (zstd), Arrow types"),
     ".jsonl": Format("jsonl", "webtap.jsonl:JsonLinesWriter", stream=True,
-                     help="JSON lines, one object per record (types: webtap/jsonl.py)"),
+                     help="JSON lines, one object per record (types: webtap/jsonl.py)",
+                     empty=True),
     ".log": Format("zeek", "webtap.zeeklog:ZeekLogWriter", stream=True,
-                   help="Zeek ASCII log (http.log layout for HTTP records)"),
+                   help="Zeek ASCII log (http.log layout for HTTP records)", empty=True),
 }
 
 
@@ -502,9 +511,10 @@ class Output:
     def _finish(self, meta: dict) -> None:
         if self.directory or self.raw:
             return
-        if self._writer is None:
+        if self._writer is None and not (self.schema is None and self.format.empty):
             self._open_writer()
-        self._writer.close(meta)
+        if self._writer is not None:   # (else: no record, no schema: an empty file, no writer)
+            self._writer.close(meta)
         if self.stdout:
             sys.stdout.flush()
         else:

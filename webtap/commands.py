@@ -1,7 +1,9 @@
 """The `webtap` subcommands (info, dissect) and their helpers: what webtap.cli's registry loads
 once the arguments are parsed and checked, so that `webtap --help` and a usage error never load
-numpy or the compiled reader (start-up <= 90 ms). Imports at the top (pyarrow, heavy, only where
-a writer view needs it)."""
+numpy or the compiled reader (start-up <= 90 ms). Imports at the top; pyarrow is not one of them:
+dissect's line and Zeek views of the messages are the message kind's (webtap.records.messageview,
+through the record-kind table), loaded with the first message batch, so `webtap info` and a
+dissect without messages until its end do not load it before then."""
 from __future__ import annotations
 
 import sys
@@ -10,9 +12,9 @@ import time
 import numpy as np
 
 from webtap import clikit
+from webtap import records as kinds
 from webtap._ext.source import linktype_name
 from webtap.capture import compile_filter  # noqa: F401 (webtap.cli checks -f with it)
-from webtap._ext.textout import seconds_text
 from webtap.dissect import dissect, set_tunnel_ports
 from webtap.errors import BpfError, CaptureError, NotACapture
 from webtap.pipeline import Pipeline
@@ -22,34 +24,15 @@ from webtap.stream import Totals
 COMMANDS = {}   # filled below: subcommand name -> function(args, run)
 
 
-#: the columns of a message line (stdout and .txt)
-LINE_COLUMNS = ("ts_ns", "kind", "src_ip", "src_port", "dst_ip", "dst_port", "vlan", "method_name",
-                "status", "reason", "host", "uri", "user_agent")
-
-
 def _line_view(batch):
-    import pyarrow as pa               # heavy: only when lines are written
-
-    cols = []
-    for n in LINE_COLUMNS:
-        c = batch.column(n)
-        if pa.types.is_dictionary(c.type):
-            c = c.cast(pa.string())
-        cols.append(c)
-    return pa.RecordBatch.from_arrays(cols, names=list(LINE_COLUMNS))
+    """A message line (stdout and .txt): webtap.records.messageview.line_view. The batch came
+    from that module (MessageBatch.to_arrow), so the record-kind table names it loaded."""
+    return kinds.messageview.line_view(batch)
 
 
 def _zeek_view(batch):
-    """`dissect -o x.log`: Zeek's `ts` (time; seconds with 9 decimals, the exact nanoseconds)
-    in place of ts_ns, then the other message columns; #path dissect. (An integer ts_ns does not
-    fit the 32-bit integers zat reads Zeek's `int` into.)"""
-    import pyarrow as pa               # heavy: only for a Zeek log
-
-    ts = seconds_text(batch.column("ts_ns"), 9)
-    rest = [i for i, n in enumerate(batch.schema.names) if n != "ts_ns"]
-    fields = [pa.field("ts", pa.string(), metadata={"zeek_type": "time"})] + [batch.schema.field(i) for i in rest]
-    return pa.RecordBatch.from_arrays([ts] + [batch.column(i) for i in rest],
-                                      schema=pa.schema(fields, metadata={"zeek_path": "dissect"}))
+    """`dissect -o x.log`: webtap.records.messageview.zeek_view (as _line_view)."""
+    return kinds.messageview.zeek_view(batch)
 
 
 class _PacketStats:

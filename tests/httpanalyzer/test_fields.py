@@ -8,7 +8,7 @@ import json
 import pandas as pd
 
 from httpanalyzer.cli import main
-from httpanalyzer.writers import read_lines
+from httpanalyzer.lines import read_lines
 from tests.cli import contract as C
 from tests.httpanalyzer import compare_traces as ct
 

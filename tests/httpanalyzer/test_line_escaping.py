@@ -7,7 +7,7 @@ import io
 
 from hypothesis import given, settings, strategies as st
 
-from httpanalyzer import writers
+from httpanalyzer import lines as linefmt
 from httpanalyzer.pairing import Pairer
 from tests.msgbuild import MsgBuilder
 
@@ -31,11 +31,11 @@ def _records(uri: bytes, host: bytes, ua: bytes):
 @given(field_bytes, field_bytes, field_bytes)
 def test_round_trip_over_arbitrary_bytes(uri, host, ua):
     batch = _records(uri, host, ua)
-    out = writers.format_lines(batch)
+    out = linefmt.format_lines(batch)
     lines = out.split(b"\n")
     assert lines[-1] == b"" and len(lines) == batch.num_rows + 1
     assert all(line.count(b"|") == 12 for line in lines[:-1])
-    back = writers.read_lines(io.BytesIO(out))
+    back = linefmt.read_lines(io.BytesIO(out))
     for name in ("uri", "host", "user_agent", "reason", "method"):
         want = [v if v else None for v in batch.column(name).to_pylist()]
         assert back.column(name).to_pylist() == want, name
@@ -43,5 +43,5 @@ def test_round_trip_over_arbitrary_bytes(uri, host, ua):
 
 def test_escapes_are_the_documented_ones():
     batch = _records(b"/a|b\\c\r\n\x01", b"h\x7f", b"ua")
-    line = writers.format_lines(batch).split(b"\n")[0]
+    line = linefmt.format_lines(batch).split(b"\n")[0]
     assert b"/a\\x7cb\\\\c\\r\\n\\x01" in line and b"h\\x7f" in line

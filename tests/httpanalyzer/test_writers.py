@@ -5,7 +5,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from httpanalyzer import writers
+from httpanalyzer import lines as linefmt, writers
 from webtap.records import http as records
 from webtap.csvsink import CsvWriter
 from webtap.parquetsink import ParquetWriter
@@ -30,7 +30,7 @@ def paper_example_batch():
 
 
 def test_line_format_matches_the_paper_example_byte_for_byte():
-    out = writers.format_lines(paper_example_batch())
+    out = linefmt.format_lines(paper_example_batch())
     lines = out.split(b"\n")
     assert lines[0] == (b"123.111.50.23|2311|214.223.22.6|80|1393978285.777375000|"
                         b"1393978285.881505000|0.104130000|OK|200|GET|Mozilla/4.0|"
@@ -82,6 +82,6 @@ def test_line_writer_to_file_object_and_back():
     w.write(writers.line_view(records.empty_batch()))
     w.close({})
     assert buf.getvalue().count(b"\n") == 2
-    back = writers.read_lines(io.BytesIO(buf.getvalue()))
+    back = linefmt.read_lines(io.BytesIO(buf.getvalue()))
     assert back.column("uri").to_pylist() == ["http://service.host.com/icon.gif", "/a|b,c"]
     assert back.column("status").to_pylist() == [200, None]

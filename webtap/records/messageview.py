@@ -7,9 +7,14 @@ import numpy as np
 import pyarrow as pa
 
 from webtap._ext import dissect as _ext
+from webtap._ext.textout import seconds_text
 from webtap.records.message import ENCAP_NAMES, MESSAGE_DTYPE, METHOD_NAMES, MSG_REQUEST, SPAN_FIELDS
 
-__all__ = ["column", "to_arrow", "encap_text"]
+__all__ = ["column", "to_arrow", "encap_text", "LINE_COLUMNS", "line_view", "zeek_view"]
+
+#: the columns of a message line (`webtap dissect`: stdout and .txt)
+LINE_COLUMNS = ("ts_ns", "kind", "src_ip", "src_port", "dst_ip", "dst_port", "vlan", "method_name",
+                "status", "reason", "host", "uri", "user_agent")
 
 
 def column(mb, name: str, errors: str = "replace"):
@@ -98,3 +103,26 @@ def encap_text(encap: np.ndarray):
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(pa.string(), n, [bitmap, pa.py_buffer(offs), pa.py_buffer(data)],
                                  null_count=nulls)
+
+
+def line_view(batch):
+    """`webtap dissect`'s message line (stdout and .txt) of a to_arrow batch: LINE_COLUMNS, the
+    dictionary columns (kind, method) as their text."""
+    cols = []
+    for n in LINE_COLUMNS:
+        c = batch.column(n)
+        if pa.types.is_dictionary(c.type):
+            c = c.cast(pa.string())
+        cols.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=list(LINE_COLUMNS))
+
+
+def zeek_view(batch):
+    """`webtap dissect -o x.log`: Zeek's `ts` (time; seconds with 9 decimals, the exact
+    nanoseconds) in place of ts_ns, then the other message columns; #path dissect. (An integer
+    ts_ns does not fit the 32-bit integers zat reads Zeek's `int` into.)"""
+    ts = seconds_text(batch.column("ts_ns"), 9)
+    rest = [i for i, n in enumerate(batch.schema.names) if n != "ts_ns"]
+    fields = [pa.field("ts", pa.string(), metadata={"zeek_type": "time"})] + [batch.schema.field(i) for i in rest]
+    return pa.RecordBatch.from_arrays([ts] + [batch.column(i) for i in rest],
+                                      schema=pa.schema(fields, metadata={"zeek_path": "dissect"}))
