@@ -2,8 +2,8 @@
 once the arguments are parsed and checked, so that `webtap --help` and a usage error never load
 numpy or the compiled reader (start-up <= 90 ms). Imports at the top; pyarrow is not one of them:
 dissect's line and Zeek views of the messages are the message kind's (webtap.records.messageview,
-through the record-kind table), loaded with the first message batch, so `webtap info` and a
-dissect without messages until its end do not load it before then."""
+through the record-kind table): `webtap info` never loads it, `webtap dissect` with its first
+message batch (or, when there was none, for the empty table it writes at the end)."""
 from __future__ import annotations
 
 import sys
