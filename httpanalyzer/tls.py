@@ -326,7 +326,7 @@ class ExchangeRun:
         self._job.submit(self._join_job, handshakes, settled)
 
     def _join_job(self, handshakes, settled) -> None:
-        parts = []
+        tabs = []
         while self._ready:
             rows = self._ready[0]
             late = np.flatnonzero(rows.r["ch_frame"] > np.uint64(settled))
@@ -336,9 +336,9 @@ class ExchangeRun:
                 rows, self._ready[0] = rows.split(int(late[0]))
             else:
                 break
-            parts.append(rows)
-        if parts:
-            self._joined.append(exchange_table(ExchangeRows.concat(parts), handshakes))
+            tabs.append(exchange_table(rows, handshakes))
+        if tabs:
+            self._joined.append(tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs))
 
     def joined_tables(self) -> list:
         """The tables join_ready made since the last call, in order (called by the thread that
@@ -530,14 +530,8 @@ class OnePass:
         """End of input: the exchanges not written while the run went on, as tables in order,
         joined with `handshakes` (every handshake record)."""
         last = self.x.finish()
-        parts = self.x.unjoined()
-        tabs = [p for p in parts if isinstance(p, pa.Table)]
-        rows = [p for p in parts if not isinstance(p, pa.Table)]
-        if rows:
-            if not isinstance(last, ExchangeRows):
-                last = ExchangeRows(last)
-            last = ExchangeRows.concat(rows + [last])
-        return tabs + [exchange_table(last, handshakes)]
+        return [p if isinstance(p, pa.Table) else exchange_table(p, handshakes)
+                for p in self.x.unjoined() + [last]]
 
     def _joined(self, tab):
         """The tables written while the run went on, then tab: every handshake, in frame order."""

@@ -150,16 +150,6 @@ class ExchangeRows:
         n = len(self.r)
         return part(0, k), part(k, n)
 
-    @staticmethod
-    def concat(parts: list) -> "ExchangeRows":
-        """The rows of `parts` one after another (one join then serves them all)."""
-        if len(parts) == 1:
-            return parts[0]
-        p = ExchangeRows.__new__(ExchangeRows)
-        p.r = np.concatenate([q.r for q in parts])
-        p.cols = {name: pa.concat_arrays([q.cols[name] for q in parts]) for name in parts[0].cols}
-        return p
-
 
 def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None = None) -> pa.Table:
     """Arrow table (EXCHANGE_SCHEMA) of raw exchange records (or their ExchangeRows), in request
