@@ -28,7 +28,6 @@ from webtap.capture import compile_filter
 from webtap.errors import BpfError
 from webtap.inflight import InFlight
 from webtap.pipeline import Pipeline
-from webtap.records import columns
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, ExchangeRows,
                                      exchange_table)
@@ -255,29 +254,14 @@ class ExchangeRun:
     #: events and its packet buffer)
     JOBS_AHEAD = 3
 
-    #: with stream=True: records gathered before the stage tries to settle some, and the rows a
-    #: settled part has at least (as TlsRun.STREAM_ROWS)
-    STREAM_ROWS = 1 << 12
-
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_conns: int = 1 << 16, stream: bool = False):
+                 max_conns: int = 1 << 16):
         if sizeof_exchange_record() != EXCHANGE_RECORD_DTYPE.itemsize:
             raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/pair/exchange.pyx XRecord")
         self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
                                    max_conns=max_conns)
         self._raw: list = []
         self._rows: ExchangeRows | None = None     # start_rows()'s result
-        # stream=True (frame numbers that only grow): the records whose place in frame order is
-        # settled (ExchangeTable.ready_before) have their own columns built in the stage's
-        # thread while the run goes on (ExchangeRows, in order: _ready), and are joined with
-        # the handshakes once theirs are settled too (join_ready: _joined), so that their
-        # Parquet row group is encoded before the end of the run (issue 33's cost)
-        self.stream = stream
-        self._waiting = 0                          # records in _raw
-        self._next_try = self.STREAM_ROWS
-        self._ready: collections.deque = collections.deque()
-        self._joined: collections.deque = collections.deque()
-        self.ready_made = 0                        # ExchangeRows put on _ready so far
         # the record walk over a batch runs in a thread of its own (ExchangeTable.feed releases
         # the GIL) while the next batch is walked and paired: the stage overlaps the run (issue
         # 33's cost) instead of following the other stages. Up to JOBS_AHEAD batches wait for
@@ -295,75 +279,13 @@ class ExchangeRun:
         raw = self.table.take()
         if raw.size:
             self._raw.append(raw)
-            self._waiting += raw.size // EXCHANGE_RECORD_DTYPE.itemsize
-        if self.stream and self._waiting >= self._next_try:
-            self._settle()
-            self._next_try = self._waiting + self.STREAM_ROWS
-
-    def _settle(self) -> None:
-        """In the stage's thread: the records waiting whose place is settled (below
-        ExchangeTable.ready_before), when there are STREAM_ROWS of them, leave as ExchangeRows
-        (in order); the others wait."""
-        bound = self.table.ready_before            # a 0-based packet index: frames <= bound
-        r = np.concatenate(self._raw).view(EXCHANGE_RECORD_DTYPE)
-        key = np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])
-        ok = key <= np.uint64(bound)
-        n = int(np.count_nonzero(ok))
-        if n < self.STREAM_ROWS:
-            self._raw = [r.view(np.uint8)]
-            return
-        rest = r[~ok]
-        self._ready.append(ExchangeRows(r[ok]))
-        self.ready_made += 1
-        self._raw = [rest.view(np.uint8)] if len(rest) else []
-        self._waiting = len(rest)
-
-    def join_ready(self, handshakes: pa.Table, settled: int) -> None:
-        """With stream=True: the settled records whose connection's handshake record is settled
-        too (its ClientHello frame <= `settled`: every handshake starting there or before is in
-        `handshakes`) joined with it in the stage's thread, in order, as one table; the caller
-        takes it with joined_tables() (a later call, after this batch's job)."""
-        self._job.submit(self._join_job, handshakes, settled)
-
-    def _join_job(self, handshakes, settled) -> None:
-        tabs = []
-        while self._ready:
-            rows = self._ready[0]
-            late = np.flatnonzero(rows.r["ch_frame"] > np.uint64(settled))
-            if len(late) == 0:
-                self._ready.popleft()
-            elif late[0] >= self.STREAM_ROWS:      # the settled head only, if it is worth a group
-                rows, self._ready[0] = rows.split(int(late[0]))
-            else:
-                break
-            tabs.append(exchange_table(rows, handshakes))
-        if tabs:
-            self._joined.append(tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs))
-
-    def joined_tables(self) -> list:
-        """The tables join_ready made since the last call, in order (called by the thread that
-        feeds; the stage's thread appends)."""
-        out = []
-        while self._joined:
-            out.append(self._joined.popleft())
-        return out
 
     def finish(self) -> np.ndarray | ExchangeRows:
-        """End of input: every record not handed out before (joined_tables, or waiting in
-        unjoined(), which precede these), raw (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when
+        """End of input: every record, raw (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when
         start_rows() ran (exchange_table takes either)."""
         self._job.close()
         rows, self._rows = self._rows, None
         return rows if rows is not None else self._finish_raw()
-
-    def unjoined(self) -> list:
-        """After finish(), with stream=True: what was settled and not yet handed out, in order
-        (before finish()'s records): the tables joined already (pa.Table), then ExchangeRows
-        still to be joined."""
-        out = self.joined_tables()
-        while self._ready:
-            out.append(self._ready.popleft())
-        return out
 
     def start_rows(self) -> None:
         """End of input, in the stage's own thread: the waiting requests flushed and the
@@ -382,7 +304,6 @@ class ExchangeRun:
             self._raw.append(raw)
         raw = np.concatenate(self._raw) if self._raw else np.zeros(0, np.uint8)
         self._raw = []
-        self._waiting = 0
         return raw.view(EXCHANGE_RECORD_DTYPE)
 
     def counters(self) -> dict:
@@ -446,18 +367,10 @@ class OnePass:
         self.streamed = 0                  # tables written while the run went on
         self.x = self.xo = self.xtab = None
         self.tab = None                    # the handshakes, once prepare() made them
-        # the exchanges (--exchanges-out): with stream, those whose place and whose connection's
-        # handshake record are settled are joined and written while the run goes on (a row
-        # group each time: ExchangeRun.join_ready), the rest by prepare(). keep: the tables
-        # written are kept for prepare()'s whole table (xtab, --plots)
-        self.keep_x = keep
-        self.xwritten: list = []
-        self.tls_settled = 0               # every handshake starting at or before this frame
-        self._x_tried = (0, 0)             # is in self.written (stream): (tls_settled, ready_made)
         if exchanges_out is not None:
+
             self.xo = open_exchange_output(run, exchanges_out)
-            self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending,
-                                 stream=stream and self.run.stream)
+            self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
         self.packets = 0                   # packets fed (for `interrupted ... after N packets`)
         run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the handshakes so far, as partial
 
@@ -471,9 +384,10 @@ class OnePass:
         if self.o is not None and not self.o.done and tab is not None and tab.num_rows:
             self.o.write(tab)
         if self.xo is not None and not self.xo.done:
-            for xt in self._exchange_rest(self._joined(tab)):
-                if xt.num_rows:
-                    self.xo.write(xt)
+            tab = self._joined(tab)
+            xt = exchange_table(self.x.finish(), tab)
+            if xt.num_rows:
+                self.xo.write(xt)
 
     @property
     def tls_watch(self):
@@ -507,31 +421,6 @@ class OnePass:
                 self.streamed += 1
                 if self.keep:
                     self.written.append(tab)
-                    self.tls_settled = max(self.tls_settled, _last_first_frame(tab))
-        if self.x is not None and self.x.stream:
-            self._stream_exchanges()
-
-    def _stream_exchanges(self) -> None:
-        """The exchanges joined since the last batch written (one row group), and a join asked
-        for when the settled exchanges or the settled handshakes have grown since the last."""
-        tabs = self.x.joined_tables()
-        for xt in tabs:
-            self.xo.write(xt)
-            if self.keep_x:
-                self.xwritten.append(xt)
-        if tabs:
-            self.xo.flush()
-        now = (self.tls_settled, self.x.ready_made)
-        if self.x._ready and self.tls_settled and now != self._x_tried:
-            self._x_tried = now
-            self.x.join_ready(self._joined(None), self.tls_settled)
-
-    def _exchange_rest(self, handshakes) -> list:
-        """End of input: the exchanges not written while the run went on, as tables in order,
-        joined with `handshakes` (every handshake record)."""
-        last = self.x.finish()
-        return [p if isinstance(p, pa.Table) else exchange_table(p, handshakes)
-                for p in self.x.unjoined() + [last]]
 
     def _joined(self, tab):
         """The tables written while the run went on, then tab: every handshake, in frame order."""
@@ -559,13 +448,9 @@ class OnePass:
             tab = self._joined(tab)
             self.tab = tab if tab is not None else empty_table()
             if self.xo is not None:
-                rest = self._exchange_rest(self.tab)
-                for xt in rest:
-                    self.xo.write(xt)
+                self.xtab = exchange_table(self.x.finish(), self.tab)
+                self.xo.write(self.xtab)
                 self.xo.flush()
-                if self.keep_x:
-                    tabs = self.xwritten + rest
-                    self.xtab = tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs)
         return self.tab
 
     def commit(self) -> pa.Table:
@@ -582,26 +467,6 @@ class OnePass:
         if self.x is not None:
             c.update({f"exchange_{k}": v for k, v in self.x.counters().items()})
         return c
-
-
-def _last_first_frame(tab: pa.Table) -> int:
-    """The largest first frame (ClientHello's, else ServerHello's) of a table of handshake
-    records (0 if none)."""
-    best = 0
-    for a, b in zip(tab["request_frame"].chunks, tab["response_frame"].chunks):
-        rq, rq_ok = _frame_values(a)
-        rs, _ = _frame_values(b)
-        first = np.where(rq_ok, rq, rs)
-        if len(first):
-            best = max(best, int(first.max()))
-    return best
-
-
-def _frame_values(a: pa.Array):
-    """(values, valid mask) of a uint64 Arrow array (nulls' values 0)."""
-    v = np.frombuffer(a.buffers()[1], np.uint64)[a.offset:a.offset + len(a)]
-    ok = columns.valid_mask(a)
-    return np.where(ok, v, 0), ok
 
 
 def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None):

@@ -223,8 +223,6 @@ cdef class ExchangeTable:
     cdef uint8_t *scratch
     cdef uint32_t *nst_cache     # learned ticket record length per server (direct-mapped)
     cdef uint32_t *nst_tag
-    cdef uint64_t next_pkt       # the packet index after the last event fed (ready_before)
-    cdef bint frames_back        # an event's packet index went back (the next trace)
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_conns=1 << 16):
@@ -234,8 +232,6 @@ cdef class ExchangeTable:
         self.max_pending = max_pending
         self.max_conns = max_conns
         self.now = 0
-        self.next_pkt = 0
-        self.frames_back = False
         self.recs = NULL
         self.nrec = self.rec_cap = 0
         memset(self.cnt, 0, sizeof(self.cnt))
@@ -699,10 +695,6 @@ cdef class ExchangeTable:
         cdef uint32_t n = e.payload_caplen, delta
         cdef int32_t oi
         self.cnt[XC_EVENTS] += 1
-        if e.pkt_index >= self.next_pkt:
-            self.next_pkt = e.pkt_index + 1
-        else:
-            self.frames_back = True
         if e.ts_ns > self.now:
             self.now = e.ts_ns
             # the GC only when its oldest request or connection is past the window (the test
@@ -793,41 +785,6 @@ cdef class ExchangeTable:
                 if i == -1:
                     break
                 self._drop_pend(i, XR_END)
-
-    @property
-    def ready_before(self):
-        """A packet index (0-based) below which no record is still to come: every record made
-        later sorts (request frame, else response frame; 0-based) at or after it, being a
-        request waiting now, a record whose first packet is held (a record header cut by a
-        segment's end, TLS 1.3 ticket candidates), or one of a packet not fed yet. Records taken
-        so far below it can be written out in that order before the rest
-        (httpanalyzer.tls.ExchangeRun streams them). A scan of the waiting requests and the
-        connections: call it per take, not per packet. 0 for good once the packet indexes went
-        back (several traces in a row number their frames each from 1)."""
-        cdef uint64_t b = self.next_pkt
-        cdef int32_t j
-        cdef const XPend *p
-        cdef const XConn *c
-        if self.frames_back:
-            return 0
-        with nogil:
-            j = pt_oldest(&self.px)
-            while j != -1:
-                p = <const XPend *>pt_at(&self.px, j)
-                if p.frame < b:
-                    b = p.frame
-                j = p.links.age_next
-            j = pt_oldest(&self.cx)
-            while j != -1:
-                c = <const XConn *>pt_at(&self.cx, j)
-                if c.nst_state >= 2 and c.h_frame < b:
-                    b = c.h_frame
-                if c.c.hdr_n and c.c.hdr_frame < b:
-                    b = c.c.hdr_frame
-                if c.s.hdr_n and c.s.hdr_frame < b:
-                    b = c.s.hdr_frame
-                j = c.links.age_next
-        return b
 
     def take(self):
         """The records made since the last take, as raw bytes (XRecord rows)."""

@@ -137,19 +137,6 @@ class ExchangeRows:
             "ip_version": columns.num(r["ip_version"]),
         }
 
-    def __len__(self) -> int:
-        return len(self.r)
-
-    def split(self, k: int) -> tuple["ExchangeRows", "ExchangeRows"]:
-        """(the first k rows, the others), each as ExchangeRows (slices: no copy)."""
-        def part(lo, hi):
-            p = ExchangeRows.__new__(ExchangeRows)
-            p.r = self.r[lo:hi]
-            p.cols = {name: a.slice(lo, hi - lo) for name, a in self.cols.items()}
-            return p
-        n = len(self.r)
-        return part(0, k), part(k, n)
-
 
 def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None = None) -> pa.Table:
     """Arrow table (EXCHANGE_SCHEMA) of raw exchange records (or their ExchangeRows), in request
