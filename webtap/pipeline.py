@@ -39,7 +39,7 @@ import stat
 from typing import Iterable, Iterator, Protocol
 
 from webtap.capture import Batch, window_of
-from webtap.dissect import EventBuffers, MessageBatch, dissect
+from webtap.dissect import EventBuffers, MessageBatch, TlsMessageBuffers, dissect
 from webtap.errors import CaptureError
 from webtap.stream import Totals, messages, read_ahead
 
@@ -131,7 +131,8 @@ class Pipeline:
         if watch is None and not events:
             return dissect
         return functools.partial(dissect, tls_watch=watch, tcp_events=events,
-                                 events=EventBuffers() if events else None)
+                                 events=EventBuffers() if events else None,
+                                 tls_msgs=TlsMessageBuffers() if watch is not None else None)
 
     def batches(self) -> Iterator[tuple[Batch, MessageBatch]]:
         """(packet batch, its MessageBatch) for every batch of every source: the walk's output,

@@ -562,7 +562,7 @@ def tcp_event_size():
 
 
 def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None,
-                  int tcp_events=0, events_out=None):
+                  int tcp_events=0, events_out=None, tls_out=None):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
@@ -586,7 +586,9 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     the segments that carry payload or FIN/RST (the TLS exchange stage's input, issue 33: a pure
     ACK says nothing to it). events_out: a uint8 array the events are written into when it holds
     one per packet (the events returned are then a view of it: webtap.dissect.EventBuffers
-    reuses warm buffers), else a new array.
+    reuses warm buffers), else a new array. tls_out: likewise for the TLS stage's messages (a
+    uint8 array of at least one HttpMsg per packet; the tls_msgs returned are then a view of it,
+    webtap.dissect.TlsMessageBuffers), else a new array.
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i = 0, k = 0, k0, j
@@ -627,7 +629,15 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
         w = <TlsWatch *>PyCapsule_GetPointer(tls_watch, b"webtap.TlsWatch")
         with nogil:
             tls_watch_begin(w)          # the stage's newest publication (ext/tls/tlswatch.h)
-        tout = np.empty(n, dtype=_MESSAGE_DTYPE)
+        if (tls_out is not None and isinstance(tls_out, cnp.ndarray)
+                and (<cnp.ndarray>tls_out).dtype == np.uint8 and (<cnp.ndarray>tls_out).ndim == 1
+                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>tls_out)
+                and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>tls_out)
+                and (<size_t>cnp.PyArray_DATA(<cnp.ndarray>tls_out)) % 8 == 0
+                and (<cnp.ndarray>tls_out).shape[0] >= n * <Py_ssize_t>sizeof(HttpMsg)):
+            tout = tls_out
+        else:
+            tout = np.empty(n * sizeof(HttpMsg), dtype=np.uint8)
         tm = <HttpMsg *>cnp.PyArray_DATA(tout)
     if reasons is not None:
         rs = reasons
@@ -686,10 +696,12 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
         grown[:k] = out[:k]
         out = grown
         msgs = <HttpMsg *>cnp.PyArray_DATA(out)
-    if ev != NULL:
-        return out[:k], counters, (tout[:kt] if w != NULL else None), eout[:ke * sizeof(TcpEvent)]
     if w != NULL:
-        return out[:k], counters, tout[:kt]
+        tout = tout[:kt * <Py_ssize_t>sizeof(HttpMsg)].view(_MESSAGE_DTYPE)
+    if ev != NULL:
+        return out[:k], counters, (tout if w != NULL else None), eout[:ke * sizeof(TcpEvent)]
+    if w != NULL:
+        return out[:k], counters, tout
     return out[:k], counters
 
 
