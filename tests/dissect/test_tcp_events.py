@@ -68,3 +68,36 @@ def test_reused_event_buffers_give_the_same_events_and_never_overwrite_held_ones
     assert len(buffers) < i + 1                  # buffers were written again
     held.clear()
     assert pool.get(64) is pool._bufs[0]         # nothing holds them now: the first is reused
+
+
+def test_reused_tls_message_buffers_give_the_same_messages_and_never_overwrite_held_ones():
+    """dissect(tls_watch=..., tls_msgs=TlsMessageBuffers()) writes each batch's TLS/QUIC messages
+    (the TLS stage's input, handed to its thread while the walk goes on) into a buffer no held
+    batch's messages use: the messages equal those of a new array per batch, held ones stay
+    intact while later batches are walked, and a buffer no one holds is written again."""
+    from webtap._ext.tls import TlsTable
+    from webtap.dissect import TlsMessageBuffers
+
+    path = SHARED / "traces-tls/ja4/latest.pcapng"
+    if not path.exists():
+        pytest.skip(f"shared data absent: {path}")
+    table = TlsTable()                           # the watch list is the table's
+    watch = table.watch
+    pool = TlsMessageBuffers(keep=3)
+    held, copies, buffers, n_msgs = [], [], set(), 0
+    with open_trace(str(path), progress=False, batch_size=16) as tr:
+        for i, b in enumerate(tr):
+            data = np.frombuffer(bytes(b.data), np.uint8)
+            fresh = dissect(b.packets, data, tls_watch=watch).tls
+            msgs = dissect(b.packets, data, tls_watch=watch, tls_msgs=pool).tls
+            assert bytes(msgs) == bytes(fresh)
+            n_msgs += len(msgs)
+            buffers.add(id(msgs.base))
+            if i % 4 == 0:                       # some batches' messages kept (a slow stage)
+                held.append(msgs)
+                copies.append(bytes(fresh))
+            del msgs, fresh
+    assert n_msgs > 0 and len(held) >= 3
+    assert [bytes(m) for m in held] == copies    # none overwritten by the batches after them
+    assert len(pool._bufs) <= 3
+    assert len(buffers) < i + 1                  # buffers were written again
