@@ -104,6 +104,7 @@ cdef extern from "tlswatch.h" nogil:
         uint32_t overflow         # 1: the walk hands every TCP payload to the stage
     int tls_watch_init(TlsWatch *w, uint32_t min_cap)
     void tls_watch_free(TlsWatch *w)
+    TlsWatch *tls_watch_new(uint32_t min_cap) except NULL
     void tls_watch_begin(TlsWatch *w)
     void tls_watch_publish_begin(TlsWatch *w)
     void tls_watch_publish_add(TlsWatch *w, uint64_t k)
@@ -115,3 +116,7 @@ cdef extern from "tlswatch.h" nogil:
     void tls_watch_udp_add(TlsWatch *w, uint64_t n)
     uint64_t tls_watch_udp_take(TlsWatch *w)
     bint tls_hello_fits(const uint8_t *p, uint32_t n)
+
+cdef extern from "tlswatch.h":
+    # the capsule that hands a watch list (tls_watch_new) to the walk and owns it (tlswatch.h)
+    object tls_watch_capsule(TlsWatch *w)

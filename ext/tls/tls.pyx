@@ -124,7 +124,6 @@ from webtap._ext.dissect import dissect_batch as _dissect_batch
 from packet cimport PacketRef
 from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
-from cpython.pycapsule cimport PyCapsule_New
 from hashes cimport eq2_hash, fold_ip
 from util cimport wt_ip_text, WT_IP_TEXT
 from colbuild cimport (wt_strcol, wt_strlist, wt_u16list, wt_strcol_push, wt_strcol_clear,
@@ -808,7 +807,7 @@ cdef class TlsTable:
     # table's other fields (found by the quic fuzz target; tests/fuzz/regressions/quic)
     cdef uint8_t *qhdr
     cdef quic_frame *qframes        # the CRYPTO frames of the Initial being read (quic_initial.h)
-    cdef TlsWatch watch_
+    cdef TlsWatch *watch_            # owned by _watch_capsule (tls_watch_capsule)
     cdef object _watch_capsule
     cdef uint64_t next_pkt      # the packet index after the last message fed (ready_before)
     cdef bint frames_back       # a message's packet index went back (the next trace): see there
@@ -816,6 +815,7 @@ cdef class TlsTable:
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_reassembly=1024, int32_t max_quic=256):
         cdef uint32_t i
+        cdef TlsWatch *w
         if max_pending < 1 or max_reassembly < 1:
             raise ValueError("max_pending and max_reassembly must be >= 1")
         if max_pending > (1 << 30):
@@ -857,9 +857,9 @@ cdef class TlsTable:
         self.qplain = <uint8_t *>malloc(65536 + 64)
         self.qhdr = <uint8_t *>malloc(65536 + 64)
         self.qframes = <quic_frame *>malloc(QUIC_MAX_FRAMES * sizeof(quic_frame))
-        if tls_watch_init(&self.watch_, 4 * max_reassembly) != 0:
-            raise MemoryError()
-        self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
+        w = tls_watch_new(4 * max_reassembly)
+        self._watch_capsule = tls_watch_capsule(w)     # owns w from here, even on failure
+        self.watch_ = w
         if self.q == NULL or self.qplain == NULL or self.qhdr == NULL or self.qframes == NULL:
             raise MemoryError()
         if (self.rcells == NULL or self.scratch == NULL or self.s16 == NULL or self.htext == NULL
@@ -910,7 +910,7 @@ cdef class TlsTable:
         free(self.qplain)
         free(self.qhdr)
         free(self.qframes)
-        tls_watch_free(&self.watch_)
+        # the watch list goes with its capsule's last reference (a MessageBatch may still hold it)
 
     # ---- records -------------------------------------------------------------------------
     cdef int _emit(self, TlsRecord *r, uint8_t reason) except -1 nogil:
@@ -1803,12 +1803,12 @@ cdef class TlsTable:
         batches ahead: ext/tls/tlswatch.h)."""
         cdef int32_t j = self.rage_head
         cdef Reasm *e
-        tls_watch_publish_begin(&self.watch_)
+        tls_watch_publish_begin(self.watch_)
         while j != -1:
             e = &self.rpool[j]
-            tls_watch_publish_add(&self.watch_, tls_flow_hash(e.src, e.sport, e.dst, e.dport, e.ipv))
+            tls_watch_publish_add(self.watch_, tls_flow_hash(e.src, e.sport, e.dst, e.dport, e.ipv))
             j = e.age_next
-        tls_watch_publish_end(&self.watch_)
+        tls_watch_publish_end(self.watch_)
 
     def flush(self):
         """End of input: everything still waiting leaves as unmatched (reason 'end'), split

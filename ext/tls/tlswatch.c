@@ -39,6 +39,34 @@ void tls_watch_free(TlsWatch *w) {
     memset(w, 0, sizeof(*w));
 }
 
+TlsWatch *tls_watch_new(uint32_t min_cap) {
+    TlsWatch *w = wt_alloc(sizeof(TlsWatch));
+    if (w != NULL && tls_watch_init(w, min_cap) != 0) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void watch_capsule_free(PyObject *cap) {
+    TlsWatch *w = PyCapsule_GetPointer(cap, "webtap.TlsWatch");
+    if (w == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    tls_watch_free(w);
+    free(w);
+}
+
+PyObject *tls_watch_capsule(TlsWatch *w) {
+    PyObject *cap = PyCapsule_New(w, "webtap.TlsWatch", watch_capsule_free);
+    if (cap == NULL) {
+        tls_watch_free(w);
+        free(w);
+    }
+    return cap;
+}
+
 /* The set after the stage's publication: the flows added in batches after g (the last batch
  * the stage has seen), then the stage's own, tagged g. */
 static void take_publication(TlsWatch *w, uint64_t g) {

@@ -21,6 +21,8 @@
 #ifndef WEBTAP_TLSWATCH_H
 #define WEBTAP_TLSWATCH_H
 
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -50,6 +52,13 @@ typedef struct {
 /* 0, or -1 with MemoryError set (nothing to free then). cap: at least min_cap, a power of two. */
 int tls_watch_init(TlsWatch *w, uint32_t min_cap);
 void tls_watch_free(TlsWatch *w);
+/* A watch list in a block of its own (tls_watch_init), NULL with MemoryError set. */
+TlsWatch *tls_watch_new(uint32_t min_cap);
+/* The capsule ("webtap.TlsWatch") that hands w to the walk, and owns it: w is freed with the
+ * capsule's last reference, not with the stage that publishes into it, so a capsule kept after
+ * its stage (a MessageBatch's tls_watch, a caller's variable) never points at freed memory.
+ * NULL with an exception set, w freed then. */
+PyObject *tls_watch_capsule(TlsWatch *w);
 /* The walk, before each batch it walks with this set: takes the stage's newest publication. */
 void tls_watch_begin(TlsWatch *w);
 /* The stage, after each batch it has finished: begin, one add per flow it reassembles, end. */

@@ -689,9 +689,8 @@ def tcp_checksum_ok(const uint8_t[::1] frame, int ip_off):
 # row (the packet that completed the ClientHello: addresses, ports, TCP seq/ack/len, for the
 # same FIN/RST forge as a GET) plus proto, flags, key and SNI text.
 from tls cimport tls_hello, tls_parse_payload, tls_hello_start, TLS_OK, TLS_INCOMPLETE, TLS_TOO_LONG, TLS_HELLO_CAP, TLSF_ECH, tls_parse_hello
-from tls cimport (TlsWatch, tls_flow_hash, tls_watch_init, tls_watch_free, tls_watch_publish_begin,
+from tls cimport (TlsWatch, tls_flow_hash, tls_watch_new, tls_watch_capsule, tls_watch_publish_begin,
                   tls_watch_publish_add, tls_watch_publish_end, tls_watch_udp_take, tls_ja4)
-from cpython.pycapsule cimport PyCapsule_New
 from quic_crypto cimport (
     quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_initial_keys, quic_open_packet,
     QUIC_OK, QUIC_E_VERSION, QUIC_E_DECRYPT, QUIC_E_NOT_LONG, QUIC_PT_INITIAL, QUIC_PT_RETRY,
@@ -998,12 +997,14 @@ cdef class SniTable:
     cdef readonly object last_dcids  # uint8 [rows, 21] of the last extract: see extract
     cdef readonly object last_ja4    # uint8 [rows, 37] of the last extract (want_ja4), else None
     cdef _Out out                    # extract's output buffers, kept between batches
-    cdef TlsWatch watch_             # the flows whose split ClientHello waits (ext/tls/tls.pxd)
+    cdef TlsWatch *watch_            # the flows whose split ClientHello waits (ext/tls/tls.pxd);
+                                     # owned by _watch_capsule (tls_watch_capsule)
     cdef object _watch_capsule
     cdef readonly uint64_t packets_walked   # packets this table walked itself (extract)
 
     def __cinit__(self, size_t capacity=1024, int64_t idle_ns=10_000_000_000):
         cdef size_t c = 16
+        cdef TlsWatch *w
         while c < 2 * capacity:
             c <<= 1
         self.cap = c
@@ -1015,9 +1016,11 @@ cdef class SniTable:
         self.qmsg = <uint8_t *>malloc(TLS_HELLO_CAP)
         # the watch list holds at most the waiting TLS slots (<= cap / 2): at most half full
         if self.slots == NULL or self.scratch == NULL or self.plain == NULL or self.hdr == NULL \
-                or self.frames == NULL or self.qmsg == NULL or tls_watch_init(&self.watch_, 2 * c) != 0:
+                or self.frames == NULL or self.qmsg == NULL:
             raise MemoryError()
-        self._watch_capsule = PyCapsule_New(&self.watch_, b"webtap.TlsWatch", NULL)
+        w = tls_watch_new(2 * c)
+        self._watch_capsule = tls_watch_capsule(w)     # owns w from here, even on failure
+        self.watch_ = w
         self.idle_ns = idle_ns
 
     def __dealloc__(self):
@@ -1033,7 +1036,7 @@ cdef class SniTable:
         free(self.hdr)
         free(self.qmsg)
         free(self.undec)
-        tls_watch_free(&self.watch_)
+        # the watch list goes with its capsule's last reference (a MessageBatch may still hold it)
         _out_free(&self.out)
         free(self.out.s16)
         free(self.out.text)
@@ -1249,7 +1252,7 @@ cdef class SniTable:
         cdef const uint8_t *p
         cdef uint32_t caplen
         cdef HttpMsg m
-        cnt[<int>SN_UDP] += tls_watch_udp_take(&self.watch_)
+        cnt[<int>SN_UDP] += tls_watch_udp_take(self.watch_)
         try:
             with nogil:
                 for i in range(n):
@@ -1293,13 +1296,13 @@ cdef class SniTable:
         to the walk (which may be batches ahead: ext/tls/tlswatch.h)."""
         cdef size_t i
         cdef HelloSlot *e
-        tls_watch_publish_begin(&self.watch_)
+        tls_watch_publish_begin(self.watch_)
         if self.used != 0:
             for i in range(self.cap):
                 e = &self.slots[i]
                 if e.ver != 0 and e.proto == PROTO_TLS:
-                    tls_watch_publish_add(&self.watch_, tls_flow_hash(e.cip, e.cport, e.sip, e.sport, e.ver))
-        tls_watch_publish_end(&self.watch_)
+                    tls_watch_publish_add(self.watch_, tls_flow_hash(e.cip, e.cport, e.sip, e.sport, e.ver))
+        tls_watch_publish_end(self.watch_)
 
     cdef _output(self, _Out *o, cnt_a):
         """The arrays of one extract (see extract)."""

@@ -319,3 +319,41 @@ def test_stage_thread_ends_its_libcrypto_state_before_finish_returns():
     both = [a is not None and b is not None for a, b in
             zip(tab.column("client_hello_ts").to_pylist(), tab.column("server_hello_ts").to_pylist())]
     assert c["paired"] == sum(both) > 0
+
+
+_OUTLIVES = r"""
+import gc, sys
+import numpy as np
+from webtap.capture import open_trace
+from webtap.dissect import dissect
+from webtap._ext.{mod} import {cls}
+
+watch = {cls}().watch            # the table is gone at once: only the capsule is left
+gc.collect()
+junk = [bytearray(1 << 16) for _ in range(256)]   # the freed memory written over
+n = 0
+with open_trace(sys.argv[1], progress=False, batch_size=64) as tr:
+    for b in tr:
+        data = np.frombuffer(bytes(b.data), np.uint8)
+        n += len(dissect(b.packets, data, tls_watch=watch).tls)
+print(n)
+"""
+
+
+@pytest.mark.parametrize("mod,cls", [("tls", "TlsTable"), ("urlmatch", "SniTable")])
+def test_a_watch_list_outlives_its_stage(mod, cls):
+    """The watch list's capsule (TlsTable.watch, SniTable.watch) owns the list: a caller (or a
+    MessageBatch's tls_watch) that keeps it after the stage is gone walks with it as with a
+    stage that publishes nothing. The list was a field of the stage, and such a walk read freed
+    memory (a segfault, seen with `dissect(..., tls_watch=TlsTable().watch)`)."""
+    import subprocess
+    import sys
+
+    path = SHARED / "traces-tls/ja4/latest.pcapng"
+    if not path.exists():
+        pytest.skip(f"shared data absent: {path}")
+    code = _OUTLIVES.format(mod=mod, cls=cls)
+    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert int(p.stdout) > 0                       # the walk found the trace's hellos
