@@ -38,66 +38,57 @@ def test_head_is_the_payloads_first_bytes(name, mode):
     assert n > 0 and with_payload > 0
 
 
-@pytest.mark.parametrize("mode", [1, 2])
-def test_reused_event_buffers_give_the_same_events_and_never_overwrite_held_ones(mode):
-    """dissect(events=EventBuffers()) writes each batch's TCP events into a buffer no earlier
-    batch's events still use: the events are the same as in a new array per batch, a batch
-    whose events are held keeps them intact while later batches are walked, and a buffer is
-    written again once nothing holds its events (at most `keep` buffers held)."""
-    from webtap.dissect import EventBuffers
-
-    path = SHARED / "traces/arkime/arkime_synthetic.pcap"
+def _check_reuse(path, batch_size, walk, pool):
+    """walk(packets, data, pool or None) -> the array a walk wrote (into the pool's buffer, else a
+    new one). Each batch's array equals a new array's; the arrays of some batches are held (as a
+    slow stage holds them) and stay intact while later batches are walked; buffers are written
+    again; at most `keep` are held. Returns (how many items were walked, the pool)."""
     if not path.exists():
         pytest.skip(f"shared data absent: {path}")
-    pool = EventBuffers(keep=3)
-    held, copies, buffers = [], [], set()
-    with open_trace(str(path), progress=False, batch_size=64) as tr:
+    held, copies, buffers, items = [], [], set(), 0
+    with open_trace(str(path), progress=False, batch_size=batch_size) as tr:
         for i, b in enumerate(tr):
             data = np.frombuffer(bytes(b.data), np.uint8)
-            fresh = dissect(b.packets, data, tcp_events=mode).tcp_events
-            ev = dissect(b.packets, data, tcp_events=mode, events=pool).tcp_events
-            assert bytes(ev) == bytes(fresh)
-            buffers.add(id(ev.base))
-            if i % 4 == 0:                       # some batches' events kept (as a slow stage would)
-                held.append(ev)
+            fresh = walk(b.packets, data, None)
+            got = walk(b.packets, data, pool)
+            assert bytes(got) == bytes(fresh)
+            items += len(got)
+            buffers.add(id(got.base))
+            if i % 4 == 0:                       # some batches' arrays kept (a slow stage)
+                held.append(got)
                 copies.append(bytes(fresh))
-            del ev, fresh
+            del got, fresh
     assert len(held) >= 3
     assert [bytes(e) for e in held] == copies    # none overwritten by the batches after them
-    assert len(pool._bufs) <= 3
+    assert len(pool._bufs) <= pool.keep
     assert len(buffers) < i + 1                  # buffers were written again
     held.clear()
     assert pool.get(64) is pool._bufs[0]         # nothing holds them now: the first is reused
+    return items
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_reused_event_buffers_give_the_same_events_and_never_overwrite_held_ones(mode):
+    """dissect(events=EventBuffers()) writes each batch's TCP events into a buffer no earlier
+    batch's events still use (_check_reuse)."""
+    from webtap.dissect import EventBuffers
+
+    items = _check_reuse(SHARED / "traces/arkime/arkime_synthetic.pcap", 64,
+                         lambda p, d, pool: dissect(p, d, tcp_events=mode, events=pool).tcp_events,
+                         EventBuffers(keep=3))
+    assert items > 0
 
 
 def test_reused_tls_message_buffers_give_the_same_messages_and_never_overwrite_held_ones():
     """dissect(tls_watch=..., tls_msgs=TlsMessageBuffers()) writes each batch's TLS/QUIC messages
     (the TLS stage's input, handed to its thread while the walk goes on) into a buffer no held
-    batch's messages use: the messages equal those of a new array per batch, held ones stay
-    intact while later batches are walked, and a buffer no one holds is written again."""
+    batch's messages use (_check_reuse)."""
     from webtap._ext.tls import TlsTable
     from webtap.dissect import TlsMessageBuffers
 
-    path = SHARED / "traces-tls/ja4/latest.pcapng"
-    if not path.exists():
-        pytest.skip(f"shared data absent: {path}")
-    table = TlsTable()                           # the watch list is the table's
+    table = TlsTable()                           # the watch list's stage
     watch = table.watch
-    pool = TlsMessageBuffers(keep=3)
-    held, copies, buffers, n_msgs = [], [], set(), 0
-    with open_trace(str(path), progress=False, batch_size=16) as tr:
-        for i, b in enumerate(tr):
-            data = np.frombuffer(bytes(b.data), np.uint8)
-            fresh = dissect(b.packets, data, tls_watch=watch).tls
-            msgs = dissect(b.packets, data, tls_watch=watch, tls_msgs=pool).tls
-            assert bytes(msgs) == bytes(fresh)
-            n_msgs += len(msgs)
-            buffers.add(id(msgs.base))
-            if i % 4 == 0:                       # some batches' messages kept (a slow stage)
-                held.append(msgs)
-                copies.append(bytes(fresh))
-            del msgs, fresh
-    assert n_msgs > 0 and len(held) >= 3
-    assert [bytes(m) for m in held] == copies    # none overwritten by the batches after them
-    assert len(pool._bufs) <= 3
-    assert len(buffers) < i + 1                  # buffers were written again
+    items = _check_reuse(SHARED / "traces-tls/ja4/latest.pcapng", 16,
+                         lambda p, d, pool: dissect(p, d, tls_watch=watch, tls_msgs=pool).tls,
+                         TlsMessageBuffers(keep=3))
+    assert items > 0
