@@ -418,20 +418,19 @@ cdef class UrlStore:
         cdef int r
         cdef uint64_t sig
         if self.nr > 1 or self.delta.count:
-            i = self._find_delta(q, qn)
+            i = self._find_delta(q, qn, wt_key_sig(q, qn))   # an exact lookup: q's signature alone
             if i:
                 return i
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 1, &ln)
         return i + 1 if i >= 0 else 0
 
-    cdef int64_t _find_delta(self, const uint8_t *q, size_t qn) noexcept nogil:
+    cdef int64_t _find_delta(self, const uint8_t *q, size_t qn, uint64_t sig) noexcept nogil:
         """q's id if the delta (the tree or a run after the base) holds q itself live, else 0;
-        each part is searched only when its key filter may hold q's signature."""
+        each part is searched only when its key filter may hold sig (wt_key_sig of q)."""
         cdef uint32_t x = 0
         cdef size_t ln
         cdef int64_t i
         cdef int r
-        cdef uint64_t sig = wt_key_sig(q, qn)          # an exact lookup: q's signature alone
         if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, &sig, 1)):
             x = self.delta._search(self.delta.root, q, qn, 0, 0)
             if x:
@@ -452,14 +451,16 @@ cdef class UrlStore:
         cdef int64_t i, best = 0
         cdef int r, ns
         cdef uint64_t sigs[64]                          # WT_PSIG_MAX
+        cdef bint asked = False
         if self.nr > 1 or self.delta.count:
             # q itself in the delta is the longest answer there can be (a key lives in one
             # place only): found first, it spares the base's search, which would otherwise
             # come first for the queries the delta answers (the slowest 1 % of a store with a
             # 10 % delta were mostly those, docs/urlfilter.md)
-            best = self._find_delta(q, qn)
+            best = self._find_delta(q, qn, wt_key_sig(q, qn))
             if best:
                 return best
+            asked = True
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 0, &ln)
         if self.nr == 1 and self.delta.count == 0:      # a mapped snapshot: the base alone
             return i + 1 if i >= 0 else 0
@@ -469,6 +470,8 @@ cdef class UrlStore:
                 return best
         # q's candidate entries longer than the base's answer, once for all filters
         ns = wt_pfx_sigs(q, qn, best_len, sigs)
+        if asked and ns > 0:
+            ns -= 1        # the last is q's own signature: the delta was asked for q above
         for r in range(1, self.nr):
             if wt_filt_maybe(self.filt[r], self.fbits[r], sigs, ns):
                 i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
