@@ -33,7 +33,7 @@ ALLOWED = {
 }
 
 #: still imported inside a function (issue 29, to shrink): pair -> why it is not moved yet. Empty
-#: since the ninth session: httpanalyzer.tls imports httpanalyzer.zeek at its top (both hold
+#: since the tenth session: httpanalyzer.tls imports httpanalyzer.zeek at its top (both hold
 #: pyarrow already), and `tls --plots` takes httpanalyzer.tls_plot from the registry (Parts)
 NOT_YET: dict = {}
 

@@ -59,7 +59,7 @@ EXCEPTIONS = {
 }
 
 #: what still breaks the rule (issue 29, to shrink): (importing module, imported module) -> why.
-#: Empty since the ninth session: the line writer (webtap.writers) imports pyarrow at its top and
+#: Empty since the tenth session: the line writer (webtap.writers) imports pyarrow at its top and
 #: is built for the first record (webtap.clikit.Output), the line reader is webtap.linereader /
 #: httpanalyzer.lines, dissect's views are webtap.records.messageview's, and tqdm is the optional
 #: extra webtap[progress] (webtap.capture.progress_bar)
