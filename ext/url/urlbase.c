@@ -96,3 +96,71 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
     if (raw != h->raw_bytes) return "raw_bytes does not match the keys";
     return NULL;
 }
+
+/* A tie word: lcp l with the previous first key (clamped) and key[l .. l + 6), zero padded. */
+static uint64_t wt_tie_word(const uint8_t *k, size_t n, size_t l)
+{
+    uint64_t x = 0;
+    size_t j;
+    for (j = 0; j < WT_TIE_WIN; j++) x = (x << 8) | (l + j < n ? k[l + j] : 0);
+    return ((uint64_t)(l < WT_TIE_LMAX ? l : WT_TIE_LMAX) << 48) | x;
+}
+
+size_t wt_base_ties_build(const WtBase *b, uint64_t *w, uint32_t *runs, uint8_t *kbuf, uint8_t *kbuf2)
+{
+    uint32_t k = 0, z, i, nruns = 0;
+    uint64_t nent = 0;
+    uint32_t *start = NULL, *first = NULL;
+    uint64_t *ent = NULL;
+    size_t cap = (size_t)b->max_key + 16;
+    if (w != NULL) {
+        start = (uint32_t *)(w + 2);
+        first = start + *runs;
+        ent = w + 2 + ((size_t)*runs * 2 + 2) / 2;
+    }
+    while (k < b->n_blocks) {
+        const uint8_t *e = wt_base_ix(b, k);
+        uint64_t h1 = wt_ix_h1(e), h2 = wt_ix_h2(e);
+        z = k + 1;
+        while (z < b->n_blocks && wt_ix_h1(wt_base_ix(b, z)) == h1 && wt_ix_h2(wt_base_ix(b, z)) == h2)
+            z++;
+        if (z - k >= WT_TIE_MIN) {
+            /* every first key of the run at least 16 bytes long and sharing them (keys without
+             * zero bytes always do when their heads tie); else the run is left to the search.
+             * Pass 0 checks, pass 1 writes the words (the fill call only). */
+            int pass, ok = 1;
+            for (pass = 0; pass < (w != NULL ? 2 : 1) && ok; pass++) {
+                uint8_t *prev = kbuf, *cur = kbuf2, *tmp;
+                ptrdiff_t pn = wt_base_key(b, (uint64_t)k * b->block, prev, cap), cn;
+                if (pn < WT_BASE_HEAD) { ok = 0; break; }
+                if (pass) ent[nent] = wt_tie_word(prev, (size_t)pn, WT_BASE_HEAD);
+                for (i = k + 1; i < z; i++) {
+                    size_t l = 0;
+                    cn = wt_base_key(b, (uint64_t)i * b->block, cur, cap);
+                    if (cn < WT_BASE_HEAD) { ok = 0; break; }
+                    while (l < (size_t)pn && l < (size_t)cn && prev[l] == cur[l]) l++;
+                    if (l < WT_BASE_HEAD) { ok = 0; break; }
+                    if (pass) ent[nent + (i - k)] = wt_tie_word(cur, (size_t)cn, l);
+                    tmp = prev; prev = cur; cur = tmp; pn = cn;
+                }
+            }
+            if (ok) {
+                if (w != NULL) {
+                    start[nruns] = k;
+                    first[nruns] = (uint32_t)nent;
+                }
+                nruns++;
+                nent += z - k;
+            }
+        }
+        k = z;
+    }
+    if (w == NULL) *runs = nruns;
+    if (nruns == 0) return 0;
+    if (w != NULL) {
+        first[nruns] = (uint32_t)nent;
+        w[0] = nruns;
+        w[1] = nent;
+    }
+    return 2 + ((size_t)nruns * 2 + 2) / 2 + (size_t)nent;
+}

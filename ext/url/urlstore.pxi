@@ -44,6 +44,7 @@ cdef extern from "urlbase.h" nogil:
         size_t image_bytes
         const uint64_t *top
         uint32_t top_n
+        uint32_t ties_n
     ctypedef struct WtBaseCoder:
         pass
     int wt_base_layout(uint64_t n, uint32_t block, uint32_t pal_n, uint32_t pal_bits,
@@ -72,6 +73,9 @@ cdef extern from "urlbase.h" nogil:
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     uint32_t wt_base_top_count(uint32_t n_blocks)
     void wt_base_top_fill(const WtBase *b, uint64_t *top)
+    size_t wt_base_ties_build(const WtBase *b, uint64_t *w, uint32_t *runs, uint8_t *kbuf,
+                              uint8_t *kbuf2)
+    void wt_base_ties_attach(WtBase *b, const uint64_t *w)
     int WT_DFILT_BITS
 
 BASE_MAGIC = b"WTURLB02"
@@ -383,20 +387,36 @@ cdef class UrlStore:
         self._reoff()
 
     cdef _attach_top(self, int r):
-        """Run r's sampled first level (urlbase.h wt_base_top_fill), held in self._tops[r]."""
-        cdef uint32_t n = wt_base_top_count(self.runs[r].n_blocks)
+        """Run r's sampled first level (urlbase.h wt_base_top_fill) and its tie runs
+        (wt_base_ties_build), one array held in self._tops[r]: the top's 2 x top_n words, then
+        the tie table's."""
+        cdef uint32_t n = wt_base_top_count(self.runs[r].n_blocks), runs = 0
+        cdef size_t nt
         cdef uint64_t[::1] t
+        cdef uint8_t *k2
+        self.runs[r].top = NULL
+        self.runs[r].top_n = 0
+        self.runs[r].ties_n = 0
         if n == 0:
             self._tops[r] = None
-            self.runs[r].top = NULL
-            self.runs[r].top_n = 0
             return
-        a = np.zeros(2 * n, np.uint64)
-        t = a
-        wt_base_top_fill(&self.runs[r], &t[0])
+        k2 = <uint8_t *>wt_alloc(MAX_KEY + 16)
+        try:
+            with nogil:
+                nt = wt_base_ties_build(&self.runs[r], NULL, &runs, self.kbuf, k2)
+            a = np.zeros(2 * n + nt, np.uint64)
+            t = a
+            with nogil:
+                wt_base_top_fill(&self.runs[r], &t[0])
+                if nt:
+                    wt_base_ties_build(&self.runs[r], &t[2 * n], &runs, self.kbuf, k2)
+        finally:
+            free(k2)
         self._tops[r] = a
         self.runs[r].top = &t[0]
         self.runs[r].top_n = n
+        if nt:
+            wt_base_ties_attach(&self.runs[r], &t[2 * n])
 
     cdef void _reoff(self) noexcept:
         cdef int r
@@ -1294,7 +1314,7 @@ cdef class UrlStore:
             "base_bytes": self.runs[0].image_bytes,
             "base_record_bytes": h.blob_bytes,
             "base_index_bytes": (nb + 1) * WT_BASE_IDX,
-            "top_bytes": top,                 # the runs' sampled first levels (in memory, not in the image)
+            "top_bytes": top,                 # the runs' sampled first levels and tie runs (in memory, not in the image)
             "base_payload_bytes": (self.runs[0].n * self.runs[0].pal_bits + 63) // 64 * 8 + 8 * h.pal_n,
             "base_raw_key_bytes": h.raw_bytes,
             "delta_bytes": ds["paper_bytes"],

@@ -582,6 +582,81 @@ def test_prefix_signatures_above_a_length_are_those_of_the_longer_candidates(k, 
         avl.prefix_signatures(k, len(k))
 
 
+def _tie_table_bytes(keys, block, tie_min=4):
+    """Bytes of the base's tie-run table (ext/url/urlbase.h, WT_TIE_MIN = 4) for sorted keys in
+    blocks of `block`, from its rule: runs of >= tie_min blocks whose first keys share their first
+    16 bytes (all at least 16 long); 8 B per block of a run, 8 B per run, 24 B of header."""
+    firsts = keys[::block]
+    runs = blocks = 0
+    i = 0
+    while i < len(firsts):
+        j = i + 1
+        head = firsts[i][:16].ljust(16, b"\0")
+        while j < len(firsts) and firsts[j][:16].ljust(16, b"\0") == head:
+            j += 1
+        if j - i >= tie_min and all(len(k) >= 16 for k in firsts[i:j]):
+            runs += 1
+            blocks += j - i
+        i = j
+    return 0 if runs == 0 else 8 * (2 + (2 * runs + 2) // 2 + blocks)
+
+
+def test_tie_runs_decide_as_the_keys_do():
+    """Blocks whose 16-byte heads tie are told apart by the tie table (ext/url/urlbase.h
+    wt_tie_scan): per block the lcp with the previous block's first key and the 6 bytes after it,
+    a first key decoded only when those cannot decide. Keys built to reach every branch: one long
+    host with many paths (runs of equal heads), paths that share more than 6 bytes past their
+    branch point (the decoding fallback), paths that are prefixes of others (a key ending inside
+    the 6 bytes), and queries that end inside them, fall between keys, or go on past a key.
+    Every exact and prefix answer equals the boundary rule over the key set, at blocks of 2, 4
+    and 32 keys."""
+    from tests.strategies import is_boundary
+
+    rng = np.random.default_rng(11)
+    alpha = list(b"abcdefghij/")
+    keys = set()
+    for i in range(3000):
+        kind = i % 4
+        tail = rng.choice(alpha, int(rng.integers(0, 10))).astype(np.uint8).tobytes()
+        if kind == 0:                # branch then a long shared part then the difference
+            keys.add(b"com.longhostname.www/d%d/sharedsharedshared/%s" % (i % 37, tail))
+        elif kind == 1:              # short differences right after the head
+            keys.add(b"com.longhostname.www/" + tail)
+        elif kind == 2:              # prefixes of others
+            keys.add(b"com.longhostname.www/d%d" % (i % 50))
+        else:
+            keys.add(b"com.longhostname.www/d%d/sharedsharedshared" % (i % 41))
+    urls = [avl.key_to_url(k) for k in sorted(keys)]
+    d, o = arrow_layout(urls)
+    ck, cc = canonicalize_many(d, o, key=True)
+    keys = sorted({k.encode() for k, c in zip(ck, cc) if c == 0})
+    kset = set(keys)
+    queries = keys + [k + b"/x" for k in keys] + [k[:-1] for k in keys] + [k + b"0" for k in keys] + \
+        [k[:n] for k in keys[::7] for n in (16, 17, 20, 23, 30)] + \
+        [b"com.longhostname.www", b"com.longhostname.wwv/zz", b"com.longhostname.www/zzzz",
+         b"com.longhostname.www/d1/sharedsharedshareX", b"com.longhostname.www/d1/sharedsharedshared/"]
+    for block in (2, 4, 32):
+        s, _ = build_store(urls, block=block)
+        assert len(s) == len(keys)
+        nb = -(-len(keys) // block)
+        ties = _tie_table_bytes(keys, block)
+        assert ties > 0 and s.stats()["top_bytes"] == 16 * -(-nb // 16) + ties
+        ids = {k: s.find_key(k) for k in keys}
+        assert all(i > 0 and s.get_key(i) == k for k, i in ids.items())
+
+        def ref(q):
+            if q in kset:
+                return ids[q]
+            for b in range(len(q) - 1, 0, -1):
+                if is_boundary(q, b) and q[:b] in kset:
+                    return ids[q[:b]]
+            return 0
+
+        for q in queries:
+            assert s.find_key(q) == (ids[q] if q in kset else 0), (block, q)
+            assert s.prefix_key(q) == ref(q), (block, q)
+
+
 def test_sampled_first_level_with_tied_heads_across_samples():
     """The base's block search starts from a sampled first level (every WT_BASE_TOP_STEP = 16th
     block head, ext/url/urlbase.h). Blocks of 4 keys, 3,000 keys of which a third share their
@@ -608,7 +683,8 @@ def test_sampled_first_level_with_tied_heads_across_samples():
     s, _ = build_store(urls, block=4)
     assert len(s) == len(keys)
     nb = -(-len(keys) // 4)
-    assert s.stats()["top_bytes"] == 16 * -(-nb // 16)                # one (h1, h2) per 16 blocks
+    top_bytes = 16 * -(-nb // 16) + _tie_table_bytes(keys, 4)        # one (h1, h2) per 16 blocks
+    assert s.stats()["top_bytes"] == top_bytes
     assert sum(k.startswith(b"com.example.abc/") for k in keys) > 4 * 16 * 3   # ties span >= 3 samples
     kset = set(keys)
     ids = {}
