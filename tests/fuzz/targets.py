@@ -662,7 +662,12 @@ def seeds_tree(shared: str | None) -> list[bytes]:
 # from a few keys (pairs of offset, value bytes), so that most inputs get past the magic.
 
 _URLBASE_KEYS = [b"com.example", b"com.example/a", b"com.example/a/b?x", b"com.example.www/z",
-                 b"net.evil", b"org.x/" + b"y" * 40, b"[::1]/a", b"org.x:8080/p"]
+                 b"net.evil", b"org.x/" + b"y" * 40, b"[::1]/a", b"org.x:8080/p"] + \
+    [b"com.example.abc/" + t for t in (b"a", b"ab", b"abc/d", b"b", b"b/x", b"c" * 10, b"c" * 10 + b"/1",
+                                        b"d/shared-part-1/e", b"d/shared-part-1/f", b"d/shared-part-2",
+                                        b"e", b"e/f/g", b"f", b"g/h", b"h", b"i")]
+# (the last 16 share their first 16 bytes: in blocks of 4, a run of 4 blocks whose heads tie, so
+# that the tie table, ext/url/urlbase.h wt_base_ties_build, is built and scanned on edited images)
 
 
 def _urlbase_image(cache={}):       # noqa: B006 (built once per process)
@@ -670,7 +675,8 @@ def _urlbase_image(cache={}):       # noqa: B006 (built once per process)
         from urlfilter.urlstore import build_store
         from webtap._ext.avl import key_to_url
 
-        s, _ = build_store([key_to_url(k) for k in _URLBASE_KEYS], categories=np.arange(8) % 3, block=4)
+        s, _ = build_store([key_to_url(k) for k in _URLBASE_KEYS], categories=np.arange(len(_URLBASE_KEYS)) % 3,
+                            block=4)
         path = tempfile.mktemp(prefix="wtfuzz-base", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         s.save(path)
         with open(path, "rb") as f:
