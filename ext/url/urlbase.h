@@ -337,7 +337,7 @@ static inline uint64_t wt_tie_qwin(const uint8_t *q, size_t qn, size_t m)
 }
 
 /* The tie run that starts at block a, -1 when none. */
-__attribute__((noinline)) static int64_t wt_tie_find(const WtBase *b, uint32_t a)
+static __attribute__((noinline, unused)) int64_t wt_tie_find(const WtBase *b, uint32_t a)
 {
     uint32_t lo = 0, hi = b->ties_n;
     while (lo < hi) {
@@ -351,8 +351,8 @@ __attribute__((noinline)) static int64_t wt_tie_find(const WtBase *b, uint32_t a
  * the run starts at block 0); q's head equals the run's and qn >= 16. Not inlined: few queries
  * take it (0.3 % of the benchmark trace's GETs), and inlined into wt_base_pred it made every
  * other lookup slower (bench_urlstore_get +7 %, paired wheels). */
-__attribute__((noinline)) static int64_t wt_tie_scan(const WtBase *b, int64_t t, const uint8_t *q, size_t qn,
-                                  uint64_t qh, uint64_t qh2)
+static __attribute__((noinline, unused)) int64_t wt_tie_scan(const WtBase *b, int64_t t, const uint8_t *q, size_t qn,
+                                                          uint64_t qh, uint64_t qh2)
 {
     uint32_t s = b->ties_start[t], i0 = b->ties_first[t], i1 = b->ties_first[t + 1], i, l, v;
     size_t m = WT_BASE_HEAD, mm, klen;
