@@ -33,6 +33,9 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
         uint32_t cnt = (k + 1 < b->n_blocks) ? b->block : (uint32_t)(h->n - (uint64_t)k * b->block);
         uint32_t o0 = wt_ix_off(wt_base_ix(b, k)), o1 = wt_ix_off(wt_base_ix(b, k + 1));
         if (o1 < o0) return "block offsets decrease";
+        /* (checked here, before the block is read: a later block's check comes too late for
+         * an offset past the records, which the fuzz target found reading outside the image) */
+        if (o1 > h->blob_bytes) return "block offset past the records";
         p = b->blob + o0;
         end = b->blob + o1;
         for (i = 0; i < cnt; i++) {

@@ -269,6 +269,26 @@ def test_snapshot_roundtrip_mapped_and_refusals(tmp_path):
         UrlStore.load(p)
 
 
+def test_a_block_offset_past_the_records_is_refused_before_any_block_is_read(tmp_path):
+    """The image check read block k with the end offset of its index entry k + 1 and only then
+    went on to check block k + 1's offsets: an entry pointing past the records (later offsets
+    decreasing again) let it read outside the image (found by the urlbase fuzz target under
+    ASan, tests/fuzz/regressions/urlbase/block-offset-past-records). Refused now, naming it."""
+    import struct
+
+    s, _ = build_store([f"h{i}.example/p" for i in range(40)], block=4)
+    p = tmp_path / "b.tree"
+    s.save(p)
+    img = bytearray(p.read_bytes())
+    n, blob, _tag, block, nb, pal_n, _bits = struct.unpack_from("<QQQIIII", img, 8)
+    a8 = lambda x: (x + 7) & ~7                                   # noqa: E731
+    idx = a8(a8(64 + 256 * 8 + 256) + pal_n * 8)                  # the layout, ext/url/urlbase.h
+    assert nb >= 3 and struct.unpack_from("<I", img, idx + 20 * nb + 16)[0] == blob
+    struct.pack_into("<I", img, idx + 20 * 1 + 16, blob + 4096)     # block 0 ends far past the records
+    with pytest.raises(ValueError, match="block offset past the records"):
+        UrlStore.from_image(bytes(img))
+
+
 def _lcp(a: bytes, b: bytes) -> int:
     n = min(len(a), len(b))
     i = 0
