@@ -293,7 +293,7 @@ cdef class UrlStore:
     cdef uint64_t roff[MAX_RUNS + 1] # ids of run r: roff[r] + 1 .. roff[r + 1]; tree x: roff[nr] + x
     cdef int nr
     cdef list _images             # the runs' images (NumPy arrays; the base may be an mmap)
-    cdef list _tops               # the runs' sampled first levels (NumPy uint64, runs[r].top)
+    cdef list _tops               # the runs' sampled first levels and tie runs (NumPy uint64, _attach_top)
     cdef readonly bint mapped
     cdef readonly uint64_t n_dead
     cdef uint8_t *kbuf            # scratch for decoded keys (MAX_KEY + 16)
