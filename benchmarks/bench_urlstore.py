@@ -9,7 +9,8 @@ Bytes per URL count every byte the matcher holds for its data: the base image (r
 block index, the code table, the category/period palette and per-key palette indices), the
 delta tree's three arrays and the tombstone bits, each run's sampled first level and tie-run
 table (in memory, built when an image is opened; ext/url/urlbase.h) and the key filters of the
-runs and the tree (UrlStore.stats()["held_bytes"]). Categories are real: the list's category per entry (an entry in several lists keeps the first).
+runs and the tree (UrlStore.stats()["held_bytes"]). Categories are real: the list's category per
+entry (an entry in several lists keeps the first).
 
 Times are in-process: per URL inside the C batch loop, canonicalisation included, one clock read
 per URL (as bench_urltree); beside them the same queries as keys (canonicalised before, not
