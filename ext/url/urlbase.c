@@ -103,10 +103,7 @@ const char *wt_base_open(WtBase *b, const uint8_t *mem, size_t size, uint8_t *kb
 /* A tie word: lcp l with the previous first key (clamped) and key[l .. l + 6), zero padded. */
 static uint64_t wt_tie_word(const uint8_t *k, size_t n, size_t l)
 {
-    uint64_t x = 0;
-    size_t j;
-    for (j = 0; j < WT_TIE_WIN; j++) x = (x << 8) | (l + j < n ? k[l + j] : 0);
-    return ((uint64_t)(l < WT_TIE_LMAX ? l : WT_TIE_LMAX) << 48) | x;
+    return ((uint64_t)(l < WT_TIE_LMAX ? l : WT_TIE_LMAX) << 48) | wt_tie_win(k, n, l);
 }
 
 size_t wt_base_ties_build(const WtBase *b, uint64_t *w, uint32_t *runs, uint8_t *kbuf, uint8_t *kbuf2)

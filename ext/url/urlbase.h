@@ -326,14 +326,10 @@ static inline void wt_base_top_fill(const WtBase *b, uint64_t *top)
     }
 }
 
-/* q[m..m + 6) as a tie word's low 48 bits (zero padded past qn). */
-static inline uint64_t wt_tie_qwin(const uint8_t *q, size_t qn, size_t m)
+/* k[l..l + 6) as a tie word's low 48 bits (zero padded past n; l <= n): the head of k + l. */
+static inline uint64_t wt_tie_win(const uint8_t *k, size_t n, size_t l)
 {
-    uint64_t x = 0;
-    size_t j;
-    if (m + 8 <= qn) return wt_rd64(q + m, 1) >> 16;
-    for (j = 0; j < WT_TIE_WIN; j++) x = (x << 8) | (m + j < qn ? q[m + j] : 0);
-    return x;
+    return wt_base_head(k + l, n - l) >> (8 * (8 - WT_TIE_WIN));
 }
 
 /* The tie run that starts at block a, -1 when none. */
@@ -377,7 +373,7 @@ static __attribute__((noinline, unused)) int64_t wt_tie_scan(const WtBase *b, in
             if (l < m) break;                                        /* above q */
             /* l == m */
             w = e & 0xFFFFFFFFFFFFull;
-            qw = wt_tie_qwin(q, qn, m);
+            qw = wt_tie_win(q, qn, m);
             x = w ^ qw;
             if (x) {
                 uint32_t d = (uint32_t)(__builtin_clzll(x << 16) >> 3);
