@@ -677,6 +677,51 @@ def test_tie_runs_decide_as_the_keys_do():
             assert s.prefix_key(q) == ref(q), (block, q)
 
 
+def test_tie_runs_of_a_delta_run():
+    """A delta run (flush() of the tree) gets its own tie table, as the base does, and a lookup
+    that reaches the run goes through its scan: the tied keys inserted over a base of other
+    keys, flushed into one run (the base stays larger, so the run is not merged into it), then
+    every exact and prefix answer against the boundary rule over both sets."""
+    from tests.strategies import is_boundary
+
+    rng = np.random.default_rng(12)
+    alpha = list(b"abcdefghij/")
+    tied = set()
+    for i in range(2400):
+        tail = rng.choice(alpha, int(rng.integers(0, 10))).astype(np.uint8).tobytes()
+        tied.add(b"com.longhostname.www/d%d/sharedsharedshared/%s" % (i % 37, tail) if i % 2
+                 else b"com.longhostname.www/" + tail)
+    other = [b"org.other%05d/p" % i for i in range(5000)]
+    s, _ = build_store([avl.key_to_url(k) for k in other])
+    top0 = s.stats()["top_bytes"]
+    s.tree_cap = 1 << 20                         # one explicit flush below, none on the way
+    tied = sorted(k for k in tied if s.insert_key(k)[1])
+    s.flush()
+    st = s.stats()
+    assert st["runs"] == 1 and st["run_urls"] == len(tied)
+    nb = -(-len(tied) // 32)
+    ties = _tie_table_bytes(tied, 32)
+    assert ties > 0 and st["top_bytes"] == top0 + 16 * -(-nb // 16) + ties
+    keys = sorted(set(tied) | set(other))
+    kset = set(keys)
+    ids = {k: s.find_key(k) for k in keys}
+    assert all(i > 0 and s.get_key(i) == k for k, i in ids.items())
+
+    def ref(q):
+        if q in kset:
+            return ids[q]
+        for b in range(len(q) - 1, 0, -1):
+            if is_boundary(q, b) and q[:b] in kset:
+                return ids[q[:b]]
+        return 0
+
+    queries = tied + [k + b"/x" for k in tied] + [k[:-1] for k in tied] + [k + b"0" for k in tied] + \
+        [k[:n] for k in tied[::7] for n in (16, 17, 20, 23, 30)]
+    for q in queries:
+        assert s.find_key(q) == (ids[q] if q in kset else 0), q
+        assert s.prefix_key(q) == ref(q), q
+
+
 def test_sampled_first_level_with_tied_heads_across_samples():
     """The base's block search starts from a sampled first level (every WT_BASE_TOP_STEP = 16th
     block head, ext/url/urlbase.h). Blocks of 4 keys, 3,000 keys of which a third share their
