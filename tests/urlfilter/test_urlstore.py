@@ -621,6 +621,21 @@ def _tie_table_bytes(keys, block, tie_min=4):
     return 0 if runs == 0 else 8 * (2 + (2 * runs + 2) // 2 + blocks)
 
 
+def _answers_as_the_boundary_rule(s, keys, queries):
+    """Every key found under its own id; every query's exact answer and prefix answer equal the
+    boundary rule (tests/strategies.is_boundary) over the key set."""
+    from tests.strategies import is_boundary
+
+    kset = set(keys)
+    ids = {k: s.find_key(k) for k in keys}
+    assert all(i > 0 and s.get_key(i) == k for k, i in ids.items())
+    for q in queries:
+        best = q if q in kset else next((q[:b] for b in range(len(q) - 1, 0, -1)
+                                         if is_boundary(q, b) and q[:b] in kset), None)
+        assert s.find_key(q) == (ids[q] if q in kset else 0), q
+        assert s.prefix_key(q) == (ids[best] if best is not None else 0), q
+
+
 def test_tie_runs_decide_as_the_keys_do():
     """Blocks whose 16-byte heads tie are told apart by the tie table (ext/url/urlbase.h
     wt_tie_scan): per block the lcp with the previous block's first key and the 6 bytes after it,
@@ -630,7 +645,6 @@ def test_tie_runs_decide_as_the_keys_do():
     the 6 bytes), and queries that end inside them, fall between keys, or go on past a key.
     Every exact and prefix answer equals the boundary rule over the key set, at blocks of 2, 4
     and 32 keys."""
-    from tests.strategies import is_boundary
 
     rng = np.random.default_rng(11)
     alpha = list(b"abcdefghij/")
@@ -650,7 +664,6 @@ def test_tie_runs_decide_as_the_keys_do():
     d, o = arrow_layout(urls)
     ck, cc = canonicalize_many(d, o, key=True)
     keys = sorted({k.encode() for k, c in zip(ck, cc) if c == 0})
-    kset = set(keys)
     queries = keys + [k + b"/x" for k in keys] + [k[:-1] for k in keys] + [k + b"0" for k in keys] + \
         [k[:n] for k in keys[::7] for n in (16, 17, 20, 23, 30)] + \
         [b"com.longhostname.www", b"com.longhostname.wwv/zz", b"com.longhostname.www/zzzz",
@@ -661,20 +674,7 @@ def test_tie_runs_decide_as_the_keys_do():
         nb = -(-len(keys) // block)
         ties = _tie_table_bytes(keys, block)
         assert ties > 0 and s.stats()["top_bytes"] == 16 * -(-nb // 16) + ties
-        ids = {k: s.find_key(k) for k in keys}
-        assert all(i > 0 and s.get_key(i) == k for k, i in ids.items())
-
-        def ref(q):
-            if q in kset:
-                return ids[q]
-            for b in range(len(q) - 1, 0, -1):
-                if is_boundary(q, b) and q[:b] in kset:
-                    return ids[q[:b]]
-            return 0
-
-        for q in queries:
-            assert s.find_key(q) == (ids[q] if q in kset else 0), (block, q)
-            assert s.prefix_key(q) == ref(q), (block, q)
+        _answers_as_the_boundary_rule(s, keys, queries)
 
 
 def test_tie_runs_of_a_delta_run():
@@ -682,7 +682,6 @@ def test_tie_runs_of_a_delta_run():
     that reaches the run goes through its scan: the tied keys inserted over a base of other
     keys, flushed into one run (the base stays larger, so the run is not merged into it), then
     every exact and prefix answer against the boundary rule over both sets."""
-    from tests.strategies import is_boundary
 
     rng = np.random.default_rng(12)
     alpha = list(b"abcdefghij/")
@@ -702,24 +701,9 @@ def test_tie_runs_of_a_delta_run():
     nb = -(-len(tied) // 32)
     ties = _tie_table_bytes(tied, 32)
     assert ties > 0 and st["top_bytes"] == top0 + 16 * -(-nb // 16) + ties
-    keys = sorted(set(tied) | set(other))
-    kset = set(keys)
-    ids = {k: s.find_key(k) for k in keys}
-    assert all(i > 0 and s.get_key(i) == k for k, i in ids.items())
-
-    def ref(q):
-        if q in kset:
-            return ids[q]
-        for b in range(len(q) - 1, 0, -1):
-            if is_boundary(q, b) and q[:b] in kset:
-                return ids[q[:b]]
-        return 0
-
     queries = tied + [k + b"/x" for k in tied] + [k[:-1] for k in tied] + [k + b"0" for k in tied] + \
         [k[:n] for k in tied[::7] for n in (16, 17, 20, 23, 30)]
-    for q in queries:
-        assert s.find_key(q) == (ids[q] if q in kset else 0), q
-        assert s.prefix_key(q) == ref(q), q
+    _answers_as_the_boundary_rule(s, sorted(set(tied) | set(other)), queries)
 
 
 def test_sampled_first_level_with_tied_heads_across_samples():
