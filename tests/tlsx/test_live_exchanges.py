@@ -28,6 +28,7 @@ from httpanalyzer.compare_exchanges import H1_CATEGORIES, compare_exchanges
 
 pytestmark = pytest.mark.tshark
 
+SERVER_PORT = "8443"           # tests/tlsx/gen_truth.py's nginx
 H1_REQUESTS = {"h1_tls12": 28, "h1_tls13": 28, "h1_resume": 8, "h1_suites": 12}
 
 
@@ -44,15 +45,44 @@ def test_http1_exchanges_equal_the_truth(tlsx_captures, scenario):
     assert r["extra"] == {}, r
 
 
+def _first_request_crossed_server_data(pcap, keys) -> bool:
+    """From tshark's packet fields (not from webtap): whether the client packet carrying the
+    first HTTP/2 HEADERS acknowledges less than the server had already sent before it, i.e. the
+    request crossed server data in flight (the server's unsolicited h2 SETTINGS, sent right
+    after the handshake). Its ACK then names a SEQ whose data left the server before the request:
+    no response can start there, so by the paper's rule that exchange has no response
+    (docs/TLS.md "Exchanges", h2)."""
+    out = subprocess.run(["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keys}", "-T", "fields",
+                          "-E", "separator=,", "-e", "frame.number", "-e", "tcp.srcport",
+                          "-e", "tcp.seq", "-e", "tcp.ack", "-e", "tcp.len", "-e", "http2.type"],
+                         capture_output=True, text=True, check=True).stdout
+    sent = 0                    # the end of the server's HTTP/2 frames so far (relative SEQ)
+    for line in out.splitlines():
+        f = line.split(",")
+        if f[1] == SERVER_PORT:
+            if int(f[4] or 0) > 0 and any(f[5:]):   # an h2 frame (its tickets are not)
+                sent = max(sent, int(f[2]) + int(f[4]))
+        elif "1" in f[5:]:                      # the first client packet with a HEADERS frame
+            return int(f[3]) < sent
+    return False
+
+
 @pytest.mark.parametrize("scenario", ["h2_curl", "h2_nghttp"])
 def test_h2_exchanges_are_stated_not_requests(tlsx_captures, scenario):
-    r = compare_exchanges(tlsx_captures / f"{scenario}.pcap", tlsx_captures / f"{scenario}.keys")
+    pcap, keys = tlsx_captures / f"{scenario}.pcap", tlsx_captures / f"{scenario}.keys"
+    r = compare_exchanges(pcap, keys)
     print(json.dumps(r))
     h2 = r["h2"]
     assert h2["connections"] == 1 and h2["requests"] == 15
     # exchanges there are, but not one per request: their number depends on how the client's
     # requests and the control frames (SETTINGS, WINDOW_UPDATE) fall into bursts
     assert h2["matched_exchanges"] >= 1
+    if _first_request_crossed_server_data(pcap, keys):
+        # the first request burst crossed the server's SETTINGS in flight (once in ~20 nghttp
+        # captures, 2026-11-29): its ACK points at data the server sent before it, so the
+        # paper's rule finds no response for exchange 0 (the next burst, the client's SETTINGS
+        # ack, is the one answered). No claim about exchange 0 then (docs/TLS.md "Exchanges")
+        return
     # exchange 0 is matched also when the client's first burst acknowledges only some of the
     # server's session tickets (nghttp under load: the response is found after the last one)
     assert h2["exchange0_matched"] == 1, h2
