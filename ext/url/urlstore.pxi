@@ -69,7 +69,8 @@ cdef extern from "urlbase.h" nogil:
     uint64_t wt_key_sig(const uint8_t *k, size_t n)
     int wt_pfx_sigs(const uint8_t *q, size_t qn, size_t above, uint64_t *sig)
     void wt_filt_add(uint64_t *f, uint64_t nbits, const uint8_t *k, size_t n)
-    int wt_filt_maybe(const uint64_t *f, uint64_t nbits, const uint64_t *sig, int ns)
+    uint64_t wt_filts_maybe(const uint64_t *const *f, const uint64_t *nbits, int nf,
+                            const uint64_t *sig, int ns)
     int wt_base_view(WtBase *b, const uint8_t *mem, size_t size)
     uint32_t wt_base_top_count(uint32_t n_blocks)
     void wt_base_top_fill(const WtBase *b, uint64_t *top)
@@ -444,19 +445,38 @@ cdef class UrlStore:
         i = wt_base_lpm(&self.runs[0], self.tombs[0], q, qn, 1, &ln)
         return i + 1 if i >= 0 else 0
 
+    cdef inline int _delta_filters(self, const uint64_t **fs, uint64_t *fb) noexcept nogil:
+        """The delta's key filters for wt_filts_maybe: run r's at r - 1 (r = 1 .. nr - 1), then
+        the tree's when it has one; their count."""
+        cdef int r, nf = 0
+        for r in range(1, self.nr):
+            fs[nf] = self.filt[r]
+            fb[nf] = self.fbits[r]
+            nf += 1
+        if self.dfilt != NULL:
+            fs[nf] = self.dfilt
+            fb[nf] = WT_DFILT_BITS
+            nf += 1
+        return nf
+
     cdef int64_t _find_delta(self, const uint8_t *q, size_t qn, uint64_t sig) noexcept nogil:
         """q's id if the delta (the tree or a run after the base) holds q itself live, else 0;
         each part is searched only when its key filter may hold sig (wt_key_sig of q)."""
         cdef uint32_t x = 0
         cdef size_t ln
         cdef int64_t i
-        cdef int r
-        if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, &sig, 1)):
+        cdef int r, nf
+        cdef const uint64_t *fs[MAX_RUNS]
+        cdef uint64_t fb[MAX_RUNS]
+        cdef uint64_t hit
+        nf = self._delta_filters(fs, fb)
+        hit = wt_filts_maybe(fs, fb, nf, &sig, 1)
+        if self.delta.count and (self.dfilt == NULL or (hit >> (nf - 1)) & 1):
             x = self.delta._search(self.delta.root, q, qn, 0, 0)
             if x:
                 return <int64_t>self._nst() + x
         for r in range(self.nr - 1, 0, -1):
-            if wt_filt_maybe(self.filt[r], self.fbits[r], &sig, 1):
+            if (hit >> (r - 1)) & 1:
                 i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 1, &ln)
                 if i >= 0:
                     return <int64_t>self.roff[r] + i + 1
@@ -472,6 +492,10 @@ cdef class UrlStore:
         cdef int r, ns
         cdef uint64_t sigs[64]                          # WT_PSIG_MAX
         cdef bint asked = False
+        cdef int nf
+        cdef const uint64_t *fs[MAX_RUNS]
+        cdef uint64_t fb[MAX_RUNS]
+        cdef uint64_t hit
         if self.nr > 1 or self.delta.count:
             # q itself in the delta is the longest answer there can be (a key lives in one
             # place only): found first, it spares the base's search, which would otherwise
@@ -492,14 +516,16 @@ cdef class UrlStore:
         ns = wt_pfx_sigs(q, qn, best_len, sigs)
         if asked and ns > 0:
             ns -= 1        # the last is q's own signature: the delta was asked for q above
+        nf = self._delta_filters(fs, fb)
+        hit = wt_filts_maybe(fs, fb, nf, sigs, ns)
         for r in range(1, self.nr):
-            if wt_filt_maybe(self.filt[r], self.fbits[r], sigs, ns):
+            if (hit >> (r - 1)) & 1:
                 i = wt_base_lpm(&self.runs[r], self.tombs[r], q, qn, 0, &ln)
                 if i >= 0 and ln > best_len:
                     best, best_len = <int64_t>self.roff[r] + i + 1, ln
                     if ln == qn:
                         return best
-        if self.delta.count and (self.dfilt == NULL or wt_filt_maybe(self.dfilt, WT_DFILT_BITS, sigs, ns)):
+        if self.delta.count and (self.dfilt == NULL or (hit >> (nf - 1)) & 1):
             x = self.delta._prefix(q, qn)
             if x:
                 _read_rec(self.delta.blob + self.delta.dataptr[x], x, &rec)   # key length = cPrefix + DiffURL
