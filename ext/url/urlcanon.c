@@ -177,6 +177,7 @@ static int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t cap, siz
 static ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out, size_t cap, int flags) {
     size_t i = a, o, s, j, e, dot[64], nd = 0, t;
     uint8_t seen = 0, k;
+    int holes = 0;                                     /* the path has an empty segment */
     if (b - a > cap) return _CANON_SLOW;             /* let the full path report CANON_TOO_LONG */
     /* R4: the host is in[a:e]; labels are copied (in reverse order for the key form) while
      * looking for empty ones (a leading, trailing or repeated dot: the full path's business).
@@ -208,15 +209,29 @@ static ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out
     o = e - a;
     if (seen & CC_UPPER)
         for (j = 0; j < o; j++) if (out[j] >= 'A' && out[j] <= 'Z') out[j] |= 0x20;
-    while (i < b && in[i] == '/') {                   /* R6, R7: path segments */
+    /* R6, R7: the path's segments. A path without an empty segment is copied as it is, in one
+     * copy after the scan (a copy per segment was a sixth of the fast path's time: 2026-11-29,
+     * the URL store's bench queries in a C loop) */
+    t = i;
+    while (i < b && in[i] == '/') {
         s = ++i;
         while (i < b && (_canon_cls[in[i]] & CC_SEG)) i++;
         if (i < b && in[i] != '/' && in[i] != '?') return _CANON_SLOW;
-        if (i == s) continue;                          /* empty segment */
+        if (i == s) { holes = 1; continue; }           /* empty segment */
         if (in[s] == '.' && (i - s == 1 || (i - s == 2 && in[s + 1] == '.'))) return _CANON_SLOW;
-        out[o++] = '/';
-        memcpy(out + o, in + s, i - s);
-        o += i - s;
+    }
+    if (!holes) {
+        memcpy(out + o, in + t, i - t);
+        o += i - t;
+    } else {
+        for (j = t; j < i;) {                          /* again, each segment on its own */
+            s = ++j;
+            while (j < i && in[j] != '/') j++;
+            if (j == s) continue;
+            out[o++] = '/';
+            memcpy(out + o, in + s, j - s);
+            o += j - s;
+        }
     }
     if (i < b) {                                       /* in[i] == '?': R6, R8: the query */
         s = ++i;
