@@ -174,6 +174,47 @@ static int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t cap, siz
  * length, or _CANON_SLOW as soon as anything else shows up (the caller then runs the full rules,
  * which give byte-identical output for the inputs accepted here: tests/urlfilter/test_canon.py
  * compares the two). The output is never longer than in[a:b]. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* 16 bytes at a time (SSE2, every x86-64): a bit per byte of p[0:16) in the class, by signed
+ * byte compares (bytes >= 0x80 are negative: in no class). Kept equal to _canon_cls by
+ * tests/urlfilter/test_canon.py (every byte value at every offset of a long host and a long
+ * segment, the fast path against the full one). */
+static inline __m128i _canon_rng(__m128i v, char lo, char hi) {
+    return _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)(lo - 1))),
+                         _mm_cmplt_epi8(v, _mm_set1_epi8((char)(hi + 1))));
+}
+static inline __m128i _canon_is(__m128i v, char c) { return _mm_cmpeq_epi8(v, _mm_set1_epi8(c)); }
+/* CC_HOST: a-z A-Z 0-9 - . _ */
+static inline unsigned _canon_host16(__m128i v) {
+    __m128i m = _mm_or_si128(_mm_or_si128(_canon_rng(v, 'a', 'z'), _canon_rng(v, 'A', 'Z')),
+                             _mm_or_si128(_canon_rng(v, '-', '.'), _canon_rng(v, '0', '9')));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(m, _canon_is(v, '_')));
+}
+/* CC_SEG: a-z A-Z 0-9 - . _ ~ ! $ & ' ( ) * + , ; = : @ */
+static inline unsigned _canon_seg16(__m128i v) {
+    __m128i m = _mm_or_si128(_mm_or_si128(_canon_rng(v, 'a', 'z'), _canon_rng(v, '@', 'Z')),
+                             _mm_or_si128(_canon_rng(v, '&', '.'), _canon_rng(v, '0', ';')));
+    m = _mm_or_si128(m, _mm_or_si128(_mm_or_si128(_canon_is(v, '_'), _canon_is(v, '~')),
+                                     _mm_or_si128(_canon_is(v, '!'), _canon_is(v, '$'))));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(m, _canon_is(v, '=')));
+}
+#endif
+
+/* The end of the path segment that starts at i: the first byte at or after i that is not
+ * CC_SEG, or b. */
+static inline size_t _canon_seg_end(const uint8_t *in, size_t i, size_t b) {
+#if defined(__SSE2__)
+    while (i + 16 <= b) {
+        unsigned m = ~_canon_seg16(_mm_loadu_si128((const __m128i *)(in + i))) & 0xffffu;
+        if (m) return i + (size_t)__builtin_ctz(m);
+        i += 16;
+    }
+#endif
+    while (i < b && (_canon_cls[in[i]] & CC_SEG)) i++;
+    return i;
+}
+
 static ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out, size_t cap, int flags) {
     size_t i = a, o, s, j, e, dot[64], nd = 0, t;
     uint8_t seen = 0, k;
@@ -183,6 +224,23 @@ static ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out
      * looking for empty ones (a leading, trailing or repeated dot: the full path's business).
      * The one forward scan records the dots (more than 63: the full path), so the labels are
      * copied without a second, backward scan for them (2026-11-28: -0.017 us per URL, paired) */
+#if defined(__SSE2__)
+    while (i + 16 <= b) {                              /* 16 bytes at a time, then the rest */
+        __m128i v = _mm_loadu_si128((const __m128i *)(in + i));
+        unsigned stop = ~_canon_host16(v) & 0xffffu, in_host = stop ? (stop & -stop) - 1 : 0xffffu;
+        unsigned dots = (unsigned)_mm_movemask_epi8(_canon_is(v, '.')) & in_host;
+        if ((unsigned)_mm_movemask_epi8(_canon_rng(v, 'A', 'Z')) & in_host) seen |= CC_UPPER;
+        for (; dots; dots &= dots - 1) {
+            dot[nd & 63] = i + (size_t)__builtin_ctz(dots);
+            nd++;
+        }
+        if (stop) {
+            i += (size_t)__builtin_ctz(stop);
+            break;
+        }
+        i += 16;
+    }
+#endif
     while (i < b && ((k = _canon_cls[in[i]]) & CC_HOST)) {
         seen |= k;
         dot[nd & 63] = i;
@@ -215,7 +273,7 @@ static ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out
     t = i;
     while (i < b && in[i] == '/') {
         s = ++i;
-        while (i < b && (_canon_cls[in[i]] & CC_SEG)) i++;
+        i = _canon_seg_end(in, i, b);
         if (i < b && in[i] != '/' && in[i] != '?') return _CANON_SLOW;
         if (i == s) { holes = 1; continue; }           /* empty segment */
         if (in[s] == '.' && (i - s == 1 || (i - s == 2 && in[s + 1] == '.'))) return _CANON_SLOW;

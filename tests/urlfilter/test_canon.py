@@ -198,6 +198,33 @@ def test_fast_path_edges():
         assert not assert_fast_equals_full(u.encode()), u
 
 
+_HOST_BYTES = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._")
+_SEG_BYTES = (_HOST_BYTES | set(b"~!$&'()*+,;=:@"))
+
+
+def test_fast_path_every_byte_at_every_offset():
+    """The fast path scans a host and each path segment 16 bytes at a time where 16 are left
+    (SSE2: ext/url/urlcanon.c, its byte classes written as compares), then byte by byte. Every
+    byte value at every offset of a 40-byte host label and of a 40-byte segment (so at each
+    place in a first and a second 16-byte step, and in the byte-wise rest) gives the full
+    rules' result, and the fast path answers for every byte of its class (the header's rule:
+    host a-z A-Z 0-9 - . _; segment those, ~ and !$&'()*+,;=:@), as the byte-wise loop does."""
+    for c in range(256):
+        for off in range(40):
+            host = bytearray(b"h" * 40)
+            host[off] = c
+            took = assert_fast_equals_full(b"http://" + bytes(host) + b".example/x")
+            if c in _HOST_BYTES and not (c == ord(".") and off in (0, 39)):
+                assert took, (c, off)
+            seg = bytearray(b"s" * 40)
+            seg[off] = c
+            took = assert_fast_equals_full(b"a.example/" + bytes(seg) + b"/y")
+            if c in _SEG_BYTES:
+                assert took, (c, off)
+            if c not in _SEG_BYTES and c not in b"/?":
+                assert not took, (c, off)
+
+
 def test_fast_path_host_dot_limit():
     """The fast path records the host's dots in one scan (at most 63, then the full rules
     answer): hosts of 1..66 labels, upper case, an empty label at each end and in the middle,
