@@ -800,9 +800,10 @@ static inline uint64_t wt_bytes_from(size_t a)
     return a >= 8 ? 0 : 0x8080808080808080ULL << (8 * a);
 }
 
-/* The boundaries of a word x of the path that follows the host's end at byte j of it (j = 0:
- * the word starts inside the path): the host's end itself (j >= 0 only when `end`), '/' after
- * it and the first '?' (then *state becomes 2: past the query, no boundary follows). */
+/* The path's boundaries in a word x from its byte j on, as 0x80 bytes: with `end`, byte j is
+ * the host's end (a boundary itself) and the path starts after it; without, the word lies in
+ * the path from byte j = 0. Then each '/' and the first '?' ('?' at the host's end included);
+ * after a '?' *state becomes 2 (no boundary follows), else 1. */
 static inline uint64_t wt_path_bounds(uint64_t x, size_t j, int end, int *state)
 {
     uint64_t m = end ? (uint64_t)0x80 << (8 * j) : 0, t = wt_eq_bytes(x, '?') & wt_bytes_from(j);
