@@ -165,21 +165,14 @@ static int _canon_pct(const uint8_t *in, size_t n, uint8_t *out, size_t cap, siz
     return 0;
 }
 
-/* Fast path for the common input that is canonical already up to the scheme, the host's case
- * and empty path segments: in[a:b] (trimmed, scheme and "//" dropped, no bad byte) with a host
- * of [A-Za-z0-9-_.] only (no leading, trailing or repeated dot; so no userinfo, port or IPv6
- * literal), then path segments and a query of bytes that R6 keeps as they are (no '%', no '#',
- * nothing to encode), and no "." or ".." segment. One scan that copies as it checks; empty
- * segments are skipped and an empty query dropped exactly as R7/R8 do. Returns the output
- * length, or _CANON_SLOW as soon as anything else shows up (the caller then runs the full rules,
- * which give byte-identical output for the inputs accepted here: tests/urlfilter/test_canon.py
- * compares the two). The output is never longer than in[a:b]. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
 /* 16 bytes at a time (SSE2, every x86-64): a bit per byte of p[0:16) in the class, by signed
- * byte compares (bytes >= 0x80 are negative: in no class). Kept equal to _canon_cls by
- * tests/urlfilter/test_canon.py (every byte value at every offset of a long host and a long
- * segment, the fast path against the full one). */
+ * byte compares (bytes >= 0x80 are negative: in no class), the classes of _canon_cls written
+ * out. A host byte these compares missed would only hand the rest of the host to the byte
+ * loop (slower, the same result); a segment byte missed, or any byte taken in wrongly, changes
+ * what the fast path answers: tests/urlfilter/test_canon.py puts every byte value at every
+ * offset of a long host and a long segment against the full rules and the classes' rule. */
 static inline __m128i _canon_rng(__m128i v, char lo, char hi) {
     return _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8((char)(lo - 1))),
                          _mm_cmplt_epi8(v, _mm_set1_epi8((char)(hi + 1))));
@@ -215,6 +208,16 @@ static inline size_t _canon_seg_end(const uint8_t *in, size_t i, size_t b) {
     return i;
 }
 
+/* Fast path for the common input that is canonical already up to the scheme, the host's case
+ * and empty path segments: in[a:b] (trimmed, scheme and "//" dropped, no bad byte) with a host
+ * of [A-Za-z0-9-_.] only (no leading, trailing or repeated dot; so no userinfo, port or IPv6
+ * literal), then path segments and a query of bytes that R6 keeps as they are (no '%', no '#',
+ * nothing to encode), and no "." or ".." segment. One scan of the host (its labels then copied),
+ * one of the path (then copied whole, or segment by segment when one is empty); empty
+ * segments are skipped and an empty query dropped exactly as R7/R8 do. Returns the output
+ * length, or _CANON_SLOW as soon as anything else shows up (the caller then runs the full rules,
+ * which give byte-identical output for the inputs accepted here: tests/urlfilter/test_canon.py
+ * compares the two). The output is never longer than in[a:b]. */
 static ptrdiff_t _canon_fast(const uint8_t *in, size_t a, size_t b, uint8_t *out, size_t cap, int flags) {
     size_t i = a, o, s, j, e, dot[64], nd = 0, t;
     uint8_t seen = 0, k;
