@@ -762,6 +762,11 @@ int quic_udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, const 
     if (udp_len && be16(p + udp + 4) < ulen && be16(p + udp + 4) >= 8)
         ulen = be16(p + udp + 4);
     l->tcp_off = udp;
+    /* no TCP here: its fields zero, not what the walk's previous packet left in *l (a MSG_QUIC
+     * message's seq, ack, window and flags were that packet's, or stack garbage) */
+    l->seq = l->ack = 0;
+    l->window = 0;
+    l->tcp_flags = 0;
     l->src_port = be16(p + udp);
     l->dst_port = be16(p + udp + 2);
     l->payload_off = udp + 8;

@@ -130,8 +130,8 @@ void l34_encap_fields(const L34 *l, uint64_t *encap, uint8_t *encap_depth, uint3
  * l34_parse walks the link layer (and the tunnels, cfg: the user-named UDP tunnel ports or NULL)
  * and reports DR_NOT_TCP with the innermost IP header found; this reads that header. IPv4 (not a
  * fragment) or IPv6 without extension headers. Fills l's ip_version, src, dst, ttl, tcp_off (the
- * UDP header), ports and payload_off/len/caplen (ip_off and vlan from l34_parse; seq/ack
- * unused). udp_len: the datagram also ends with the UDP length field when that is shorter than
+ * UDP header), ports and payload_off/len/caplen (ip_off and vlan from l34_parse; seq, ack,
+ * window and tcp_flags zero). udp_len: the datagram also ends with the UDP length field when that is shorter than
  * the IP length. 0: not UDP. */
 int quic_udp_locate(const uint8_t *p, uint32_t caplen, uint16_t linktype, const L34Cfg *cfg,
                     L34 *l, int udp_len);
