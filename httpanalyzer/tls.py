@@ -13,6 +13,7 @@ import argparse
 import collections
 import os
 import sys
+import threading
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -247,11 +248,11 @@ def open_output(run, path: str):
 
 
 class ExchangeRun:
-    """One exchange stage over a stream of packet batches (several traces in a row)."""
-
-    #: batches handed to the stage's thread and not yet walked, at most (each holds its TCP
-    #: events and its packet buffer)
-    JOBS_AHEAD = 3
+    """One exchange stage over a stream of packet batches (several traces in a row). The walk
+    runs it (webtap.dissect.dissect(segment_tap=run)): segment by segment, in the walking
+    thread, as it dissects each packet; walk() is the walk for a batch no walk ran it over
+    (feeder consumers, --dask). Its records are taken from the C table in the caller's thread
+    (collect, finish) under `lock`, which the walk holds for each batch."""
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
                  max_conns: int = 1 << 16):
@@ -259,46 +260,56 @@ class ExchangeRun:
             raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/pair/exchange.pyx XRecord")
         self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
                                    max_conns=max_conns)
+        self.tap = self.table.tap              # the C stage, for the walk (ext/walk/message.pxd)
+        self.lock = threading.Lock()
         self._raw: list = []
         self._rows: ExchangeRows | None = None     # start_rows()'s result
-        # the record walk over a batch runs in a thread of its own (ExchangeTable.feed releases
-        # the GIL) while the next batch is walked and paired: the stage overlaps the run (issue
-        # 33's cost) instead of following the other stages. Up to JOBS_AHEAD batches wait for
-        # it: with one, the walk waited whenever the stage's thread had not had a core since
-        # the last batch (36-84 ms of a TLS bench run, in-process at load 6)
-        self._job = InFlight("webtap-exchange", depth=self.JOBS_AHEAD)
+        self._job: InFlight | None = None
 
-    def feed(self, events, data) -> None:
-        """One batch's TCP events (webtap.dissect.dissect(tcp_events=True).tcp_events); `data`
-        (the batch's buffer, which the events point into) is held by the job until it is done."""
-        self._job.submit(self._feed, events, data)
+    def walk(self, packets, data, tls_watch=None):
+        """A batch no walk ran this stage over: walked here for it (and for the TLS stage when
+        its watch list is given: that stage's messages are returned)."""
+        with self.lock:
+            res = dissect_batch(packets, np.asarray(data), None, tls_watch, 0, None, None, self.tap)
+        self.collect()
+        return res[2] if tls_watch is not None else None
 
-    def _feed(self, events, data) -> None:
-        self.table.feed(events, data)
-        raw = self.table.take()
-        if raw.size:
-            self._raw.append(raw)
+    def collect(self) -> None:
+        """The records made so far, taken out of the C table when the walk is not in it (never
+        waits for the walk: what is left is taken at the next call or at the end)."""
+        if self.lock.acquire(blocking=False):
+            try:
+                raw = self.table.take()
+            finally:
+                self.lock.release()
+            if raw.size:
+                self._raw.append(raw)
 
     def finish(self) -> np.ndarray | ExchangeRows:
-        """End of input: every record, raw (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when
-        start_rows() ran (exchange_table takes either)."""
-        self._job.close()
+        """End of input (the walk done, or stopped: an interrupted run): every record, raw
+        (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when start_rows() ran (exchange_table takes
+        either)."""
+        if self._job is not None:
+            self._job.close()
+            self._job = None
         rows, self._rows = self._rows, None
         return rows if rows is not None else self._finish_raw()
 
     def start_rows(self) -> None:
-        """End of input, in the stage's own thread: the waiting requests flushed and the
-        records' handshake-free columns built (ExchangeRows) while the caller puts the
-        handshakes in order; finish() hands them over. A whole-process cost of issue 33: the
-        two had followed each other at the end of every run."""
+        """End of input: the waiting requests flushed and the records' handshake-free columns
+        built (ExchangeRows) in a thread of their own while the caller puts the handshakes in
+        order; finish() hands them over. A whole-process cost of issue 33: the two had followed
+        each other at the end of every run."""
+        self._job = InFlight("webtap-exchange", depth=1)
         self._job.submit(self._rows_job)
 
     def _rows_job(self) -> None:
         self._rows = ExchangeRows(self._finish_raw())
 
     def _finish_raw(self) -> np.ndarray:
-        self.table.flush()
-        raw = self.table.take()
+        with self.lock:
+            self.table.flush()
+            raw = self.table.take()
         if raw.size:
             self._raw.append(raw)
         raw = np.concatenate(self._raw) if self._raw else np.zeros(0, np.uint8)
@@ -306,22 +317,24 @@ class ExchangeRun:
         return raw.view(EXCHANGE_RECORD_DTYPE)
 
     def counters(self) -> dict:
-        self._job.wait()
-        return self.table.counters()
+        with self.lock:
+            return self.table.counters()
 
 
 class ExchangeStage:
-    """ExchangeRun as a stage of webtap.pipeline.Pipeline: it asks the walk for the TCP events
-    with payload, FIN or RST (tcp_events = 2); its records are taken at the end (finish)."""
-
-    tcp_events = 2
+    """ExchangeRun as a stage of webtap.pipeline.Pipeline: the walk runs it (segment_tap); its
+    records are taken as the batches come and at the end (finish)."""
 
     def __init__(self, run: ExchangeRun):
         self.run = run
+        self.segment_tap = run
         self.raw = None
 
     def feed(self, batch, mb):
-        self.run.feed(mb.tcp_events, batch.data)
+        if getattr(mb, "segment_tap", None) is not self.run:
+            self.run.walk(batch.packets, batch.data)
+        else:
+            self.run.collect()
 
     def finish(self):
         self.raw = self.run.finish()
@@ -395,24 +408,26 @@ class OnePass:
         return self.run.watch
 
     @property
-    def tcp_events(self) -> int:
-        """Read by the pipeline's walk (webtap.pipeline): it also hands over its TCP events with
-        payload or FIN/RST (2: the exchange stage's input, --exchanges-out); 0: none."""
-        return 2 if self.x is not None else 0
+    def segment_tap(self):
+        """Read by the pipeline's walk (webtap.pipeline): it runs the exchange stage itself,
+        segment by segment (--exchanges-out); None: no exchange stage."""
+        return self.x
 
     def feed(self, batch, mb=None) -> None:
         """A stage of the pipeline (webtap.pipeline): one packet batch and its walked batch."""
         packets, data = batch.packets, batch.data
         self.packets += len(packets)
         msgs = _own_tls(mb, self.run.watch)
-        events = getattr(mb, "tcp_events", None) if msgs is not None else None
-        if self.x is not None and events is None:
-            # no walk handed this batch over (feeder consumers, --dask): one walk here for both
-            # stages
-            _, _, msgs, events = dissect_batch(packets, np.asarray(data), None, self.run.watch, 2)
-        self.run.feed(packets, data, msgs)
         if self.x is not None:
-            self.x.feed(events, data)
+            if getattr(mb, "segment_tap", None) is self.x:
+                self.x.collect()
+            else:
+                # no walk ran the exchange stage over this batch (feeder consumers, --dask): one
+                # walk here for it, and for the TLS stage if no walk found its messages either
+                found = self.x.walk(packets, data, self.run.watch if msgs is None else None)
+                if msgs is None:
+                    msgs = found
+        self.run.feed(packets, data, msgs)
         if self.o is not None:
             for tab in self.run.ready_tables():
                 self.o.write(tab)

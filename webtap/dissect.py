@@ -55,17 +55,19 @@ class MessageBatch:
     another stage's.
     tcp_events: with dissect(tcp_events=True), the walk's TCP segments as TcpEvent records
     (ext/walk/message.pxd; a uint8 array), for stages that follow handshakes; None otherwise.
+    segment_tap: the stage the walk ran in its own loop over this batch (dissect(segment_tap=
+    ...)); None otherwise.
 
     Read-only once made (setting an attribute raises AttributeError). A plain class, not a
     frozen dataclass: the decorator compiles its generated methods with exec() at import,
     ~0.4 ms of every command's start-up (issue 29).
     """
 
-    __slots__ = ("msgs", "data", "counters", "tls", "tls_watch", "tcp_events")
+    __slots__ = ("msgs", "data", "counters", "tls", "tls_watch", "tcp_events", "segment_tap")
 
     def __init__(self, msgs: np.ndarray, data: np.ndarray, counters: dict[str, int] | None = None,
                  tls: np.ndarray | None = None, tls_watch: object = None,
-                 tcp_events: np.ndarray | None = None) -> None:
+                 tcp_events: np.ndarray | None = None, segment_tap: object = None) -> None:
         init = object.__setattr__
         init(self, "msgs", msgs)
         init(self, "data", data)
@@ -73,6 +75,7 @@ class MessageBatch:
         init(self, "tls", tls)
         init(self, "tls_watch", tls_watch)
         init(self, "tcp_events", tcp_events)
+        init(self, "segment_tap", segment_tap)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"MessageBatch is read-only: cannot set {name!r}")
@@ -82,7 +85,8 @@ class MessageBatch:
 
     def __repr__(self) -> str:
         return (f"MessageBatch(msgs={self.msgs!r}, data={self.data!r}, counters={self.counters!r}, "
-                f"tls={self.tls!r}, tls_watch={self.tls_watch!r}, tcp_events={self.tcp_events!r})")
+                f"tls={self.tls!r}, tls_watch={self.tls_watch!r}, tcp_events={self.tcp_events!r}, "
+                f"segment_tap={self.segment_tap!r})")
 
     def __len__(self) -> int:
         return len(self.msgs)
@@ -155,9 +159,9 @@ class TlsMessageBuffers(EventBuffers):
 
 
 def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = None,
-            tls_watch=None, tcp_events: bool | int = False,
+            tls_watch=None, tcp_events: bool = False,
             events: EventBuffers | None = None,
-            tls_msgs: TlsMessageBuffers | None = None) -> MessageBatch:
+            tls_msgs: TlsMessageBuffers | None = None, segment_tap=None) -> MessageBatch:
     """Find the HTTP first packets of a packet batch.
 
     packets: PACKET_DTYPE array (e.g. a capture batch's `.packets`); data: its uint8 buffer.
@@ -165,12 +169,15 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
     (see webtap.records.message.DISSECT_REASONS): which rule decided its fate.
     tls_watch: a TLS stage's watch list (its `watch` capsule): the same walk also finds that
     stage's messages (MessageBatch.tls).
-    tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events); 2: only
-    those with payload or FIN/RST (the TLS exchange stage's input).
+    tcp_events: the same walk also reports every TCP segment (MessageBatch.tcp_events).
     events: where the TCP events are written (a pipeline's walk keeps one EventBuffers); None,
     a new array per call.
     tls_msgs: where the TLS stage's messages are written (a pipeline's walk with a watch list
     keeps one TlsMessageBuffers); None, a new array per call.
+    segment_tap: a stage the walk runs in its own loop, segment by segment (the TLS exchange
+    stage, httpanalyzer.tls.ExchangeRun): an object with `tap` (the capsule of its C tap,
+    ext/walk/message.pxd SegmentTap) and `lock`, held here while the walk runs it: its owner
+    takes its records from another thread (MessageBatch.segment_tap says it ran).
     """
     packets = np.asarray(packets)
     if packets.dtype != PACKET_DTYPE:
@@ -180,6 +187,15 @@ def dissect(packets: np.ndarray, data: np.ndarray, reasons: np.ndarray | None = 
         data = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
     tout = (tls_msgs.get(len(packets) * _MESSAGE_SIZE)
             if tls_msgs is not None and tls_watch is not None else None)
+    if segment_tap is not None:
+        with segment_tap.lock:
+            res = _ext.dissect_batch(packets, data, reasons, tls_watch, int(tcp_events),
+                                     events.get(len(packets) * _TCP_EVENT_SIZE)
+                                     if tcp_events and events is not None else None,
+                                     tout, segment_tap.tap)
+        return MessageBatch(msgs=res[0], data=data, counters=_counter_dict(res[1]),
+                            tls=res[2] if len(res) > 2 else None, tls_watch=tls_watch,
+                            tcp_events=res[3] if len(res) > 3 else None, segment_tap=segment_tap)
     if tcp_events:
         out = events.get(len(packets) * _TCP_EVENT_SIZE) if events is not None else None
         msgs, counters, tls, ev = _ext.dissect_batch(packets, data, reasons, tls_watch,

@@ -14,7 +14,8 @@
 - **The walk**: webtap.dissect.dissect once per packet batch, with what the stages ask of it: the
   first stage that has a `tls_watch` (the TLS stage's watch list) gets the TLS and QUIC messages
   in the same walk (MessageBatch.tls); a stage with `tcp_events = True` (the URL filter's timing
-  table) gets the TCP events. `dissector=` replaces the walk (the feeder's reader only
+  table) gets the TCP events; a stage's `segment_tap` (the TLS exchange stage) is run by the walk
+  itself, segment by segment, in the walking thread (MessageBatch.segments: what it made). `dissector=` replaces the walk (the feeder's reader only
   classifies packets: its consumers dissect).
 - **Stages**: objects with `feed(batch, mb)` and `finish()`; a non-None return value of either is
   an output of the run (`outputs()` yields it). The stages of a run see every batch in order,
@@ -124,15 +125,19 @@ class Pipeline:
         """webtap.dissect.dissect with what the stages ask of the walk."""
         watch = next((w for w in (getattr(s, "tls_watch", None) for s in self.stages)
                       if w is not None), None)
-        # tcp_events: True or 1, every TCP segment (the filter's timing table); 2, only those with
-        # payload, FIN or RST (the TLS exchange stage); the walk serves the widest asked
-        modes = {int(getattr(s, "tcp_events", 0) or 0) for s in self.stages}
-        events = 1 if 1 in modes else (2 if 2 in modes else 0)
-        if watch is None and not events:
+        # tcp_events: every TCP segment as an event (the filter's timing table)
+        events = any(getattr(s, "tcp_events", False) for s in self.stages)
+        # a stage the walk runs itself, segment by segment (the TLS exchange stage): one at most
+        taps = [t for t in (getattr(s, "segment_tap", None) for s in self.stages) if t is not None]
+        if len(taps) > 1:
+            raise ValueError("one stage at most may be the walk's segment tap")
+        tap = taps[0] if taps else None
+        if watch is None and not events and tap is None:
             return dissect
         return functools.partial(dissect, tls_watch=watch, tcp_events=events,
                                  events=EventBuffers() if events else None,
-                                 tls_msgs=TlsMessageBuffers() if watch is not None else None)
+                                 tls_msgs=TlsMessageBuffers() if watch is not None else None,
+                                 segment_tap=tap)
 
     def batches(self) -> Iterator[tuple[Batch, MessageBatch]]:
         """(packet batch, its MessageBatch) for every batch of every source: the walk's output,

@@ -7,6 +7,7 @@ cdef extern from "util.h" nogil:
     void wt_prefetch(const void *p)
     void wt_prefetch_keep(const void *p)
     int64_t wt_now_ns()
+    bint wt_eq16(const uint8_t *a, const uint8_t *b)
     uint16_t wt_be16(const uint8_t *p)
     uint32_t wt_be24(const uint8_t *p)
     uint32_t wt_be32(const uint8_t *p)

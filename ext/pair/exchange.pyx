@@ -16,21 +16,23 @@ Eq. 2 table (ext/pair/pendtable.pxd: collision chains in arrival order, capture-
 by the 4-tuple and the request's ACK; a server burst looks up its SEQ.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcpy, memset
 from libc.stdlib cimport free
+from cpython.pycapsule cimport PyCapsule_New
 
 cimport numpy as cnp
 import numpy as np
 
-from message cimport TcpEvent
+from message cimport TcpEvent, SegmentTap
 from pendtable cimport (PendLinks, PendIndex, pt_cells_for, pt_init, pt_release_all, pt_at,
                        pt_alloc, pt_free, pt_cell, pt_first, pt_oldest, pt_link, pt_unlink,
                        pt_full, pt_grow)
 from hashes cimport eq1_of, eq2_hash, fold_ip
 from tls cimport tls_hello, tls_parse_payload, TLS_OK, TLS_HELLO_CAP, TLSF_HRR
-from util cimport wt_alloc, wt_realloc, wt_be16
+from util cimport wt_alloc, wt_zalloc, wt_realloc, wt_be16, wt_eq16
 
 cnp.import_array()
+
 
 cdef enum:
     TCP_FIN = 0x01
@@ -194,9 +196,9 @@ def counter_names():
 
 cdef inline bint _same_flow(const XConn *c, const uint8_t *a, uint16_t ap, const uint8_t *b,
                             uint16_t bp, uint8_t ipv) noexcept nogil:
-    cdef int n = 4 if ipv == 4 else 16
-    return c.ipv == ipv and c.cport == ap and c.sport == bp and memcmp(c.cip, a, n) == 0 \
-        and memcmp(c.sip, b, n) == 0
+    # all 16 bytes: an IPv4 address has zeros after its 4 (TcpEvent, XConn)
+    return c.cport == ap and c.sport == bp and c.ipv == ipv and wt_eq16(c.cip, a) \
+        and wt_eq16(c.sip, b)
 
 
 cdef inline bint _seq_lt(uint32_t a, uint32_t b) noexcept nogil:
@@ -208,567 +210,75 @@ cdef inline bint _looks_record(const uint8_t *p, uint32_t n) noexcept nogil:
     return n >= 5 and 20 <= p[0] <= 23 and p[1] == 3 and p[2] <= 4 and wt_be16(p + 3) <= REC_MAX
 
 
+# The stage's state: a plain struct, so that the walk can run the stage in its own loop through
+# a SegmentTap (ext/walk/message.pxd) whose state points here; ExchangeTable owns one.
+ctypedef struct XTable:
+    PendIndex cx                # connections
+    PendIndex px                # waiting requests (Eq. 2)
+    int64_t gc_timeout_ns
+    int64_t max_pending
+    int64_t max_conns
+    int64_t now
+    XRecord *recs
+    size_t nrec
+    size_t rec_cap
+    uint64_t cnt[<int>XC_N]
+    uint8_t *scratch
+    uint32_t *nst_cache         # learned ticket record length per server (direct-mapped)
+    uint32_t *nst_tag
+    SegmentTap tap              # the stage as the walk runs it (ExchangeTable.tap)
+
+
 cdef class ExchangeTable:
-    cdef PendIndex cx            # connections
-    cdef XConn *conns
-    cdef PendIndex px            # waiting requests (Eq. 2)
-    cdef XPend *pend
-    cdef readonly int64_t gc_timeout_ns
-    cdef readonly int64_t max_pending
-    cdef readonly int64_t max_conns
-    cdef int64_t now
-    cdef XRecord *recs
-    cdef size_t nrec, rec_cap
-    cdef uint64_t cnt[<int>XC_N]
-    cdef uint8_t *scratch
-    cdef uint32_t *nst_cache     # learned ticket record length per server (direct-mapped)
-    cdef uint32_t *nst_tag
+    """The exchange stage's tables. Fed either by the walk itself, segment by segment, through
+    `tap` (webtap.dissect.dissect(segment_tap=...): no event array, the payload read while the
+    walk has the packet in its cache), or with an array of the walk's TCP events (feed). The
+    caller serialises: one thread at a time feeds, flushes or takes (httpanalyzer.tls
+    ExchangeRun holds a lock around each)."""
+    cdef XTable t
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
                   int64_t max_conns=1 << 16):
         if max_pending < 1 or max_conns < 1:
             raise ValueError("max_pending and max_conns must be >= 1")
-        self.gc_timeout_ns = <int64_t>(gc_timeout * 1e9)
-        self.max_pending = max_pending
-        self.max_conns = max_conns
-        self.now = 0
-        self.recs = NULL
-        self.nrec = self.rec_cap = 0
-        memset(self.cnt, 0, sizeof(self.cnt))
-        pt_init(&self.cx, sizeof(XConn), 256, <int32_t>max_conns,
+        self.t.gc_timeout_ns = <int64_t>(gc_timeout * 1e9)
+        self.t.max_pending = max_pending
+        self.t.max_conns = max_conns
+        pt_init(&self.t.cx, sizeof(XConn), 256, <int32_t>max_conns,
                 pt_cells_for(max_conns, 256) if max_conns < 256 else 256, pt_cells_for(max_conns, 256))
-        pt_init(&self.px, sizeof(XPend), 256, <int32_t>max_pending,
+        pt_init(&self.t.px, sizeof(XPend), 256, <int32_t>max_pending,
                 pt_cells_for(max_pending, 256) if max_pending < 256 else 256, pt_cells_for(max_pending, 256))
-        self.conns = NULL
-        self.pend = NULL
-        self.scratch = <uint8_t *>wt_alloc(TLS_HELLO_CAP)
-        self.nst_cache = <uint32_t *>wt_alloc(4096 * sizeof(uint32_t))
-        self.nst_tag = <uint32_t *>wt_alloc(4096 * sizeof(uint32_t))
-        memset(self.nst_cache, 0, 4096 * sizeof(uint32_t))
-        memset(self.nst_tag, 0, 4096 * sizeof(uint32_t))
+        self.t.scratch = <uint8_t *>wt_alloc(TLS_HELLO_CAP)
+        self.t.nst_cache = <uint32_t *>wt_zalloc(4096, sizeof(uint32_t))
+        self.t.nst_tag = <uint32_t *>wt_zalloc(4096, sizeof(uint32_t))
+        self.t.tap.state = &self.t
+        self.t.tap.segment = _tap_segment
 
     def __dealloc__(self):
-        pt_release_all(&self.cx)
-        pt_release_all(&self.px)
-        free(self.recs)
-        free(self.scratch)
-        free(self.nst_cache)
-        free(self.nst_tag)
+        pt_release_all(&self.t.cx)
+        pt_release_all(&self.t.px)
+        free(self.t.recs)
+        free(self.t.scratch)
+        free(self.t.nst_cache)
+        free(self.t.nst_tag)
 
-    # -----------------------------------------------------------------------------------------
-    # records out
-    cdef XRecord *_rec(self) except NULL nogil:
-        if self.nrec == self.rec_cap:
-            self.rec_cap = self.rec_cap * 2 if self.rec_cap else 1024
-            self.recs = <XRecord *>wt_realloc(self.recs, self.rec_cap * sizeof(XRecord))
-        cdef XRecord *r = &self.recs[self.nrec]
-        self.nrec += 1
-        memset(r, 0, sizeof(XRecord))
-        return r
+    @property
+    def gc_timeout_ns(self):
+        return self.t.gc_timeout_ns
 
-    cdef int _emit_pend(self, int32_t i, uint8_t reason) except -1 nogil:
-        cdef XPend *p = <XPend *>pt_at(&self.px, i)
-        cdef XRecord *r = self._rec()
-        r.req_ts = p.ts
-        r.req_frame = p.frame + 1
-        r.ch_frame = p.ch_frame
-        memcpy(r.client_ip, p.cip, 16)
-        memcpy(r.server_ip, p.sip, 16)
-        r.client_port = p.cport
-        r.server_port = p.sport
-        r.index = p.index
-        r.req_rec_len = p.rec_len
-        r.key = p.ack
-        r.version = p.version
-        r.ip_version = p.ipv
-        r.reason = reason
-        r.flags = p.flags
-        r.has_req = 1
-        return 0
+    @property
+    def max_pending(self):
+        return self.t.max_pending
 
-    cdef int _drop_pend(self, int32_t i, uint8_t reason) except -1 nogil:
-        self._emit_pend(i, reason)
-        pt_unlink(&self.px, i)
-        pt_free(&self.px, i)
-        self.cnt[XC_GC if reason == XR_GC else (XC_END if reason == XR_END else XC_CAP)] += 1
-        return 0
+    @property
+    def max_conns(self):
+        return self.t.max_conns
 
-    cdef int _gc(self) except -1 nogil:
-        cdef int32_t i
-        cdef XConn *c
-        while True:
-            i = pt_oldest(&self.px)
-            if i == -1 or self.now - pt_at(&self.px, i).stamp <= self.gc_timeout_ns:
-                break
-            self._drop_pend(i, XR_GC)
-        while True:
-            i = pt_oldest(&self.cx)
-            if i == -1:
-                break
-            c = <XConn *>pt_at(&self.cx, i)
-            if self.now - c.last_ts <= self.gc_timeout_ns:
-                if self.now - pt_at(&self.cx, i).stamp <= self.gc_timeout_ns:
-                    break
-                # active but stamped long ago: move it to the young end of the age list
-                pt_unlink(&self.cx, i)
-                pt_link(&self.cx, i, c.links.hash, c.last_ts)
-                continue
-            self._close_conn(i)
-            self.cnt[XC_CONN_GC] += 1
-        return 0
-
-    # -----------------------------------------------------------------------------------------
-    # connections
-    cdef int32_t _find_conn(self, const TcpEvent *e, bint *client) noexcept nogil:
-        cdef uint32_t h = eq1_of(e.src, e.src_port, e.dst, e.dst_port, e.ip_version)
-        cdef int32_t j = pt_first(&self.cx, pt_cell(&self.cx, h))
-        cdef XConn *c
-        while j != -1:
-            c = <XConn *>pt_at(&self.cx, j)
-            if _same_flow(c, e.src, e.src_port, e.dst, e.dst_port, e.ip_version):
-                client[0] = True
-                return j
-            if _same_flow(c, e.dst, e.dst_port, e.src, e.src_port, e.ip_version):
-                client[0] = False
-                return j
-            j = c.links.next
-        return -1
-
-    cdef int _close_conn(self, int32_t i) except -1 nogil:
-        cdef XConn *c = <XConn *>pt_at(&self.cx, i)
-        if c.nst_state == 2:
-            self._decide_tickets(c, True, 0, 0, 0, 0)
-        pt_unlink(&self.cx, i)
-        pt_free(&self.cx, i)
-        return 0
-
-    cdef int32_t _new_conn(self, const TcpEvent *e) except -2 nogil:
-        cdef int32_t i
-        cdef XConn *c
-        cdef uint32_t h = eq1_of(e.src, e.src_port, e.dst, e.dst_port, e.ip_version)
-        if self.cx.n >= self.max_conns:
-            self._close_conn(pt_oldest(&self.cx))
-            self.cnt[XC_CONN_CAP] += 1
-        i = pt_alloc(&self.cx)
-        c = <XConn *>pt_at(&self.cx, i)
-        memset(<uint8_t *>c + sizeof(PendLinks), 0, sizeof(XConn) - sizeof(PendLinks))
-        memcpy(c.cip, e.src, 16)
-        memcpy(c.sip, e.dst, 16)
-        c.cport = e.src_port
-        c.sport = e.dst_port
-        c.ipv = e.ip_version
-        c.ch_frame = e.pkt_index + 1
-        c.last_ts = e.ts_ns
-        pt_link(&self.cx, i, h, e.ts_ns)
-        if pt_full(&self.cx):
-            pt_grow(&self.cx)
-        self.cnt[XC_CONNS] += 1
-        return i
-
-    # -----------------------------------------------------------------------------------------
-    # the server cache of learned ticket lengths
-    cdef inline uint32_t _srv_hash(self, const XConn *c) noexcept nogil:
-        cdef uint32_t h = (fold_ip(c.sip, c.ipv) * 2654435761u) ^ (<uint32_t>c.sport * 40503u)
-        return h if h else 1
-
-    cdef inline uint32_t _learned(self, const XConn *c) noexcept nogil:
-        cdef uint32_t h = self._srv_hash(c)
-        return self.nst_cache[h >> 20] if self.nst_tag[h >> 20] == h else 0
-
-    cdef inline void _learn(self, const XConn *c, uint32_t ln) noexcept nogil:
-        cdef uint32_t h = self._srv_hash(c)
-        self.nst_tag[h >> 20] = h
-        self.nst_cache[h >> 20] = ln
-
-    # -----------------------------------------------------------------------------------------
-    # requests and responses
-    cdef int _request(self, XConn *c, uint32_t ack, int64_t ts, uint64_t pkt_index, uint32_t rec_len,
-                      uint8_t flags) except -1 nogil:
-        cdef uint32_t hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, ack, c.ipv)
-        cdef int32_t j = pt_first(&self.px, pt_cell(&self.px, hv)), i
-        cdef XPend *p
-        while j != -1:                 # the same connection and ACK waiting: a repeat
-            p = <XPend *>pt_at(&self.px, j)
-            if p.ack == ack and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
-                    and memcmp(p.cip, c.cip, 16) == 0 and memcmp(p.sip, c.sip, 16) == 0:
-                self.cnt[XC_REPEATED] += 1
-                return 0
-            j = p.links.next
-        if self.px.n >= self.max_pending:
-            self._drop_pend(pt_oldest(&self.px), XR_CAP)
-        i = pt_alloc(&self.px)
-        p = <XPend *>pt_at(&self.px, i)
-        memcpy(p.cip, c.cip, 16)
-        memcpy(p.sip, c.sip, 16)
-        p.cport = c.cport
-        p.sport = c.sport
-        p.ipv = c.ipv
-        p.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
-        p.version = c.version
-        p.ack = ack
-        p.index = c.n_ex
-        p.rec_len = rec_len
-        p.ts = ts
-        p.frame = pkt_index
-        p.ch_frame = c.ch_frame
-        c.n_ex += 1
-        pt_link(&self.px, i, hv, ts)
-        if pt_full(&self.px):
-            pt_grow(&self.px)
-        self.cnt[XC_REQUESTS] += 1
-        return 0
-
-    cdef int _response(self, XConn *c, uint32_t key, uint32_t key2, int64_t ts, uint64_t pkt_index,
-                       uint32_t rec_len, uint8_t flags, uint32_t step=0) except -1 nogil:
-        """A server burst: its first application-data packet (ts, pkt_index), looked up by key
-        (its SEQ, or where the session tickets before it started), then, when step is not 0, at
-        every step bytes after key up to key2 (the boundaries between the session tickets: the
-        client may have acknowledged some of them before its request), and then key2."""
-        cdef uint32_t hv, k = key
-        cdef int32_t j
-        cdef int t = 0
-        cdef XPend *p
-        cdef XRecord *r
-        self.cnt[XC_RESPONSES] += 1
-        while True:
-            if t > 0:
-                if k == key2:
-                    break
-                # the next ticket boundary, or key2 when none is left before it
-                k = k + step if step != 0 and t < 64 and _seq_lt(k + step, key2) else key2
-            t += 1
-            hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, k, c.ipv)
-            j = pt_first(&self.px, pt_cell(&self.px, hv))
-            while j != -1:
-                p = <XPend *>pt_at(&self.px, j)
-                if p.ack == k and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
-                        and memcmp(p.cip, c.cip, 16) == 0 and memcmp(p.sip, c.sip, 16) == 0:
-                    self._emit_pend(j, XR_MATCHED)
-                    r = &self.recs[self.nrec - 1]
-                    r.resp_ts = ts
-                    r.resp_frame = pkt_index + 1
-                    r.resp_rec_len = rec_len
-                    r.has_resp = 1
-                    r.flags |= flags | (XF_UNSYNCED if c.unsynced else 0)
-                    r.version = c.version
-                    pt_unlink(&self.px, j)
-                    pt_free(&self.px, j)
-                    self.cnt[XC_MATCHED] += 1
-                    return 0
-                j = p.links.next
-        r = self._rec()
-        r.resp_ts = ts
-        r.resp_frame = pkt_index + 1
-        r.ch_frame = c.ch_frame
-        memcpy(r.client_ip, c.cip, 16)
-        memcpy(r.server_ip, c.sip, 16)
-        r.client_port = c.cport
-        r.server_port = c.sport
-        r.index = 0xFFFFFFFF
-        r.resp_rec_len = rec_len
-        r.key = key
-        r.version = c.version
-        r.ip_version = c.ipv
-        r.reason = XR_NO_REQUEST
-        r.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
-        r.has_resp = 1
-        self.cnt[XC_NO_REQUEST] += 1
-        return 0
-
-    cdef int _decide_tickets(self, XConn *c, bint at_end, int64_t ts, uint64_t pkt_index,
-                             uint32_t next_seq, uint32_t rec_len) except -1 nogil:
-        """Returns 1 when they were tickets, 0 when the first was the response."""
-        """TLS 1.3: the held candidate records after the handshake (all of length nst_len) were
-        session tickets when there were two or more of them, or one of the length this server's
-        tickets had before; then the response starts at the record after them (ts, pkt_index,
-        next_seq: none at the end); else the first candidate was the response."""
-        cdef uint32_t learned = self._learned(c)
-        c.nst_state = 0
-        if c.nst_count >= 2 or (learned != 0 and learned == c.nst_len):
-            if c.nst_count >= 2:
-                self._learn(c, c.nst_len)
-            self.cnt[XC_TICKET_RECORDS] += c.nst_count
-            if not at_end:
-                self._response(c, c.nst_start, next_seq, ts, pkt_index, rec_len, XF_TICKETS,
-                               c.nst_len + 5)
-            return 1
-        self._response(c, c.nst_start, c.nst_start, c.h_ts, c.h_frame, c.h_reclen, 0)
-        return 0
-
-    # -----------------------------------------------------------------------------------------
-    # the record walk of one in-order segment of one direction
-    cdef int _segment(self, XConn *c, bint client, const TcpEvent *e, const uint8_t *pl,
-                      uint32_t n) except -1 nogil:
-        cdef XDir *d = &c.c if client else &c.s
-        cdef uint32_t pos = 0, take, ln, rseq
-        cdef uint8_t typ
-        cdef const uint8_t *h
-        cdef bint app_any = False, app_boundary = False, is_app
-        cdef uint32_t app_rec_len = 0, app_seq = 0
-        cdef uint8_t xflags = 0
-        cdef bint early_hdr = False
-        cdef int64_t a_ts = e.ts_ns
-        cdef uint64_t a_frame = e.pkt_index
-        cdef uint32_t a_ack = e.ack
-        cdef tls_hello hello
-        cdef const uint8_t *msg
-        if not d.synced:
-            if _looks_record(e.head, n):          # the walk's copy of the first bytes
-                d.synced = 1
-                d.rec_left = 0
-                d.hdr_n = 0
-                self.cnt[XC_RESYNC] += 1
-            else:
-                # boundaries unknown: every byte counts as application data (the paper's rule)
-                app_any = True
-                app_seq = e.seq
-                pos = n
-        while pos < n:
-            if d.rec_left > 0:
-                take = d.rec_left if d.rec_left < n - pos else n - pos
-                if d.cur_app and not app_any:
-                    app_any = True
-                    app_seq = e.seq + pos
-                d.rec_left -= take
-                pos += take
-                continue
-            # a record header (perhaps cut by the previous segment's end)
-            rseq = e.seq + pos - d.hdr_n
-            if d.hdr_n == 0:
-                d.hdr_ts = e.ts_ns
-                d.hdr_frame = e.pkt_index
-                d.hdr_ack = e.ack
-            while d.hdr_n < 5 and pos < n:
-                # the walk's copy of the first 8 bytes (TcpEvent.head), else the payload in
-                # place: a header past them is a read of a line the walk did not touch
-                d.hdr[d.hdr_n] = e.head[pos] if pos < 8 else pl[pos]
-                d.hdr_n += 1
-                pos += 1
-            if d.hdr_n < 5:
-                break
-            h = d.hdr
-            d.hdr_n = 0
-            typ = h[0]
-            ln = wt_be16(h + 3)
-            if typ < 20 or typ > 24 or h[1] != 3 or ln > REC_MAX:
-                d.synced = 0               # not a record: boundaries lost until one shows again
-                c.unsynced = 1
-                break
-            d.rec_left = ln
-            is_app = False
-            if typ == REC_APP:
-                d.n23 += 1
-                is_app = self._classify_app(c, client, e, ln, rseq)
-            elif typ == REC_CCS:
-                d.ccs = 1
-            elif typ == REC_ALERT:
-                self.cnt[XC_ALERTS] += 1
-            elif typ == REC_HANDSHAKE:
-                self.cnt[XC_HS_RECORDS] += 1
-                if not client and not c.sh_seen:
-                    # the ServerHello: the selected version (a HelloRetryRequest waits for the
-                    # next); one not read here (not at the segment's start, cut) leaves the
-                    # version to the record types (_classify_app)
-                    if rseq == e.seq and tls_parse_payload(pl + (pos - 5), n - (pos - 5), self.scratch,
-                                                           TLS_HELLO_CAP, &hello, &msg) == TLS_OK \
-                            and hello.hs_type == 2:
-                        if not (hello.flags & TLSF_HRR):
-                            c.sh_seen = 1
-                            c.version = hello.version
-                    else:
-                        c.sh_seen = 1
-            d.cur_app = is_app
-            if is_app and not app_any:
-                app_any = True
-                app_boundary = True
-                app_rec_len = ln
-                app_seq = rseq
-                # the packet where its header began is the record's first (a header may be cut
-                # by a segment's end)
-                early_hdr = d.hdr_frame != e.pkt_index
-                a_ts = d.hdr_ts
-                a_frame = d.hdr_frame
-                a_ack = d.hdr_ack
-            if c.nst_state == 3:       # a ticket candidate was just held: not application data yet
-                c.nst_state = 2
-        if not app_any:
-            return 0
-        if client:
-            if not d.has_burst or d.last_ack != a_ack:
-                d.has_burst = 1
-                d.last_ack = a_ack
-                if c.version == 0 and not c.sh_seen:
-                    xflags = XF_EARLY
-                    self.cnt[XC_EARLY] += 1
-                self._request(c, a_ack, a_ts, a_frame, app_rec_len if app_boundary else 0, xflags)
-        else:
-            if c.nst_state == 2:
-                # the record after the held candidates decides (it is application data here)
-                d.has_burst = 1
-                if self._decide_tickets(c, False, a_ts, a_frame, app_seq,
-                                        app_rec_len if app_boundary else 0):
-                    d.last_ack = a_ack
-                    return 0
-                d.last_ack = c.h_ack        # the held record was the response: this one may
-            if not d.has_burst or d.last_ack != a_ack:   # start the next burst
-                d.has_burst = 1
-                d.last_ack = a_ack
-                self._response(c, e.seq if not early_hdr else app_seq, app_seq, a_ts, a_frame,
-                               app_rec_len if app_boundary else 0, 0)
-        return 0
-
-    cdef bint _classify_app(self, XConn *c, bint client, const TcpEvent *e, uint32_t ln,
-                            uint32_t rseq) noexcept nogil:
-        """Whether a type-23 record starting at rseq carries application data (docs/TLS.md
-        "Exchanges": the handshake's own flights, alerts and TLS 1.3 tickets are not)."""
-        cdef uint32_t learned
-        if c.version == 0 and c.sh_seen == 0:
-            if client:
-                c.had_early = 1
-                return True            # before any ServerHello: TLS 1.3 early data
-            # a ServerHello not read (split): TLS 1.3 when the server encrypts before the client's CCS
-            c.version = 0x0303 if c.c.ccs else 0x0304
-            c.sh_seen = 1
-        if c.version == 0 and c.sh_seen:
-            c.version = 0x0303 if c.c.ccs else 0x0304
-        if c.version != 0x0304:
-            return True                # TLS <= 1.2: type 23 is application data only
-        if ln == TLS13_ALERT_LEN:
-            self.cnt[XC_ALERTS] += 1
-            return False
-        if client:
-            if c.had_early and not c.eoed_seen:
-                # after early data the client's first encrypted record is its EndOfEarlyData
-                c.eoed_seen = 1
-                self.cnt[XC_HS_RECORDS] += 1
-                return False
-            if not c.c_fin_seen:
-                # the client's first encrypted record after the ServerHello: its Finished; the
-                # packet's ACK is where the server's handshake flight ended
-                c.c_fin_seen = 1
-                c.s_hs_end = e.ack
-                c.has_hs_end = 1
-                c.nst_state = 1
-                self.cnt[XC_HS_RECORDS] += 1
-                return False
-            return True
-        if not c.has_hs_end or _seq_lt(rseq, c.s_hs_end):
-            self.cnt[XC_HS_RECORDS] += 1   # EncryptedExtensions .. Finished
-            return False
-        if c.nst_state == 1:
-            c.nst_state = 0
-            if ln <= NST_MAX:
-                c.nst_state = 3
-                c.nst_start = rseq
-                c.nst_len = ln
-                c.nst_count = 1
-                c.h_ts = c.s.hdr_ts            # the packet where its header began
-                c.h_frame = c.s.hdr_frame
-                c.h_ack = c.s.hdr_ack
-                c.h_reclen = ln
-                return False
-            return True
-        if c.nst_state == 2 and ln == c.nst_len:
-            c.nst_count += 1
-            c.nst_state = 3
-            return False
-        return True
-
-    # -----------------------------------------------------------------------------------------
-    def feed(self, const uint8_t[::1] events, const uint8_t[::1] data):
-        """One batch's TCP events (dissect_batch(tcp_events=True)) and its packet buffer."""
-        cdef Py_ssize_t n = events.shape[0] // sizeof(TcpEvent), k
-        cdef const TcpEvent *ev = <const TcpEvent *>&events[0] if n else NULL
-        cdef const uint8_t *buf = &data[0] if data.shape[0] else NULL
-        cdef uint64_t size = data.shape[0]
-        with nogil:
-            for k in range(n):
-                self._event(&ev[k], buf, size)
-        return None
-
-    cdef int _event(self, const TcpEvent *e, const uint8_t *buf, uint64_t size) except -1 nogil:
-        cdef bint client = False
-        cdef int32_t i
-        cdef XConn *c
-        cdef XDir *d
-        cdef const uint8_t *pl = NULL
-        cdef uint32_t n = e.payload_caplen, delta
-        cdef int32_t oi
-        self.cnt[XC_EVENTS] += 1
-        if e.ts_ns > self.now:
-            self.now = e.ts_ns
-            # the GC only when its oldest request or connection is past the window (the test
-            # inline: most events find nothing to collect)
-            oi = pt_oldest(&self.px)
-            if oi != -1 and self.now - pt_at(&self.px, oi).stamp > self.gc_timeout_ns:
-                self._gc()
-            else:
-                oi = pt_oldest(&self.cx)
-                if oi != -1 and (self.now - pt_at(&self.cx, oi).stamp > self.gc_timeout_ns
-                                 or self.now - (<XConn *>pt_at(&self.cx, oi)).last_ts > self.gc_timeout_ns):
-                    self._gc()
-        if e.payload_len == 0 and not (e.tcp_flags & (TCP_FIN | TCP_RST)):
-            return 0
-        if n and e.payload_at + n <= size:
-            pl = buf + e.payload_at
-        else:
-            n = 0
-        i = self._find_conn(e, &client)
-        if i == -1:
-            # a connection starts with its ClientHello: a handshake record whose message is type 1
-            # (the first bytes from the walk's copy, TcpEvent.head: no read of the payload)
-            if n >= 6 and e.head[0] == REC_HANDSHAKE and e.head[1] == 3 and e.head[5] == 1:
-                i = self._new_conn(e)
-                client = True
-            else:
-                # TLS records of a connection whose ClientHello the capture does not hold (it
-                # started before the capture, or the hello was lost): no exchange can be made of
-                # it, counted by the segments that start with a TLS record header
-                if n >= 5 and 20 <= e.head[0] <= 23 and e.head[1] == 3 and e.head[2] <= 4:
-                    self.cnt[XC_NO_HELLO] += 1
-                return 0
-        c = <XConn *>pt_at(&self.cx, i)
-        c.last_ts = e.ts_ns
-        if e.tcp_flags & TCP_RST:
-            self._close_conn(i)
-            return 0
-        d = &c.c if client else &c.s
-        if e.payload_len > 0:
-            self.cnt[XC_DATA] += 1
-            if not d.has_seq:
-                d.has_seq = 1
-                d.synced = 1
-                d.next_seq = e.seq
-            if e.seq != d.next_seq:
-                if _seq_lt(e.seq, d.next_seq):
-                    delta = d.next_seq - e.seq
-                    if delta >= e.payload_len:
-                        self.cnt[XC_RETRANS] += 1      # nothing new: a retransmission
-                        return 0
-                    # overlap: only the new bytes are walked (as the first packet of nothing)
-                    self.cnt[XC_RETRANS] += 1
-                    return 0
-                self.cnt[XC_GAPS] += 1
-                d.synced = 0
-                d.hdr_n = 0
-                d.rec_left = 0
-                c.unsynced = 1
-            d.next_seq = e.seq + e.payload_len
-            if n < e.payload_len:
-                # snaplen cut: the walk cannot follow the records past the captured bytes
-                self._segment(c, client, e, pl, n)
-                if d.rec_left < e.payload_len - n or d.hdr_n:
-                    d.synced = 0
-                    c.unsynced = 1
-                else:
-                    d.rec_left -= e.payload_len - n
-            else:
-                self._segment(c, client, e, pl, n)
-        if e.tcp_flags & TCP_FIN:
-            d.fin = 1
-            if c.c.fin and c.s.fin:
-                self._close_conn(i)
-        return 0
+    @property
+    def tap(self):
+        """The stage as the walk's segment tap (a capsule, webtap.dissect.dissect(segment_tap=)):
+        valid while this table lives."""
+        return PyCapsule_New(&self.t.tap, b"webtap.SegmentTap", NULL)
 
     def flush(self):
         """End of input: the held ticket candidates decided, every waiting request a record
@@ -776,26 +286,552 @@ cdef class ExchangeTable:
         cdef int32_t i
         with nogil:
             while True:
-                i = pt_oldest(&self.cx)
+                i = pt_oldest(&self.t.cx)
                 if i == -1:
                     break
-                self._close_conn(i)
+                _close_conn(&self.t, i)
             while True:
-                i = pt_oldest(&self.px)
+                i = pt_oldest(&self.t.px)
                 if i == -1:
                     break
-                self._drop_pend(i, XR_END)
+                _drop_pend(&self.t, i, XR_END)
 
     def take(self):
         """The records made since the last take, as raw bytes (XRecord rows)."""
-        out = np.empty(self.nrec * sizeof(XRecord), dtype=np.uint8)
-        if self.nrec:
-            memcpy(cnp.PyArray_DATA(out), self.recs, self.nrec * sizeof(XRecord))
-        self.nrec = 0
+        out = np.empty(self.t.nrec * sizeof(XRecord), dtype=np.uint8)
+        if self.t.nrec:
+            memcpy(cnp.PyArray_DATA(out), self.t.recs, self.t.nrec * sizeof(XRecord))
+        self.t.nrec = 0
         return out
 
     def counters(self):
-        d = {name: int(self.cnt[k]) for k, name in enumerate(_COUNTER_NAMES)}
-        d["pending"] = int(self.px.n)
-        d["open_connections"] = int(self.cx.n)
+        d = {name: int(self.t.cnt[k]) for k, name in enumerate(_COUNTER_NAMES)}
+        d["pending"] = int(self.t.px.n)
+        d["open_connections"] = int(self.t.cx.n)
         return d
+
+
+cdef int _tap_segment(void *state, const TcpEvent *e, const uint8_t *buf,
+                      uint64_t size) except -1 nogil:
+    """The walk's call for one TCP segment with payload, FIN or RST (SegmentTap.segment)."""
+    return _event(<XTable *>state, e, buf, size)
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage's work, on its XTable (module functions: the walk calls them too): records out
+cdef XRecord *_rec(XTable *xt) except NULL nogil:
+    if xt.nrec == xt.rec_cap:
+        xt.rec_cap = xt.rec_cap * 2 if xt.rec_cap else 1024
+        xt.recs = <XRecord *>wt_realloc(xt.recs, xt.rec_cap * sizeof(XRecord))
+    cdef XRecord *r = &xt.recs[xt.nrec]
+    xt.nrec += 1
+    memset(r, 0, sizeof(XRecord))
+    return r
+
+
+cdef int _emit_pend(XTable *xt, int32_t i, uint8_t reason) except -1 nogil:
+    cdef XPend *p = <XPend *>pt_at(&xt.px, i)
+    cdef XRecord *r = _rec(xt)
+    r.req_ts = p.ts
+    r.req_frame = p.frame + 1
+    r.ch_frame = p.ch_frame
+    memcpy(r.client_ip, p.cip, 16)
+    memcpy(r.server_ip, p.sip, 16)
+    r.client_port = p.cport
+    r.server_port = p.sport
+    r.index = p.index
+    r.req_rec_len = p.rec_len
+    r.key = p.ack
+    r.version = p.version
+    r.ip_version = p.ipv
+    r.reason = reason
+    r.flags = p.flags
+    r.has_req = 1
+    return 0
+
+
+cdef int _drop_pend(XTable *xt, int32_t i, uint8_t reason) except -1 nogil:
+    _emit_pend(xt, i, reason)
+    pt_unlink(&xt.px, i)
+    pt_free(&xt.px, i)
+    xt.cnt[XC_GC if reason == XR_GC else (XC_END if reason == XR_END else XC_CAP)] += 1
+    return 0
+
+
+cdef int _gc(XTable *xt) except -1 nogil:
+    cdef int32_t i
+    cdef XConn *c
+    while True:
+        i = pt_oldest(&xt.px)
+        if i == -1 or xt.now - pt_at(&xt.px, i).stamp <= xt.gc_timeout_ns:
+            break
+        _drop_pend(xt, i, XR_GC)
+    while True:
+        i = pt_oldest(&xt.cx)
+        if i == -1:
+            break
+        c = <XConn *>pt_at(&xt.cx, i)
+        if xt.now - c.last_ts <= xt.gc_timeout_ns:
+            if xt.now - pt_at(&xt.cx, i).stamp <= xt.gc_timeout_ns:
+                break
+            # active but stamped long ago: move it to the young end of the age list
+            pt_unlink(&xt.cx, i)
+            pt_link(&xt.cx, i, c.links.hash, c.last_ts)
+            continue
+        _close_conn(xt, i)
+        xt.cnt[XC_CONN_GC] += 1
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# connections
+cdef int32_t _find_conn(XTable *xt, const TcpEvent *e, uint32_t h, bint *client) noexcept nogil:
+    """The connection of e's flow (h: its eq1_of) and e's direction in it; -1: none."""
+    cdef int32_t j = pt_first(&xt.cx, pt_cell(&xt.cx, h))
+    cdef XConn *c
+    while j != -1:
+        c = <XConn *>pt_at(&xt.cx, j)
+        if _same_flow(c, e.src, e.src_port, e.dst, e.dst_port, e.ip_version):
+            client[0] = True
+            return j
+        if _same_flow(c, e.dst, e.dst_port, e.src, e.src_port, e.ip_version):
+            client[0] = False
+            return j
+        j = c.links.next
+    return -1
+
+
+cdef int _close_conn(XTable *xt, int32_t i) except -1 nogil:
+    cdef XConn *c = <XConn *>pt_at(&xt.cx, i)
+    if c.nst_state == 2:
+        _decide_tickets(xt, c, True, 0, 0, 0, 0)
+    pt_unlink(&xt.cx, i)
+    pt_free(&xt.cx, i)
+    return 0
+
+
+cdef int32_t _new_conn(XTable *xt, const TcpEvent *e, uint32_t h) except -2 nogil:
+    cdef int32_t i
+    cdef XConn *c
+    if xt.cx.n >= xt.max_conns:
+        _close_conn(xt, pt_oldest(&xt.cx))
+        xt.cnt[XC_CONN_CAP] += 1
+    i = pt_alloc(&xt.cx)
+    c = <XConn *>pt_at(&xt.cx, i)
+    memset(<uint8_t *>c + sizeof(PendLinks), 0, sizeof(XConn) - sizeof(PendLinks))
+    memcpy(c.cip, e.src, 16)
+    memcpy(c.sip, e.dst, 16)
+    c.cport = e.src_port
+    c.sport = e.dst_port
+    c.ipv = e.ip_version
+    c.ch_frame = e.pkt_index + 1
+    c.last_ts = e.ts_ns
+    pt_link(&xt.cx, i, h, e.ts_ns)
+    if pt_full(&xt.cx):
+        pt_grow(&xt.cx)
+    xt.cnt[XC_CONNS] += 1
+    return i
+
+
+# ---------------------------------------------------------------------------------------------
+# the server cache of learned ticket lengths
+cdef inline uint32_t _srv_hash(XTable *xt, const XConn *c) noexcept nogil:
+    cdef uint32_t h = (fold_ip(c.sip, c.ipv) * 2654435761u) ^ (<uint32_t>c.sport * 40503u)
+    return h if h else 1
+
+
+cdef inline uint32_t _learned(XTable *xt, const XConn *c) noexcept nogil:
+    cdef uint32_t h = _srv_hash(xt, c)
+    return xt.nst_cache[h >> 20] if xt.nst_tag[h >> 20] == h else 0
+
+
+cdef inline void _learn(XTable *xt, const XConn *c, uint32_t ln) noexcept nogil:
+    cdef uint32_t h = _srv_hash(xt, c)
+    xt.nst_tag[h >> 20] = h
+    xt.nst_cache[h >> 20] = ln
+
+
+# ---------------------------------------------------------------------------------------------
+# requests and responses
+cdef int _request(XTable *xt, XConn *c, uint32_t ack, int64_t ts, uint64_t pkt_index, uint32_t rec_len,
+                  uint8_t flags) except -1 nogil:
+    cdef uint32_t hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, ack, c.ipv)
+    cdef int32_t j = pt_first(&xt.px, pt_cell(&xt.px, hv)), i
+    cdef XPend *p
+    while j != -1:                 # the same connection and ACK waiting: a repeat
+        p = <XPend *>pt_at(&xt.px, j)
+        if p.ack == ack and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
+                and wt_eq16(p.cip, c.cip) and wt_eq16(p.sip, c.sip):
+            xt.cnt[XC_REPEATED] += 1
+            return 0
+        j = p.links.next
+    if xt.px.n >= xt.max_pending:
+        _drop_pend(xt, pt_oldest(&xt.px), XR_CAP)
+    i = pt_alloc(&xt.px)
+    p = <XPend *>pt_at(&xt.px, i)
+    memcpy(p.cip, c.cip, 16)
+    memcpy(p.sip, c.sip, 16)
+    p.cport = c.cport
+    p.sport = c.sport
+    p.ipv = c.ipv
+    p.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
+    p.version = c.version
+    p.ack = ack
+    p.index = c.n_ex
+    p.rec_len = rec_len
+    p.ts = ts
+    p.frame = pkt_index
+    p.ch_frame = c.ch_frame
+    c.n_ex += 1
+    pt_link(&xt.px, i, hv, ts)
+    if pt_full(&xt.px):
+        pt_grow(&xt.px)
+    xt.cnt[XC_REQUESTS] += 1
+    return 0
+
+
+cdef int _response(XTable *xt, XConn *c, uint32_t key, uint32_t key2, int64_t ts, uint64_t pkt_index,
+                   uint32_t rec_len, uint8_t flags, uint32_t step=0) except -1 nogil:
+    """A server burst: its first application-data packet (ts, pkt_index), looked up by key
+    (its SEQ, or where the session tickets before it started), then, when step is not 0, at
+    every step bytes after key up to key2 (the boundaries between the session tickets: the
+    client may have acknowledged some of them before its request), and then key2."""
+    cdef uint32_t hv, k = key
+    cdef int32_t j
+    cdef int t = 0
+    cdef XPend *p
+    cdef XRecord *r
+    xt.cnt[XC_RESPONSES] += 1
+    while True:
+        if t > 0:
+            if k == key2:
+                break
+            # the next ticket boundary, or key2 when none is left before it
+            k = k + step if step != 0 and t < 64 and _seq_lt(k + step, key2) else key2
+        t += 1
+        hv = eq2_hash(c.cip, c.cport, c.sip, c.sport, k, c.ipv)
+        j = pt_first(&xt.px, pt_cell(&xt.px, hv))
+        while j != -1:
+            p = <XPend *>pt_at(&xt.px, j)
+            if p.ack == k and p.cport == c.cport and p.sport == c.sport and p.ipv == c.ipv \
+                    and wt_eq16(p.cip, c.cip) and wt_eq16(p.sip, c.sip):
+                _emit_pend(xt, j, XR_MATCHED)
+                r = &xt.recs[xt.nrec - 1]
+                r.resp_ts = ts
+                r.resp_frame = pkt_index + 1
+                r.resp_rec_len = rec_len
+                r.has_resp = 1
+                r.flags |= flags | (XF_UNSYNCED if c.unsynced else 0)
+                r.version = c.version
+                pt_unlink(&xt.px, j)
+                pt_free(&xt.px, j)
+                xt.cnt[XC_MATCHED] += 1
+                return 0
+            j = p.links.next
+    r = _rec(xt)
+    r.resp_ts = ts
+    r.resp_frame = pkt_index + 1
+    r.ch_frame = c.ch_frame
+    memcpy(r.client_ip, c.cip, 16)
+    memcpy(r.server_ip, c.sip, 16)
+    r.client_port = c.cport
+    r.server_port = c.sport
+    r.index = 0xFFFFFFFF
+    r.resp_rec_len = rec_len
+    r.key = key
+    r.version = c.version
+    r.ip_version = c.ipv
+    r.reason = XR_NO_REQUEST
+    r.flags = flags | (XF_UNSYNCED if c.unsynced else 0)
+    r.has_resp = 1
+    xt.cnt[XC_NO_REQUEST] += 1
+    return 0
+
+
+cdef int _decide_tickets(XTable *xt, XConn *c, bint at_end, int64_t ts, uint64_t pkt_index,
+                         uint32_t next_seq, uint32_t rec_len) except -1 nogil:
+    """Returns 1 when they were tickets, 0 when the first was the response."""
+    """TLS 1.3: the held candidate records after the handshake (all of length nst_len) were
+    session tickets when there were two or more of them, or one of the length this server's
+    tickets had before; then the response starts at the record after them (ts, pkt_index,
+    next_seq: none at the end); else the first candidate was the response."""
+    cdef uint32_t learned = _learned(xt, c)
+    c.nst_state = 0
+    if c.nst_count >= 2 or (learned != 0 and learned == c.nst_len):
+        if c.nst_count >= 2:
+            _learn(xt, c, c.nst_len)
+        xt.cnt[XC_TICKET_RECORDS] += c.nst_count
+        if not at_end:
+            _response(xt, c, c.nst_start, next_seq, ts, pkt_index, rec_len, XF_TICKETS,
+                           c.nst_len + 5)
+        return 1
+    _response(xt, c, c.nst_start, c.nst_start, c.h_ts, c.h_frame, c.h_reclen, 0)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the record walk of one in-order segment of one direction
+cdef int _segment(XTable *xt, XConn *c, bint client, const TcpEvent *e, const uint8_t *pl,
+                  uint32_t n) except -1 nogil:
+    cdef XDir *d = &c.c if client else &c.s
+    cdef uint32_t pos = 0, take, ln, rseq
+    cdef uint8_t typ
+    cdef const uint8_t *h
+    cdef bint app_any = False, app_boundary = False, is_app
+    cdef uint32_t app_rec_len = 0, app_seq = 0
+    cdef uint8_t xflags = 0
+    cdef bint early_hdr = False
+    cdef int64_t a_ts = e.ts_ns
+    cdef uint64_t a_frame = e.pkt_index
+    cdef uint32_t a_ack = e.ack
+    cdef tls_hello hello
+    cdef const uint8_t *msg
+    if not d.synced:
+        if _looks_record(e.head, n):          # the walk's copy of the first bytes
+            d.synced = 1
+            d.rec_left = 0
+            d.hdr_n = 0
+            xt.cnt[XC_RESYNC] += 1
+        else:
+            # boundaries unknown: every byte counts as application data (the paper's rule)
+            app_any = True
+            app_seq = e.seq
+            pos = n
+    while pos < n:
+        if d.rec_left > 0:
+            take = d.rec_left if d.rec_left < n - pos else n - pos
+            if d.cur_app and not app_any:
+                app_any = True
+                app_seq = e.seq + pos
+            d.rec_left -= take
+            pos += take
+            continue
+        # a record header (perhaps cut by the previous segment's end)
+        rseq = e.seq + pos - d.hdr_n
+        if d.hdr_n == 0:
+            d.hdr_ts = e.ts_ns
+            d.hdr_frame = e.pkt_index
+            d.hdr_ack = e.ack
+        while d.hdr_n < 5 and pos < n:
+            # the walk's copy of the first 8 bytes (TcpEvent.head), else the payload in
+            # place: a header past them is a read of a line the walk did not touch
+            d.hdr[d.hdr_n] = e.head[pos] if pos < 8 else pl[pos]
+            d.hdr_n += 1
+            pos += 1
+        if d.hdr_n < 5:
+            break
+        h = d.hdr
+        d.hdr_n = 0
+        typ = h[0]
+        ln = wt_be16(h + 3)
+        if typ < 20 or typ > 24 or h[1] != 3 or ln > REC_MAX:
+            d.synced = 0               # not a record: boundaries lost until one shows again
+            c.unsynced = 1
+            break
+        d.rec_left = ln
+        is_app = False
+        if typ == REC_APP:
+            d.n23 += 1
+            is_app = _classify_app(xt, c, client, e, ln, rseq)
+        elif typ == REC_CCS:
+            d.ccs = 1
+        elif typ == REC_ALERT:
+            xt.cnt[XC_ALERTS] += 1
+        elif typ == REC_HANDSHAKE:
+            xt.cnt[XC_HS_RECORDS] += 1
+            if not client and not c.sh_seen:
+                # the ServerHello: the selected version (a HelloRetryRequest waits for the
+                # next); one not read here (not at the segment's start, cut) leaves the
+                # version to the record types (_classify_app)
+                if rseq == e.seq and tls_parse_payload(pl + (pos - 5), n - (pos - 5), xt.scratch,
+                                                       TLS_HELLO_CAP, &hello, &msg) == TLS_OK \
+                        and hello.hs_type == 2:
+                    if not (hello.flags & TLSF_HRR):
+                        c.sh_seen = 1
+                        c.version = hello.version
+                else:
+                    c.sh_seen = 1
+        d.cur_app = is_app
+        if is_app and not app_any:
+            app_any = True
+            app_boundary = True
+            app_rec_len = ln
+            app_seq = rseq
+            # the packet where its header began is the record's first (a header may be cut
+            # by a segment's end)
+            early_hdr = d.hdr_frame != e.pkt_index
+            a_ts = d.hdr_ts
+            a_frame = d.hdr_frame
+            a_ack = d.hdr_ack
+        if c.nst_state == 3:       # a ticket candidate was just held: not application data yet
+            c.nst_state = 2
+    if not app_any:
+        return 0
+    if client:
+        if not d.has_burst or d.last_ack != a_ack:
+            d.has_burst = 1
+            d.last_ack = a_ack
+            if c.version == 0 and not c.sh_seen:
+                xflags = XF_EARLY
+                xt.cnt[XC_EARLY] += 1
+            _request(xt, c, a_ack, a_ts, a_frame, app_rec_len if app_boundary else 0, xflags)
+    else:
+        if c.nst_state == 2:
+            # the record after the held candidates decides (it is application data here)
+            d.has_burst = 1
+            if _decide_tickets(xt, c, False, a_ts, a_frame, app_seq,
+                                    app_rec_len if app_boundary else 0):
+                d.last_ack = a_ack
+                return 0
+            d.last_ack = c.h_ack        # the held record was the response: this one may
+        if not d.has_burst or d.last_ack != a_ack:   # start the next burst
+            d.has_burst = 1
+            d.last_ack = a_ack
+            _response(xt, c, e.seq if not early_hdr else app_seq, app_seq, a_ts, a_frame,
+                           app_rec_len if app_boundary else 0, 0)
+    return 0
+
+
+cdef bint _classify_app(XTable *xt, XConn *c, bint client, const TcpEvent *e, uint32_t ln,
+                        uint32_t rseq) noexcept nogil:
+    """Whether a type-23 record starting at rseq carries application data (docs/TLS.md
+    "Exchanges": the handshake's own flights, alerts and TLS 1.3 tickets are not)."""
+    cdef uint32_t learned
+    if c.version == 0 and c.sh_seen == 0:
+        if client:
+            c.had_early = 1
+            return True            # before any ServerHello: TLS 1.3 early data
+        # a ServerHello not read (split): TLS 1.3 when the server encrypts before the client's CCS
+        c.version = 0x0303 if c.c.ccs else 0x0304
+        c.sh_seen = 1
+    if c.version == 0 and c.sh_seen:
+        c.version = 0x0303 if c.c.ccs else 0x0304
+    if c.version != 0x0304:
+        return True                # TLS <= 1.2: type 23 is application data only
+    if ln == TLS13_ALERT_LEN:
+        xt.cnt[XC_ALERTS] += 1
+        return False
+    if client:
+        if c.had_early and not c.eoed_seen:
+            # after early data the client's first encrypted record is its EndOfEarlyData
+            c.eoed_seen = 1
+            xt.cnt[XC_HS_RECORDS] += 1
+            return False
+        if not c.c_fin_seen:
+            # the client's first encrypted record after the ServerHello: its Finished; the
+            # packet's ACK is where the server's handshake flight ended
+            c.c_fin_seen = 1
+            c.s_hs_end = e.ack
+            c.has_hs_end = 1
+            c.nst_state = 1
+            xt.cnt[XC_HS_RECORDS] += 1
+            return False
+        return True
+    if not c.has_hs_end or _seq_lt(rseq, c.s_hs_end):
+        xt.cnt[XC_HS_RECORDS] += 1   # EncryptedExtensions .. Finished
+        return False
+    if c.nst_state == 1:
+        c.nst_state = 0
+        if ln <= NST_MAX:
+            c.nst_state = 3
+            c.nst_start = rseq
+            c.nst_len = ln
+            c.nst_count = 1
+            c.h_ts = c.s.hdr_ts            # the packet where its header began
+            c.h_frame = c.s.hdr_frame
+            c.h_ack = c.s.hdr_ack
+            c.h_reclen = ln
+            return False
+        return True
+    if c.nst_state == 2 and ln == c.nst_len:
+        c.nst_count += 1
+        c.nst_state = 3
+        return False
+    return True
+
+
+cdef int _event(XTable *xt, const TcpEvent *e, const uint8_t *buf, uint64_t size) except -1 nogil:
+    """One TCP segment with payload, FIN or RST (payload_at: into buf, size bytes)."""
+    cdef uint32_t h = eq1_of(e.src, e.src_port, e.dst, e.dst_port, e.ip_version)
+    cdef bint client = False
+    cdef int32_t i
+    cdef XConn *c
+    cdef XDir *d
+    cdef const uint8_t *pl = NULL
+    cdef uint32_t n = e.payload_caplen, delta
+    cdef int32_t oi
+    xt.cnt[XC_EVENTS] += 1
+    if e.ts_ns > xt.now:
+        xt.now = e.ts_ns
+        # the GC only when its oldest request or connection is past the window (the test
+        # inline: most events find nothing to collect)
+        oi = pt_oldest(&xt.px)
+        if oi != -1 and xt.now - pt_at(&xt.px, oi).stamp > xt.gc_timeout_ns:
+            _gc(xt)
+        else:
+            oi = pt_oldest(&xt.cx)
+            if oi != -1 and (xt.now - pt_at(&xt.cx, oi).stamp > xt.gc_timeout_ns
+                             or xt.now - (<XConn *>pt_at(&xt.cx, oi)).last_ts > xt.gc_timeout_ns):
+                _gc(xt)
+    if e.payload_len == 0 and not (e.tcp_flags & (TCP_FIN | TCP_RST)):
+        return 0
+    if n and e.payload_at + n <= size:
+        pl = buf + e.payload_at
+    else:
+        n = 0
+    i = _find_conn(xt, e, h, &client)
+    if i == -1:
+        # a connection starts with its ClientHello: a handshake record whose message is type 1
+        # (the first bytes from the walk's copy, TcpEvent.head: no read of the payload)
+        if n >= 6 and e.head[0] == REC_HANDSHAKE and e.head[1] == 3 and e.head[5] == 1:
+            i = _new_conn(xt, e, h)
+            client = True
+        else:
+            # TLS records of a connection whose ClientHello the capture does not hold (it
+            # started before the capture, or the hello was lost): no exchange can be made of
+            # it, counted by the segments that start with a TLS record header
+            if n >= 5 and 20 <= e.head[0] <= 23 and e.head[1] == 3 and e.head[2] <= 4:
+                xt.cnt[XC_NO_HELLO] += 1
+            return 0
+    c = <XConn *>pt_at(&xt.cx, i)
+    c.last_ts = e.ts_ns
+    if e.tcp_flags & TCP_RST:
+        _close_conn(xt, i)
+        return 0
+    d = &c.c if client else &c.s
+    if e.payload_len > 0:
+        xt.cnt[XC_DATA] += 1
+        if not d.has_seq:
+            d.has_seq = 1
+            d.synced = 1
+            d.next_seq = e.seq
+        if e.seq != d.next_seq:
+            if _seq_lt(e.seq, d.next_seq):
+                delta = d.next_seq - e.seq
+                if delta >= e.payload_len:
+                    xt.cnt[XC_RETRANS] += 1      # nothing new: a retransmission
+                    return 0
+                # overlap: only the new bytes are walked (as the first packet of nothing)
+                xt.cnt[XC_RETRANS] += 1
+                return 0
+            xt.cnt[XC_GAPS] += 1
+            d.synced = 0
+            d.hdr_n = 0
+            d.rec_left = 0
+            c.unsynced = 1
+        d.next_seq = e.seq + e.payload_len
+        if n < e.payload_len:
+            # snaplen cut: the walk cannot follow the records past the captured bytes
+            _segment(xt, c, client, e, pl, n)
+            if d.rec_left < e.payload_len - n or d.hdr_n:
+                d.synced = 0
+                c.unsynced = 1
+            else:
+                d.rec_left -= e.payload_len - n
+        else:
+            _segment(xt, c, client, e, pl, n)
+    if e.tcp_flags & TCP_FIN:
+        d.fin = 1
+        if c.c.fin and c.s.fin:
+            _close_conn(xt, i)
+    return 0

@@ -38,7 +38,7 @@ from evasion cimport (EV_MAX_LINE, EV_MAX_FIELDS, ev_double_encoded,
                       ev_absolute_host_differs)
 from quic_initial cimport quic_udp_locate
 from message cimport (
-    HttpMsg, Span, TcpEvent,
+    HttpMsg, Span, TcpEvent, SegmentTap,
     MSG_REQUEST, MSG_RESPONSE, MSG_TLS, MSG_QUIC,
     MSGF_URI_TRUNCATED, MSGF_HEADERS_INCOMPLETE, MSGF_PAYLOAD_TRUNCATED, MSGF_HOST_REPEATED,
     MSGF_LINE_TOO_LONG, MSGF_BAD_VERSION, MSGF_BAD_STATUS, MSGF_MID_SEGMENT,
@@ -539,13 +539,22 @@ cdef inline void _tcp_event(TcpEvent *e, const L34 *l, int64_t ts, uint64_t inde
                             uint64_t poff, const uint8_t *p) noexcept nogil:
     """The TCP event of a walked segment (p: the packet's bytes, at poff in the batch)."""
     memset(e, 0, sizeof(TcpEvent))
-    memcpy(e.head, p + l.payload_off, 8 if l.payload_caplen > 8 else l.payload_caplen)
+    # copies of a size the compiler sees (a length chosen at run time is a call into libc: the
+    # three of them were ~3 ms of a TLS bench run's walk with the exchange stage)
+    if l.payload_caplen >= 8:
+        memcpy(e.head, p + l.payload_off, 8)
+    elif l.payload_caplen:
+        memcpy(e.head, p + l.payload_off, l.payload_caplen)
     e.ts_ns = ts
     e.pkt_index = index
     e.payload_at = poff + l.payload_off
     e.payload_caplen = l.payload_caplen
-    memcpy(e.src, l.src, 4 if l.ip_version == 4 else 16)
-    memcpy(e.dst, l.dst, 4 if l.ip_version == 4 else 16)
+    if l.ip_version == 4:
+        memcpy(e.src, l.src, 4)
+        memcpy(e.dst, l.dst, 4)
+    else:
+        memcpy(e.src, l.src, 16)
+        memcpy(e.dst, l.dst, 16)
     e.seq = l.seq
     e.ack = l.ack
     e.payload_len = l.payload_len
@@ -562,7 +571,7 @@ def tcp_event_size():
 
 
 def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None,
-                  int tcp_events=0, events_out=None, tls_out=None):
+                  int tcp_events=0, events_out=None, tls_out=None, segment_tap=None):
     """Dissect one packet batch.
 
     packets: 1-D array of PACKET_DTYPE; packet i's bytes are data[offset : offset + caplen].
@@ -582,13 +591,14 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     dissected over the bytes that exist. With tls_watch: (msgs, counters, tls_msgs), tls_msgs in
     packet order (the HTTP counters are those of the walk without it). With tcp_events: (msgs,
     counters, tls_msgs or None, events), events a uint8 array of TcpEvent records
-    (ext/walk/message.pxd), one per TCP segment, in packet order. tcp_events=2 (TCP_EVENTS_DATA): only
-    the segments that carry payload or FIN/RST (the TLS exchange stage's input, issue 33: a pure
-    ACK says nothing to it). events_out: a uint8 array the events are written into when it holds
+    (ext/walk/message.pxd), one per TCP segment, in packet order. events_out: a uint8 array the events are written into when it holds
     one per packet (the events returned are then a view of it: webtap.dissect.EventBuffers
     reuses warm buffers), else a new array. tls_out: likewise for the TLS stage's messages (a
     uint8 array of at least one HttpMsg per packet; the tls_msgs returned are then a view of it,
-    webtap.dissect.TlsMessageBuffers), else a new array.
+    webtap.dissect.TlsMessageBuffers), else a new array. segment_tap: a stage the walk runs
+    itself (a capsule of ext/walk/message.pxd SegmentTap, e.g. the TLS exchange stage's
+    ExchangeTable.tap), called with each TCP segment that carries payload, FIN or RST, in packet
+    order, as the walk dissects it; it adds nothing to the result.
     """
     cdef cnp.ndarray pk = _as_packets(packets)
     cdef Py_ssize_t n = pk.shape[0], i = 0, k = 0, k0, j
@@ -615,6 +625,10 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     cdef cnp.ndarray eout = None
     cdef TcpEvent *ev = NULL
     cdef Py_ssize_t ke = 0
+    cdef SegmentTap *tap = NULL
+    cdef TcpEvent te
+    if segment_tap is not None:
+        tap = <SegmentTap *>PyCapsule_GetPointer(segment_tap, b"webtap.SegmentTap")
     if tcp_events:
         if (events_out is not None and isinstance(events_out, cnp.ndarray)
                 and (<cnp.ndarray>events_out).dtype == np.uint8 and (<cnp.ndarray>events_out).ndim == 1
@@ -657,10 +671,12 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
                     r = DR_LINK_TRUNCATED
                 else:
                     r = _dissect_packet(base + poff, <uint32_t>caplen, refs[i].linktype, &msgs[k], &ltl, cnt, &l, &bi)
-                    if ev != NULL and l.tcp_ok and (tcp_events != 2 or l.payload_len != 0
-                                                     or (l.tcp_flags & 0x05) != 0):
+                    if ev != NULL and l.tcp_ok:
                         _tcp_event(&ev[ke], &l, refs[i].ts_ns, refs[i].index, poff, base + poff)
                         ke += 1
+                    if tap != NULL and l.tcp_ok and (l.payload_len != 0 or (l.tcp_flags & 0x05) != 0):
+                        _tcp_event(&te, &l, refs[i].ts_ns, refs[i].index, poff, base + poff)
+                        tap.segment(tap.state, &te, base, size)
                     if w != NULL and _tls_message(base + poff, <uint32_t>caplen, refs[i].linktype, r, &l, w, &tm[kt]):
                         tm[kt].ts_ns = refs[i].ts_ns
                         tm[kt].pkt_index = refs[i].index

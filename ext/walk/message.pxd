@@ -98,6 +98,19 @@ ctypedef struct TcpEvent:
                              # the payload in place was a cache miss in most segments)
     uint32_t _pad2
 
+# A stage the walk runs in its own loop (issue 33): `segment(state, &event, buffer, size)` for
+# each TCP segment with payload, FIN or RST, in packet order, right after the walk dissected it
+# (the event on the walk's stack, its payload_at an offset into the batch's buffer). The TLS
+# exchange stage (ext/pair/exchange.pyx) is one: handed the events in an array, it paid for
+# writing 96 bytes per segment and reading them back in another thread. The stage keeps what it
+# makes until its owner takes it (webtap.dissect).
+ctypedef int (*segment_fn)(void *state, const TcpEvent *e, const uint8_t *buf,
+                           uint64_t size) except -1 nogil
+
+ctypedef struct SegmentTap:
+    void *state
+    segment_fn segment
+
 cdef enum MsgFlags:
     MSGF_URI_TRUNCATED = 1        # the request line had no end in the packet: URI cut at packet end
     MSGF_HEADERS_INCOMPLETE = 2   # the header block did not end in this packet (no empty line)

@@ -18,8 +18,7 @@ TRACES = ["traces-tls/arkime/tls-split-client-hello.pcap", "traces-tls/ja4/lates
 
 
 @pytest.mark.parametrize("name", TRACES)
-@pytest.mark.parametrize("mode", [1, 2])
-def test_head_is_the_payloads_first_bytes(name, mode):
+def test_head_is_the_payloads_first_bytes(name):
     path = SHARED / name
     if not path.exists():
         pytest.skip(f"shared data absent: {path}")
@@ -27,7 +26,7 @@ def test_head_is_the_payloads_first_bytes(name, mode):
     with open_trace(str(path), progress=False) as tr:
         for b in tr:
             data = np.frombuffer(bytes(b.data), np.uint8)
-            ev = dissect(b.packets, data, tcp_events=mode).tcp_events.view(TCP_EVENT_DTYPE)
+            ev = dissect(b.packets, data, tcp_events=True).tcp_events.view(TCP_EVENT_DTYPE)
             for e in ev:
                 k = min(8, int(e["payload_caplen"]))
                 at = int(e["payload_at"])
@@ -67,14 +66,13 @@ def _check_reuse(path, batch_size, walk, pool):
     return items
 
 
-@pytest.mark.parametrize("mode", [1, 2])
-def test_reused_event_buffers_give_the_same_events_and_never_overwrite_held_ones(mode):
+def test_reused_event_buffers_give_the_same_events_and_never_overwrite_held_ones():
     """dissect(events=EventBuffers()) writes each batch's TCP events into a buffer no earlier
     batch's events still use (_check_reuse)."""
     from webtap.dissect import EventBuffers
 
     items = _check_reuse(SHARED / "traces/arkime/arkime_synthetic.pcap", 64,
-                         lambda p, d, pool: dissect(p, d, tcp_events=mode, events=pool).tcp_events,
+                         lambda p, d, pool: dissect(p, d, tcp_events=True, events=pool).tcp_events,
                          EventBuffers(keep=3))
     assert items > 0
 

@@ -947,7 +947,6 @@ def check_exchange(data: bytes) -> None:
     is accounted for by a counter, frames point into the trace, the Arrow table builds."""
     from httpanalyzer.tls_exchange import ExchangeRun, exchange_table
     from tests.tls import hellobuild as hb
-    from webtap._ext.dissect import dissect_batch
     from webtap.records.message import PACKET_DTYPE
 
     parts = data.split(b"\xff\x00\xff")[:24]
@@ -975,9 +974,8 @@ def check_exchange(data: bytes) -> None:
         pk[i]["index"] = i
         pk[i]["ts_ns"] = 10**18 + i * 1000
         off += len(f)
-    _, _, _, ev = dissect_batch(pk, buf, None, None, 2)
     run = ExchangeRun(gc_timeout=1.0, max_pending=2, max_conns=2)
-    run.feed(ev, buf)
+    run.walk(pk, buf)
     raw = run.finish()
     c = run.counters()
     assert c["pending"] == 0 and c["open_connections"] == 0

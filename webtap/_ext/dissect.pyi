@@ -14,6 +14,7 @@ def dissect_batch(
     tcp_events: int = ...,
     events_out: npt.NDArray[np.uint8] | None = ...,
     tls_out: npt.NDArray[np.uint8] | None = ...,
+    segment_tap: Any = ...,
 ) -> (tuple[np.ndarray, npt.NDArray[np.uint64]] | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray]
       | tuple[np.ndarray, npt.NDArray[np.uint64], np.ndarray | None, npt.NDArray[np.uint8]]): ...
 def tcp_event_size() -> int: ...

@@ -1,5 +1,7 @@
 """Type stub of webtap._ext.exchange (ext/pair/exchange.pyx): request/response exchanges inside TLS
 over TCP by the paper's ACK = SEQ rule (issue 33; httpanalyzer.tls_exchange)."""
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -10,8 +12,8 @@ class ExchangeTable:
     gc_timeout_ns: int
     max_pending: int
     max_conns: int
+    tap: Any
     def __init__(self, gc_timeout: float = ..., max_pending: int = ..., max_conns: int = ...) -> None: ...
-    def feed(self, events: npt.NDArray[np.uint8], data: npt.NDArray[np.uint8]) -> None: ...
     def flush(self) -> None: ...
     def take(self) -> npt.NDArray[np.uint8]: ...
     def counters(self) -> dict[str, int]: ...
