@@ -612,16 +612,28 @@ cdef int _segment(XTable *xt, XConn *c, bint client, const TcpEvent *e, const ui
             d.hdr_ts = e.ts_ns
             d.hdr_frame = e.pkt_index
             d.hdr_ack = e.ack
-        while d.hdr_n < 5 and pos < n:
-            # the walk's copy of the first 8 bytes (TcpEvent.head), else the payload in
-            # place: a header past them is a read of a line the walk did not touch
-            d.hdr[d.hdr_n] = e.head[pos] if pos < 8 else pl[pos]
-            d.hdr_n += 1
-            pos += 1
-        if d.hdr_n < 5:
-            break
-        h = d.hdr
-        d.hdr_n = 0
+            if n - pos >= 5:
+                # the whole header in this segment (the usual case): read in place, from the
+                # walk's copy of the first 8 bytes (TcpEvent.head) when it lies there
+                if pos <= 3:
+                    h = &e.head[pos]
+                else:
+                    h = pl + pos
+                pos += 5
+            else:
+                h = NULL
+        else:
+            h = NULL
+        if h == NULL:
+            # a header cut by the segment's end: gathered byte by byte over the segments
+            while d.hdr_n < 5 and pos < n:
+                d.hdr[d.hdr_n] = e.head[pos] if pos < 8 else pl[pos]
+                d.hdr_n += 1
+                pos += 1
+            if d.hdr_n < 5:
+                break
+            h = d.hdr
+            d.hdr_n = 0
         typ = h[0]
         ln = wt_be16(h + 3)
         if typ < 20 or typ > 24 or h[1] != 3 or ln > REC_MAX:
