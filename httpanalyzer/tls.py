@@ -48,7 +48,7 @@ class TlsRun:
     wait for every batch handed over."""
 
     #: packet batches handed to the stage's thread before feed() waits for the oldest (each
-    #: keeps its packets' bytes alive until done; as the exchange stage's ExchangeRun.JOBS_AHEAD)
+    #: keeps its packets' bytes alive until done)
     JOBS_AHEAD = 3
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
@@ -454,7 +454,7 @@ class OnePass:
         files are encoded at once instead of one after another (issue 29, 33)."""
         if self.tab is None:
             if self.x is not None:
-                self.x.start_rows()        # in the exchange stage's thread, meanwhile
+                self.x.start_rows()        # in a thread of its own, meanwhile
             tab = self.run.finish()
             if self.o is not None and (tab is not None or not self.streamed):
                 self.o.write(tab if tab is not None else empty_table())

@@ -14,8 +14,9 @@ buffer only once no one refers to it). After a job failed, the jobs behind it ar
 error is raised by the next submit() or wait().
 
 Used by the Parquet sink (webtap.parquetsink.ParquetWriter: a full row group is encoded and
-compressed while the run goes on) and by the TLS exchange stage (httpanalyzer.tls.ExchangeRun:
-its record walk over a batch's TCP events runs while the next batch is walked and paired).
+compressed while the run goes on), by the TLS stage (httpanalyzer.tls.TlsRun: its batches) and
+by the TLS exchange stage at the end of a run (httpanalyzer.tls.ExchangeRun.start_rows: its
+records' columns built while the handshakes are put in order).
 """
 from __future__ import annotations
 

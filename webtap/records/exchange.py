@@ -99,7 +99,7 @@ def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: 
 class ExchangeRows:
     """The part of an exchange table that needs no handshake: the records in request (else
     response) frame order and their own columns (addresses, Community ID, times, frames,
-    flags). httpanalyzer.tls.ExchangeRun builds it in the exchange stage's thread while the
+    flags). httpanalyzer.tls.ExchangeRun builds it in a thread of its own (start_rows) while the
     handshakes are put in frame order (issue 33's cost: the two no longer follow each other);
     exchange_table joins the handshake fields to it."""
 
