@@ -593,9 +593,9 @@ def dissect_batch(packets, const uint8_t[::1] data, reasons=None, tls_watch=None
     dissected over the bytes that exist. With tls_watch: (msgs, counters, tls_msgs), tls_msgs in
     packet order (the HTTP counters are those of the walk without it). With tcp_events: (msgs,
     counters, tls_msgs or None, events), events a uint8 array of TcpEvent records
-    (ext/walk/message.pxd), one per TCP segment, in packet order. events_out: a uint8 array the events are written into when it holds
-    one per packet (the events returned are then a view of it: webtap.dissect.EventBuffers
-    reuses warm buffers), else a new array. tls_out: likewise for the TLS stage's messages (a
+    (ext/walk/message.pxd), one per TCP segment, in packet order. events_out: a uint8 array
+    the events are written into when it holds one per packet (the events returned are then a
+    view of it: webtap.dissect.EventBuffers reuses warm buffers), else a new array. tls_out: likewise for the TLS stage's messages (a
     uint8 array of at least one HttpMsg per packet; the tls_msgs returned are then a view of it,
     webtap.dissect.TlsMessageBuffers), else a new array. segment_tap: a stage the walk runs
     itself (a capsule of ext/walk/message.pxd SegmentTap, e.g. the TLS exchange stage's
