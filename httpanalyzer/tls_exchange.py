@@ -1,7 +1,7 @@
 """Request/response exchanges inside TLS over TCP (issue 33): the paper's first-packet rule
 (the request's first packet carries the ACK that the response's first packet carries as its
-SEQ) applied to encrypted traffic, without keys. The C stage (ext/pair/exchange.pyx) reads the walk's
-TCP events (one walk with the HTTP and TLS stages); this module turns its fixed-width records
+SEQ) applied to encrypted traffic, without keys. The C stage (ext/pair/exchange.pyx) is run by
+the walk itself, segment by segment (one walk with the HTTP and TLS stages); this module turns its fixed-width records
 into Arrow columns (schema: webtap.records.exchange) and joins each connection's
 handshake fields (SNI, ALPN, version, JA4) from the TLS handshake records.
 

@@ -3,9 +3,10 @@
 without reading the payload: a client burst (its first application-data packet with a new ACK)
 pairs with the server's first application-data packet whose SEQ equals that ACK.
 
-Fed with the dissector walk's TCP events (ext/walk/message.pxd TcpEvent, `dissect_batch(...,
-tcp_events=True)`): one per TCP segment, in packet order; the TLS record headers are read in
-place from the batch buffer (`payload_at`). No payload is decrypted: the stage follows each
+Run by the dissector's walk itself (ExchangeTable.tap, ext/walk/message.pxd SegmentTap,
+`dissect_batch(..., segment_tap=...)`): one TcpEvent per TCP segment with payload, FIN or RST,
+in packet order, as the walk dissects it; the TLS record headers are read in place from the
+batch buffer (`payload_at`). No payload is decrypted: the stage follows each
 direction's record boundaries (type and length are in clear) to tell the handshake's flights,
 alerts and TLS 1.3 session tickets from application data. The rules, each with the case that
 shows it, are in docs/TLS.md "Exchanges".
@@ -230,11 +231,10 @@ ctypedef struct XTable:
 
 
 cdef class ExchangeTable:
-    """The exchange stage's tables. Fed either by the walk itself, segment by segment, through
-    `tap` (webtap.dissect.dissect(segment_tap=...): no event array, the payload read while the
-    walk has the packet in its cache), or with an array of the walk's TCP events (feed). The
-    caller serialises: one thread at a time feeds, flushes or takes (httpanalyzer.tls
-    ExchangeRun holds a lock around each)."""
+    """The exchange stage's tables, fed by the walk itself, segment by segment, through `tap`
+    (webtap.dissect.dissect(segment_tap=...): no event array, the payload read while the walk
+    has the packet in its cache). The caller serialises: one thread at a time walks, flushes or
+    takes (httpanalyzer.tls ExchangeRun holds a lock around each)."""
     cdef XTable t
 
     def __cinit__(self, double gc_timeout=60.0, int64_t max_pending=1 << 15,
