@@ -32,7 +32,7 @@ from webtap.inflight import InFlight
 from webtap.pipeline import Pipeline
 from webtap.records.exchange import (EXCHANGE_COLUMNS, EXCHANGE_FIELDS, EXCHANGE_REASONS,
                                      EXCHANGE_RECORD_DTYPE, EXCHANGE_SCHEMA, ExchangeRows,
-                                     exchange_table)
+                                     JoinedHandshakes, exchange_table)
 from webtap.records.tls import (COLUMNS, FIELDS, SCHEMA, TLS_OUT_DTYPE, empty_table, sorted_table,
                                 to_table)
 from webtap.writers import empty_batch_of
@@ -62,6 +62,7 @@ class TlsRun:
         self.stream = stream
         self._next_try = self.STREAM_ROWS
         self._ready: collections.deque = collections.deque()
+        self.handed_before = 0             # ready_tables: every handshake below it handed out
         # its thread frees its libcrypto state itself when it ends (thread_end), and finish()
         # waits for that: an exit right after could otherwise race the thread's exit destructors
         # (ext/out/digest.h)
@@ -98,9 +99,10 @@ class TlsRun:
             if self.table.records_waiting >= self._next_try:
                 # the records below the bound, when there are STREAM_ROWS of them; the others
                 # stay in the C table (tried again after STREAM_ROWS more records)
-                part = self.table.take(before=self.table.ready_before, min_rows=self.STREAM_ROWS)
+                before = self.table.ready_before
+                part = self.table.take(before=before, min_rows=self.STREAM_ROWS)
                 if part is not None:
-                    self._ready.append(to_table(*part))
+                    self._ready.append((to_table(*part), before))
                 self._next_try = self.table.records_waiting + self.STREAM_ROWS
         elif self.table.records_waiting >= self.CONVERT_EVERY:
             self._parts.append(self.table.take(ordered=True))
@@ -125,10 +127,13 @@ class TlsRun:
     def ready_tables(self) -> list:
         """With stream=True: the tables of records made since the last call whose place in frame
         order is settled (TlsTable.ready_before), in order: written now, they precede every
-        record finish() gives. Called by the thread that feeds (the stage's thread appends)."""
+        record finish() gives. Called by the thread that feeds (the stage's thread appends).
+        Then handed_before: the packet index below which every handshake has been handed out
+        (the exchanges' join waits for it, OnePass)."""
         out = []
         while self._ready:
-            out.append(self._ready.popleft())
+            tab, self.handed_before = self._ready.popleft()
+            out.append(tab)
         return out
 
     def counters(self) -> dict:
@@ -252,17 +257,38 @@ class ExchangeRun:
     runs it (webtap.dissect.dissect(segment_tap=run)): segment by segment, in the walking
     thread, as it dissects each packet; walk() is the walk for a batch no walk ran it over
     (feeder consumers, --dask). Its records are taken from the C table in the caller's thread
-    (collect, finish) under `lock`, which the walk holds for each batch."""
+    (collect, finish) under `lock`, which the walk holds for each batch.
+
+    stream=True (one trace or a live capture: frame numbers that only grow): ready() hands out
+    the records whose place in frame order is settled while the run goes on (OnePass writes
+    them, a row group each), as TlsRun does the handshakes; finish() gives the rest."""
+
+    #: with stream=True: the records ready() hands out at once at least: a Parquet row group
+    #: of the size the HTTP records get (webtap.parquetsink.ParquetWriter.ROW_GROUP_ROWS, not
+    #: imported: pyarrow.parquet is loaded only for a Parquet output; a test keeps the two
+    #: equal). Each row group costs a column writer, a dictionary page, statistics and a zstd
+    #: context per column: 4,096-record groups, as the handshakes', were measured slower
+    #: on the TLS bench trace (docs/PERFORMANCE.md "Fourteenth session")
+    STREAM_ROWS = 1 << 15
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
-                 max_conns: int = 1 << 16):
+                 max_conns: int = 1 << 16, stream: bool = False):
         if sizeof_exchange_record() != EXCHANGE_RECORD_DTYPE.itemsize:
             raise RuntimeError("EXCHANGE_RECORD_DTYPE does not match ext/pair/exchange.pyx XRecord")
         self.table = ExchangeTable(gc_timeout=gc_timeout, max_pending=max_pending,
                                    max_conns=max_conns)
         self.tap = self.table.tap              # the C stage, for the walk (ext/walk/message.pxd)
         self.lock = threading.Lock()
-        self._raw: list = []
+        self.stream = stream
+        self._raw: list = []                   # records taken, not handed out (raw rows)
+        self._nraw = 0
+        self._next_try = self.STREAM_ROWS
+        # the C table's bounds (ExchangeTable.bounds) when the records in _raw were taken
+        self._before = 0
+        self._hello = 0
+        #: after ready(): the ClientHello frame (1-based) of the oldest connection a record not
+        #: handed out yet can belong to: the handshakes before it are no longer needed
+        self.oldest_hello = 0
         self._rows: ExchangeRows | None = None     # start_rows()'s result
         self._job: InFlight | None = None
 
@@ -276,19 +302,48 @@ class ExchangeRun:
 
     def collect(self) -> None:
         """The records made so far, taken out of the C table when the walk is not in it (never
-        waits for the walk: what is left is taken at the next call or at the end)."""
+        waits for the walk: what is left is taken at the next call or at the end). stream: the
+        table's bounds read with them when ready() may have enough to hand out (a scan of the
+        waiting state: once per STREAM_ROWS records, not per batch)."""
         if self.lock.acquire(blocking=False):
             try:
                 raw = self.table.take()
+                if self.stream and self._nraw + raw.size // EXCHANGE_RECORD_DTYPE.itemsize >= self._next_try:
+                    self._before, self._hello = self.table.bounds()
             finally:
                 self.lock.release()
             if raw.size:
                 self._raw.append(raw)
+                self._nraw += raw.size // EXCHANGE_RECORD_DTYPE.itemsize
+
+    def ready(self, limit: int) -> np.ndarray | None:
+        """stream: the records taken so far whose first frame (the request's, else the
+        response's) is below both the stage's bound and `limit` (a packet index: the handshakes
+        handed out so far, for the join), raw (EXCHANGE_RECORD_DTYPE), when there are
+        STREAM_ROWS of them; every record handed out later sorts after them. None otherwise
+        (tried again after STREAM_ROWS more records)."""
+        if not self.stream or self._nraw < self._next_try:
+            return None
+        raw = np.concatenate(self._raw).view(EXCHANGE_RECORD_DTYPE) if len(self._raw) > 1 \
+            else self._raw[0].view(EXCHANGE_RECORD_DTYPE)
+        first = np.where(raw["has_req"] == 1, raw["req_frame"], raw["resp_frame"])    # 1-based
+        below = first <= np.uint64(min(self._before, limit))
+        n = int(np.count_nonzero(below))
+        out = None
+        if n >= self.STREAM_ROWS:
+            out, raw = raw[below], raw[~below]
+        self._raw = [raw.view(np.uint8).reshape(-1)] if len(raw) else []
+        self._nraw = len(raw)
+        self._next_try = self._nraw + self.STREAM_ROWS
+        if out is not None:
+            held = raw["ch_frame"][raw["ch_frame"] != 0]
+            self.oldest_hello = min(self._hello, int(held.min())) if len(held) else self._hello
+        return out
 
     def finish(self) -> np.ndarray | ExchangeRows:
-        """End of input (the walk done, or stopped: an interrupted run): every record, raw
-        (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when start_rows() ran (exchange_table takes
-        either)."""
+        """End of input (the walk done, or stopped: an interrupted run): every record not
+        handed out (by ready), raw (EXCHANGE_RECORD_DTYPE), or as ExchangeRows when
+        start_rows() ran (exchange_table takes either)."""
         if self._job is not None:
             self._job.close()
             self._job = None
@@ -314,6 +369,7 @@ class ExchangeRun:
             self._raw.append(raw)
         raw = np.concatenate(self._raw) if self._raw else np.zeros(0, np.uint8)
         self._raw = []
+        self._nraw = 0
         return raw.view(EXCHANGE_RECORD_DTYPE)
 
     def counters(self) -> dict:
@@ -364,27 +420,31 @@ class OnePass:
                  max_reassembly: int = 1024, exchanges_out: str | None = None,
                  stream: bool = False, keep: bool = True):
         self.o = open_output(run, out) if out is not None else None
+        self.xo = open_exchange_output(run, exchanges_out) if exchanges_out is not None else None
         # stream (one trace or a live capture: frame numbers that only grow), with an output:
-        # the handshakes whose place in frame order is settled are written while the run goes
-        # on (TlsRun.ready_tables), a row group each; only the rest is made and encoded after
-        # the last packet. Several traces number their frames each from 1, and the records of
-        # all are sorted by frame at the end (as before)
+        # the handshakes and the exchanges whose place in frame order is settled are written
+        # while the run goes on (TlsRun.ready_tables, ExchangeRun.ready), a row group each;
+        # only the rest is made and encoded after the last packet. Several traces number their
+        # frames each from 1, and the records of all are sorted by frame at the end (as before)
+        stream = stream and (self.o is not None or self.xo is not None)
         self.run = TlsRun(gc_timeout=gc_timeout, max_pending=max_pending,
-                          max_reassembly=max_reassembly, stream=stream and self.o is not None)
+                          max_reassembly=max_reassembly, stream=stream)
         self.written: list = []            # the tables written so far (prepare joins them)
-        # keep: the tables written while the run goes on are kept for prepare()'s whole table
-        # (the exchanges' join, --plots); else dropped once written, so that a long live capture
-        # holds only the handshakes still waiting for their place (prepare() gives the rest)
-        self.keep = keep or exchanges_out is not None
+        # keep: the tables written while the run goes on are kept for prepare()'s whole tables
+        # (--plots); else dropped once written, so that a long live capture holds only the
+        # records still waiting for their place (prepare() gives the rest) and the handshakes
+        # an exchange still to come may be joined to (JoinedHandshakes)
+        self.keep = keep
         self.streamed = 0                  # tables written while the run went on
-        self.x = self.xo = self.xtab = None
+        self.x = self.xtab = None
+        self.xwritten: list = []           # with keep: the exchange tables written so far
+        self.hs = JoinedHandshakes()       # the handshakes the exchanges are joined to
         self.tab = None                    # the handshakes, once prepare() made them
-        if exchanges_out is not None:
-
-            self.xo = open_exchange_output(run, exchanges_out)
-            self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending)
+        if self.xo is not None:
+            self.x = ExchangeRun(gc_timeout=gc_timeout, max_pending=max_pending, stream=stream)
         self.packets = 0                   # packets fed (for `interrupted ... after N packets`)
-        run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the handshakes so far, as partial
+        self.cli = run
+        run.on_interrupt(self._keep)       # SIGINT/SIGTERM: the records so far, as partial
 
     def _keep(self) -> None:
         """The run was interrupted: the handshakes so far (the waiting hellos flushed as
@@ -396,8 +456,8 @@ class OnePass:
         if self.o is not None and not self.o.done and tab is not None and tab.num_rows:
             self.o.write(tab)
         if self.xo is not None and not self.xo.done:
-            tab = self._joined(tab)
-            xt = exchange_table(self.x.finish(), tab)
+            self.hs.add(tab)
+            xt = exchange_table(self.x.finish(), self.hs.table())
             if xt.num_rows:
                 self.xo.write(xt)
 
@@ -428,27 +488,42 @@ class OnePass:
                 if msgs is None:
                     msgs = found
         self.run.feed(packets, data, msgs)
-        if self.o is not None:
-            for tab in self.run.ready_tables():
+        if self.run.stream:
+            # a signal does not cut this short (it takes effect at the next check): records
+            # handed out and not yet written would be in neither the output nor what _keep
+            # writes of an interrupted run
+            with self.cli.shielded():
+                self._stream()
+
+    def _stream(self) -> None:
+        """stream: the handshakes and exchanges whose place is settled written (a row group
+        each, encoded in the writer's thread)."""
+        for tab in self.run.ready_tables():
+            if self.o is not None:
                 self.o.write(tab)
                 self.o.flush()             # one row group, encoded in the writer's thread
                 self.streamed += 1
+            if self.keep:
+                self.written.append(tab)
+            if self.x is not None:
+                self.hs.add(tab)
+        if self.x is not None:
+            raw = self.x.ready(self.run.handed_before)
+            if raw is not None:
+                xt = exchange_table(raw, self.hs.table())
+                self.xo.write(xt)
+                self.xo.flush()
                 if self.keep:
-                    self.written.append(tab)
-
-    def _joined(self, tab):
-        """The tables written while the run went on, then tab: every handshake, in frame order."""
-        tabs = self.written + ([tab] if tab is not None else [])
-        if not tabs:
-            return None
-        return tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs)
+                    self.xwritten.append(xt)
+                self.hs.drop_before(self.x.oldest_hello)
 
     def finish(self) -> None:
         """The end of the input: the output is written by commit() (after the HTTP records)."""
 
     def prepare(self) -> pa.Table:
         """The end of the run, before the outputs are committed: the handshakes as one table in
-        frame order (with keep=False, those not written while the run went on) and the exchanges joined to them, each handed to its output, whose Parquet
+        frame order (with keep=False, those not written while the run went on) and the
+        exchanges not written yet joined to them, each handed to its output, whose Parquet
         encoding starts in the output's writer thread (Output.flush). The caller commits the
         HTTP records meanwhile, then commit() waits for these and puts them in place: the three
         files are encoded at once instead of one after another (issue 29, 33)."""
@@ -459,12 +534,14 @@ class OnePass:
             if self.o is not None and (tab is not None or not self.streamed):
                 self.o.write(tab if tab is not None else empty_table())
                 self.o.flush()
-            tab = self._joined(tab)
-            self.tab = tab if tab is not None else empty_table()
             if self.xo is not None:
-                self.xtab = exchange_table(self.x.finish(), self.tab)
-                self.xo.write(self.xtab)
-                self.xo.flush()
+                self.hs.add(tab)
+                xt = exchange_table(self.x.finish(), self.hs.table())
+                if xt.num_rows or not self.xo.rows:
+                    self.xo.write(xt)
+                    self.xo.flush()
+                self.xtab = _concat(self.xwritten + [xt])
+            self.tab = _concat(self.written + ([tab] if tab is not None else [])) or empty_table()
         return self.tab
 
     def commit(self) -> pa.Table:
@@ -481,6 +558,13 @@ class OnePass:
         if self.x is not None:
             c.update({f"exchange_{k}": v for k, v in self.x.counters().items()})
         return c
+
+
+def _concat(tabs: list) -> pa.Table | None:
+    """The tables one after another (None when there is none)."""
+    if not tabs:
+        return None
+    return tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs)
 
 
 def feed_traces(one: OnePass, traces, bpf: str | None = None, warnings: list | None = None):

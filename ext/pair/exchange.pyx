@@ -227,6 +227,8 @@ ctypedef struct XTable:
     uint8_t *scratch
     uint32_t *nst_cache         # learned ticket record length per server (direct-mapped)
     uint32_t *nst_tag
+    uint64_t next_pkt           # the packet index after the last segment fed (ready_before)
+    uint8_t frames_back         # a segment's packet index went back (the next trace)
     SegmentTap tap              # the stage as the walk runs it (ExchangeTable.tap)
 
 
@@ -303,6 +305,45 @@ cdef class ExchangeTable:
             memcpy(cnp.PyArray_DATA(out), self.t.recs, self.t.nrec * sizeof(XRecord))
         self.t.nrec = 0
         return out
+
+    def bounds(self):
+        """(ready_before, oldest_hello): ready_before, a packet index (0-based) below which no
+        record is still to come: every record made later has its first frame (the request's,
+        else the response's) at or after it, being a request waiting now, a packet held in a
+        connection (a record header cut by a segment's end, TLS 1.3 ticket candidates) or one
+        not fed yet; records taken so far below it can be written out in frame order before
+        the rest (httpanalyzer.tls.ExchangeRun streams them). oldest_hello: the ClientHello
+        frame (1-based) of the oldest connection a later record can belong to (a waiting
+        request's or an open connection's; next_pkt + 1 when none): the handshakes before it
+        are no longer needed for the join. A scan of the waiting state: call it per take, not
+        per packet. ready_before is 0 for good once the packet indexes went back (several
+        traces in a row number their frames each from 1)."""
+        cdef uint64_t b = self.t.next_pkt, hello = self.t.next_pkt + 1
+        cdef int32_t j
+        cdef const XPend *p
+        cdef const XConn *c
+        with nogil:
+            j = pt_oldest(&self.t.px)
+            while j != -1:
+                p = <const XPend *>pt_at(&self.t.px, j)
+                if p.frame < b:
+                    b = p.frame
+                if p.ch_frame < hello:
+                    hello = p.ch_frame
+                j = p.links.age_next
+            j = pt_oldest(&self.t.cx)
+            while j != -1:
+                c = <const XConn *>pt_at(&self.t.cx, j)
+                if c.c.hdr_n and c.c.hdr_frame < b:
+                    b = c.c.hdr_frame
+                if c.s.hdr_n and c.s.hdr_frame < b:
+                    b = c.s.hdr_frame
+                if c.nst_state >= 2 and c.h_frame < b:
+                    b = c.h_frame
+                if c.ch_frame < hello:
+                    hello = c.ch_frame
+                j = c.links.age_next
+        return (0 if self.t.frames_back else b), hello
 
     def counters(self):
         d = {name: int(self.t.cnt[k]) for k, name in enumerate(_COUNTER_NAMES)}
@@ -773,6 +814,10 @@ cdef int _event(XTable *xt, const TcpEvent *e, const uint8_t *buf, uint64_t size
     cdef uint32_t n = e.payload_caplen, delta
     cdef int32_t oi
     xt.cnt[XC_EVENTS] += 1
+    if e.pkt_index + 1 >= xt.next_pkt:
+        xt.next_pkt = e.pkt_index + 1
+    else:
+        xt.frames_back = 1
     if e.ts_ns > xt.now:
         xt.now = e.ts_ns
         # the GC only when its oldest request or connection is past the window (the test

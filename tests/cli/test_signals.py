@@ -237,8 +237,9 @@ def test_httpanalyzer_tls_out_keeps_its_partial(tmp_path, payload):
 
 
 def test_httpanalyzer_exchanges_out_keeps_its_partial(tmp_path, payload):
-    """`--exchanges-out` (issue 33) holds its exchanges until the end, as `--tls-out` its
-    handshakes: on SIGINT they are written as a partial file, waiting requests as unmatched."""
+    """`--exchanges-out` (issue 33) keeps its exchanges so far, as `--tls-out` its handshakes:
+    on SIGINT those not written yet are added to the partial file, waiting requests as
+    unmatched."""
     tls = TLS_TRACE.read_bytes()
     got, _, err, out = _signal_after_consumed(
         tmp_path, lambda f, o: ["httpanalyzer.cli", f, "-o", o, "--exchanges-out",

@@ -14,7 +14,7 @@ from webtap._ext.dissect import ip_text
 from webtap.records import columns
 
 __all__ = ["EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS", "EXCHANGE_FIELDS", "EXCHANGE_COLUMNS",
-           "EXCHANGE_SCHEMA", "ExchangeRows", "exchange_table"]
+           "EXCHANGE_SCHEMA", "ExchangeRows", "JoinedHandshakes", "exchange_table"]
 
 XF_TICKETS, XF_UNSYNCED, XF_EARLY = 1, 2, 4
 
@@ -94,6 +94,40 @@ def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: 
     pos_c = np.minimum(pos, len(sv) - 1)
     found = (pos < len(sv)) & (sv[pos_c] == key) & (frames != 0)
     return np.where(found, order[pos_c], 0).astype(np.int64), found
+
+
+class JoinedHandshakes:
+    """The handshake records (httpanalyzer.tls SCHEMA tables, in frame order) the exchanges of
+    a streamed run are joined to: each table kept while an exchange still to come can belong
+    to one of its connections (drop_before), so that a long capture holds the handshakes of
+    the connections still open, not all."""
+
+    __slots__ = ("tabs", "_last")
+
+    def __init__(self):
+        self.tabs: list = []
+        self._last: list = []          # each table's last ClientHello frame (0: none)
+
+    def add(self, tab: pa.Table | None) -> None:
+        if tab is None or tab.num_rows == 0:
+            return
+        vals, ok = _values(tab["request_frame"], np.uint64)
+        self.tabs.append(tab)
+        self._last.append(int(vals[ok].max()) if ok.any() else 0)
+
+    def drop_before(self, hello: int) -> None:
+        """The tables whose every ClientHello frame (1-based) is below `hello` dropped (the
+        oldest first: a table is kept while one of its handshakes may still be joined)."""
+        k = 0
+        while k < len(self.tabs) and self._last[k] < hello:
+            k += 1
+        if k:
+            del self.tabs[:k], self._last[:k]
+
+    def table(self) -> pa.Table | None:
+        if not self.tabs:
+            return None
+        return self.tabs[0] if len(self.tabs) == 1 else pa.concat_tables(self.tabs)
 
 
 class ExchangeRows:

@@ -1,0 +1,228 @@
+"""The exchanges of a streamed run (one trace or a live capture): written while the run goes on,
+in row groups, as the handshakes are (httpanalyzer.tls ExchangeRun.ready, OnePass).
+
+ExchangeTable.bounds() says (ready_before) below which packet no record is still to come and
+(oldest_hello) which ClientHello the oldest connection a later record can belong to has. Both are
+checked against the records the stage really makes afterwards, over batches small enough that
+requests wait across many batch ends. The streamed files are checked against the table the
+stage gives when nothing is streamed (iter_exchanges: every record at the end, one join)."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import SHARED
+
+TRACES = ["traces-tls/httpreplay/2019-05-01-airfrance-fr-traffic.pcap",
+          "traces-tls/pcapplusplus/ExamplesTest_pcap_examples_tls2.pcap",
+          "traces-tls/ndpi/teams.pcap"]
+
+
+def _path(rel):
+    path = SHARED / rel
+    if not path.exists():
+        pytest.skip(f"shared data absent: {path}")
+    return path
+
+
+def _walk(table, b):
+    """One batch walked with the stage as the walk's tap (its records stay in the table)."""
+    from webtap._ext.dissect import dissect_batch
+    dissect_batch(b.packets, np.asarray(b.data), None, None, 0, None, None, table.tap)
+
+
+def _first(raw):
+    return np.where(raw["has_req"] == 1, raw["req_frame"], raw["resp_frame"])
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_bounds_hold_for_every_record_made_later(rel):
+    from webtap._ext.exchange import ExchangeTable
+    from webtap.capture import open_trace
+    from webtap.records.exchange import EXCHANGE_RECORD_DTYPE
+
+    table = ExchangeTable()
+    seen = []                          # (bounds, the records taken at the same time)
+    with open_trace(str(_path(rel)), progress=False, batch_size=8) as tr:
+        for b in tr:
+            _walk(table, b)
+            seen.append((table.bounds(), table.take().view(EXCHANGE_RECORD_DTYPE)))
+    table.flush()
+    seen.append(((None, None), table.take().view(EXCHANGE_RECORD_DTYPE)))
+    total = sum(len(r) for _, r in seen)
+    assert total >= 20
+    # the smallest first frame and ClientHello frame of the records taken at or after each call
+    big = np.uint64(2**64 - 1)
+    mins = np.array([[_first(r).min() if len(r) else big, r["ch_frame"].min() if len(r) else big]
+                     for _, r in seen], dtype=np.uint64)
+    later = np.minimum.accumulate(mins[::-1], axis=0)[::-1]
+    useful = 0
+    for k, ((before, hello), _) in enumerate(seen[:-1]):
+        # a record's frames are 1-based, the bound a 0-based packet index
+        assert later[k + 1, 0] > before, f"a record made after batch {k} starts below its bound"
+        assert later[k + 1, 1] >= hello, f"a record made after batch {k} belongs to an older hello"
+        useful += bool(len(seen[k][1])) and bool((_first(seen[k][1]) <= before).any())
+    # the bound is not trivially low: records were ready while others were still to come
+    assert useful >= 3
+
+
+def test_bounds_give_up_once_frames_go_back():
+    """Several traces in a row number their frames each from 1: a record of the next trace may
+    sort before any already taken, so nothing is ready any more."""
+    from webtap._ext.exchange import ExchangeTable
+    from webtap.capture import open_trace
+
+    path = _path(TRACES[0])
+    table = ExchangeTable()
+    for k in range(2):
+        with open_trace(str(path), progress=False, batch_size=64) as tr:
+            for b in tr:
+                _walk(table, b)
+        if k == 0:
+            assert table.bounds()[0] > 100
+    assert table.bounds()[0] == 0
+
+
+def _small(monkeypatch, rows=8, batch=64):
+    """Streaming at a few records a part, over small packet batches."""
+    from httpanalyzer import tls as tlsmod
+    from webtap import capture
+
+    monkeypatch.setattr(tlsmod.ExchangeRun, "STREAM_ROWS", rows)
+    monkeypatch.setattr(tlsmod.TlsRun, "STREAM_ROWS", rows)
+    init = capture.Trace.__init__
+
+    def small_batches(self, *a, **kw):
+        kw["batch_size"] = batch
+        init(self, *a, **kw)
+    monkeypatch.setattr(capture.Trace, "__init__", small_batches)
+    made = []
+    one_init = tlsmod.OnePass.__init__
+
+    def record(self, *a, **kw):
+        one_init(self, *a, **kw)
+        made.append(self)
+    monkeypatch.setattr(tlsmod.OnePass, "__init__", record)
+    return made
+
+
+@pytest.mark.parametrize("rel", TRACES[:2])
+@pytest.mark.parametrize("how", ["tls", "one-pass", "consumers"])
+def test_streamed_exchanges_are_the_whole_table(tmp_path, monkeypatch, rel, how):
+    from httpanalyzer.cli import main
+    from httpanalyzer.tls_exchange import iter_exchanges
+
+    path = _path(rel)
+    want, _ = iter_exchanges([str(path)])          # nothing streamed: one table at the end
+    made = _small(monkeypatch)
+    x = tmp_path / "x.parquet"
+    if how == "tls":
+        args = ["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x)]
+    else:
+        args = [str(path), "-o", str(tmp_path / "h.parquet"), "--tls-out", str(tmp_path / "t.parquet"),
+                "--exchanges-out", str(x), "--consumers", "0" if how == "one-pass" else "2",
+                "--no-progress"]
+    assert main(args + ["-q"]) == 0
+    got = pq.read_table(x)
+    assert want.num_rows >= 20
+    assert got.equals(want)
+    # written while the run went on: row groups of at least STREAM_ROWS records, then the rest
+    groups = [g.num_rows for g in (pq.ParquetFile(x).metadata.row_group(i)
+                                   for i in range(pq.ParquetFile(x).num_row_groups))]
+    assert len(groups) >= 2 and all(n >= 8 for n in groups[:-1])
+    (one,) = made
+    assert one.xwritten == [] and one.written == []          # nothing kept (no --plots)
+
+
+def test_streamed_exchanges_as_csv(tmp_path, monkeypatch):
+    """The text formats get each streamed table through the same view as the last one."""
+    import csv
+
+    from httpanalyzer.cli import main
+    from httpanalyzer.tls import text_view
+    from httpanalyzer.tls_exchange import iter_exchanges
+
+    path = _path(TRACES[0])
+    want, _ = iter_exchanges([str(path)])
+    _small(monkeypatch)
+    x = tmp_path / "x.csv"
+    assert main(["tls", str(path), "-o", str(tmp_path / "t.csv"), "--exchanges-out", str(x),
+                 "-q"]) == 0
+    with open(x, newline="") as f:
+        rows = list(csv.reader(f))
+    view = text_view(want)
+    assert rows[0] == view.column_names
+    assert len(rows) - 1 == want.num_rows
+    frames = [r[view.column_names.index("request_frame")] for r in rows[1:]]
+    assert frames == ["" if v is None else str(v) for v in want["request_frame"].to_pylist()]
+
+
+def test_handshakes_no_exchange_can_need_are_dropped(tmp_path, monkeypatch):
+    """A long capture holds the handshakes of the connections that can still have exchanges,
+    not all: the join's tables are dropped once every connection of theirs is gone. Built
+    conversations one after another (tests/tlsx/convbuild.py), each idle past the GC timeout
+    before the next starts; the streamed file is still the whole table."""
+    from httpanalyzer.cli import main
+    from httpanalyzer.tls_exchange import iter_exchanges
+    from tests.tlsx.convbuild import build, rec, tls12_handshake
+    from webtap.records import exchange as xmod
+
+    raws, t0 = [], 1_700_000_000_000_000_000
+    for i in range(40):
+        fl = list(tls12_handshake(resumed=bool(i % 2)))
+        for _ in range(3):
+            fl += [("c", [rec(23, 120)], "req"), ("s", [rec(23, 1800)], "resp")]
+        raws.append(build(fl, 700, client=("10.0.0.1", 40000 + i), t0=t0)[0])
+        t0 += 5_000_000_000
+    path = tmp_path / "conv.pcap"
+    path.write_bytes(raws[0] + b"".join(r[24:] for r in raws[1:]))
+    want, _ = iter_exchanges([str(path)], gc_timeout=2.0)
+    assert want.num_rows == 120 and all(want["matched"].to_pylist())
+    assert want["sni"].null_count == 0          # the join found every handshake
+
+    held = []
+    drop = xmod.JoinedHandshakes.drop_before
+
+    def counting_drop(self, hello):
+        drop(self, hello)
+        held.append(sum(t.num_rows for t in self.tabs))
+    monkeypatch.setattr(xmod.JoinedHandshakes, "drop_before", counting_drop)
+    _small(monkeypatch, rows=2, batch=16)
+    x = tmp_path / "x.parquet"
+    assert main(["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x),
+                 "--gc-timeout", "2", "-q"]) == 0
+    assert pq.read_table(x).equals(want)
+    # 40 handshakes went by; never more than a few held at once
+    assert len(held) >= 10 and max(held) <= 4
+
+
+def test_joined_handshakes_drop_the_oldest_tables_only():
+    from webtap.records.exchange import JoinedHandshakes
+
+    def tab(frames):
+        return pa.table({"request_frame": pa.array(frames, pa.uint64())})
+    j = JoinedHandshakes()
+    j.add(tab([1, 5, None]))
+    j.add(tab([None]))                 # no ClientHello in it: nothing can join it
+    j.add(tab([7, 9]))
+    j.add(None)
+    j.add(tab([]))
+    assert len(j.tabs) == 3
+    j.drop_before(5)                   # frame 5 may still be joined: the first table stays
+    assert len(j.tabs) == 3
+    j.drop_before(6)
+    assert [t["request_frame"].to_pylist() for t in j.tabs] == [[7, 9]]
+    assert j.table()["request_frame"].to_pylist() == [7, 9]
+    j.drop_before(100)
+    assert j.tabs == [] and j.table() is None
+
+
+def test_streamed_parts_are_the_records_row_groups():
+    """ExchangeRun.STREAM_ROWS is the row group the Parquet sink makes of the HTTP records (a
+    constant of its own: httpanalyzer.tls does not load pyarrow.parquet for other outputs)."""
+    from httpanalyzer.tls import ExchangeRun
+    from webtap.parquetsink import ParquetWriter
+
+    assert ExchangeRun.STREAM_ROWS == ParquetWriter.ROW_GROUP_ROWS
