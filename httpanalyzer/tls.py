@@ -324,13 +324,17 @@ class ExchangeRun:
         (tried again after STREAM_ROWS more records)."""
         if not self.stream or self._nraw < self._next_try:
             return None
+        return self._below(min(self._before, limit), self.STREAM_ROWS)
+
+    def _below(self, bound: int, min_rows: int) -> np.ndarray | None:
+        """The records of _raw whose first frame (1-based) is at most `bound` (a 0-based packet
+        index) when there are min_rows of them; the others stay."""
         raw = np.concatenate(self._raw).view(EXCHANGE_RECORD_DTYPE) if len(self._raw) > 1 \
             else self._raw[0].view(EXCHANGE_RECORD_DTYPE)
-        first = np.where(raw["has_req"] == 1, raw["req_frame"], raw["resp_frame"])    # 1-based
-        below = first <= np.uint64(min(self._before, limit))
-        n = int(np.count_nonzero(below))
+        first = np.where(raw["has_req"] == 1, raw["req_frame"], raw["resp_frame"])
+        below = first <= np.uint64(bound)
         out = None
-        if n >= self.STREAM_ROWS:
+        if np.count_nonzero(below) >= min_rows:
             out, raw = raw[below], raw[~below]
         self._raw = [raw.view(np.uint8).reshape(-1)] if len(raw) else []
         self._nraw = len(raw)
@@ -351,10 +355,9 @@ class ExchangeRun:
         return rows if rows is not None else self._finish_raw()
 
     def start_rows(self) -> None:
-        """End of input: the waiting requests flushed and the records' handshake-free columns
-        built (ExchangeRows) in a thread of their own while the caller puts the handshakes in
-        order; finish() hands them over. A whole-process cost of issue 33: the two had followed
-        each other at the end of every run."""
+        """End of input: the waiting requests flushed, the records taken and put in frame order
+        (ExchangeRows) in a thread of their own while the caller puts the handshakes in order;
+        finish() hands them over."""
         self._job = InFlight("webtap-exchange", depth=1)
         self._job.submit(self._rows_job)
 
@@ -510,12 +513,15 @@ class OnePass:
         if self.x is not None:
             raw = self.x.ready(self.run.handed_before)
             if raw is not None:
-                xt = exchange_table(raw, self.hs.table())
-                self.xo.write(xt)
-                self.xo.flush()
-                if self.keep:
-                    self.xwritten.append(xt)
+                self._write_exchanges(raw, self.hs.table())
                 self.hs.drop_before(self.x.oldest_hello)
+
+    def _write_exchanges(self, raw, hs) -> None:
+        xt = exchange_table(raw, hs)
+        self.xo.write(xt)
+        self.xo.flush()                    # one row group, encoded in the writer's thread
+        if self.keep:
+            self.xwritten.append(xt)
 
     def finish(self) -> None:
         """The end of the input: the output is written by commit() (after the HTTP records)."""

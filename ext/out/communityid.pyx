@@ -17,66 +17,17 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, uint8_t, uint16_t
-from libc.string cimport memcmp, memcpy
 
 cnp.import_array()
 
-cdef extern from "<openssl/evp.h>" nogil:
-    int EVP_EncodeBlock(unsigned char *t, const unsigned char *f, int n)
-
-# SHA-1 through ext/out/digest.h: libcrypto's SHA1_Init/Update/Final on a stack context (an
-# implicit EVP_sha1() fetch per record cost ~3-4x the digest itself under OpenSSL 3)
-from digest cimport WT_SHA1, wt_digest, wt_crypto_no_atexit
+from communityid cimport C_ID_LEN, cid_hash_one
+from digest cimport wt_crypto_no_atexit
 
 wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
 
-#: bytes of one id: "1:" + 28 base64 characters (20-byte SHA-1 digest, one '=' of padding)
+#: bytes of one id: "1:" + 28 base64 characters (20-byte SHA-1 digest, one '=' of padding);
+#: the hash of one id is communityid.pxd's cid_hash_one
 ID_LEN = 30
-cdef enum:
-    C_ID_LEN = 30
-
-
-cdef inline int _hash_one(uint16_t seed,
-                          const uint8_t *a, uint16_t ap, const uint8_t *b, uint16_t bp,
-                          int alen, uint8_t proto, uint8_t *out) noexcept nogil:
-    """One id into out[0:30]; returns 0, or -1 when libcrypto fails."""
-    cdef uint8_t buf[2 + 16 + 16 + 1 + 1 + 2 + 2]
-    cdef uint8_t dig[64]
-    cdef uint8_t b64[32]
-    cdef int c, k = 0
-    cdef const uint8_t *t
-    cdef uint16_t tp
-    c = memcmp(a, b, alen)
-    if c > 0 or (c == 0 and ap > bp):
-        t = a
-        a = b
-        b = t
-        tp = ap
-        ap = bp
-        bp = tp
-    buf[0] = seed >> 8
-    buf[1] = seed & 0xFF
-    k = 2
-    memcpy(buf + k, a, alen)
-    k += alen
-    memcpy(buf + k, b, alen)
-    k += alen
-    buf[k] = proto
-    buf[k + 1] = 0
-    buf[k + 2] = ap >> 8
-    buf[k + 3] = ap & 0xFF
-    buf[k + 4] = bp >> 8
-    buf[k + 5] = bp & 0xFF
-    k += 6
-    if wt_digest(WT_SHA1, buf, k, dig) != 20:
-        return -1
-    out[0] = 49   # '1'
-    out[1] = 58   # ':'
-    # EVP_EncodeBlock writes 28 characters and a NUL: into a scratch buffer, not past the id
-    if EVP_EncodeBlock(b64, dig, 20) != 28:
-        return -1
-    memcpy(out + 2, b64, 28)
-    return 0
 
 
 def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, proto=6, int seed=0):
@@ -115,7 +66,7 @@ def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, proto=6, int se
     cdef uint16_t sd = <uint16_t>seed
     with nogil:
         for i in range(n):
-            if _hash_one(sd, &sa[i, 0], sp[i], &da[i, 0], dp[i], 4 if ver[i] == 4 else 16,
+            if cid_hash_one(sd, &sa[i, 0], sp[i], &da[i, 0], dp[i], 4 if ver[i] == 4 else 16,
                          prs[i], &tv[i * C_ID_LEN]) != 0:
                 bad = 1
                 break

@@ -72,34 +72,6 @@ def test_take_strings_and_lists_are_arrows_take(items, lists, data):
         assert take(pa.chunked_array([arr]), idx).to_pylist() == pc.take(arr, pa.array(idx)).to_pylist()
 
 
-@settings(max_examples=150, deadline=None)
-@given(server=st.lists(_text, min_size=1, max_size=8), data=st.data())
-def test_exchange_h2_and_version_are_the_coalesce_they_replace(server, data):
-    """The exchange record's h2 and version columns (numpy over buffers) against the pyarrow
-    compute expressions they replaced: coalesce(server_alpn == 'h2', first offered == 'h2') and
-    coalesce(hex16(version) where != 0, joined version)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from webtap.records import exchange as ex
-
-    n = len(server)
-    offered = data.draw(st.lists(st.one_of(st.none(), st.lists(_text.filter(lambda x: x is not None),
-                                                                 max_size=3)), min_size=n, max_size=n))
-    sa, of = pa.array(server, pa.string()), pa.array(offered, pa.list_(pa.string()))
-    ok1, h1 = ex._is_h2(*columns.string_parts(sa))
-    ok2, h2 = ex._first_is_h2(of)
-    got = columns.boolean(np.where(ok1, h1, h2), ok1 | ok2).to_pylist()
-    first = pa.array([(x[0] if x else None) for x in offered], pa.string())
-    ref = pc.coalesce(pc.equal(sa, "h2"), pc.equal(first, "h2")).to_pylist()
-    assert got == ref
-    v = np.array(data.draw(st.lists(st.sampled_from([0, 0x0303, 0x0304, 0x7f1c]), min_size=n, max_size=n)),
-                 np.uint16)
-    joined = pa.array(data.draw(st.lists(st.one_of(st.none(), st.sampled_from(["0x0303", "0x0304"])),
-                                         min_size=n, max_size=n)), pa.string())
-    ref = pc.coalesce(columns.hex16(v, v != 0), joined).to_pylist()
-    assert ex._version(v, joined).to_pylist() == ref
-
-
 @settings(max_examples=200, deadline=None)
 @given(vals=st.lists(st.integers(0, 0xFFFF), max_size=40), data=st.data())
 def test_hex16_is_python_formatting(vals, data):

@@ -1,16 +1,15 @@
 """The TLS exchange record (issue 33): one request/response exchange inside TLS over TCP, paired
 by the paper's rule (the request's first packet's ACK = the response's first packet's SEQ) with
 no keys; ext/pair/exchange.pyx emits XRecord rows (mirrored by EXCHANGE_RECORD_DTYPE) and
-httpanalyzer.tls_exchange turns them into EXCHANGE_SCHEMA with the connection's handshake fields
-joined (docs/TLS.md "Exchanges"). Times in ns since the Unix epoch (UTC), durations ns, frame
+exchange_table turns them into EXCHANGE_SCHEMA with the connection's handshake fields joined
+(ext/out/xcolumns.pyx; docs/TLS.md "Exchanges"). Times in ns since the Unix epoch (UTC), durations ns, frame
 numbers tshark's (1-based)."""
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from webtap._ext.communityid import community_id
-from webtap._ext.dissect import ip_text
+from webtap._ext.xcolumns import REASONS, exchange_columns
 from webtap.records import columns
 
 __all__ = ["EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS", "EXCHANGE_FIELDS", "EXCHANGE_COLUMNS",
@@ -26,7 +25,7 @@ EXCHANGE_RECORD_DTYPE = np.dtype([
     ("resp_rec_len", "<u4"), ("key", "<u4"), ("version", "<u2"), ("ip_version", "u1"),
     ("reason", "u1"), ("flags", "u1"), ("has_req", "u1"), ("has_resp", "u1"), ("_pad", "u1"),
 ], align=True)
-EXCHANGE_REASONS = (None, "gc", "end", "cap", "no_request")
+EXCHANGE_REASONS = REASONS          # XRecord.reason -> unmatched_reason (ext/out/xcolumns.pyx)
 #: (name, Arrow type, meaning)
 EXCHANGE_FIELDS = [
     ("client_ip", pa.string(), "client address (the ClientHello's sender)"),
@@ -66,7 +65,6 @@ EXCHANGE_FIELDS = [
 ]
 EXCHANGE_COLUMNS = [f[0] for f in EXCHANGE_FIELDS]
 EXCHANGE_SCHEMA = pa.schema([pa.field(n, t, metadata={"doc": d}) for n, t, d in EXCHANGE_FIELDS])
-_REASON_CODES = columns.Codes(EXCHANGE_REASONS)
 
 
 def _values(col, dtype):
@@ -74,26 +72,6 @@ def _values(col, dtype):
     would import pandas: most of a second of a run)."""
     a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     return np.frombuffer(a.buffers()[1], dtype=dtype)[a.offset:a.offset + len(a)], columns.valid_mask(a)
-
-
-def _join_index(frames: np.ndarray, cports: np.ndarray, sports: np.ndarray, hs: pa.Table | None):
-    """(row of the handshake record of each exchange's connection, found) (None, None without
-    handshakes): the same
-    ClientHello frame and ports (frame numbers restart in every trace of a run)."""
-    if hs is None or hs.num_rows == 0:
-        return None, None
-    vals, ok = _values(hs["request_frame"], np.uint64)
-    hc = _values(hs["client_port"], np.uint16)[0].astype(np.uint64)
-    hp = _values(hs["server_port"], np.uint16)[0].astype(np.uint64)
-    hk = np.where(ok, (vals << np.uint64(32)) | (hc << np.uint64(16)) | hp, np.uint64(0))
-    key = (frames.astype(np.uint64) << np.uint64(32)) | (cports.astype(np.uint64) << np.uint64(16)) \
-        | sports.astype(np.uint64)
-    order = np.argsort(hk, kind="stable")
-    sv = hk[order]
-    pos = np.searchsorted(sv, key)
-    pos_c = np.minimum(pos, len(sv) - 1)
-    found = (pos < len(sv)) & (sv[pos_c] == key) & (frames != 0)
-    return np.where(found, order[pos_c], 0).astype(np.int64), found
 
 
 class JoinedHandshakes:
@@ -131,120 +109,58 @@ class JoinedHandshakes:
 
 
 class ExchangeRows:
-    """The part of an exchange table that needs no handshake: the records in request (else
-    response) frame order and their own columns (addresses, Community ID, times, frames,
-    flags). httpanalyzer.tls.ExchangeRun builds it in a thread of its own (start_rows) while the
-    handshakes are put in frame order (issue 33's cost: the two no longer follow each other);
-    exchange_table joins the handshake fields to it."""
+    """Raw exchange records and their order in the table: request (else response) frame, then
+    response frame (a stable sort). httpanalyzer.tls.ExchangeRun makes it in a thread of its own
+    (start_rows: the flush of the waiting requests, the take, the sort) while the handshakes
+    are put in order; exchange_table writes the columns."""
 
-    __slots__ = ("r", "cols")
+    __slots__ = ("r", "order")
 
     def __init__(self, raw: np.ndarray):
-        r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
-        order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
-        r = self.r = columns.take_rows(r, order)
-        hq, hr = r["has_req"] == 1, r["has_resp"] == 1
-        flags = r["flags"]
-        self.cols = {
-            # the address text every record kind carries (ext/common/util.h wt_ip_text, one C loop)
-            "client_ip": ip_text(r["client_ip"], r["ip_version"]),
-            "client_port": columns.num(r["client_port"]),
-            "server_ip": ip_text(r["server_ip"], r["ip_version"]),
-            "server_port": columns.num(r["server_port"]),
-            "community_id": community_id(np.ascontiguousarray(r["client_ip"]), r["client_port"],
-                                         np.ascontiguousarray(r["server_ip"]), r["server_port"],
-                                         r["ip_version"], 6),
-            "request_ts": columns.num(r["req_ts"], pa.timestamp("ns", tz="UTC"), hq),
-            "response_ts": columns.num(r["resp_ts"], pa.timestamp("ns", tz="UTC"), hr),
-            "request_frame": columns.num(r["req_frame"], valid=hq),
-            "response_frame": columns.num(r["resp_frame"], valid=hr),
-            "response_time": columns.num(r["resp_ts"] - r["req_ts"], pa.duration("ns"), hq & hr),
-            "exchange_index": columns.num(r["index"], valid=hq),
-            "request_record_len": columns.num(r["req_rec_len"], valid=hq & (r["req_rec_len"] != 0)),
-            "response_record_len": columns.num(r["resp_rec_len"], valid=hr & (r["resp_rec_len"] != 0)),
-            "matched": columns.boolean(r["reason"] == 0),
-            "unmatched_reason": _REASON_CODES.column(r["reason"], r["reason"] != 0),
-            "tickets_skipped": columns.boolean(flags & XF_TICKETS != 0),
-            "early_data": columns.boolean(flags & XF_EARLY != 0),
-            "unsynced": columns.boolean(flags & XF_UNSYNCED != 0),
-            "client_hello_frame": columns.num(r["ch_frame"]),
-            "ip_version": columns.num(r["ip_version"]),
-        }
+        r = self.r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
+        self.order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
 
 
 def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None = None) -> pa.Table:
     """Arrow table (EXCHANGE_SCHEMA) of raw exchange records (or their ExchangeRows), in request
     (else response) frame order, with the handshake fields joined from `handshakes`
-    (httpanalyzer.tls SCHEMA)."""
+    (httpanalyzer.tls SCHEMA): the columns written by C without the GIL
+    (ext/out/xcolumns.pyx), handed to pyarrow one call each."""
     rows = raw if isinstance(raw, ExchangeRows) else ExchangeRows(raw)
-    r = rows.r
-    n = len(r)
-    idx, found = _join_index(r["ch_frame"], r["client_port"], r["server_port"], handshakes)
-
-    def joined(name, typ):
-        if idx is None:
-            return pa.nulls(n, typ)
-        take = columns.take_string_lists if pa.types.is_list(typ) else columns.take_strings
-        return take(handshakes[name], idx, found)
-
-    alpn_offered = joined("alpn", pa.list_(pa.string()))
-    server_alpn = joined("server_alpn", pa.string())
-    # h2: the server's choice where visible, else the client's first offer (TLS 1.3 hides it)
-    sa_ok, sa_h2 = _is_h2(*columns.string_parts(server_alpn))
-    fo_ok, fo_h2 = _first_is_h2(alpn_offered)
-    cols = dict(rows.cols)
-    cols.update({
-        "sni": joined("sni", pa.string()),
-        "alpn": server_alpn,
-        "alpn_offered": alpn_offered,
-        "h2": columns.boolean(np.where(sa_ok, sa_h2, fo_h2), sa_ok | fo_ok),
-        # the version the stage read in the ServerHello, else the handshake record's
-        "version": _version(r["version"], joined("server_version", pa.string())),
-        "ja4": joined("ja4", pa.string()),
-    })
-    arrays = [cols[c] if cols[c].type == EXCHANGE_SCHEMA.field(c).type else cols[c].cast(EXCHANGE_SCHEMA.field(c).type)
-              for c in EXCHANGE_COLUMNS]
+    n = len(rows.order)
+    cols = exchange_columns(rows.r, rows.order, _handshake_parts(handshakes))
+    arrays = []
+    for f in EXCHANGE_SCHEMA:
+        p = cols[f.name]
+        bits = pa.py_buffer(p[-2]) if p[-1] else None        # the validity bitmap
+        if pa.types.is_list(f.type):
+            lo, io, data = p[:3]
+            items = pa.Array.from_buffers(pa.string(), len(io) - 1, [None, pa.py_buffer(io), pa.py_buffer(data)])
+            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(lo)], null_count=p[-1],
+                                                children=[items]))
+        elif pa.types.is_string(f.type):
+            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(p[0]), pa.py_buffer(p[1])],
+                                                null_count=p[-1]))
+        else:
+            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(p[0])], null_count=p[-1]))
     return pa.Table.from_arrays(arrays, schema=EXCHANGE_SCHEMA)
 
 
-def _is_h2(offs: np.ndarray, data: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(valid, value is 'h2') per row of a string column given by its parts."""
-    return valid, _h2_at(offs[:-1], offs[1:], data, valid)
-
-
-def _first_is_h2(a: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(the list has a first value, that value is 'h2') per row of a list<string> column (a
-    null or empty list has none)."""
-    n = len(a)
-    if n == 0:
-        return np.zeros(0, bool), np.zeros(0, bool)
-    loffs = np.frombuffer(a.offsets.buffers()[1], np.int32)[a.offset:a.offset + n + 1].astype(np.int64)
-    ok = columns.valid_mask(a) & (loffs[1:] > loffs[:-1])
+def _handshake_parts(hs: pa.Table | None):
+    """The handshake columns the join reads, as numpy parts (ext/out/xcolumns.pyx
+    exchange_columns' hs), read in place from their buffers; None without handshakes."""
+    if hs is None or hs.num_rows == 0:
+        return None
+    frames, ok = _values(hs["request_frame"], np.uint64)
+    parts = [frames, ok.view(np.uint8), _values(hs["client_port"], np.uint16)[0],
+             _values(hs["server_port"], np.uint16)[0]]
+    for name in ("sni", "server_alpn", "server_version", "ja4"):
+        offs, data, valid = columns.string_parts(hs[name])
+        parts.append((offs, data, valid.view(np.uint8)))
+    a = hs["alpn"]
+    a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+    # list offsets into the whole child (a slice's offset honoured), as columns.take_string_lists
+    loffs = np.frombuffer(a.offsets.buffers()[1], np.int32)[a.offset:a.offset + len(a) + 1].astype(np.int64)
     ioffs, data, _ = columns.string_parts(a.values)
-    if len(ioffs) < 2:
-        return ok, np.zeros(n, bool)
-    first = np.where(ok, loffs[:-1], 0)
-    return ok, _h2_at(ioffs[first], ioffs[first + 1], data, ok)
-
-
-def _h2_at(start: np.ndarray, end: np.ndarray, data: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Whether data[start:end] is b'h2', per row where ok (False elsewhere)."""
-    two = ok & (end - start == 2)
-    if len(data) < 2:
-        return np.zeros(len(ok), bool)
-    at = np.minimum(np.where(two, start, 0), len(data) - 2)
-    return two & (data[at] == ord("h")) & (data[at + 1] == ord("2"))
-
-
-def _version(v: np.ndarray, joined: pa.Array) -> pa.Array:
-    """0xhhhh of the version the exchange stage read (v != 0), else the joined text."""
-    mine = v != 0
-    hexv = columns.hex16(v)
-    ho, hd, _ = columns.string_parts(hexv)
-    jo, jd, jok = columns.string_parts(joined)
-    offs, data = columns.concat_bytes([(ho, hd), (jo, jd)])
-    n = len(v)
-    rows = np.where(mine, np.arange(n), n + np.arange(n))
-    valid = mine | jok
-    o, body = columns.gather_bytes(offs, data, rows, valid)
-    return columns.text_column(o, body, valid)
+    parts.append((loffs, ioffs, data, columns.valid_mask(a).view(np.uint8)))
+    return tuple(parts)
