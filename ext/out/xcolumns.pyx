@@ -122,9 +122,10 @@ def _bits(n):
     return np.zeros((n + 7) // 8 if n > 0 else 1, dtype=np.uint8)
 
 
-def exchange_columns(raw, order, hs=None):
+def exchange_columns(raw, order, hs=None, bint own=True, bint joined=True):
     """The columns of the records raw[order] (raw: XRecord rows, EXCHANGE_RECORD_DTYPE or their
-    bytes; order: row numbers, int64), as numpy buffers: {name: parts}, parts being (values,
+    bytes; order: row numbers, int64): their own (own) and the joined ones (joined: JOINED,
+    alpn_offered, h2, version), as numpy buffers: {name: parts}, parts being (values,
     validity bitmap, nulls) for numbers, (value bits, validity bitmap, nulls) for booleans,
     (int32 offsets, bytes, validity bitmap, nulls) for strings and (int32 list offsets, int32
     item offsets, item bytes, validity bitmap, nulls) for alpn_offered; a bitmap is Arrow's
@@ -137,6 +138,7 @@ def exchange_columns(raw, order, hs=None):
     cdef const uint8_t[::1] rb = np.ascontiguousarray(raw).view(np.uint8).reshape(-1)
     cdef const int64_t[::1] ordv = np.ascontiguousarray(order, dtype=np.int64)
     cdef Py_ssize_t nrec = rb.shape[0] // sizeof(XRecord), n = ordv.shape[0], i, m = 0, k
+    cdef Py_ssize_t no = n if own else 0       # the own columns' rows (none when not asked)
     if rb.shape[0] % sizeof(XRecord):
         raise ValueError("exchange_columns: raw is not whole XRecord rows")
     if n > 0x7FFFFFFF // 46:
@@ -157,7 +159,7 @@ def exchange_columns(raw, order, hs=None):
     cdef const uint8_t *idata = NULL
     cdef const uint8_t *lvalid = NULL
     keep = []                          # the parts' arrays, alive while C reads them
-    if hs is not None:
+    if hs is not None and joined:
         arrs = [np.ascontiguousarray(hs[0], dtype=np.uint64), np.ascontiguousarray(hs[1], dtype=np.uint8),
                 np.ascontiguousarray(hs[2], dtype=np.uint16), np.ascontiguousarray(hs[3], dtype=np.uint16)]
         m = arrs[0].shape[0]
@@ -194,28 +196,28 @@ def exchange_columns(raw, order, hs=None):
         lvalid = <const uint8_t *>cnp.PyArray_DATA(lval)
 
     # -- the columns of fixed size -----------------------------------------------------------
-    cip_o = np.zeros(n + 1, np.int32)
-    cip_d = np.empty(n * 46 + 1, np.uint8)
-    sip_o = np.zeros(n + 1, np.int32)
-    sip_d = np.empty(n * 46 + 1, np.uint8)
-    cid_o = np.arange(0, (n + 1) * C_ID_LEN, C_ID_LEN, dtype=np.int32)
-    cid_d = np.empty(max(n, 1) * C_ID_LEN, np.uint8)
-    cport = np.empty(n, np.uint16)
-    sport = np.empty(n, np.uint16)
-    req_ts = np.zeros(n, np.int64)
-    resp_ts = np.zeros(n, np.int64)
-    req_fr = np.zeros(n, np.uint64)
-    resp_fr = np.zeros(n, np.uint64)
-    rtime = np.zeros(n, np.int64)
-    index = np.zeros(n, np.uint32)
-    qlen = np.zeros(n, np.uint32)
-    rlen = np.zeros(n, np.uint32)
-    chf = np.empty(n, np.uint64)
-    ipv = np.empty(n, np.uint8)
-    hq_b, hr_b, both_b, ql_b, rl_b, why_b = _bits(n), _bits(n), _bits(n), _bits(n), _bits(n), _bits(n)
-    matched, tickets, early, unsynced = _bits(n), _bits(n), _bits(n), _bits(n)
-    why_o = np.zeros(n + 1, np.int32)
-    why_d = np.empty(n * 10 + 1, np.uint8)
+    cip_o = np.zeros(no + 1, np.int32)
+    cip_d = np.empty(no * 46 + 1, np.uint8)
+    sip_o = np.zeros(no + 1, np.int32)
+    sip_d = np.empty(no * 46 + 1, np.uint8)
+    cid_o = np.arange(0, (no + 1) * C_ID_LEN, C_ID_LEN, dtype=np.int32)
+    cid_d = np.empty(max(no, 1) * C_ID_LEN, np.uint8)
+    cport = np.empty(no, np.uint16)
+    sport = np.empty(no, np.uint16)
+    req_ts = np.zeros(no, np.int64)
+    resp_ts = np.zeros(no, np.int64)
+    req_fr = np.zeros(no, np.uint64)
+    resp_fr = np.zeros(no, np.uint64)
+    rtime = np.zeros(no, np.int64)
+    index = np.zeros(no, np.uint32)
+    qlen = np.zeros(no, np.uint32)
+    rlen = np.zeros(no, np.uint32)
+    chf = np.empty(no, np.uint64)
+    ipv = np.empty(no, np.uint8)
+    hq_b, hr_b, both_b, ql_b, rl_b, why_b = _bits(no), _bits(no), _bits(no), _bits(no), _bits(no), _bits(no)
+    matched, tickets, early, unsynced = _bits(no), _bits(no), _bits(no), _bits(no)
+    why_o = np.zeros(no + 1, np.int32)
+    why_d = np.empty(no * 10 + 1, np.uint8)
     jrow_a = np.full(n, -1, np.int64)
     cdef int32_t *p_cip_o = <int32_t *>cnp.PyArray_DATA(cip_o)
     cdef uint8_t *p_cip_d = <uint8_t *>cnp.PyArray_DATA(cip_d)
@@ -262,9 +264,10 @@ def exchange_columns(raw, order, hs=None):
     cdef Flow *flows = NULL
     cdef Flow *fl
     with nogil:
-        flows = <Flow *>calloc(FLOW_SLOTS, sizeof(Flow))
-        if flows == NULL:
-            bad = 3
+        if own:
+            flows = <Flow *>calloc(FLOW_SLOTS, sizeof(Flow))
+            if flows == NULL:
+                bad = 3
         if m and not bad:
             while cap < <uint64_t>(2 * m):
                 cap <<= 1
@@ -288,61 +291,64 @@ def exchange_columns(raw, order, hs=None):
             if bad:
                 break
             r = &recs[ordv[i]]
-            fl = &flows[_flow_slot(r)]
-            if not _same_flow(fl, r) and _flow_fill(fl, r) != 0:
-                bad = 1
-                break
-            memcpy(p_cip_d + oc, fl.ctext, fl.clen)
-            oc += fl.clen
-            p_cip_o[i + 1] = oc
-            memcpy(p_sip_d + osp, fl.stext, fl.slen)
-            osp += fl.slen
-            p_sip_o[i + 1] = osp
-            memcpy(p_cid + i * C_ID_LEN, fl.cid, C_ID_LEN)
-            p_cport[i] = r.client_port
-            p_sport[i] = r.server_port
-            p_qts[i] = r.req_ts
-            p_rts[i] = r.resp_ts
-            p_qfr[i] = r.req_frame
-            p_rfr[i] = r.resp_frame
-            p_rtime[i] = r.resp_ts - r.req_ts
-            p_index[i] = r.index
-            p_qlen[i] = r.req_rec_len
-            p_rlen[i] = r.resp_rec_len
-            p_chf[i] = r.ch_frame
-            p_ipv[i] = r.ip_version
-            if r.has_req == 1:
-                _set(p_hq, i)
-                n_hq += 1
-                if r.req_rec_len != 0:
-                    _set(p_ql, i)
-                    n_ql += 1
-            if r.has_resp == 1:
-                _set(p_hr, i)
-                n_hr += 1
-                if r.resp_rec_len != 0:
-                    _set(p_rl, i)
-                    n_rl += 1
+            if own:
+                fl = &flows[_flow_slot(r)]
+                if not _same_flow(fl, r) and _flow_fill(fl, r) != 0:
+                    bad = 1
+                    break
+                memcpy(p_cip_d + oc, fl.ctext, fl.clen)
+                oc += fl.clen
+                p_cip_o[i + 1] = oc
+                memcpy(p_sip_d + osp, fl.stext, fl.slen)
+                osp += fl.slen
+                p_sip_o[i + 1] = osp
+                memcpy(p_cid + i * C_ID_LEN, fl.cid, C_ID_LEN)
+                p_cport[i] = r.client_port
+                p_sport[i] = r.server_port
+                p_qts[i] = r.req_ts
+                p_rts[i] = r.resp_ts
+                p_qfr[i] = r.req_frame
+                p_rfr[i] = r.resp_frame
+                p_rtime[i] = r.resp_ts - r.req_ts
+                p_index[i] = r.index
+                p_qlen[i] = r.req_rec_len
+                p_rlen[i] = r.resp_rec_len
+                p_chf[i] = r.ch_frame
+                p_ipv[i] = r.ip_version
                 if r.has_req == 1:
-                    _set(p_both, i)
-                    n_both += 1
-            if r.reason > 4:
-                bad = 2
-                break
-            if r.reason == 0:
-                _set(p_matched, i)
-            else:
-                _set(p_why_b, i)
-                n_why += 1
-                memcpy(p_why_d + ow, _REASON_TEXT + _REASON_AT[r.reason], _REASON_LEN[r.reason])
-                ow += _REASON_LEN[r.reason]
-            p_why_o[i + 1] = ow
-            if r.flags & XF_TICKETS:
-                _set(p_tickets, i)
-            if r.flags & XF_EARLY:
-                _set(p_early, i)
-            if r.flags & XF_UNSYNCED:
-                _set(p_unsynced, i)
+                    _set(p_hq, i)
+                    n_hq += 1
+                    if r.req_rec_len != 0:
+                        _set(p_ql, i)
+                        n_ql += 1
+                if r.has_resp == 1:
+                    _set(p_hr, i)
+                    n_hr += 1
+                    if r.resp_rec_len != 0:
+                        _set(p_rl, i)
+                        n_rl += 1
+                    if r.has_req == 1:
+                        _set(p_both, i)
+                        n_both += 1
+                if r.reason > 4:
+                    bad = 2
+                    break
+                if r.reason == 0:
+                    _set(p_matched, i)
+                else:
+                    _set(p_why_b, i)
+                    n_why += 1
+                    memcpy(p_why_d + ow, _REASON_TEXT + _REASON_AT[r.reason], _REASON_LEN[r.reason])
+                    ow += _REASON_LEN[r.reason]
+                p_why_o[i + 1] = ow
+                if r.flags & XF_TICKETS:
+                    _set(p_tickets, i)
+                if r.flags & XF_EARLY:
+                    _set(p_early, i)
+                if r.flags & XF_UNSYNCED:
+                    _set(p_unsynced, i)
+            if not joined:
+                continue
             # the handshake of its connection
             if m and r.ch_frame != 0:
                 key = _key(r.ch_frame, r.client_port, r.server_port)
@@ -374,18 +380,19 @@ def exchange_columns(raw, order, hs=None):
         raise OverflowError("exchange_columns: a string column of 2 GiB or more")
 
     # -- the joined columns ------------------------------------------------------------------
+    out = {}
     cdef StrOut jo[4]
-    joined = []
-    for k in range(4):
+    joined_cols = []
+    for k in range(4 if joined else 0):
         o_, d_, b_ = np.zeros(n + 1, np.int32), np.empty(max(jsz[k], 1), np.uint8), _bits(n)
-        joined.append((o_, d_, b_))
+        joined_cols.append((o_, d_, b_))
         jo[k].offs = <int32_t *>cnp.PyArray_DATA(o_)
         jo[k].data = <uint8_t *>cnp.PyArray_DATA(d_)
         jo[k].bits = <uint8_t *>cnp.PyArray_DATA(b_)
         jo[k].nulls = 0
-    lo_out, io_out = np.zeros(n + 1, np.int32), np.zeros(n_items + 1, np.int32)
-    id_out, l_b = np.empty(max(n_item_bytes, 1), np.uint8), _bits(n)
-    h2_v, h2_b = _bits(n), _bits(n)
+    lo_out, io_out = np.zeros((n if joined else 0) + 1, np.int32), np.zeros(n_items + 1, np.int32)
+    id_out, l_b = np.empty(max(n_item_bytes, 1), np.uint8), _bits(n if joined else 0)
+    h2_v, h2_b = _bits(n if joined else 0), _bits(n if joined else 0)
     cdef int32_t *p_lo = <int32_t *>cnp.PyArray_DATA(lo_out)
     cdef int32_t *p_io = <int32_t *>cnp.PyArray_DATA(io_out)
     cdef uint8_t *p_id = <uint8_t *>cnp.PyArray_DATA(id_out)
@@ -396,8 +403,9 @@ def exchange_columns(raw, order, hs=None):
     cdef int32_t nl = 0, nib = 0
     cdef uint16_t v
     cdef bint sa_ok, sa_h2, fo_ok, fo_h2
+    cdef Py_ssize_t nj = n if joined else 0
     with nogil:
-        for i in range(n):
+        for i in range(nj):
             k = jrow[i]
             r = &recs[ordv[i]]
             for ln in range(4):
@@ -453,32 +461,34 @@ def exchange_columns(raw, order, hs=None):
             else:
                 h2_nulls += 1
 
-    out = {
-        "client_ip": (cip_o, cip_d[:oc], None, 0),
-        "client_port": (cport, None, 0),
-        "server_ip": (sip_o, sip_d[:osp], None, 0),
-        "server_port": (sport, None, 0),
-        "community_id": (cid_o, cid_d[:n * C_ID_LEN], None, 0),
-        "request_ts": (req_ts, hq_b, n - n_hq),
-        "response_ts": (resp_ts, hr_b, n - n_hr),
-        "request_frame": (req_fr, hq_b, n - n_hq),
-        "response_frame": (resp_fr, hr_b, n - n_hr),
-        "response_time": (rtime, both_b, n - n_both),
-        "exchange_index": (index, hq_b, n - n_hq),
-        "request_record_len": (qlen, ql_b, n - n_ql),
-        "response_record_len": (rlen, rl_b, n - n_rl),
-        "alpn_offered": (lo_out, io_out, id_out[:nib], l_b, l_nulls),
-        "h2": (h2_v, h2_b, h2_nulls),
-        "matched": (matched, None, 0),
-        "unmatched_reason": (why_o, why_d[:ow], why_b, n - n_why),
-        "tickets_skipped": (tickets, None, 0),
-        "early_data": (early, None, 0),
-        "unsynced": (unsynced, None, 0),
-        "client_hello_frame": (chf, None, 0),
-        "ip_version": (ipv, None, 0),
-    }
-    for k, name in enumerate(JOINED):
-        o_, d_, b_ = joined[k]
-        out[name] = (o_, d_[:jsz[k]], b_, jo[k].nulls)
+    if own:
+        out.update({
+            "client_ip": (cip_o, cip_d[:oc], None, 0),
+            "client_port": (cport, None, 0),
+            "server_ip": (sip_o, sip_d[:osp], None, 0),
+            "server_port": (sport, None, 0),
+            "community_id": (cid_o, cid_d[:n * C_ID_LEN], None, 0),
+            "request_ts": (req_ts, hq_b, n - n_hq),
+            "response_ts": (resp_ts, hr_b, n - n_hr),
+            "request_frame": (req_fr, hq_b, n - n_hq),
+            "response_frame": (resp_fr, hr_b, n - n_hr),
+            "response_time": (rtime, both_b, n - n_both),
+            "exchange_index": (index, hq_b, n - n_hq),
+            "request_record_len": (qlen, ql_b, n - n_ql),
+            "response_record_len": (rlen, rl_b, n - n_rl),
+            "matched": (matched, None, 0),
+            "unmatched_reason": (why_o, why_d[:ow], why_b, n - n_why),
+            "tickets_skipped": (tickets, None, 0),
+            "early_data": (early, None, 0),
+            "unsynced": (unsynced, None, 0),
+            "client_hello_frame": (chf, None, 0),
+            "ip_version": (ipv, None, 0),
+        })
+    if joined:
+        for k, name in enumerate(JOINED):
+            o_, d_, b_ = joined_cols[k]
+            out[name] = (o_, d_[:jsz[k]], b_, jo[k].nulls)
+        out["alpn_offered"] = (lo_out, io_out, id_out[:nib], l_b, l_nulls)
+        out["h2"] = (h2_v, h2_b, h2_nulls)
     del keep
     return out

@@ -109,16 +109,17 @@ class JoinedHandshakes:
 
 
 class ExchangeRows:
-    """Raw exchange records and their order in the table: request (else response) frame, then
-    response frame (a stable sort). httpanalyzer.tls.ExchangeRun makes it in a thread of its own
-    (start_rows: the flush of the waiting requests, the take, the sort) while the handshakes
-    are put in order; exchange_table writes the columns."""
+    """Raw exchange records, their order in the table (request, else response, frame, then
+    response frame: a stable sort) and the columns that need no handshake (addresses,
+    Community ID, times, frames, flags). httpanalyzer.tls.ExchangeRun makes it in a thread of
+    its own (start_rows) while the handshakes are put in order; exchange_table joins the rest."""
 
-    __slots__ = ("r", "order")
+    __slots__ = ("r", "order", "cols")
 
     def __init__(self, raw: np.ndarray):
         r = self.r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
         self.order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
+        self.cols = exchange_columns(r, self.order, None, own=True, joined=False)
 
 
 def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None = None) -> pa.Table:
@@ -128,7 +129,8 @@ def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None =
     (ext/out/xcolumns.pyx), handed to pyarrow one call each."""
     rows = raw if isinstance(raw, ExchangeRows) else ExchangeRows(raw)
     n = len(rows.order)
-    cols = exchange_columns(rows.r, rows.order, _handshake_parts(handshakes))
+    cols = dict(rows.cols)
+    cols.update(exchange_columns(rows.r, rows.order, _handshake_parts(handshakes), own=False))
     arrays = []
     for f in EXCHANGE_SCHEMA:
         p = cols[f.name]
