@@ -48,6 +48,35 @@ def traces_dir() -> pathlib.Path:
     return require_shared(TRACES)
 
 
+@pytest.fixture
+def small_streams(monkeypatch):
+    """setup(tls_rows, exchange_rows, batch) -> the list of httpanalyzer.tls.OnePass objects the
+    run then makes: the handshakes (and, given, the exchanges) streamed a few records a part,
+    over packet batches of `batch` packets, so that a small trace writes many parts."""
+    def setup(tls_rows: int = 8, exchange_rows: int | None = None, batch: int = 64) -> list:
+        from httpanalyzer import tls as tlsmod
+        from webtap import capture
+
+        monkeypatch.setattr(tlsmod.TlsRun, "STREAM_ROWS", tls_rows)
+        if exchange_rows is not None:
+            monkeypatch.setattr(tlsmod.ExchangeRun, "STREAM_ROWS", exchange_rows)
+        init = capture.Trace.__init__
+
+        def small_batches(self, *a, **kw):
+            kw["batch_size"] = batch
+            init(self, *a, **kw)
+        monkeypatch.setattr(capture.Trace, "__init__", small_batches)
+        made = []
+        one_init = tlsmod.OnePass.__init__
+
+        def record(self, *a, **kw):
+            one_init(self, *a, **kw)
+            made.append(self)
+        monkeypatch.setattr(tlsmod.OnePass, "__init__", record)
+        return made
+    return setup
+
+
 @pytest.fixture(scope="session")
 def jumpy(tmp_path_factory) -> pathlib.Path:
     """The Ethernet shared traces concatenated into one pcap, in file order: the capture clock

@@ -20,13 +20,13 @@ from libc.stdint cimport int32_t, uint8_t, uint16_t
 
 cnp.import_array()
 
-from communityid cimport C_ID_LEN, cid_hash_one
+from communityid cimport WT_CID_LEN as C_ID_LEN, wt_community_id
 from digest cimport wt_crypto_no_atexit
 
 wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
 
 #: bytes of one id: "1:" + 28 base64 characters (20-byte SHA-1 digest, one '=' of padding);
-#: the hash of one id is communityid.pxd's cid_hash_one
+#: the hash of one id is ext/out/communityid.c's wt_community_id
 ID_LEN = 30
 
 
@@ -66,8 +66,8 @@ def community_id(src_ip, src_port, dst_ip, dst_port, ip_version, proto=6, int se
     cdef uint16_t sd = <uint16_t>seed
     with nogil:
         for i in range(n):
-            if cid_hash_one(sd, &sa[i, 0], sp[i], &da[i, 0], dp[i], 4 if ver[i] == 4 else 16,
-                         prs[i], &tv[i * C_ID_LEN]) != 0:
+            if wt_community_id(sd, &sa[i, 0], sp[i], &da[i, 0], dp[i], 4 if ver[i] == 4 else 16,
+                               prs[i], &tv[i * C_ID_LEN]) != 0:
                 bad = 1
                 break
     if bad:

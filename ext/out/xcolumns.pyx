@@ -14,13 +14,13 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport free
 from libc.string cimport memcmp, memcpy
 
-from communityid cimport C_ID_LEN, cid_hash_one
+from communityid cimport WT_CID_LEN as C_ID_LEN, wt_community_id
 from digest cimport wt_crypto_no_atexit
 from exchange cimport XRecord, XF_EARLY, XF_TICKETS, XF_UNSYNCED
-from util cimport WT_IP_TEXT, wt_ip_text
+from util cimport WT_IP_TEXT, wt_alloc, wt_ip_text, wt_zalloc
 
 cnp.import_array()
 wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
@@ -99,8 +99,8 @@ cdef int _flow_fill(Flow *f, const XRecord *r) noexcept nogil:
     f.used = 1
     f.clen = <uint8_t>wt_ip_text(r.client_ip, r.ip_version != 4, f.ctext)
     f.slen = <uint8_t>wt_ip_text(r.server_ip, r.ip_version != 4, f.stext)
-    return cid_hash_one(0, r.client_ip, r.client_port, r.server_ip, r.server_port,
-                        4 if r.ip_version == 4 else 16, 6, f.cid)
+    return wt_community_id(0, r.client_ip, r.client_port, r.server_ip, r.server_port,
+                           4 if r.ip_version == 4 else 16, 6, f.cid)
 
 
 cdef inline void _set(uint8_t *bits, Py_ssize_t i) noexcept nogil:
@@ -263,19 +263,17 @@ def exchange_columns(raw, order, hs=None, bint own=True, bint joined=True):
     jsz[:] = [0, 0, 0, 0]
     cdef Flow *flows = NULL
     cdef Flow *fl
-    with nogil:
+    while cap < <uint64_t>(2 * m):
+        cap <<= 1
+    try:
+        # the checked allocator (MemoryError), with the GIL, before the pass
         if own:
-            flows = <Flow *>calloc(FLOW_SLOTS, sizeof(Flow))
-            if flows == NULL:
-                bad = 3
-        if m and not bad:
-            while cap < <uint64_t>(2 * m):
-                cap <<= 1
-            hkeys = <uint64_t *>malloc(cap * sizeof(uint64_t))
-            hrows = <int64_t *>malloc(cap * sizeof(int64_t))
-            if hkeys == NULL or hrows == NULL:
-                bad = 3
-            else:
+            flows = <Flow *>wt_zalloc(FLOW_SLOTS, sizeof(Flow))
+        if m:
+            hkeys = <uint64_t *>wt_alloc(cap * sizeof(uint64_t))
+            hrows = <int64_t *>wt_alloc(cap * sizeof(int64_t))
+        with nogil:
+            if m:
                 for k in range(<Py_ssize_t>cap):
                     hrows[k] = -1
                 for k in range(m):
@@ -287,86 +285,87 @@ def exchange_columns(raw, order, hs=None, bint own=True, bint joined=True):
                     if hrows[h] == -1:
                         hkeys[h] = key
                         hrows[h] = k
-        for i in range(n):
-            if bad:
-                break
-            r = &recs[ordv[i]]
-            if own:
-                fl = &flows[_flow_slot(r)]
-                if not _same_flow(fl, r) and _flow_fill(fl, r) != 0:
-                    bad = 1
+            for i in range(n):
+                if bad:
                     break
-                memcpy(p_cip_d + oc, fl.ctext, fl.clen)
-                oc += fl.clen
-                p_cip_o[i + 1] = oc
-                memcpy(p_sip_d + osp, fl.stext, fl.slen)
-                osp += fl.slen
-                p_sip_o[i + 1] = osp
-                memcpy(p_cid + i * C_ID_LEN, fl.cid, C_ID_LEN)
-                p_cport[i] = r.client_port
-                p_sport[i] = r.server_port
-                p_qts[i] = r.req_ts
-                p_rts[i] = r.resp_ts
-                p_qfr[i] = r.req_frame
-                p_rfr[i] = r.resp_frame
-                p_rtime[i] = r.resp_ts - r.req_ts
-                p_index[i] = r.index
-                p_qlen[i] = r.req_rec_len
-                p_rlen[i] = r.resp_rec_len
-                p_chf[i] = r.ch_frame
-                p_ipv[i] = r.ip_version
-                if r.has_req == 1:
-                    _set(p_hq, i)
-                    n_hq += 1
-                    if r.req_rec_len != 0:
-                        _set(p_ql, i)
-                        n_ql += 1
-                if r.has_resp == 1:
-                    _set(p_hr, i)
-                    n_hr += 1
-                    if r.resp_rec_len != 0:
-                        _set(p_rl, i)
-                        n_rl += 1
-                    if r.has_req == 1:
-                        _set(p_both, i)
-                        n_both += 1
-                if r.reason > 4:
-                    bad = 2
-                    break
-                if r.reason == 0:
-                    _set(p_matched, i)
-                else:
-                    _set(p_why_b, i)
-                    n_why += 1
-                    memcpy(p_why_d + ow, _REASON_TEXT + _REASON_AT[r.reason], _REASON_LEN[r.reason])
-                    ow += _REASON_LEN[r.reason]
-                p_why_o[i + 1] = ow
-                if r.flags & XF_TICKETS:
-                    _set(p_tickets, i)
-                if r.flags & XF_EARLY:
-                    _set(p_early, i)
-                if r.flags & XF_UNSYNCED:
-                    _set(p_unsynced, i)
-            if not joined:
-                continue
-            # the handshake of its connection
-            if m and r.ch_frame != 0:
-                key = _key(r.ch_frame, r.client_port, r.server_port)
-                h = _mix(key) & (cap - 1)
-                while hrows[h] != -1:
-                    if hkeys[h] == key:
-                        jrow[i] = hrows[h]
+                r = &recs[ordv[i]]
+                if own:
+                    fl = &flows[_flow_slot(r)]
+                    if not _same_flow(fl, r) and _flow_fill(fl, r) != 0:
+                        bad = 1
                         break
-                    h = (h + 1) & (cap - 1)
-            k = jrow[i]
-            for ln in range(4):
-                if k >= 0 and js[ln].valid[k]:
-                    jsz[ln] += js[ln].offs[k + 1] - js[ln].offs[k]
-            if r.version != 0:
-                jsz[2] += 6 - ((js[2].offs[k + 1] - js[2].offs[k]) if k >= 0 and js[2].valid[k] else 0)
-            if k >= 0 and lvalid[k]:
-                n_items += lo[k + 1] - lo[k]
-                n_item_bytes += io[lo[k + 1]] - io[lo[k]]
+                    memcpy(p_cip_d + oc, fl.ctext, fl.clen)
+                    oc += fl.clen
+                    p_cip_o[i + 1] = oc
+                    memcpy(p_sip_d + osp, fl.stext, fl.slen)
+                    osp += fl.slen
+                    p_sip_o[i + 1] = osp
+                    memcpy(p_cid + i * C_ID_LEN, fl.cid, C_ID_LEN)
+                    p_cport[i] = r.client_port
+                    p_sport[i] = r.server_port
+                    p_qts[i] = r.req_ts
+                    p_rts[i] = r.resp_ts
+                    p_qfr[i] = r.req_frame
+                    p_rfr[i] = r.resp_frame
+                    p_rtime[i] = r.resp_ts - r.req_ts
+                    p_index[i] = r.index
+                    p_qlen[i] = r.req_rec_len
+                    p_rlen[i] = r.resp_rec_len
+                    p_chf[i] = r.ch_frame
+                    p_ipv[i] = r.ip_version
+                    if r.has_req == 1:
+                        _set(p_hq, i)
+                        n_hq += 1
+                        if r.req_rec_len != 0:
+                            _set(p_ql, i)
+                            n_ql += 1
+                    if r.has_resp == 1:
+                        _set(p_hr, i)
+                        n_hr += 1
+                        if r.resp_rec_len != 0:
+                            _set(p_rl, i)
+                            n_rl += 1
+                        if r.has_req == 1:
+                            _set(p_both, i)
+                            n_both += 1
+                    if r.reason > 4:
+                        bad = 2
+                        break
+                    if r.reason == 0:
+                        _set(p_matched, i)
+                    else:
+                        _set(p_why_b, i)
+                        n_why += 1
+                        memcpy(p_why_d + ow, _REASON_TEXT + _REASON_AT[r.reason], _REASON_LEN[r.reason])
+                        ow += _REASON_LEN[r.reason]
+                    p_why_o[i + 1] = ow
+                    if r.flags & XF_TICKETS:
+                        _set(p_tickets, i)
+                    if r.flags & XF_EARLY:
+                        _set(p_early, i)
+                    if r.flags & XF_UNSYNCED:
+                        _set(p_unsynced, i)
+                if not joined:
+                    continue
+                # the handshake of its connection
+                if m and r.ch_frame != 0:
+                    key = _key(r.ch_frame, r.client_port, r.server_port)
+                    h = _mix(key) & (cap - 1)
+                    while hrows[h] != -1:
+                        if hkeys[h] == key:
+                            jrow[i] = hrows[h]
+                            break
+                        h = (h + 1) & (cap - 1)
+                k = jrow[i]
+                for ln in range(4):
+                    if k >= 0 and js[ln].valid[k]:
+                        jsz[ln] += js[ln].offs[k + 1] - js[ln].offs[k]
+                if r.version != 0:
+                    jsz[2] += 6 - ((js[2].offs[k + 1] - js[2].offs[k]) if k >= 0 and js[2].valid[k] else 0)
+                if k >= 0 and lvalid[k]:
+                    n_items += lo[k + 1] - lo[k]
+                    n_item_bytes += io[lo[k + 1]] - io[lo[k]]
+    finally:
         free(hkeys)
         free(hrows)
         free(flows)
@@ -374,8 +373,6 @@ def exchange_columns(raw, order, hs=None, bint own=True, bint joined=True):
         raise RuntimeError("exchange_columns: libcrypto SHA-1 failed")
     if bad == 2:
         raise IndexError("exchange_columns: a reason outside the table")
-    if bad == 3:
-        raise MemoryError()
     if max(jsz[0], jsz[1], jsz[2], jsz[3], n_item_bytes) >= 2**31 or n_items >= 2**31:
         raise OverflowError("exchange_columns: a string column of 2 GiB or more")
 

@@ -147,32 +147,17 @@ def test_several_traces_stop_the_stream():
 
 
 @pytest.mark.parametrize("exchanges", [False, True])
-def test_streamed_tables_are_not_held_unless_the_run_needs_them(tmp_path, monkeypatch, exchanges):
+def test_streamed_tables_are_not_held_unless_the_run_needs_them(tmp_path, small_streams, exchanges):
     """The handshakes written while the run goes on are dropped once written (a long live
     capture holds only those still waiting for their place), unless the caller needs the whole
     table (httpanalyzer tls --plots); the exchanges' join (--exchanges-out) keeps its own, only
     while an exchange can still belong to them (tests/tlsx/test_exchange_stream.py)."""
-    from httpanalyzer import tls as tlsmod
     from httpanalyzer.cli import main
-    from webtap import capture
 
     trace = SHARED / "traces-tls" / "pcapplusplus" / "ExamplesTest_pcap_examples_tls2.pcap"
     if not trace.exists():
         pytest.skip(f"shared data absent: {trace}")
-    monkeypatch.setattr(tlsmod.TlsRun, "STREAM_ROWS", 8)
-    init = capture.Trace.__init__
-
-    def small_batches(self, *a, **kw):
-        kw["batch_size"] = 256
-        init(self, *a, **kw)
-    monkeypatch.setattr(capture.Trace, "__init__", small_batches)
-    made = []
-    one_init = tlsmod.OnePass.__init__
-
-    def record(self, *a, **kw):
-        one_init(self, *a, **kw)
-        made.append(self)
-    monkeypatch.setattr(tlsmod.OnePass, "__init__", record)
+    made = small_streams(8, batch=256)
     extra = ["--exchanges-out", str(tmp_path / "x.parquet")] if exchanges else []
     assert main([str(trace), "-o", str(tmp_path / "h.parquet"), "--tls-out", str(tmp_path / "t.parquet"),
                  *extra, "--consumers", "0", "--no-progress", "-q"]) == 0

@@ -85,38 +85,15 @@ def test_bounds_give_up_once_frames_go_back():
     assert table.bounds()[0] == 0
 
 
-def _small(monkeypatch, rows=8, batch=64):
-    """Streaming at a few records a part, over small packet batches."""
-    from httpanalyzer import tls as tlsmod
-    from webtap import capture
-
-    monkeypatch.setattr(tlsmod.ExchangeRun, "STREAM_ROWS", rows)
-    monkeypatch.setattr(tlsmod.TlsRun, "STREAM_ROWS", rows)
-    init = capture.Trace.__init__
-
-    def small_batches(self, *a, **kw):
-        kw["batch_size"] = batch
-        init(self, *a, **kw)
-    monkeypatch.setattr(capture.Trace, "__init__", small_batches)
-    made = []
-    one_init = tlsmod.OnePass.__init__
-
-    def record(self, *a, **kw):
-        one_init(self, *a, **kw)
-        made.append(self)
-    monkeypatch.setattr(tlsmod.OnePass, "__init__", record)
-    return made
-
-
 @pytest.mark.parametrize("rel", TRACES[:2])
 @pytest.mark.parametrize("how", ["tls", "one-pass", "consumers"])
-def test_streamed_exchanges_are_the_whole_table(tmp_path, monkeypatch, rel, how):
+def test_streamed_exchanges_are_the_whole_table(tmp_path, small_streams, rel, how):
     from httpanalyzer.cli import main
     from httpanalyzer.tls_exchange import iter_exchanges
 
     path = _path(rel)
     want, _ = iter_exchanges([str(path)])          # nothing streamed: one table at the end
-    made = _small(monkeypatch)
+    made = small_streams(8, 8)
     x = tmp_path / "x.parquet"
     if how == "tls":
         args = ["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x)]
@@ -136,7 +113,7 @@ def test_streamed_exchanges_are_the_whole_table(tmp_path, monkeypatch, rel, how)
     assert one.xwritten == [] and one.written == []          # nothing kept (no --plots)
 
 
-def test_streamed_exchanges_as_csv(tmp_path, monkeypatch):
+def test_streamed_exchanges_as_csv(tmp_path, small_streams):
     """The text formats get each streamed table through the same view as the last one."""
     import csv
 
@@ -146,7 +123,7 @@ def test_streamed_exchanges_as_csv(tmp_path, monkeypatch):
 
     path = _path(TRACES[0])
     want, _ = iter_exchanges([str(path)])
-    _small(monkeypatch)
+    small_streams(8, 8)
     x = tmp_path / "x.csv"
     assert main(["tls", str(path), "-o", str(tmp_path / "t.csv"), "--exchanges-out", str(x),
                  "-q"]) == 0
@@ -159,7 +136,7 @@ def test_streamed_exchanges_as_csv(tmp_path, monkeypatch):
     assert frames == ["" if v is None else str(v) for v in want["request_frame"].to_pylist()]
 
 
-def test_handshakes_no_exchange_can_need_are_dropped(tmp_path, monkeypatch):
+def test_handshakes_no_exchange_can_need_are_dropped(tmp_path, monkeypatch, small_streams):
     """A long capture holds the handshakes of the connections that can still have exchanges,
     not all: the join's tables are dropped once every connection of theirs is gone. Built
     conversations one after another (tests/tlsx/convbuild.py), each idle past the GC timeout
@@ -189,7 +166,7 @@ def test_handshakes_no_exchange_can_need_are_dropped(tmp_path, monkeypatch):
         drop(self, hello)
         held.append(sum(t.num_rows for t in self.tabs))
     monkeypatch.setattr(xmod.JoinedHandshakes, "drop_before", counting_drop)
-    _small(monkeypatch, rows=2, batch=16)
+    small_streams(2, 2, batch=16)
     x = tmp_path / "x.parquet"
     assert main(["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x),
                  "--gc-timeout", "2", "-q"]) == 0
