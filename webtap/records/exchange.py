@@ -2,8 +2,8 @@
 by the paper's rule (the request's first packet's ACK = the response's first packet's SEQ) with
 no keys; ext/pair/exchange.pyx emits XRecord rows (mirrored by EXCHANGE_RECORD_DTYPE) and
 exchange_table turns them into EXCHANGE_SCHEMA with the connection's handshake fields joined
-(ext/out/xcolumns.pyx; docs/TLS.md "Exchanges"). Times in ns since the Unix epoch (UTC), durations ns, frame
-numbers tshark's (1-based)."""
+(ext/out/xcolumns.pyx; docs/TLS.md "Exchanges"). Times in ns since the Unix epoch (UTC),
+durations ns, frame numbers tshark's (1-based)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +14,6 @@ from webtap.records import columns
 
 __all__ = ["EXCHANGE_RECORD_DTYPE", "EXCHANGE_REASONS", "EXCHANGE_FIELDS", "EXCHANGE_COLUMNS",
            "EXCHANGE_SCHEMA", "ExchangeRows", "JoinedHandshakes", "exchange_table"]
-
-XF_TICKETS, XF_UNSYNCED, XF_EARLY = 1, 2, 4
 
 #: ext/pair/exchange.pyx XRecord (a test asserts the sizes agree)
 EXCHANGE_RECORD_DTYPE = np.dtype([
@@ -117,8 +115,10 @@ class ExchangeRows:
     __slots__ = ("r", "order", "cols")
 
     def __init__(self, raw: np.ndarray):
-        r = self.r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
-        self.order = np.lexsort((r["resp_frame"], np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])))
+        r = raw if raw.dtype == EXCHANGE_RECORD_DTYPE else np.frombuffer(raw, EXCHANGE_RECORD_DTYPE)
+        self.r = r
+        first = np.where(r["has_req"] == 1, r["req_frame"], r["resp_frame"])
+        self.order = np.lexsort((r["resp_frame"], first))
         self.cols = exchange_columns(r, self.order, None, own=True, joined=False)
 
 
@@ -137,14 +137,16 @@ def exchange_table(raw: np.ndarray | ExchangeRows, handshakes: pa.Table | None =
         bits = pa.py_buffer(p[-2]) if p[-1] else None        # the validity bitmap
         if pa.types.is_list(f.type):
             lo, io, data = p[:3]
-            items = pa.Array.from_buffers(pa.string(), len(io) - 1, [None, pa.py_buffer(io), pa.py_buffer(data)])
-            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(lo)], null_count=p[-1],
-                                                children=[items]))
+            items = pa.Array.from_buffers(pa.string(), len(io) - 1,
+                                          [None, pa.py_buffer(io), pa.py_buffer(data)])
+            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(lo)],
+                                                null_count=p[-1], children=[items]))
         elif pa.types.is_string(f.type):
-            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(p[0]), pa.py_buffer(p[1])],
-                                                null_count=p[-1]))
+            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(p[0]),
+                                                            pa.py_buffer(p[1])], null_count=p[-1]))
         else:
-            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(p[0])], null_count=p[-1]))
+            arrays.append(pa.Array.from_buffers(f.type, n, [bits, pa.py_buffer(p[0])],
+                                                null_count=p[-1]))
     return pa.Table.from_arrays(arrays, schema=EXCHANGE_SCHEMA)
 
 
@@ -162,7 +164,8 @@ def _handshake_parts(hs: pa.Table | None):
     a = hs["alpn"]
     a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
     # list offsets into the whole child (a slice's offset honoured), as columns.take_string_lists
-    loffs = np.frombuffer(a.offsets.buffers()[1], np.int32)[a.offset:a.offset + len(a) + 1].astype(np.int64)
+    loffs = np.frombuffer(a.offsets.buffers()[1], np.int32)[a.offset:a.offset + len(a) + 1]
+    loffs = loffs.astype(np.int64)
     ioffs, data, _ = columns.string_parts(a.values)
     parts.append((loffs, ioffs, data, columns.valid_mask(a).view(np.uint8)))
     return tuple(parts)
