@@ -286,6 +286,7 @@ class ExchangeRun:
         # the C table's bounds (ExchangeTable.bounds) when the records in _raw were taken
         self._before = 0
         self._hello = 0
+        self._tried = 0                        # the bound ready() looked below last
         #: after ready(): the ClientHello frame (1-based) of the oldest connection a record not
         #: handed out yet can belong to: the handshakes before it are no longer needed
         self.oldest_hello = 0
@@ -324,7 +325,15 @@ class ExchangeRun:
         (tried again after STREAM_ROWS more records)."""
         if not self.stream or self._nraw < self._next_try:
             return None
-        return self._below(min(self._before, limit), self.STREAM_ROWS)
+        bound = min(self._before, limit)
+        if bound <= self._tried:
+            # no record taken since can start below a bound that did not move (each starts at
+            # or after the bound read when it was taken): nothing to look at again (a request
+            # that waits its GC timeout holds the bound, and the records behind it pile up)
+            self._next_try = self._nraw + self.STREAM_ROWS
+            return None
+        self._tried = bound
+        return self._below(bound, self.STREAM_ROWS)
 
     def _below(self, bound: int, min_rows: int) -> np.ndarray | None:
         """The records of _raw whose first frame (1-based) is at most `bound` (a 0-based packet

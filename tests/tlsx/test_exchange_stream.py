@@ -203,3 +203,37 @@ def test_streamed_parts_are_the_records_row_groups():
     from webtap.parquetsink import ParquetWriter
 
     assert ExchangeRun.STREAM_ROWS == ParquetWriter.ROW_GROUP_ROWS
+
+
+def test_ready_does_not_look_again_below_a_bound_that_did_not_move(monkeypatch):
+    """A request that waits its GC timeout holds the bound while records pile up behind it:
+    ready() looks at them again only once the bound has moved (each record taken later starts
+    at or after the bound read when it was taken), not at every STREAM_ROWS more records."""
+    from httpanalyzer import tls as tlsmod
+    from webtap.records.exchange import EXCHANGE_RECORD_DTYPE
+
+    monkeypatch.setattr(tlsmod.ExchangeRun, "STREAM_ROWS", 4)
+    run = tlsmod.ExchangeRun(stream=True)
+    looks = []
+    below = run._below
+    monkeypatch.setattr(run, "_below", lambda b, m: looks.append(b) or below(b, m))
+
+    def take(frames):
+        r = np.zeros(len(frames), EXCHANGE_RECORD_DTYPE)
+        r["has_req"], r["req_frame"], r["ch_frame"] = 1, frames, 1
+        run._raw.append(r.view(np.uint8))
+        run._nraw += len(frames)
+    run._before = 10                   # a request of frame 11 waits
+    take([3, 20, 21, 22])              # one below the bound: too few
+    assert run.ready(100) is None and looks == [10]
+    for k in range(5):                 # more records behind the waiting request
+        take([30 + k * 4 + j for j in range(4)])
+        assert run.ready(100) is None
+    assert looks == [10]
+    take([50, 51, 52, 53])
+    run._before = 40                   # the request is answered: the bound read with them moves
+    out = run.ready(100)
+    assert looks == [10, 40]
+    # frames are 1-based, the bound a 0-based packet index: frame 40 is below index 40
+    assert sorted(out["req_frame"].tolist()) == [3, 20, 21, 22] + list(range(30, 41))
+    assert run._nraw == 28 - 15
