@@ -285,11 +285,13 @@ class ExchangeRun:
         self._next_try = self.STREAM_ROWS
         # the C table's bounds (ExchangeTable.bounds) when the records in _raw were taken
         self._before = 0
-        self._hello = 0
+        self._next_hello = 0
+        self._hellos = np.zeros(0, np.uint64)
         self._tried = 0                        # the bound ready() looked below last
-        #: after ready(): the ClientHello frame (1-based) of the oldest connection a record not
-        #: handed out yet can belong to: the handshakes before it are no longer needed
-        self.oldest_hello = 0
+        #: after ready(): (the ClientHello frames of the connections a record not handed out
+        #: yet can belong to, the frame from which the connections not seen yet start): the
+        #: other handshakes are no longer needed (JoinedHandshakes.keep)
+        self.needed = (np.zeros(0, np.uint64), 0)
         self._rows: ExchangeRows | None = None     # start_rows()'s result
         self._job: InFlight | None = None
 
@@ -310,7 +312,7 @@ class ExchangeRun:
             try:
                 raw = self.table.take()
                 if self.stream and self._nraw + raw.size // EXCHANGE_RECORD_DTYPE.itemsize >= self._next_try:
-                    self._before, self._hello = self.table.bounds()
+                    self._before, self._next_hello, self._hellos = self.table.bounds()
             finally:
                 self.lock.release()
             if raw.size:
@@ -349,8 +351,9 @@ class ExchangeRun:
         self._nraw = len(raw)
         self._next_try = self._nraw + self.STREAM_ROWS
         if out is not None:
-            held = raw["ch_frame"][raw["ch_frame"] != 0]
-            self.oldest_hello = min(self._hello, int(held.min())) if len(held) else self._hello
+            # the connections of the records still held, waiting or open when they were taken
+            self.needed = (np.unique(np.concatenate([self._hellos, raw["ch_frame"]])),
+                           self._next_hello)
         return out
 
     def finish(self) -> np.ndarray | ExchangeRows:
@@ -523,7 +526,7 @@ class OnePass:
             raw = self.x.ready(self.run.handed_before)
             if raw is not None:
                 self._write_exchanges(raw, self.hs.table())
-                self.hs.drop_before(self.x.oldest_hello)
+                self.hs.keep(*self.x.needed)
 
     def _write_exchanges(self, raw, hs) -> None:
         xt = exchange_table(raw, hs)

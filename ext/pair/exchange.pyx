@@ -270,32 +270,36 @@ cdef class ExchangeTable:
         return out
 
     def bounds(self):
-        """(ready_before, oldest_hello): ready_before, a packet index (0-based) below which no
-        record is still to come: every record made later has its first frame (the request's,
-        else the response's) at or after it, being a request waiting now, a packet held in a
-        connection (a record header cut by a segment's end, TLS 1.3 ticket candidates) or one
-        not fed yet; records taken so far below it can be written out in frame order before
-        the rest (httpanalyzer.tls.ExchangeRun streams them). oldest_hello: the ClientHello
-        frame (1-based) of the oldest connection a later record can belong to (a waiting
-        request's or an open connection's; next_pkt + 1 when none): the handshakes before it
-        are no longer needed for the join. A scan of the waiting state: call it per take, not
-        per packet. ready_before is 0 for good once the packet indexes went back (several
-        traces in a row number their frames each from 1)."""
-        cdef uint64_t b = self.t.next_pkt, hello = self.t.next_pkt + 1
+        """(ready_before, next_hello, hellos). ready_before: a packet index (0-based) below which
+        no record is still to come: every record made later has its first frame (the
+        request's, else the response's) at or after it, being a request waiting now, a packet
+        held in a connection (a record header cut by a segment's end, TLS 1.3 ticket
+        candidates) or one not fed yet; records taken so far below it can be written out in
+        frame order before the rest (httpanalyzer.tls.ExchangeRun streams them). hellos: the
+        ClientHello frames (1-based, uint64, repeats possible) of the connections a later record
+        can belong to, a waiting request's or an open connection's; next_hello: the frame of the
+        next packet, where the connections not seen yet start. Together they say which
+        handshakes the join still needs (webtap.records.exchange.JoinedHandshakes). A scan of
+        the waiting state: call it per take, not per packet. ready_before is 0 for good once the
+        packet indexes went back (several traces in a row number their frames each from 1)."""
+        cdef uint64_t b = self.t.next_pkt
         cdef int32_t j
         cdef const XPend *p
         cdef const XConn *c
+        hellos = np.empty(self.t.px.n + self.t.cx.n, np.uint64)
+        cdef uint64_t *h = <uint64_t *>cnp.PyArray_DATA(hellos)
+        cdef Py_ssize_t k = 0, cap = hellos.shape[0]
         with nogil:
             j = pt_oldest(&self.t.px)
-            while j != -1:
+            while j != -1 and k < cap:
                 p = <const XPend *>pt_at(&self.t.px, j)
                 if p.frame < b:
                     b = p.frame
-                if p.ch_frame < hello:
-                    hello = p.ch_frame
+                h[k] = p.ch_frame
+                k += 1
                 j = p.links.age_next
             j = pt_oldest(&self.t.cx)
-            while j != -1:
+            while j != -1 and k < cap:
                 c = <const XConn *>pt_at(&self.t.cx, j)
                 if c.c.hdr_n and c.c.hdr_frame < b:
                     b = c.c.hdr_frame
@@ -303,10 +307,10 @@ cdef class ExchangeTable:
                     b = c.s.hdr_frame
                 if c.nst_state >= 2 and c.h_frame < b:
                     b = c.h_frame
-                if c.ch_frame < hello:
-                    hello = c.ch_frame
+                h[k] = c.ch_frame
+                k += 1
                 j = c.links.age_next
-        return (0 if self.t.frames_back else b), hello
+        return (0 if self.t.frames_back else b), self.t.next_pkt + 1, hellos[:k]
 
     def counters(self):
         d = {name: int(self.t.cnt[k]) for k, name in enumerate(_COUNTER_NAMES)}

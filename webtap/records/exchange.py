@@ -74,36 +74,45 @@ def _values(col, dtype):
 
 class JoinedHandshakes:
     """The handshake records (httpanalyzer.tls SCHEMA tables, in frame order) the exchanges of
-    a streamed run are joined to: each table kept while an exchange still to come can belong
-    to one of its connections (drop_before), so that a long capture holds the handshakes of
-    the connections still open, not all."""
+    a streamed run are joined to, only those an exchange still to come can need (keep): a long
+    capture holds the handshakes of its open connections and waiting requests, however long one
+    of them lives, not every handshake since."""
 
-    __slots__ = ("tabs", "_last")
+    __slots__ = ("tabs", "rows")
+
+    #: rows kept beyond twice the needed ones before they are sorted out again (the work is
+    #: a pass over what is held: done when it has doubled, not at every part)
+    SLACK = 4096
 
     def __init__(self):
         self.tabs: list = []
-        self._last: list = []          # each table's last ClientHello frame (0: none)
+        self.rows = 0
 
     def add(self, tab: pa.Table | None) -> None:
         if tab is None or tab.num_rows == 0:
             return
-        vals, ok = _values(tab["request_frame"], np.uint64)
         self.tabs.append(tab)
-        self._last.append(int(vals[ok].max()) if ok.any() else 0)
+        self.rows += tab.num_rows
 
-    def drop_before(self, hello: int) -> None:
-        """The tables whose every ClientHello frame (1-based) is below `hello` dropped (the
-        oldest first: a table is kept while one of its handshakes may still be joined)."""
-        k = 0
-        while k < len(self.tabs) and self._last[k] < hello:
-            k += 1
-        if k:
-            del self.tabs[:k], self._last[:k]
+    def keep(self, hellos: np.ndarray, after: int) -> None:
+        """Only the handshakes whose ClientHello frame (1-based) is one of `hellos` or at least
+        `after` (connections not seen yet) kept, once the rows held outnumber twice those
+        needed (+ SLACK); a handshake without a ClientHello frame is joined by none."""
+        if self.rows <= 2 * len(hellos) + self.SLACK:
+            return
+        tab = self.table()
+        frames, ok = _values(tab["request_frame"], np.uint64)
+        keep = ok & (np.isin(frames, hellos) | (frames >= np.uint64(after)))
+        idx = np.flatnonzero(keep)
+        self.tabs = [columns.call("take", [tab, pa.array(idx, pa.int64())])] if len(idx) else []
+        self.rows = len(idx)
 
     def table(self) -> pa.Table | None:
         if not self.tabs:
             return None
-        return self.tabs[0] if len(self.tabs) == 1 else pa.concat_tables(self.tabs)
+        if len(self.tabs) > 1:
+            self.tabs = [pa.concat_tables(self.tabs)]
+        return self.tabs[0]
 
 
 class ExchangeRows:
