@@ -120,9 +120,7 @@ class TlsRun:
         tabs = self.ready_tables()
         if parts:
             tabs.append(sorted_table(parts))
-        if not tabs:
-            return None
-        return tabs[0] if len(tabs) == 1 else pa.concat_tables(tabs)
+        return _concat(tabs)
 
     def ready_tables(self) -> list:
         """With stream=True: the tables of records made since the last call whose place in frame
@@ -311,13 +309,14 @@ class ExchangeRun:
         if self.lock.acquire(blocking=False):
             try:
                 raw = self.table.take()
-                if self.stream and self._nraw + raw.size // EXCHANGE_RECORD_DTYPE.itemsize >= self._next_try:
+                n = raw.size // EXCHANGE_RECORD_DTYPE.itemsize
+                if self.stream and self._nraw + n >= self._next_try:
                     self._before, self._next_hello, self._hellos = self.table.bounds()
             finally:
                 self.lock.release()
-            if raw.size:
+            if n:
                 self._raw.append(raw)
-                self._nraw += raw.size // EXCHANGE_RECORD_DTYPE.itemsize
+                self._nraw += n
 
     def ready(self, limit: int) -> np.ndarray | None:
         """stream: the records taken so far whose first frame (the request's, else the
@@ -558,8 +557,10 @@ class OnePass:
                 if xt.num_rows or not self.xo.rows:
                     self.xo.write(xt)
                     self.xo.flush()
+                # every exchange with keep (--plots), else those not written while it went on
                 self.xtab = _concat(self.xwritten + [xt])
-            self.tab = _concat(self.written + ([tab] if tab is not None else [])) or empty_table()
+            tab = _concat(self.written + ([tab] if tab is not None else []))
+            self.tab = tab if tab is not None else empty_table()
         return self.tab
 
     def commit(self) -> pa.Table:
