@@ -203,8 +203,9 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
     (httpanalyzer.feeder; same records as one process, in another order); None or 0: here.
     feeder: a dict that receives the feeder's balance report (httpanalyzer.balance.balance_table);
     feeder_options: more FeederPairer arguments (ring_bytes, start_method, drain_only).
-    packet_hook: called with (packets, data, message batch) of every packet batch read, in this
-    process (the one-pass TLS records of `--tls-out`: httpanalyzer.tls.OnePass). When it has a
+    packet_hook: a stage (webtap.pipeline) fed every packet batch read, in this process (the
+    one-pass TLS records of `--tls-out`: httpanalyzer.tls.OnePass), its finish() called when the
+    input ends (not when a signal ended it), before the last records are made. When it has a
     `tls_watch` (a TLS stage's watch list) and the HTTP dissector runs here, the one walk also
     finds the TLS stage's messages (MessageBatch.tls); otherwise (the feeder's reader only
     classifies packets) the hook walks the batch itself.
@@ -300,6 +301,10 @@ def iter_record_batches(sources: str | os.PathLike | Iterable, bpf: str | None =
             # Ctrl-C / SIGTERM while dissecting or pairing (not only while reading): the input
             # ends here too, and what waits is flushed below
             stats.interrupted = True
+        if packet_hook is not None and not stats.interrupted:
+            # the input ended: a stage with work at the end starts it (the one-pass TLS stage's
+            # exchanges put in order in a thread of their own) while the records below are made
+            packet_hook.finish()
         pairer.flush()
         # nothing waiting (a run without records): no empty batch, so such a run never imports
         # pyarrow and the record schema (start-up of a header-only trace, issue 21)

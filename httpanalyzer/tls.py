@@ -302,21 +302,23 @@ class ExchangeRun:
         return res[2] if tls_watch is not None else None
 
     def collect(self) -> None:
-        """The records made so far, taken out of the C table when the walk is not in it (never
-        waits for the walk: what is left is taken at the next call or at the end). stream: the
-        table's bounds read with them when ready() may have enough to hand out (a scan of the
-        waiting state: once per STREAM_ROWS records, not per batch)."""
+        """stream: when STREAM_ROWS more records may be ready, the records made so far taken out
+        of the C table with its bounds, when the walk is not in it (never waits for the walk:
+        tried again at the next call). Otherwise they stay in the table's own buffer, taken
+        once (finish) or once per row group handed out: one buffer handed over, not a part per
+        packet batch to be joined at the end."""
+        if not self.stream:
+            return
         if self.lock.acquire(blocking=False):
             try:
+                if self._nraw + self.table.records < self._next_try:
+                    return
                 raw = self.table.take()
-                n = raw.size // EXCHANGE_RECORD_DTYPE.itemsize
-                if self.stream and self._nraw + n >= self._next_try:
-                    self._before, self._next_hello, self._hellos = self.table.bounds()
+                self._before, self._next_hello, self._hellos = self.table.bounds()
             finally:
                 self.lock.release()
-            if n:
-                self._raw.append(raw)
-                self._nraw += n
+            self._raw.append(raw)
+            self._nraw += raw.size // EXCHANGE_RECORD_DTYPE.itemsize
 
     def ready(self, limit: int) -> np.ndarray | None:
         """stream: the records taken so far whose first frame (the request's, else the
@@ -367,8 +369,11 @@ class ExchangeRun:
 
     def start_rows(self) -> None:
         """End of input: the waiting requests flushed, the records taken and put in frame order
-        (ExchangeRows) in a thread of their own while the caller puts the handshakes in order;
-        finish() hands them over."""
+        (ExchangeRows) in a thread of their own while the caller finishes the other stages and
+        puts the handshakes in order; finish() hands them over. Once: a second call does
+        nothing."""
+        if self._job is not None or self._rows is not None:
+            return
         self._job = InFlight("webtap-exchange", depth=1)
         self._job.submit(self._rows_job)
 
@@ -379,9 +384,8 @@ class ExchangeRun:
         with self.lock:
             self.table.flush()
             raw = self.table.take()
-        if raw.size:
-            self._raw.append(raw)
-        raw = np.concatenate(self._raw) if self._raw else np.zeros(0, np.uint8)
+        if self._raw:                  # held back by ready() (stream)
+            raw = np.concatenate(self._raw + [raw])
         self._raw = []
         self._nraw = 0
         return raw.view(EXCHANGE_RECORD_DTYPE)
@@ -535,7 +539,12 @@ class OnePass:
             self.xwritten.append(xt)
 
     def finish(self) -> None:
-        """The end of the input: the output is written by commit() (after the HTTP records)."""
+        """The end of the input (a stage's finish, webtap.pipeline; the HTTP pass calls it when
+        its input ends, httpanalyzer.stream): the exchanges still held are put in frame order in
+        a thread of their own (ExchangeRun.start_rows) while the HTTP pass makes its last
+        records; the outputs are written by prepare() and commit() (after the HTTP records)."""
+        if self.x is not None:
+            self.x.start_rows()
 
     def prepare(self) -> pa.Table:
         """The end of the run, before the outputs are committed: the handshakes as one table in
@@ -546,7 +555,7 @@ class OnePass:
         files are encoded at once instead of one after another (issue 29, 33)."""
         if self.tab is None:
             if self.x is not None:
-                self.x.start_rows()        # in a thread of its own, meanwhile
+                self.x.start_rows()        # in a thread of its own, unless finish() started it
             tab = self.run.finish()
             if self.o is not None and (tab is not None or not self.streamed):
                 self.o.write(tab if tab is not None else empty_table())

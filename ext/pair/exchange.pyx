@@ -19,7 +19,7 @@ by the 4-tuple and the request's ACK; a server burst looks up its SEQ.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport free
-from cpython.pycapsule cimport PyCapsule_New
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 
 cimport numpy as cnp
 import numpy as np
@@ -261,12 +261,24 @@ cdef class ExchangeTable:
                     break
                 _drop_pend(&self.t, i, XR_END)
 
+    @property
+    def records(self):
+        """The records made since the last take."""
+        return self.t.nrec
+
     def take(self):
-        """The records made since the last take, as raw bytes (XRecord rows)."""
-        out = np.empty(self.t.nrec * sizeof(XRecord), dtype=np.uint8)
-        if self.t.nrec:
-            memcpy(cnp.PyArray_DATA(out), self.t.recs, self.t.nrec * sizeof(XRecord))
+        """The records made since the last take, as raw bytes (XRecord rows): the table's own
+        buffer, handed over (no copy: a run takes its records once at the end, or once per
+        streamed row group, not per packet batch); the next record starts a new one."""
+        cdef cnp.npy_intp n = <cnp.npy_intp>(self.t.nrec * sizeof(XRecord))
+        if self.t.nrec == 0:
+            return np.empty(0, dtype=np.uint8)
+        cap = PyCapsule_New(self.t.recs, b"webtap.XRecords", _free_records)
+        self.t.recs = NULL
         self.t.nrec = 0
+        self.t.rec_cap = 0
+        out = cnp.PyArray_SimpleNewFromData(1, &n, cnp.NPY_UINT8, PyCapsule_GetPointer(cap, b"webtap.XRecords"))
+        cnp.set_array_base(out, cap)        # the array keeps the buffer; the capsule frees it
         return out
 
     def bounds(self):
@@ -317,6 +329,11 @@ cdef class ExchangeTable:
         d["pending"] = int(self.t.px.n)
         d["open_connections"] = int(self.t.cx.n)
         return d
+
+
+cdef void _free_records(object cap) noexcept:
+    """A taken record buffer's end (ExchangeTable.take: the array's base)."""
+    free(PyCapsule_GetPointer(cap, b"webtap.XRecords"))
 
 
 cdef int _tap_segment(void *state, const TcpEvent *e, const uint8_t *buf,
