@@ -264,9 +264,13 @@ class ExchangeRun:
     #: with stream=True: the records ready() hands out at once at least: a Parquet row group
     #: of the size the HTTP records get (webtap.parquetsink.ParquetWriter.ROW_GROUP_ROWS, not
     #: imported: pyarrow.parquet is loaded only for a Parquet output; a test keeps the two
-    #: equal). Each row group costs a column writer, a dictionary page, statistics and a zstd
-    #: context per column: 4,096-record groups, as the handshakes', were measured slower
-    #: on the TLS bench trace (docs/PERFORMANCE.md "Fourteenth session")
+    #: equal). ready() looks when STREAM_ROWS more records came, and when the handshakes the
+    #: join needs moved on (TlsRun handed out a table). Each row group costs a column writer,
+    #: a dictionary page and a zstd context per column: 4,096-record groups, as the
+    #: handshakes', were measured slower on the TLS bench trace; 8,192 (72 % of its exchanges
+    #: then written while the run goes on, at the handshakes' one hand-out) was no faster in
+    #: wall time and took 3 % more CPU: the walk's two cores are as busy as the end's
+    #: (docs/PERFORMANCE.md "Fourteenth session", "Fifteenth session")
     STREAM_ROWS = 1 << 15
 
     def __init__(self, gc_timeout: float = 60.0, max_pending: int = 1 << 15,
@@ -301,17 +305,18 @@ class ExchangeRun:
         self.collect()
         return res[2] if tls_watch is not None else None
 
-    def collect(self) -> None:
+    def collect(self, force: bool = False) -> None:
         """stream: when STREAM_ROWS more records may be ready, the records made so far taken out
         of the C table with its bounds, when the walk is not in it (never waits for the walk:
         tried again at the next call). Otherwise they stay in the table's own buffer, taken
         once (finish) or once per row group handed out: one buffer handed over, not a part per
-        packet batch to be joined at the end."""
+        packet batch to be joined at the end. force (ready(moved=True)): now, waiting for the
+        walk's batch, when there are STREAM_ROWS records in all."""
         if not self.stream:
             return
-        if self.lock.acquire(blocking=False):
+        if self.lock.acquire(blocking=force):
             try:
-                if self._nraw + self.table.records < self._next_try:
+                if self._nraw + self.table.records < (self.STREAM_ROWS if force else self._next_try):
                     return
                 raw = self.table.take()
                 self._before, self._next_hello, self._hellos = self.table.bounds()
@@ -320,13 +325,19 @@ class ExchangeRun:
             self._raw.append(raw)
             self._nraw += raw.size // EXCHANGE_RECORD_DTYPE.itemsize
 
-    def ready(self, limit: int) -> np.ndarray | None:
+    def ready(self, limit: int, moved: bool = False) -> np.ndarray | None:
         """stream: the records taken so far whose first frame (the request's, else the
         response's) is below both the stage's bound and `limit` (a packet index: the handshakes
         handed out so far, for the join), raw (EXCHANGE_RECORD_DTYPE), when there are
         STREAM_ROWS of them; every record handed out later sorts after them. None otherwise
-        (tried again after STREAM_ROWS more records)."""
-        if not self.stream or self._nraw < self._next_try:
+        (tried again after STREAM_ROWS more records, or when `moved`: the limit moved on)."""
+        if not self.stream:
+            return None
+        if moved:
+            self.collect(force=True)
+        elif self._nraw < self._next_try:
+            return None
+        if self._nraw < self.STREAM_ROWS:
             return None
         bound = min(self._before, limit)
         if bound <= self._tried:
@@ -516,7 +527,8 @@ class OnePass:
     def _stream(self) -> None:
         """stream: the handshakes and exchanges whose place is settled written (a row group
         each, encoded in the writer's thread)."""
-        for tab in self.run.ready_tables():
+        tabs = self.run.ready_tables()
+        for tab in tabs:
             if self.o is not None:
                 self.o.write(tab)
                 self.o.flush()             # one row group, encoded in the writer's thread
@@ -526,7 +538,7 @@ class OnePass:
             if self.x is not None:
                 self.hs.add(tab)
         if self.x is not None:
-            raw = self.x.ready(self.run.handed_before)
+            raw = self.x.ready(self.run.handed_before, moved=bool(tabs))
             if raw is not None:
                 self._write_exchanges(raw, self.hs.table())
                 self.hs.keep(*self.x.needed)

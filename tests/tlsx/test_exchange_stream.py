@@ -115,6 +115,57 @@ def test_streamed_exchanges_are_the_whole_table(tmp_path, small_streams, rel, ho
     assert one.xwritten == [] and one.written == []          # nothing kept (no --plots)
 
 
+@pytest.mark.parametrize("rows", [8, 16])
+def test_exchanges_are_written_when_the_handshakes_move_on(tmp_path, small_streams, monkeypatch,
+                                                            rows):
+    """ready() also looks when TlsRun hands out handshakes (the join's limit moved), however few
+    records came since its last look: the exchanges that waited for those handshakes are
+    written then, not only once STREAM_ROWS more records have come."""
+    from httpanalyzer import tls as tlsmod
+    from httpanalyzer.cli import main
+    from httpanalyzer.tls_exchange import iter_exchanges
+
+    path = _path(TRACES[0])
+    want, _ = iter_exchanges([str(path)])
+    small_streams(8, rows, 8)
+    looks = []
+    ready = tlsmod.ExchangeRun.ready
+
+    def spy(self, limit, moved=False):
+        early = moved and self._nraw < self._next_try      # the count alone would not look
+        out = ready(self, limit, moved)
+        looks.append((early, out is not None))
+        return out
+    monkeypatch.setattr(tlsmod.ExchangeRun, "ready", spy)
+    x = tmp_path / "x.parquet"
+    assert main(["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x),
+                 "-q"]) == 0
+    assert pq.read_table(x).equals(want)
+    assert any(early and handed for early, handed in looks)
+
+
+def test_columns_every_record_has_are_required_in_parquet(tmp_path):
+    """The 4-tuple, Community ID, ClientHello frame and flags are never null: written as required
+    Parquet columns (no definition levels), the others optional; the file reads back as the
+    table."""
+    from httpanalyzer.cli import main
+    from httpanalyzer.tls_exchange import iter_exchanges
+    from webtap.records.exchange import EXCHANGE_REQUIRED
+
+    path = _path(TRACES[1])
+    want, _ = iter_exchanges([str(path)])
+    x = tmp_path / "x.parquet"
+    assert main(["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x),
+                 "-q"]) == 0
+    f = pq.ParquetFile(x)
+    required = {f.schema.column(i).name for i in range(len(f.schema))
+                if f.schema.column(i).max_definition_level == 0}
+    assert required == set(EXCHANGE_REQUIRED)
+    assert all(want.column(c).null_count == 0 for c in required)
+    assert any(want.column(c).null_count for c in want.column_names if c not in required)
+    assert f.read().equals(want)
+
+
 def test_streamed_exchanges_as_csv(tmp_path, small_streams):
     """The text formats get each streamed table through the same view as the last one."""
     import csv
