@@ -30,7 +30,7 @@ from pendtable cimport (PendLinks, PendIndex, pt_cells_for, pt_init, pt_release_
                        pt_alloc, pt_free, pt_cell, pt_first, pt_oldest, pt_link, pt_unlink,
                        pt_full, pt_grow)
 from hashes cimport eq1_of, eq2_hash, fold_ip
-from tls cimport tls_hello, tls_parse_payload, TLS_OK, TLS_HELLO_CAP, TLSF_HRR
+from tls cimport tls_payload_server_version, TLS_OK, TLS_HELLO_CAP
 from util cimport wt_alloc, wt_zalloc, wt_realloc, wt_be16, wt_eq16
 
 cnp.import_array()
@@ -609,8 +609,8 @@ cdef int _segment(XTable *xt, XConn *c, bint client, const TcpEvent *e, const ui
     cdef int64_t a_ts = e.ts_ns
     cdef uint64_t a_frame = e.pkt_index
     cdef uint32_t a_ack = e.ack
-    cdef tls_hello hello
-    cdef const uint8_t *msg
+    cdef uint16_t sh_version = 0
+    cdef int sh_hrr = 0
     if not d.synced:
         if _looks_record(e.head, n):          # the walk's copy of the first bytes
             d.synced = 1
@@ -680,12 +680,12 @@ cdef int _segment(XTable *xt, XConn *c, bint client, const TcpEvent *e, const ui
                 # the ServerHello: the selected version (a HelloRetryRequest waits for the
                 # next); one not read here (not at the segment's start, cut) leaves the
                 # version to the record types (_classify_app)
-                if rseq == e.seq and tls_parse_payload(pl + (pos - 5), n - (pos - 5), xt.scratch,
-                                                       TLS_HELLO_CAP, &hello, &msg) == TLS_OK \
-                        and hello.hs_type == 2:
-                    if not (hello.flags & TLSF_HRR):
+                if rseq == e.seq and tls_payload_server_version(
+                        pl + (pos - 5), n - (pos - 5), xt.scratch, TLS_HELLO_CAP, &sh_version,
+                        &sh_hrr) == TLS_OK:
+                    if not sh_hrr:
                         c.sh_seen = 1
-                        c.version = hello.version
+                        c.version = sh_version
                 else:
                     c.sh_seen = 1
         d.cur_app = is_app

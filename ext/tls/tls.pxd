@@ -74,6 +74,9 @@ cdef extern from "tls_hello.h" nogil:
     int tls_parse_hello(const uint8_t *p, uint32_t n, tls_hello *h)
     int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
                           tls_hello *h, const uint8_t **msg)
+    int tls_server_version(const uint8_t *p, uint32_t n, uint16_t *version, int *hrr)
+    int tls_payload_server_version(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                                   uint16_t *version, int *hrr)
     uint32_t tls_key_share_groups(const uint8_t *p, const tls_hello *h, uint16_t *out, uint32_t cap)
 
 cdef extern from "tls_fp.h" nogil:

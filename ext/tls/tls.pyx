@@ -125,7 +125,7 @@ from packet cimport PacketRef
 from l34 cimport L34
 from message cimport HttpMsg, MSG_TLS, MSG_QUIC, same_ip
 from hashes cimport eq2_hash, fold_ip
-from util cimport wt_ip_text, WT_IP_TEXT
+from util cimport wt_alloc, wt_ip_text, WT_IP_TEXT
 from colbuild cimport (wt_strcol, wt_strlist, wt_u16list, wt_strcol_push, wt_strcol_clear,
                        wt_strcol_free, wt_strlist_push_split, wt_strlist_clear, wt_strlist_free,
                        wt_u16list_push_dec, wt_u16list_clear, wt_u16list_free, wt_strcol_keep,
@@ -143,6 +143,25 @@ from quic_crypto cimport (quic_keys_t, quic_long_hdr_t, quic_parse_long, quic_in
 from digest cimport wt_crypto_no_atexit
 
 wt_crypto_no_atexit()   # no libcrypto clean-up at exit, when first (ext/out/digest.h)
+
+
+def server_version(const uint8_t[::1] payload):
+    """tls_payload_server_version of one TCP payload (test helper, not a hot path): (status, the
+    ServerHello's selected version, whether it is a HelloRetryRequest); status as parse_hello's."""
+    cdef uint8_t *scratch = <uint8_t *>wt_alloc(TLS_HELLO_CAP)
+    cdef uint32_t n = payload.shape[0]
+    cdef uint16_t v = 0
+    cdef int hrr = 0, r
+    try:
+        with nogil:
+            r = tls_payload_server_version(&payload[0] if n else NULL, n, scratch, TLS_HELLO_CAP,
+                                           &v, &hrr)
+    finally:
+        free(scratch)
+    names = {TLS_OK: "ok", TLS_INCOMPLETE: "incomplete", TLS_NOT_TLS: "not_tls",
+             TLS_NOT_HELLO: "not_hello", TLS_BAD_LENGTH: "bad_length",
+             TLS_TOO_LONG: "too_long", TLS_BAD_RECORD: "bad_record"}
+    return names[r], v, bool(hrr)
 
 
 def thread_end():

@@ -233,18 +233,21 @@ int tls_parse_sslv2(const uint8_t *p, uint32_t n, tls_hello *h) {
     return TLS_OK;
 }
 
-int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
-                                    tls_hello *h, const uint8_t **msg) {
-    int t, r;
-    uint32_t off = tls_hello_start(p, n, &t), got, hl;
-    memset(h, 0, sizeof(*h));
-    *msg = NULL;
-    if (t == 0)
+/* tls_parse_payload's framing: the first hello's handshake message in a payload (in place when
+ * one record holds it whole and captured, else gathered into scratch). TLS_OK with *msg, *len;
+ * PM_SSLV2 for an SSLv2-format ClientHello at p; TLS_NOT_TLS; or tls_gather's error, *t and *hl
+ * then the handshake type and declared length as far as known. */
+enum { PM_SSLV2 = -1 };
+
+static int payload_message(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                           const uint8_t **msg, uint32_t *len, int *t, uint32_t *hl) {
+    int r;
+    uint32_t off = tls_hello_start(p, n, t), got;
+    *hl = 0;
+    if (*t == 0)
         return TLS_NOT_TLS;
-    if (p[0] & 0x80) {                  /* SSLv2-format ClientHello: one record, never split */
-        *msg = p;
-        return tls_parse_sslv2(p, n, h);
-    }
+    if (p[0] & 0x80)                    /* SSLv2-format ClientHello: one record, never split */
+        return PM_SSLV2;
     p += off;
     n -= off;
     /* common case: the whole message inside the first record and the captured bytes */
@@ -252,15 +255,101 @@ int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t c
         uint32_t rl = tls_be16(p + 3), ml = 4 + tls_be24(p + 6);
         if (ml <= rl && 5 + ml <= n) {
             *msg = p + 5;
-            return tls_parse_hello(p + 5, ml, h);
+            *len = ml;
+            return TLS_OK;
         }
     }
-    r = tls_gather(p, n, scratch, cap, &got, &hl);
+    r = tls_gather(p, n, scratch, cap, &got, hl);
+    if (r != TLS_OK)
+        return r;
+    *msg = scratch;
+    *len = got;
+    return TLS_OK;
+}
+
+int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                                    tls_hello *h, const uint8_t **msg) {
+    int t, r;
+    uint32_t len = 0, hl;
+    const uint8_t *m = NULL;
+    r = payload_message(p, n, scratch, cap, &m, &len, &t, &hl);
+    memset(h, 0, sizeof(*h));
+    *msg = NULL;
+    if (r == PM_SSLV2) {
+        *msg = p;
+        return tls_parse_sslv2(p, n, h);
+    }
     if (r != TLS_OK) {
-        h->hs_type = (uint8_t)t;
-        h->hs_len = hl;
+        if (r != TLS_NOT_TLS) {
+            h->hs_type = (uint8_t)t;
+            h->hs_len = hl;
+        }
         return r;
     }
-    *msg = scratch;
-    return tls_parse_hello(scratch, got, h);
+    *msg = m;
+    return tls_parse_hello(m, len, h);
+}
+
+int tls_server_version(const uint8_t *p, uint32_t n, uint16_t *version, int *hrr) {
+    uint32_t end, pos, l, el, e_end, legacy;
+    *version = 0;
+    *hrr = 0;
+    if (n < 4)
+        return TLS_INCOMPLETE;
+    if (p[0] != 2)
+        return TLS_NOT_HELLO;
+    l = tls_be24(p + 1);
+    if (n - 4 < l)
+        return TLS_INCOMPLETE;
+    end = 4 + l;
+    pos = 4;
+    if (end - pos < 2 + 32 + 1)
+        return TLS_BAD_LENGTH;
+    legacy = tls_be16(p + pos);
+    *version = (uint16_t)legacy;
+    pos += 2;
+    *hrr = memcmp(p + pos, tls_hrr_random, 32) == 0;
+    pos += 32;
+    if ((tls13_draft(legacy) > 0 && tls13_draft(legacy) < 22) || legacy == 0x0304) {
+        /* the drafts' layout (tls_parse_hello): cipher suite, then the extensions */
+        if (end - pos < 2) return TLS_BAD_LENGTH;
+        pos += 2;
+    } else {
+        l = p[pos++];
+        if (l > 32 || end - pos < l)
+            return TLS_BAD_LENGTH;
+        pos += l;
+        if (end - pos < 3) return TLS_BAD_LENGTH;
+        pos += 3;                       /* cipher suite, compression method */
+    }
+    if (pos == end)
+        return TLS_OK;
+    if (end - pos < 2) return TLS_BAD_LENGTH;
+    l = tls_be16(p + pos); pos += 2;
+    if (end - pos < l) return TLS_BAD_LENGTH;
+    e_end = pos + l;
+    while (e_end - pos >= 4) {          /* a truncated extension ends the walk, as there */
+        el = tls_be16(p + pos + 2);
+        if (e_end - pos - 4 < el)
+            break;
+        if (tls_be16(p + pos) == 43 && el >= 2)
+            *version = (uint16_t)tls_be16(p + pos + 4);
+        pos += 4 + el;
+    }
+    return TLS_OK;
+}
+
+int tls_payload_server_version(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                               uint16_t *version, int *hrr) {
+    int t, r;
+    uint32_t len = 0, hl;
+    const uint8_t *m = NULL;
+    *version = 0;
+    *hrr = 0;
+    r = payload_message(p, n, scratch, cap, &m, &len, &t, &hl);
+    if (r == PM_SSLV2)
+        return TLS_NOT_HELLO;
+    if (r != TLS_OK)
+        return r;
+    return tls_server_version(m, len, version, hrr);
 }

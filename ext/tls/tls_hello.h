@@ -208,4 +208,19 @@ int tls_parse_sslv2(const uint8_t *p, uint32_t n, tls_hello *h);
 int tls_parse_payload(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
                                     tls_hello *h, const uint8_t **msg);
 
+/* A ServerHello's selected version (supported_versions, else the legacy field) and whether it
+ * is a HelloRetryRequest, read as tls_parse_hello reads them but without filling a tls_hello:
+ * for a stage that needs only those (the TLS exchange stage, ext/pair/exchange.pyx; the full
+ * parse was a fifth of its work). p[0:n] starts at the handshake header. Returns TLS_OK exactly
+ * when tls_parse_hello returns TLS_OK with hs_type 2 (then with the same version and TLSF_HRR;
+ * tests/tls/test_server_version.py), TLS_NOT_HELLO for any other handshake type, else
+ * tls_parse_hello's error. */
+int tls_server_version(const uint8_t *p, uint32_t n, uint16_t *version, int *hrr);
+
+/* tls_server_version of the hello a TCP payload starts, framed as tls_parse_payload frames it
+ * (records of other types skipped, a message spanning records gathered into scratch[0:cap]);
+ * an SSLv2-format ClientHello gives TLS_NOT_HELLO. */
+int tls_payload_server_version(const uint8_t *p, uint32_t n, uint8_t *scratch, uint32_t cap,
+                               uint16_t *version, int *hrr);
+
 #endif

@@ -889,10 +889,16 @@ def _udp_frame(payload: bytes, sport: int, dport: int) -> bytes:
 
 
 def check_tls(data: bytes) -> None:
-    from webtap._ext.tls import parse_hello
+    from webtap._ext.tls import parse_hello, server_version
 
     status, d = parse_hello(data)
     assert status in _TLS_STATUS, status
+    # the exchange stage's ServerHello version reader says what the parser says
+    sv = server_version(data)
+    if status == "ok" and d["hs_type"] == 2:
+        assert sv == ("ok", d["version"], d["hrr"]), (sv, d["version"], d["hrr"])
+    else:
+        assert sv[0] != "ok", sv
     if status == "ok":
         assert d["hs_type"] in (1, 2)
         assert d["sni"] is None or 0 < len(d["sni"]) <= len(data)
