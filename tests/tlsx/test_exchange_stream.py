@@ -115,33 +115,39 @@ def test_streamed_exchanges_are_the_whole_table(tmp_path, small_streams, rel, ho
     assert one.xwritten == [] and one.written == []          # nothing kept (no --plots)
 
 
-@pytest.mark.parametrize("rows", [8, 16])
-def test_exchanges_are_written_when_the_handshakes_move_on(tmp_path, small_streams, monkeypatch,
-                                                            rows):
-    """ready() also looks when TlsRun hands out handshakes (the join's limit moved), however few
-    records came since its last look: the exchanges that waited for those handshakes are
-    written then, not only once STREAM_ROWS more records have come."""
+def test_ready_looks_again_when_the_handshakes_move_on(monkeypatch):
+    """ready() also looks when TlsRun hands out handshakes (moved: the join's limit moved on),
+    however few records came since its last look: the records that waited for those handshakes
+    are handed out then, not only once STREAM_ROWS more records have come. One thread walks
+    (the stage's tap over real packets) and asks, so the sequence is the same on every run;
+    every record is handed out once, each part before every record after it."""
     from httpanalyzer import tls as tlsmod
-    from httpanalyzer.cli import main
+    from webtap._ext.dissect import dissect_batch
+    from webtap.capture import open_trace
+
+    monkeypatch.setattr(tlsmod.ExchangeRun, "STREAM_ROWS", 4)
+    run = tlsmod.ExchangeRun(stream=True)
+    parts, early = [], 0
+    with open_trace(str(_path(TRACES[0])), progress=False, batch_size=16) as tr:
+        for b in tr:
+            with run.lock:
+                dissect_batch(b.packets, np.asarray(b.data), None, None, 0, None, None, run.tap)
+            run.collect()
+            assert run.ready(0) is None              # no handshake out yet: nothing joins
+            if run._nraw < run._next_try:
+                assert run.ready(1 << 40) is None    # the count alone does not look now
+                out = run.ready(1 << 40, moved=True)
+                if out is not None:
+                    early += 1
+                    parts.append(out)
+    parts.append(run.finish())
+    assert early >= 3
+    firsts = [_first(p) for p in parts if len(p)]
+    for k in range(len(firsts) - 1):
+        assert firsts[k].max() <= np.concatenate(firsts[k + 1:]).min()
     from httpanalyzer.tls_exchange import iter_exchanges
-
-    path = _path(TRACES[0])
-    want, _ = iter_exchanges([str(path)])
-    small_streams(8, rows, 8)
-    looks = []
-    ready = tlsmod.ExchangeRun.ready
-
-    def spy(self, limit, moved=False):
-        early = moved and self._nraw < self._next_try      # the count alone would not look
-        out = ready(self, limit, moved)
-        looks.append((early, out is not None))
-        return out
-    monkeypatch.setattr(tlsmod.ExchangeRun, "ready", spy)
-    x = tmp_path / "x.parquet"
-    assert main(["tls", str(path), "-o", str(tmp_path / "t.parquet"), "--exchanges-out", str(x),
-                 "-q"]) == 0
-    assert pq.read_table(x).equals(want)
-    assert any(early and handed for early, handed in looks)
+    want, _ = iter_exchanges([str(_path(TRACES[0]))])
+    assert sum(len(p) for p in parts) == want.num_rows
 
 
 def test_columns_every_record_has_are_required_in_parquet(tmp_path):
