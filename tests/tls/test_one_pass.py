@@ -56,3 +56,30 @@ def test_no_thread_of_the_run_outlives_it(tmp_path, args):
         if t.name == "webtap-signals":      # ends on its own once main() closed its pipe (EOF);
             t.join(10)                      # it never touches libcrypto
     assert [t.name for t in new if t.is_alive()] == []
+
+
+@pytest.mark.parametrize("consumers", ["0", "2"])
+def test_the_http_pass_finishes_its_hook_when_the_input_ends(tmp_path, monkeypatch, consumers):
+    """httpanalyzer.stream calls the packet hook's finish() once, after its last batch and before
+    the outputs are prepared: the one-pass exchanges start being put in order there (while the
+    HTTP pass makes its last records), not only in prepare()."""
+    from httpanalyzer import tls as tlsmod
+    from httpanalyzer.cli import main
+
+    if not TRACE.exists():
+        pytest.skip(f"shared data absent: {TRACE}")
+    seen = []
+    for cls, name in ((tlsmod.OnePass, "feed"), (tlsmod.OnePass, "finish"),
+                      (tlsmod.OnePass, "prepare"), (tlsmod.ExchangeRun, "start_rows")):
+        def spy(self, *a, _f=getattr(cls, name), _n=name, **kw):
+            seen.append(_n)
+            return _f(self, *a, **kw)
+        monkeypatch.setattr(cls, name, spy)
+    assert main([str(TRACE), "-o", str(tmp_path / "h.parquet"), "--tls-out", str(tmp_path / "t.parquet"),
+                 "--exchanges-out", str(tmp_path / "x.parquet"), "--consumers", consumers,
+                 "--no-progress"]) == 0
+    calls = [c for c in seen if c != "feed"]
+    assert seen.count("feed") >= 1 and seen[-len(calls):] == calls    # every feed came first
+    # finish once, starting the order; prepare's own start_rows call then does nothing
+    assert calls[:3] == ["finish", "start_rows", "prepare"] and calls.count("finish") == 1
+    assert pq.read_table(tmp_path / "x.parquet").num_rows > 0
