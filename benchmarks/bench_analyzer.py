@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import (PYTHON, c_tool, REPEAT, REPO, bench_trace, median, pair_ratios, paired,
+from benchmarks.common import (PYTHON, c_tool, command, REPEAT, REPO, bench_trace, median, pair_ratios, paired,
                                paired_table, load_average, warm, webtap_cmd)
 
 from httpanalyzer.tshark import TSHARK_FIRST_PACKET as TSHARK_FP  # one home of tshark's flags
@@ -78,13 +78,6 @@ def bench_core(n_txn: int = 1_000_000, batch: int = 65536) -> dict:
     return {"messages": 2 * n_txn, "seconds": dt, "Mmsg/s": 2 * n_txn / dt / 1e6}
 
 
-def webtap_command() -> list[str]:
-    """The installed `httpanalyzer` command of the interpreter that runs webtap (the wheel
-    install under `make bench`), as a user runs it: default options."""
-    exe = os.path.join(os.path.dirname(PYTHON), "httpanalyzer")
-    return [exe] if os.path.exists(exe) else [PYTHON, "-m", "httpanalyzer.cli"]
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=REPEAT)
@@ -101,7 +94,7 @@ def main(argv=None) -> int:
     # Whole processes, every contender the same number of runs, alternating: the headline
     # ratios are medians of per-round ratios (benchmarks.common.paired)
     contenders = [("libpcap loop (C)", [pcap_loop_binary(), str(trace)]),
-                  ("webtap httpanalyzer", webtap_command() + [str(trace)], dev),
+                  ("webtap httpanalyzer", command("httpanalyzer") + [str(trace)], dev),
                   ("webtap runner (in-process loop)", webtap_cmd("_run_webtap", str(trace)))]
     if shutil.which("httpry"):
         contenders.append(("httpry", ["httpry", "-q", "-r", str(trace), "-o", os.devnull], dev))

@@ -16,7 +16,7 @@ import struct
 import subprocess
 import sys
 
-from benchmarks.common import OUT, PYTHON, load_average, median, paired
+from benchmarks.common import OUT, PYTHON, command, load_average, median, paired
 
 TARGET_S = 0.090
 
@@ -27,11 +27,6 @@ def header_only_trace():
     if not path.exists():
         path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
     return path
-
-
-def command(name: str) -> list[str]:
-    exe = os.path.join(os.path.dirname(PYTHON), name)
-    return [exe] if os.path.exists(exe) else [PYTHON, "-m", f"{name}.cli"]
 
 
 def main(argv=None) -> int:

@@ -24,10 +24,10 @@ import pathlib
 import subprocess
 import sys
 
-from benchmarks.common import (OUT, PYTHON, REPEAT, SHARED, bench_trace, load_average, median,
+from benchmarks.common import (OUT, REPEAT, SHARED, bench_trace, command, load_average, median,
                                pair_ratios, paired, warm)
 
-CLI = "import sys; from httpanalyzer.cli import main; sys.exit(main(sys.argv[1:]))"
+HTTPANALYZER = command("httpanalyzer")      # the installed command, as a user runs it
 
 
 def tls_trace(rounds: int) -> pathlib.Path:
@@ -68,7 +68,7 @@ def tls_table(trace: pathlib.Path, repeats: int) -> str:
 
     warm(trace)
     out = OUT / "bench-tls.parquet"
-    res = paired([("webtap httpanalyzer tls", [PYTHON, "-P", "-c", CLI, "tls", str(trace), "-o",
+    res = paired([("webtap httpanalyzer tls", HTTPANALYZER + ["tls", str(trace), "-o",
                                                str(out), "--quiet"]),
                   ("tshark TLS dissection", tshark_cmd(trace))], repeats)
     t = pq.read_table(out)
@@ -94,7 +94,7 @@ def tls_table(trace: pathlib.Path, repeats: int) -> str:
 
 def http_table(trace: pathlib.Path, repeats: int) -> str:
     warm(trace)
-    base = [PYTHON, "-P", "-c", CLI, str(trace), "-o", str(OUT / "bench-http.parquet"),
+    base = HTTPANALYZER + [str(trace), "-o", str(OUT / "bench-http.parquet"),
             "--consumers", "0", "--no-progress"]
     res = paired([("httpanalyzer TRACE -o OUT", base),
                   ("  + --tls-out (same pass)", base + ["--tls-out", str(OUT / "bench-http-tls.parquet")])],
@@ -118,7 +118,7 @@ def stage_table(trace: pathlib.Path, repeats: int) -> str:
     import pyarrow.parquet as pq
 
     warm(trace)
-    base = [PYTHON, "-P", "-c", CLI, str(trace), "-o", str(OUT / "bench-stage-http.parquet"),
+    base = HTTPANALYZER + [str(trace), "-o", str(OUT / "bench-stage-http.parquet"),
             "--no-progress", "--quiet"]
     tls = base + ["--tls-out", str(OUT / "bench-stage-tls.parquet")]
     ex = tls + ["--exchanges-out", str(OUT / "bench-stage-exchanges.parquet")]

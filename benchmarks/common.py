@@ -39,6 +39,19 @@ def load_average() -> str:
     return f"load average {a[0]:.1f} {a[1]:.1f} {a[2]:.1f} on {len(os.sched_getaffinity(0))} cores"
 
 
+def command(name: str) -> list[str]:
+    """The installed command `name` (httpanalyzer, urlfilter, webtap) of PYTHON's environment, as
+    a user runs it: the console script beside PYTHON, else `PYTHON -P -m name` (the package's
+    __main__, which the script runs too). Both start through webtap.startup (Arrow's memory pool
+    chosen, the collector paused during the imports and frozen after them); a contender started
+    as `python -c "from httpanalyzer.cli import main; ..."` or `-m httpanalyzer.cli` skips it and
+    is a process no user runs (bench_tls did so until the sixteenth session:
+    docs/PERFORMANCE.md). -P: the working directory (the repository) is not put on sys.path, so
+    the installed package is the one that runs."""
+    exe = os.path.join(os.path.dirname(PYTHON), name)
+    return [exe] if os.path.exists(exe) else [PYTHON, "-P", "-m", name]
+
+
 def webtap_cmd(module: str, *args: str) -> list[str]:
     """Command running benchmarks/<module>.py under PYTHON. By path, not with -m, so that the
     repository's source packages do not shadow an installed webtap."""
