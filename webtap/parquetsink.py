@@ -39,6 +39,13 @@ def with_pandas_metadata(schema):
     return schema.with_metadata(meta)
 
 
+def _is_text(ty) -> bool:
+    """A text leaf: strings, binaries and Arrow dictionaries (dictionary_columns encodes them
+    with a dictionary, statistics_columns gives them no min/max)."""
+    return (pa.types.is_string(ty) or pa.types.is_large_string(ty) or pa.types.is_binary(ty)
+            or pa.types.is_large_binary(ty) or pa.types.is_dictionary(ty))
+
+
 def dictionary_columns(schema) -> list[str]:
     """The Parquet column paths to dictionary-encode: text leaves only (strings, binaries and
     Arrow dictionaries, in lists and structs too: `alpn.list.element`). Parquet's default
@@ -54,10 +61,7 @@ def dictionary_columns(schema) -> list[str]:
             return leaves(name + ".list.element", ty.value_type)
         if pa.types.is_struct(ty):
             return [x for f in ty for x in leaves(name + "." + f.name, f.type)]
-        if (pa.types.is_string(ty) or pa.types.is_large_string(ty) or pa.types.is_binary(ty)
-                or pa.types.is_large_binary(ty) or pa.types.is_dictionary(ty)):
-            return [name]
-        return []
+        return [name] if _is_text(ty) else []
 
     return [x for f in schema for x in leaves(f.name, f.type)]
 
@@ -76,16 +80,12 @@ def statistics_columns(schema) -> list[str]:
     either, and each value's byte comparison costs (cachegrind, instructions to encode the TLS
     bench trace's outputs, pyarrow 26: the exchanges 163 -> 134-152 M, the handshakes 297-302 ->
     274-275 M; a few hundred bytes smaller)."""
-    def text(ty):
-        return (pa.types.is_string(ty) or pa.types.is_large_string(ty) or pa.types.is_binary(ty)
-                or pa.types.is_large_binary(ty) or pa.types.is_dictionary(ty))
-
     def leaves(name, ty):
         if pa.types.is_list(ty) or pa.types.is_large_list(ty) or pa.types.is_fixed_size_list(ty):
             return []
         if pa.types.is_struct(ty):
             return [x for f in ty for x in leaves(name + "." + f.name, f.type)]
-        return [] if text(ty) else [name]
+        return [] if _is_text(ty) else [name]
 
     return [x for f in schema for x in leaves(f.name, f.type)]
 

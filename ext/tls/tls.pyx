@@ -15,6 +15,11 @@ from hellostream cimport (HelloStream, hs_start, hs_offer, hs_may_start, HS_STRE
                           HS_WHOLE, HS_RETRANSMISSION, HS_GAP, HS_CUT, HS_TOO_LONG, HS_MALFORMED,
                           HS_NOT_HELLO)
 
+#: the parser's status codes by name (parse_hello, server_version)
+_STATUS = {TLS_OK: "ok", TLS_INCOMPLETE: "incomplete", TLS_NOT_TLS: "not_tls",
+           TLS_NOT_HELLO: "not_hello", TLS_BAD_LENGTH: "bad_length", TLS_TOO_LONG: "too_long",
+           TLS_BAD_RECORD: "bad_record"}
+
 
 def parse_hello(const uint8_t[::1] payload, str proto="t"):
     """Parse one TCP payload that starts a TLS hello (test and inspection helper, not a hot path).
@@ -41,12 +46,9 @@ def parse_hello(const uint8_t[::1] payload, str proto="t"):
             raise MemoryError()
         with nogil:
             r = tls_parse_payload(&payload[0] if n else NULL, n, scratch, TLS_HELLO_CAP, &h, &msg)
-        names = {TLS_OK: "ok", TLS_INCOMPLETE: "incomplete", TLS_NOT_TLS: "not_tls",
-                 TLS_NOT_HELLO: "not_hello", TLS_BAD_LENGTH: "bad_length",
-                 TLS_TOO_LONG: "too_long", TLS_BAD_RECORD: "bad_record"}
         d = {"hs_type": h.hs_type, "hs_len": h.hs_len}
         if r != TLS_OK:
-            return names[r], d
+            return _STATUS[r], d
         # an SSLv2-format hello: msg is its record (2-byte header + msg type + hs_len bytes)
         msgb = bytes((<const uint8_t *>msg)[:(3 if h.flags & TLSF_SSLV2 else 4) + h.hs_len])
 
@@ -158,10 +160,7 @@ def server_version(const uint8_t[::1] payload):
                                            &v, &hrr)
     finally:
         free(scratch)
-    names = {TLS_OK: "ok", TLS_INCOMPLETE: "incomplete", TLS_NOT_TLS: "not_tls",
-             TLS_NOT_HELLO: "not_hello", TLS_BAD_LENGTH: "bad_length",
-             TLS_TOO_LONG: "too_long", TLS_BAD_RECORD: "bad_record"}
-    return names[r], v, bool(hrr)
+    return _STATUS[r], v, bool(hrr)
 
 
 def thread_end():

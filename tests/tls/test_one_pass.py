@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import SHARED, require_shared
 
 TRACE = SHARED / "traces-tls" / "ndpi" / "teams.pcap"
 
@@ -19,8 +19,7 @@ def _rows(path):
 def test_tls_out_equals_tls_subcommand(tmp_path, consumers):
     from httpanalyzer.cli import main
 
-    if not TRACE.exists():
-        pytest.skip(f"shared data absent: {TRACE}")
+    require_shared(TRACE)
     assert main([str(TRACE), "-o", str(tmp_path / "h.parquet"), "--tls-out", str(tmp_path / "t.parquet"),
                  "--consumers", consumers, "--no-progress"]) == 0
     assert main(["tls", str(TRACE), "-o", str(tmp_path / "ref.parquet")]) == 0
@@ -45,8 +44,8 @@ def test_no_thread_of_the_run_outlives_it(tmp_path, args):
     from httpanalyzer.cli import main
 
     quic = SHARED / "traces-tls" / "tcpdump" / "quic_handshake.pcap"
-    if not (TRACE.exists() and quic.exists()):
-        pytest.skip("shared data absent")
+    require_shared(TRACE)
+    require_shared(quic)
     before = {t.ident for t in threading.enumerate()}
     sub = args[:1] if args[0] == "tls" else []
     rest = [str(tmp_path / a) if a.endswith((".parquet", ".csv")) else a for a in args[len(sub):]]
@@ -66,8 +65,7 @@ def test_the_http_pass_finishes_its_hook_when_the_input_ends(tmp_path, monkeypat
     from httpanalyzer import tls as tlsmod
     from httpanalyzer.cli import main
 
-    if not TRACE.exists():
-        pytest.skip(f"shared data absent: {TRACE}")
+    require_shared(TRACE)
     seen = []
     for cls, name in ((tlsmod.OnePass, "feed"), (tlsmod.OnePass, "finish"),
                       (tlsmod.OnePass, "prepare"), (tlsmod.ExchangeRun, "start_rows")):
